@@ -1,0 +1,15 @@
+"""Per-primitive lowering rules. Importing this package registers every rule family."""
+from lowering_rules import (  # noqa: F401
+    control_flow,
+    convolution,
+    elementwise,
+    indexing,
+    linalg,
+    reductions,
+    sorting,
+    structural,
+    windows,
+)
+from lowering_rules.registry import RULES, rule_for
+
+__all__ = ["RULES", "rule_for"]

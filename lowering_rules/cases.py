@@ -1,0 +1,87 @@
+"""Differential test cases, declared beside the rules they exercise.
+
+A case is a JAX callable and its arguments. The arguments are either concrete
+numpy arrays or ``ArgSpec``s (``f32(2, 3)``, ``i32(4, low=-2, high=9)``) that
+the harness fills with data seeded from the case name, so every run sees the
+same inputs. JAX's own result on those inputs is the reference in every runtime.
+"""
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class ArgSpec:
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    low: float | None = None
+    high: float | None = None
+
+    def materialize(self, rng: np.random.Generator) -> np.ndarray:
+        dtype = self.dtype
+        if dtype == np.bool_:
+            return rng.random(self.shape) < 0.5
+        if np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            low = max(info.min, -10 if self.low is None else self.low)
+            high = min(info.max, 10 if self.high is None else self.high)
+            if np.issubdtype(dtype, np.unsignedinteger):
+                low = max(low, 0)
+            return rng.integers(low, high, size=self.shape, endpoint=True).astype(dtype)
+        if self.low is None and self.high is None:
+            return rng.standard_normal(self.shape).astype(dtype)
+        low = -1.0 if self.low is None else self.low
+        high = 1.0 if self.high is None else self.high
+        return rng.uniform(low, high, size=self.shape).astype(dtype)
+
+
+def _spec(dtype):
+    def make(*shape: int, low: float | None = None, high: float | None = None) -> ArgSpec:
+        return ArgSpec(tuple(shape), np.dtype(dtype), low, high)
+    make.__name__ = np.dtype(dtype).name
+    return make
+
+
+f32, f16, i32, i8, u8, u32, boolean = map(
+    _spec, (np.float32, np.float16, np.int32, np.int8, np.uint8, np.uint32, np.bool_))
+
+
+def default_tolerance(dtype: np.dtype) -> tuple[float, float]:
+    """(atol, rtol) for comparing a runtime's result with JAX's, relative to output scale."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float16:
+        return 1e-2, 1e-2
+    if np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.complexfloating):
+        return 1e-5, 1e-5
+    return 0.0, 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    fun: Callable
+    args: tuple[Any, ...]
+    atol: float | None = None
+    rtol: float | None = None
+    polymorphic_shapes: Sequence[str | None] | None = None
+    primitive: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.primitive}:{self.name}"
+
+    def for_primitive(self, primitive: str) -> "Case":
+        return dataclasses.replace(self, primitive=primitive)
+
+    def concrete_args(self) -> list[np.ndarray]:
+        rng = np.random.default_rng(zlib.crc32(self.id.encode()))
+        return [a.materialize(rng) if isinstance(a, ArgSpec) else np.asarray(a) for a in self.args]
+
+
+def case(name: str, fun: Callable, *args, atol: float | None = None, rtol: float | None = None,
+         polymorphic_shapes: Sequence[str | None] | None = None) -> Case:
+    return Case(name, fun, tuple(args), atol, rtol, polymorphic_shapes)

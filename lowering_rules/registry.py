@@ -1,0 +1,131 @@
+"""The single registry of lowering rules, keyed by JAX primitive name.
+
+A rule is a function ``lower(ctx, *operands, **params)``. Its keyword-only
+parameters are the primitive parameters it understands: anything else JAX
+passes is refused before lowering (JAX adds parameters between versions, and
+silently ignoring one could change results). Beside the function, a rule keeps
+its declared limitations (data, read by the limitations engine) and its
+differential test cases.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from limitations.targets import Target
+from lowering_rules.cases import Case
+
+# Placement annotations: meaningless for one device, so every rule accepts them.
+PLACEMENT_PARAMS = frozenset({"sharding", "out_sharding"})
+
+
+@dataclasses.dataclass(frozen=True)
+class EqnView:
+    """What a limitation predicate may look at: a primitive application, before lowering."""
+    primitive: str
+    params: dict
+    avals_in: tuple
+    avals_out: tuple
+
+    @property
+    def dtypes(self) -> set:
+        return {np.dtype(a.dtype) for a in (*self.avals_in, *self.avals_out) if hasattr(a, "dtype")}
+
+    @property
+    def dtype_in(self):
+        return np.dtype(self.avals_in[0].dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limitation:
+    """A declared case that a target cannot run: data, not code paths.
+
+    ``when(eqn)`` returns true when the application falls in the unsupported case.
+    ``param`` names the parameter (or "dtype") that is out of range.
+    """
+    targets: tuple[Target, ...]
+    condition: str
+    reason: str
+    when: Callable[[EqnView], bool]
+    param: str = "dtype"
+    workaround: str = ""
+
+    def applies(self, eqn: EqnView, target: Target) -> bool:
+        return target in self.targets and bool(self.when(eqn))
+
+
+def dtype_limitation(targets: Sequence[Target], dtypes: Iterable, reason: str,
+                     workaround: str = "") -> Limitation:
+    """The common limitation: some operand or result has one of ``dtypes``."""
+    bad = frozenset(np.dtype(d) for d in dtypes)
+    names = ", ".join(sorted(d.name for d in bad))
+    return Limitation(tuple(targets), f"dtype is {names}", reason,
+                      when=lambda eqn: bool(eqn.dtypes & bad), workaround=workaround)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    primitive: str
+    lower: Callable[..., Any]
+    params: frozenset[str]
+    limitations: tuple[Limitation, ...] = ()
+    cases: tuple[Case, ...] = ()
+
+    def unknown_params(self, params: dict) -> list[str]:
+        return sorted(set(params) - self.params - PLACEMENT_PARAMS)
+
+
+RULES: dict[str, Rule] = {}
+
+
+def _primitive_name(primitive) -> str:
+    return primitive if isinstance(primitive, str) else primitive.name
+
+
+def _understood_params(lower: Callable) -> frozenset[str]:
+    sig = inspect.signature(lower)
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        raise TypeError(f"{lower.__qualname__}: a rule names the parameters it understands; "
+                        "**kwargs would hide new JAX parameters")
+    return frozenset(n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY)
+
+
+def register(primitive, lower: Callable, *, limitations: Sequence[Limitation] = (),
+             cases: Sequence[Case] = ()) -> Rule:
+    name = _primitive_name(primitive)
+    if name in RULES:
+        raise ValueError(f"a rule for {name} is already registered")
+    rule = Rule(name, lower, _understood_params(lower), tuple(limitations),
+                tuple(c.for_primitive(name) for c in cases))
+    RULES[name] = rule
+    return rule
+
+
+def lowering(*primitives, limitations: Sequence[Limitation] = (), cases: Sequence[Case] = ()):
+    """Decorator form of ``register`` for rules with logic of their own."""
+    def decorate(lower):
+        for primitive in primitives:
+            register(primitive, lower, limitations=limitations, cases=cases)
+        return lower
+    return decorate
+
+
+def add_cases(primitive, *cases: Case) -> None:
+    """Attach cases to a rule registered from a table."""
+    name = _primitive_name(primitive)
+    rule = RULES[name]
+    RULES[name] = dataclasses.replace(
+        rule, cases=rule.cases + tuple(c.for_primitive(name) for c in cases))
+
+
+def add_limitations(primitive, *limitations: Limitation) -> None:
+    name = _primitive_name(primitive)
+    rule = RULES[name]
+    RULES[name] = dataclasses.replace(rule, limitations=rule.limitations + tuple(limitations))
+
+
+def rule_for(name: str) -> Rule | None:
+    return RULES.get(name)

@@ -1,0 +1,145 @@
+"""Exporters: SavedModel, .tflite (builtins only unless Flex is allowed) and TF.js graph models.
+
+Every exporter traces, runs the up-front check for its target, lowers into one
+``tf.function`` with named inputs and outputs, and writes beside the final path
+before renaming into place: a failed export leaves nothing at ``path``.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from typing import Callable, Iterator
+
+import tensorflow as tf
+
+from limitations.targets import Target
+from noxla.api import lower_program, require_supported
+from noxla.errors import ExportError
+from noxla.interpreter import tf_dtype
+from noxla.shapes import is_static
+from noxla.tracing import Program, trace
+
+
+def input_signature(program: Program) -> list[tf.TensorSpec]:
+    return [tf.TensorSpec([d if is_static([d]) else None for d in aval.shape], tf_dtype(aval.dtype), name=name)
+            for aval, name in zip(program.in_avals, program.in_names)]
+
+
+def serving_function(program: Program) -> tf.types.experimental.ConcreteFunction:
+    """The program as one concrete TF function: flat named inputs, a dict of named outputs."""
+    def serve(*flat_args):
+        outs = lower_program(program, flat_args)
+        return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
+    return tf.function(serve, input_signature=input_signature(program), autograph=False).get_concrete_function()
+
+
+def prepare(fun: Callable, example_args, polymorphic_shapes, target: Target) -> Program:
+    program = trace(fun, example_args, polymorphic_shapes)
+    require_supported(program, target)
+    return program
+
+
+@contextlib.contextmanager
+def atomic_output(path: str, overwrite: bool) -> Iterator[str]:
+    """Yield a scratch path beside ``path``; move it into place only if the block succeeds."""
+    path = os.path.abspath(os.fspath(path))
+    if os.path.lexists(path) and not overwrite:
+        raise ExportError(f"{path} already exists; pass overwrite=True (CLI: --force) to replace it")
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    scratch_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".noxla-tmp", dir=parent)
+    scratch = os.path.join(scratch_dir, os.path.basename(path))
+    try:
+        yield scratch
+        if os.path.isdir(path) and not os.path.islink(path):
+            old = os.path.join(scratch_dir, "replaced")
+            os.rename(path, old)
+        os.replace(scratch, path)
+    finally:
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+
+
+def module_for(concrete) -> tf.Module:
+    module = tf.Module()
+    module.serve = concrete
+    return module
+
+
+def write_saved_model(concrete, path: str) -> None:
+    tf.saved_model.save(module_for(concrete), path, signatures={"serving_default": concrete})
+
+
+def tflite_bytes(concrete, allow_flex: bool = False) -> bytes:
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], module_for(concrete))
+    ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if allow_flex:
+        ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
+    converter.target_spec.supported_ops = ops
+    try:
+        return converter.convert()
+    except Exception as e:  # the converter raises several private error types
+        raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
+
+
+def write_tfjs(concrete, path: str) -> None:
+    # tensorflowjs imports TF Decision Forests, whose banner imports IPython whenever stdout is
+    # not a terminal (pytest, CI, pipes) and dies without it.
+    os.environ.setdefault("TFDF_DISABLE_WELCOME_MESSAGE", "1")
+    from tensorflowjs.converters import tf_saved_model_conversion_v2 as tfjs_conversion
+    with tempfile.TemporaryDirectory(prefix="noxla-sm-") as saved_model:
+        write_saved_model(concrete, saved_model)
+        try:
+            tfjs_conversion.convert_tf_saved_model(saved_model, path, use_structured_outputs_names=True,
+                                                   control_flow_v2=True)
+        except Exception as e:
+            raise ExportError(f"the TF.js converter rejected the lowered program: {e}") from e
+    name_tfjs_signature(os.path.join(path, "model.json"), concrete)
+
+
+def name_tfjs_signature(model_json: str, concrete) -> None:
+    """Key the graph model's signature by our readable names.
+
+    The TF.js converter keys outputs by graph node (``Identity_1:0``) and drops
+    the name of any that share shape and dtype; TF.js's GraphModel reports and
+    accepts signature keys, so keying them by name makes them stable.
+    """
+    with open(model_json) as f:
+        model = json.load(f)
+    signature = model.setdefault("signature", {})
+    out_names = sorted(concrete.structured_outputs)  # tf.nest flattens dicts in key order
+    by_node = {t.name: name for t, name in zip(concrete.outputs, out_names)}
+    outputs = signature.get("outputs", {})
+    signature["outputs"] = {by_node.get(info["name"], key): info for key, info in outputs.items()}
+    inputs = signature.get("inputs", {})
+    signature["inputs"] = {info["name"].split(":")[0]: info for info in inputs.values()}
+    with open(model_json, "w") as f:
+        json.dump(model, f)
+
+
+def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shapes=None,
+                       overwrite: bool = False) -> str:
+    program = prepare(fun, example_args, polymorphic_shapes, Target.TF)
+    with atomic_output(path, overwrite) as scratch:
+        write_saved_model(serving_function(program), scratch)
+    return os.path.abspath(path)
+
+
+def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=None, allow_flex: bool = False,
+                  overwrite: bool = False) -> str:
+    program = prepare(fun, example_args, polymorphic_shapes, Target.TFLITE_FLEX if allow_flex else Target.TFLITE)
+    with atomic_output(path, overwrite) as scratch:
+        data = tflite_bytes(serving_function(program), allow_flex)
+        with open(scratch, "wb") as f:
+            f.write(data)
+    return os.path.abspath(path)
+
+
+def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None,
+                overwrite: bool = False) -> str:
+    program = prepare(fun, example_args, polymorphic_shapes, Target.TFJS)
+    with atomic_output(path, overwrite) as scratch:
+        write_tfjs(serving_function(program), scratch)
+    return os.path.abspath(path)

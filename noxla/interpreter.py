@@ -1,0 +1,114 @@
+"""The jaxpr interpreter: walks equations and asks the registry for each primitive's rule.
+
+It knows nothing about particular primitives. Sub-programs (jit, cond, while,
+scan, custom_jvp, ...) are lowered by their own rules through
+``LoweringContext.sub_program``, which calls back into ``lower_jaxpr``.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+from jax.extend import core
+
+from lowering_rules import registry
+from lowering_rules.helpers import tf_dtype
+from noxla.errors import LoweringError, NoxlaError, source_line
+from noxla.shapes import Dims
+
+
+class Lowering:
+    """State shared by one lowering: dimension sizes and the constants emitted so far."""
+
+    def __init__(self, dims: Dims):
+        self.dims = dims
+        self._constants: dict[tuple[int, int], tuple[object, tf.Tensor]] = {}
+
+    def constant(self, value) -> tf.Tensor:
+        """Each weight array becomes one constant per graph, however often it is used."""
+        graph = tf.compat.v1.get_default_graph() if not tf.executing_eagerly() else None
+        key = (id(value), id(graph))
+        hit = self._constants.get(key)
+        if hit is None:
+            array = np.asarray(value)
+            hit = (value, tf.constant(array, dtype=tf_dtype(array.dtype)))
+            self._constants[key] = hit
+        return hit[1]
+
+
+class LoweringContext:
+    """What a rule sees of one equation: its abstract values, sizes and sub-programs."""
+
+    def __init__(self, lowering: Lowering, eqn):
+        self.lowering = lowering
+        self.eqn = eqn
+        self.avals_in = tuple(v.aval for v in eqn.invars)
+        self.avals_out = tuple(v.aval for v in eqn.outvars)
+
+    @property
+    def aval_out(self):
+        return self.avals_out[0]
+
+    @property
+    def out_dtype(self) -> tf.DType:
+        return tf_dtype(self.aval_out.dtype)
+
+    def dim(self, d):
+        return self.lowering.dims.dim(d)
+
+    def shape(self, shape: Sequence):
+        return self.lowering.dims.shape(shape)
+
+    def out_shape(self, i: int = 0):
+        return self.shape(self.avals_out[i].shape)
+
+    def sub_program(self, closed_jaxpr) -> Callable[..., list[tf.Tensor]]:
+        """A TF function body for a sub-jaxpr. Its constants are made here, outside any branch."""
+        if isinstance(closed_jaxpr, core.Jaxpr):
+            closed_jaxpr = core.ClosedJaxpr(closed_jaxpr, ())
+        consts = [self.lowering.constant(c) for c in closed_jaxpr.consts]
+
+        def body(*args):
+            return lower_jaxpr(self.lowering, closed_jaxpr.jaxpr, consts, args)
+        return body
+
+
+def _read(lowering: Lowering, values: dict, atom, aval=None):
+    if isinstance(atom, core.Literal):
+        return tf.constant(np.asarray(atom.val, dtype=atom.aval.dtype))
+    return values[atom]
+
+
+def lower_jaxpr(lowering: Lowering, jaxpr: core.Jaxpr, consts: Sequence, args: Sequence) -> list:
+    values = {}
+    for var, value in zip(jaxpr.constvars, consts):
+        values[var] = value if isinstance(value, (tf.Tensor, tf.Variable)) else lowering.constant(value)
+    values.update(zip(jaxpr.invars, args))
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        rule = registry.rule_for(name)
+        if rule is None:  # the up-front check reports this with context; here only as a guard
+            raise LoweringError(f"no lowering rule for primitive '{name}' at {source_line(eqn.source_info)}")
+        invals = [_read(lowering, values, v) for v in eqn.invars]
+        try:
+            with tf.name_scope(name):
+                outs = rule.lower(LoweringContext(lowering, eqn), *invals, **eqn.params)
+        except NoxlaError:
+            raise
+        except Exception as e:
+            raise LoweringError(
+                f"lowering '{name}' failed at {source_line(eqn.source_info)}: {type(e).__name__}: {e}\n"
+                f"parameters: {_short_params(eqn.params)}\n"
+                "This is a noxla bug; please report it with this message.") from e
+        if not eqn.primitive.multiple_results:
+            outs = [outs]
+        for var, out in zip(eqn.outvars, outs):
+            if not isinstance(var, core.DropVar):
+                values[var] = out
+    return [_read(lowering, values, v) for v in jaxpr.outvars]
+
+
+def _short_params(params: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()
+                     if not isinstance(v, (core.Jaxpr, core.ClosedJaxpr)))

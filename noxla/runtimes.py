@@ -1,0 +1,111 @@
+"""Run exported models in their real runtimes: LiteRT for .tflite, TF.js in Node for graph models.
+
+Used by the CLI's verify step and by the differential tests.
+"""
+from __future__ import annotations
+
+import atexit
+import base64
+import json
+import os
+import shutil
+import subprocess
+import threading
+from typing import Mapping
+
+import numpy as np
+
+RUNNER_JS = os.path.join(os.path.dirname(__file__), "tfjs_runner", "runner.js")
+
+
+def run_tflite(model: bytes | str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run the model's default signature; input shapes may differ from the exported ones."""
+    from ai_edge_litert.interpreter import Interpreter
+    interpreter = Interpreter(model_content=model) if isinstance(model, bytes) else Interpreter(model_path=model)
+    runner = interpreter.get_signature_runner()
+    return {k: np.asarray(v) for k, v in runner(**inputs).items()}
+
+
+def tflite_op_names(model: bytes | str) -> list[str]:
+    """The operator codes a .tflite model uses, one per operator in its main subgraph(s)."""
+    from ai_edge_litert.interpreter import Interpreter
+    interpreter = Interpreter(model_content=model) if isinstance(model, bytes) else Interpreter(model_path=model)
+    return [op["op_name"] for op in interpreter._get_ops_details()]
+
+
+def _encode(array: np.ndarray) -> dict:
+    array = np.ascontiguousarray(array)
+    dtype = {"float32": "float32", "int32": "int32", "bool": "bool"}.get(array.dtype.name)
+    if dtype is None:
+        raise ValueError(f"TF.js has no {array.dtype} tensors")
+    data = array.astype(np.uint8) if dtype == "bool" else array
+    return {"dtype": dtype, "shape": list(array.shape), "data": base64.b64encode(data.tobytes()).decode()}
+
+
+def _decode(tensor: dict) -> np.ndarray:
+    raw = base64.b64decode(tensor["data"])
+    dtype = {"float32": np.float32, "int32": np.int32, "bool": np.uint8, "complex64": np.complex64}[tensor["dtype"]]
+    array = np.frombuffer(raw, dtype=dtype).reshape(tensor["shape"])
+    return array.astype(bool) if tensor["dtype"] == "bool" else array
+
+
+def node_modules_dir() -> str | None:
+    """Where @tensorflow/tfjs is installed: NOXLA_NODE_MODULES, or a node_modules above this package."""
+    candidates = [os.environ.get("NOXLA_NODE_MODULES", "")]
+    here = os.path.dirname(os.path.abspath(__file__))
+    while True:
+        candidates.append(os.path.join(here, "node_modules"))
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    candidates.append(os.path.join(os.getcwd(), "node_modules"))
+    for c in candidates:
+        if c and os.path.isdir(os.path.join(c, "@tensorflow", "tfjs")):
+            return c
+    return None
+
+
+class TfjsUnavailable(RuntimeError):
+    pass
+
+
+class TfjsRunner:
+    """One Node process that loads graph models from disk and runs them on the cpu or wasm backend."""
+
+    def __init__(self):
+        node = shutil.which("node")
+        modules = node_modules_dir()
+        if node is None or modules is None:
+            raise TfjsUnavailable(
+                "running TF.js needs Node 20 and the npm packages @tensorflow/tfjs and "
+                "@tensorflow/tfjs-backend-wasm (run `npm ci` in the noxla checkout)")
+        env = dict(os.environ, NODE_PATH=modules)
+        self._proc = subprocess.Popen([node, RUNNER_JS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, env=env, text=True, bufsize=1)
+        self._lock = threading.Lock()
+        atexit.register(self.close)
+
+    def run(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str = "cpu") -> dict[str, np.ndarray]:
+        request = {"model": os.path.abspath(model_dir), "backend": backend,
+                   "inputs": {k: _encode(np.asarray(v)) for k, v in inputs.items()}}
+        with self._lock:
+            if self._proc.poll() is not None:
+                raise RuntimeError("the TF.js runner process has exited")
+            self._proc.stdin.write(json.dumps(request) + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the TF.js runner process died")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"TF.js ({backend}) failed: {reply['error']}")
+        return {k: _decode(v) for k, v in reply["outputs"].items()}
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()

@@ -1,0 +1,97 @@
+// Serves noxla's requests to run TF.js graph models, one JSON object per line on stdin/stdout:
+//   {"model": dir, "backend": "cpu"|"wasm", "inputs": {name: {dtype, shape, data(base64)}}}
+// -> {"outputs": {name: {dtype, shape, data}}} or {"error": message}.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const readline = require('readline');
+const tf = require('@tensorflow/tfjs');
+require('@tensorflow/tfjs-backend-wasm');
+
+// Graph models load from disk through a small IO handler: the published fs handler lives in
+// @tensorflow/tfjs-node, which cannot be installed without downloading a native binary.
+function diskHandler(dir) {
+  return {
+    load: async () => {
+      const model = JSON.parse(fs.readFileSync(path.join(dir, 'model.json'), 'utf8'));
+      const weightSpecs = [];
+      const buffers = [];
+      for (const group of model.weightsManifest || []) {
+        weightSpecs.push(...group.weights);
+        for (const p of group.paths) buffers.push(fs.readFileSync(path.join(dir, p)));
+      }
+      const all = Buffer.concat(buffers);
+      const weightData = all.buffer.slice(all.byteOffset, all.byteOffset + all.byteLength);
+      return {
+        modelTopology: model.modelTopology, format: model.format, generatedBy: model.generatedBy,
+        convertedBy: model.convertedBy, signature: model.signature,
+        userDefinedMetadata: model.userDefinedMetadata, modelInitializer: model.modelInitializer,
+        weightSpecs, weightData,
+      };
+    },
+  };
+}
+
+const TYPED = { float32: Float32Array, int32: Int32Array, bool: Uint8Array };
+const models = new Map();  // dir + mtime -> GraphModel; small, models are tiny and reused
+
+async function loadModel(dir) {
+  const key = dir + ':' + fs.statSync(path.join(dir, 'model.json')).mtimeMs;
+  if (!models.has(key)) {
+    if (models.size >= 16) {
+      const [oldKey, old] = models.entries().next().value;
+      old.dispose();
+      models.delete(oldKey);
+    }
+    models.set(key, await tf.loadGraphModel(diskHandler(dir)));
+  }
+  return models.get(key);
+}
+
+function decode(t) {
+  const raw = Buffer.from(t.data, 'base64');
+  const Typed = TYPED[t.dtype];
+  const copy = new Uint8Array(raw.length);
+  copy.set(raw);
+  return tf.tensor(new Typed(copy.buffer), t.shape, t.dtype);
+}
+
+async function encode(tensor) {
+  const values = await tensor.data();
+  const bytes = tensor.dtype === 'bool' ? Uint8Array.from(values) : values;
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return { dtype: tensor.dtype, shape: tensor.shape, data: buf.toString('base64') };
+}
+
+async function handle(request) {
+  if (tf.getBackend() !== request.backend) {
+    if (!(await tf.setBackend(request.backend))) throw new Error(`backend ${request.backend} unavailable`);
+    await tf.ready();
+  }
+  const model = await loadModel(request.model);
+  const inputs = {};
+  for (const [name, t] of Object.entries(request.inputs)) inputs[name] = decode(t);
+  const names = model.outputNodes;
+  let result = await model.executeAsync(inputs, names);
+  if (result instanceof tf.Tensor) result = [result];
+  const tensors = Array.isArray(result) ? result : names.map((n) => result[n]);
+  const outputs = {};
+  for (let i = 0; i < names.length; i++) outputs[names[i]] = await encode(tensors[i]);
+  tf.dispose([...Object.values(inputs), ...tensors]);
+  return { outputs };
+}
+
+tf.enableProdMode();
+const lines = readline.createInterface({ input: process.stdin });
+let queue = Promise.resolve();
+lines.on('line', (line) => {
+  queue = queue.then(async () => {
+    let reply;
+    try {
+      reply = await handle(JSON.parse(line));
+    } catch (e) {
+      reply = { error: String(e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e) };
+    }
+    process.stdout.write(JSON.stringify(reply) + '\n');
+  });
+});

@@ -1,0 +1,125 @@
+"""The differential harness: run a case in JAX and in one runtime, and compare.
+
+A runtime whose target the rule declares unsupported for the case must instead
+reject it up front, through a declared limitation (never a missing rule or an
+unknown parameter).
+"""
+from __future__ import annotations
+
+import functools
+import os
+from typing import Callable, Sequence
+
+import jax
+import numpy as np
+import tensorflow as tf
+
+import noxla
+from limitations.engine import Report, check_jaxpr
+from limitations.targets import RUNTIMES, Target
+from lowering_rules.cases import Case, default_tolerance
+from noxla.export import input_signature, serving_function, tflite_bytes, write_tfjs
+from noxla.runtimes import TfjsRunner, run_tflite
+from noxla.tracing import Program, trace
+
+
+def jax_outputs(fun: Callable, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    return [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.jit(fun)(*args))]
+
+
+def assert_matches(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], names: Sequence[str],
+                   atol: float | None = None, rtol: float | None = None, where: str = "") -> float:
+    """Each output equals JAX's: exactly for integers and bools, within tolerance scaled to the output
+    for floats (NaNs where JAX has NaNs). Returns the largest error seen, relative to output scale."""
+    assert len(expected) == len(actual), f"{where}: {len(actual)} outputs, JAX has {len(expected)}"
+    worst = 0.0
+    for name, e, a in zip(names, expected, actual):
+        a = np.asarray(a)
+        assert a.shape == e.shape, f"{where}: output {name} has shape {a.shape}, JAX gives {e.shape}"
+        default_atol, default_rtol = default_tolerance(e.dtype)
+        tol_a = default_atol if atol is None else atol
+        tol_r = default_rtol if rtol is None else rtol
+        if not np.issubdtype(e.dtype, np.inexact):
+            np.testing.assert_array_equal(a.astype(e.dtype), e, err_msg=f"{where}: output {name}")
+            continue
+        e64, a64 = e.astype(np.float64), a.astype(np.float64)
+        finite = np.isfinite(e64)
+        scale = max(1.0, float(np.max(np.abs(e64[finite]), initial=0.0)))
+        np.testing.assert_allclose(a64, e64, atol=tol_a * scale, rtol=tol_r, equal_nan=True,
+                                   err_msg=f"{where}: output {name}")
+        if finite.any():
+            worst = max(worst, float(np.max(np.abs(a64[finite] - e64[finite]))) / scale)
+    return worst
+
+
+class Runtimes:
+    """Runs a traced program in each runtime; exports are cached per program."""
+
+    def __init__(self, scratch_dir: str, tfjs: TfjsRunner | None):
+        self.scratch_dir = scratch_dir
+        self.tfjs = tfjs
+        self._tfjs_dirs: dict[int, str] = {}
+
+    def run(self, runtime: str, fun: Callable, program: Program, args: Sequence[np.ndarray],
+            polymorphic_shapes=None) -> list[np.ndarray]:
+        if runtime == "tf_eager":
+            out = noxla.convert(fun, polymorphic_shapes=polymorphic_shapes)(*args)
+            return [np.asarray(x) for x in jax.tree_util.tree_leaves(out)]
+        if runtime == "tf_graph":
+            graph_fn = tf.function(noxla.convert(fun, polymorphic_shapes=polymorphic_shapes),
+                                   input_signature=input_signature(program), autograph=False)
+            return [np.asarray(x) for x in jax.tree_util.tree_leaves(graph_fn(*args))]
+        named = dict(zip(program.in_names, args))
+        if runtime == "tflite":
+            outs = run_tflite(tflite_bytes(serving_function(program)), named)
+            return [outs[n] for n in program.out_names]
+        if runtime in ("tfjs_cpu", "tfjs_wasm"):
+            outs = self.tfjs.run(self.tfjs_model(program), named, backend=runtime.split("_")[1])
+            return [outs[n] for n in program.out_names]
+        raise ValueError(f"unknown runtime {runtime}")
+
+    def tfjs_model(self, program: Program) -> str:
+        key = id(program)
+        if key not in self._tfjs_dirs:
+            path = os.path.join(self.scratch_dir, f"tfjs_{len(self._tfjs_dirs)}")
+            write_tfjs(serving_function(program), path)
+            self._tfjs_dirs[key] = path
+        return self._tfjs_dirs[key]
+
+
+@functools.lru_cache(maxsize=None)
+def traced(case: Case) -> tuple[Program, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    args = tuple(case.concrete_args())
+    program = trace(case.fun, args, case.polymorphic_shapes)
+    return program, args, tuple(jax_outputs(case.fun, args))
+
+
+def assert_declared_rejection(report: Report, where: str) -> None:
+    """A rejection is only acceptable when every violation comes from a declared limitation."""
+    undeclared = [v for v in report.violations if v.param == "primitive" or "does not know" in v.reason]
+    assert not undeclared, f"{where}: rejected without a declared limitation:\n{report.format()}"
+    text = report.format()
+    for v in report.violations:
+        assert v.primitive in text and v.target.label in text and v.source in text
+
+
+def run_case(case: Case, runtime: str, runtimes: Runtimes) -> str:
+    """Run one case in one runtime. Returns "passed" or "rejected" (declared, checked up front)."""
+    program, args, expected = traced(case)
+    where = f"{case.id} [{runtime}]"
+    report = check_jaxpr(program.closed_jaxpr, RUNTIMES[runtime])
+    if not report.ok:
+        assert_declared_rejection(report, where)
+        return "rejected"
+    actual = runtimes.run(runtime, case.fun, program, args, case.polymorphic_shapes)
+    assert_matches(expected, actual, program.out_names, case.atol, case.rtol, where)
+    return "passed"
+
+
+def contains_primitive(program: Program, name: str) -> bool:
+    from limitations.engine import iter_eqns
+    return any(e.primitive.name == name for e in iter_eqns(program.closed_jaxpr))
+
+
+__all__ = ["Runtimes", "run_case", "assert_matches", "jax_outputs", "traced", "contains_primitive",
+           "RUNTIMES", "Target"]

@@ -1,0 +1,33 @@
+"""Every rule's declared cases, in every runtime, against JAX."""
+import pytest
+
+from limitations.targets import RUNTIMES
+from lowering_rules import RULES
+from tests.differential import contains_primitive, run_case, traced
+
+CASES = [c for rule in RULES.values() for c in rule.cases]
+FAST_RUNTIMES = ("tf_eager", "tf_graph")
+
+
+def _runtime_params():
+    # TFLite and TF.js conversions dominate the suite's time; the fast loop (-m "not slow")
+    # keeps the TF runtimes, the full suite runs all five.
+    return [pytest.param(r, marks=() if r in FAST_RUNTIMES else pytest.mark.slow) for r in RUNTIMES]
+
+
+@pytest.mark.parametrize("runtime", _runtime_params())
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_case(case, runtime, runtimes):
+    run_case(case, runtime, runtimes)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_case_exercises_its_primitive(case):
+    program, _, _ = traced(case)
+    assert contains_primitive(program, case.primitive), (
+        f"case {case.id} never applies {case.primitive}; it would test another rule")
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_every_rule_has_cases(name):
+    assert RULES[name].cases, f"rule {name} has no differential case"
