@@ -1,1 +1,80 @@
-"""(rules in progress)"""
+"""dot_general as one batched matrix multiplication (never tf.einsum: TF.js wasm has no Einsum)."""
+from __future__ import annotations
+
+import tensorflow as tf
+import jax.numpy as jnp
+from jax import lax
+
+from lowering_rules.cases import case, f16, f32, i8, i32
+from lowering_rules.registry import lowering
+
+
+def _product(sizes):
+    """The product of dimension sizes, a Python int while every size is static."""
+    total = 1
+    for size in sizes:
+        total = total * size
+    return total
+
+
+def _as_batched_matrix(ctx, x, aval, batch, rows, cols):
+    """Transposes ``x`` to (batch..., rows..., cols...) and folds each group into one axis."""
+    x = tf.transpose(x, [*batch, *rows, *cols])
+    dims = [ctx.dim(aval.shape[d]) for d in (*batch, *rows, *cols)]
+    nb, nr = len(batch), len(rows)
+    folded = [_product(dims[nb:nb + nr]), _product(dims[nb + nr:])]
+    if batch:
+        folded.insert(0, _product(dims[:nb]))
+    return tf.reshape(x, folded)
+
+
+def _int_matmul(lhs, rhs):
+    # TFLite's BATCH_MATMUL has no int32 kernel: multiply with broadcasting and sum over K.
+    return tf.reduce_sum(tf.expand_dims(lhs, -1) * tf.expand_dims(rhs, -3), axis=-2)
+
+
+@lowering(lax.dot_general_p, cases=[
+    case("matmul", lambda a, b: a @ b, f32(3, 4), f32(4, 5)),
+    case("vector_dot", jnp.dot, f32(6), f32(6)),
+    case("matvec", jnp.dot, f32(3, 6), f32(6)),
+    case("outer_no_contraction", lambda a, b: lax.dot_general(a, b, (((), ()), ((), ()))),
+         f32(3), f32(4)),
+    case("batched_matmul", jnp.matmul, f32(2, 3, 4), f32(2, 4, 5)),
+    case("batch_dims_not_leading", lambda a, b: lax.dot_general(a, b, (((0,), (2,)), ((2,), (0,)))),
+         f32(4, 3, 2), f32(2, 5, 4)),
+    case("two_contracting_dims", lambda a, b: lax.dot_general(a, b, (((0, 2), (1, 0)), ((), ()))),
+         f32(3, 2, 4), f32(4, 3, 5)),
+    case("attention_einsum", lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k),
+         f32(2, 3, 4, 5), f32(2, 6, 4, 5)),
+    case("int32", lambda a, b: a @ b, i32(3, 4), i32(4, 2)),
+    case("int8_to_int32", lambda a, b: lax.dot(a, b, preferred_element_type=jnp.int32),
+         i8(3, 4), i8(4, 2)),
+    case("f16", lambda a, b: a @ b, f16(3, 4, low=-1, high=1), f16(4, 2, low=-1, high=1)),
+    case("f16_to_f32", lambda a, b: lax.dot(a, b, preferred_element_type=jnp.float32),
+         f16(3, 4), f16(4, 2)),
+    case("precision_highest", lambda a, b: jnp.dot(a, b, precision=lax.Precision.HIGHEST),
+         f32(3, 4), f32(4, 2)),
+    case("size1_dims", lambda a, b: a @ b, f32(1, 4), f32(4, 1)),
+    case("empty_free_dim", lambda a, b: a[:0] @ b, f32(2, 4), f32(4, 3)),
+    case("empty_contraction", lambda a, b: a[:, :0] @ b[:0], f32(2, 4), f32(4, 3)),
+    case("polymorphic_batch", lambda a, b: jnp.einsum("bij,jk->bik", a, b), f32(3, 2, 4), f32(4, 5),
+         polymorphic_shapes=("(b, 2, 4)", None)),
+])
+def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
+                      preferred_element_type=None, out_sharding=None):
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
+    lhs_aval, rhs_aval = ctx.avals_in
+    lhs_free = [d for d in range(lhs_aval.ndim) if d not in (*lhs_contract, *lhs_batch)]
+    rhs_free = [d for d in range(rhs_aval.ndim) if d not in (*rhs_contract, *rhs_batch)]
+    # preferred_element_type asks for products and sums in the (wider) output type. Half
+    # precision is computed in float32 (as XLA's CPU dot accumulates): TFLite has no float16
+    # transpose or matmul kernels.
+    compute_dtype = tf.float32 if ctx.out_dtype in (tf.float16, tf.bfloat16) else ctx.out_dtype
+    lhs, rhs = tf.cast(lhs, compute_dtype), tf.cast(rhs, compute_dtype)
+    lhs = _as_batched_matrix(ctx, lhs, lhs_aval, lhs_batch, lhs_free, lhs_contract)
+    rhs = _as_batched_matrix(ctx, rhs, rhs_aval, rhs_batch, rhs_contract, rhs_free)
+    if ctx.out_dtype.is_integer:
+        out = _int_matmul(lhs, rhs)
+    else:
+        out = tf.linalg.matmul(lhs, rhs)
+    return tf.cast(tf.reshape(out, ctx.out_shape()), ctx.out_dtype)
