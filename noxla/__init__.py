@@ -1,8 +1,26 @@
 """noxla: lower JAX programs to plain TensorFlow ops (no XLA) for TFLite, TF.js and SavedModel."""
-from noxla.api import check, convert
-from noxla.errors import ExportError, LoweringError, NoxlaError, TracingError, UnsupportedError
-from noxla.export import export_saved_model, export_tflite, export_tfjs
+import importlib
 
-__all__ = ["check", "convert", "export_saved_model", "export_tflite", "export_tfjs",
-           "NoxlaError", "TracingError", "UnsupportedError", "LoweringError", "ExportError"]
 __version__ = "0.1.0"
+
+# Resolved on first use: importing noxla stays cheap (the CLI's --help does not load TF), and
+# the limitations engine can import noxla.errors without a cycle through the public API.
+_EXPORTS = {
+    "convert": "noxla.api", "check": "noxla.api",
+    "export_saved_model": "noxla.export", "export_tflite": "noxla.export", "export_tfjs": "noxla.export",
+    "NoxlaError": "noxla.errors", "TracingError": "noxla.errors", "UnsupportedError": "noxla.errors",
+    "LoweringError": "noxla.errors", "ExportError": "noxla.errors",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'noxla' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

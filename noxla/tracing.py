@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
+from jax._src.interpreters import partial_eval
 from jax.extend.core import InconclusiveDimensionOperation
 
 from noxla.errors import TracingError, _LIBRARY_DIRS
@@ -157,6 +158,7 @@ def trace(fun: Callable, args: Sequence, polymorphic_shapes=None) -> Program:
         if polymorphic_shapes is not None and "divide evenly" in str(e):
             raise TracingError(_shape_error(name, e, polymorphic_shapes)) from e
         raise TracingError(f"cannot trace {name}: at {_user_line_of(e)} {type(e).__name__}: {e}") from e
+    closed_jaxpr = _without_dead_code(closed_jaxpr)
     in_avals = tuple(v.aval for v in closed_jaxpr.jaxpr.invars)
     out_avals = tuple(v.aval for v in closed_jaxpr.jaxpr.outvars)
     return Program(name=name, closed_jaxpr=closed_jaxpr,
@@ -164,6 +166,14 @@ def trace(fun: Callable, args: Sequence, polymorphic_shapes=None) -> Program:
                    out_tree=jax.tree_util.tree_structure(out_shape),
                    in_avals=in_avals, out_avals=out_avals,
                    in_names=_input_names(fun, specs), out_names=_output_names(out_shape))
+
+
+def _without_dead_code(closed_jaxpr):
+    """Drop equations whose results are unused (e.g. PRNG splits Flax makes for a zeros carry):
+    they would otherwise need rules, and cost ops, for nothing. Inputs and constants are kept."""
+    jaxpr = closed_jaxpr.jaxpr
+    live, _ = partial_eval.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
+    return closed_jaxpr.replace(jaxpr=live.replace(constvars=jaxpr.constvars, invars=jaxpr.invars))
 
 
 def _shape_error(name: str, e: Exception, polymorphic_shapes) -> str:

@@ -21,10 +21,7 @@ from lowering_rules.cases import Case, default_tolerance
 from noxla.export import input_signature, serving_function, tflite_bytes, write_tfjs
 from noxla.runtimes import TfjsRunner, run_tflite
 from noxla.tracing import Program, trace
-
-
-def jax_outputs(fun: Callable, args: Sequence[np.ndarray]) -> list[np.ndarray]:
-    return [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.jit(fun)(*args))]
+from noxla.verify import jax_outputs, relative_error
 
 
 def assert_matches(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], names: Sequence[str],
@@ -47,8 +44,7 @@ def assert_matches(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
         scale = max(1.0, float(np.max(np.abs(e64[finite]), initial=0.0)))
         np.testing.assert_allclose(a64, e64, atol=tol_a * scale, rtol=tol_r, equal_nan=True,
                                    err_msg=f"{where}: output {name}")
-        if finite.any():
-            worst = max(worst, float(np.max(np.abs(a64[finite] - e64[finite]))) / scale)
+        worst = max(worst, relative_error(e, a))
     return worst
 
 

@@ -1,0 +1,59 @@
+"""Every zoo model exports to every format and matches JAX in every runtime."""
+import pytest
+import tensorflow as tf
+
+import noxla
+from limitations.targets import RUNTIMES
+from noxla.tracing import trace
+from noxla.verify import jax_outputs
+from tests import zoo
+from tests.differential import assert_matches
+
+MODELS = zoo.build()
+pytestmark = pytest.mark.slow
+
+# float32 models: max abs error <= 1e-5 relative to the output's scale, in every runtime.
+TOLERANCE = dict(atol=1e-5, rtol=0.0)
+
+
+@pytest.fixture(scope="module")
+def programs():
+    return {}
+
+
+def _program(programs, model, batch):
+    key = (model.name, batch)
+    if key not in programs:
+        args = model.inputs(batch)
+        programs[key] = (trace(model.fun, args), args, jax_outputs(model.fun, args))
+    return programs[key]
+
+
+@pytest.mark.parametrize("runtime", list(RUNTIMES))
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model_matches_jax(name, runtime, runtimes, programs):
+    model = MODELS[name]
+    program, args, expected = _program(programs, model, batch=2)
+    actual = runtimes.run(runtime, model.fun, program, args)
+    assert_matches(expected, actual, program.out_names, where=f"{name} [{runtime}]", **TOLERANCE)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model_saved_model_round_trip(name, tmp_path):
+    model = MODELS[name]
+    args = model.inputs(2)
+    path = noxla.export_saved_model(model.fun, *args, path=str(tmp_path / "sm"))
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    program = trace(model.fun, args)
+    outs = serve(**{n: tf.constant(a) for n, a in zip(program.in_names, args)})
+    assert_matches(jax_outputs(model.fun, args), [outs[n].numpy() for n in program.out_names],
+                   program.out_names, where=f"{name} [SavedModel]", **TOLERANCE)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model_tflite_uses_builtins_only(name, tmp_path):
+    from noxla.runtimes import tflite_op_names
+    model = MODELS[name]
+    path = noxla.export_tflite(model.fun, *model.inputs(1), path=str(tmp_path / "m.tflite"))
+    ops = tflite_op_names(path)
+    assert ops and not [op for op in ops if op.startswith("Flex") or op == "CUSTOM"], ops

@@ -1,0 +1,134 @@
+"""Real models written with Flax (linen and NNX), with weights closed over as a trained model's are.
+
+Each ``ZooModel`` is a JAX function of its inputs and a way to draw inputs of any batch size.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+VOCAB = 50
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooModel:
+    name: str
+    fun: Callable
+    input_shapes: tuple[tuple[int, ...], ...]   # without the batch dimension
+    input_dtypes: tuple[np.dtype, ...]
+
+    def inputs(self, batch: int, seed: int = 0) -> list[np.ndarray]:
+        rng = np.random.default_rng(seed)
+        out = []
+        for shape, dtype in zip(self.input_shapes, self.input_dtypes):
+            if np.issubdtype(dtype, np.integer):
+                out.append(rng.integers(0, VOCAB, size=(batch, *shape)).astype(dtype))
+            else:
+                out.append(rng.standard_normal((batch, *shape)).astype(dtype))
+        return out
+
+    @property
+    def polymorphic_shapes(self) -> list[str]:
+        return ["(b, ...)"] * len(self.input_shapes)
+
+
+def _linen(module: nn.Module, example: np.ndarray, perturb_batch_stats: bool = False) -> Callable:
+    variables = module.init(jax.random.PRNGKey(0), example)
+    if perturb_batch_stats:  # non-trivial running statistics, as after training
+        key = iter(jax.random.split(jax.random.PRNGKey(1), 1000))
+        stats = jax.tree_util.tree_map(
+            lambda x: x + 0.5 * jnp.abs(jax.random.normal(next(key), x.shape)), variables["batch_stats"])
+        variables = {**variables, "batch_stats": stats}
+    return lambda x: module.apply(variables, x)
+
+
+def _nnx(module: nnx.Module) -> Callable:
+    graphdef, state = nnx.split(module)
+    return lambda x: nnx.merge(graphdef, state)(x)
+
+
+class MLP(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.hidden = nnx.Linear(64, 128, rngs=rngs)
+        self.out = nnx.Linear(128, 10, rngs=rngs)
+
+    def __call__(self, x):
+        return self.out(nnx.relu(self.hidden(x)))
+
+
+class CNN(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        x = nn.relu(nn.Conv(8, (3, 3))(x))
+        x = nn.avg_pool(x, (2, 2), (2, 2))
+        x = nn.relu(nn.Conv(16, (3, 3))(x))
+        x = nn.max_pool(x, (2, 2), (2, 2))
+        x = x.reshape((x.shape[0], -1))
+        return nn.log_softmax(nn.Dense(10)(x))
+
+
+class ResNetBlock(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        norm = lambda: nn.BatchNorm(use_running_average=True)
+        y = nn.relu(norm()(nn.Conv(8, (3, 3), use_bias=False)(x)))
+        y = norm()(nn.Conv(8, (3, 3), use_bias=False)(y))
+        return nn.relu(x + y)
+
+
+class MobileNetBlock(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        channels = x.shape[-1]
+        norm = lambda: nn.BatchNorm(use_running_average=True)
+        y = nn.Conv(channels, (3, 3), strides=(2, 2), feature_group_count=channels, use_bias=False)(x)
+        y = nn.relu6(norm()(y))
+        y = nn.Conv(16, (1, 1), use_bias=False)(y)
+        return nn.relu6(norm()(y))
+
+
+class LSTMClassifier(nn.Module):
+    @nn.compact
+    def __call__(self, tokens):
+        x = nn.Embed(VOCAB, 16)(tokens)
+        x = nn.RNN(nn.OptimizedLSTMCell(24))(x)
+        return nn.Dense(4)(x[:, -1])
+
+
+class TransformerEncoder(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs, width: int = 32, heads: int = 4, length: int = 16):
+        self.embed = nnx.Embed(VOCAB, width, rngs=rngs)
+        self.position = nnx.Param(jax.random.normal(rngs.params(), (length, width)) * 0.02)
+        self.attention = nnx.MultiHeadAttention(heads, width, decode=False, rngs=rngs)
+        self.norm1 = nnx.LayerNorm(width, rngs=rngs)
+        self.norm2 = nnx.LayerNorm(width, rngs=rngs)
+        self.up = nnx.Linear(width, 4 * width, rngs=rngs)
+        self.down = nnx.Linear(4 * width, width, rngs=rngs)
+        self.head = nnx.Linear(width, 3, rngs=rngs)
+
+    def __call__(self, tokens):
+        x = self.embed(tokens) + self.position[...]
+        x = x + self.attention(self.norm1(x))
+        x = x + self.down(nnx.gelu(self.up(self.norm2(x))))
+        return nnx.softmax(self.head(x.mean(axis=1)))
+
+
+def build() -> dict[str, ZooModel]:
+    f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
+    models = [
+        ZooModel("mlp", _nnx(MLP(nnx.Rngs(0))), ((64,),), (f32,)),
+        ZooModel("cnn", _linen(CNN(), np.zeros((1, 28, 28, 1), f32)), ((28, 28, 1),), (f32,)),
+        ZooModel("resnet_block", _linen(ResNetBlock(), np.zeros((1, 16, 16, 8), f32), True),
+                 ((16, 16, 8),), (f32,)),
+        ZooModel("mobilenet_block", _linen(MobileNetBlock(), np.zeros((1, 16, 16, 8), f32), True),
+                 ((16, 16, 8),), (f32,)),
+        ZooModel("lstm_classifier", _linen(LSTMClassifier(), np.zeros((1, 12), i32)), ((12,),), (i32,)),
+        ZooModel("transformer_encoder", _nnx(TransformerEncoder(nnx.Rngs(0))), ((16,),), (i32,)),
+    ]
+    return {m.name: m for m in models}
