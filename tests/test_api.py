@@ -1,0 +1,154 @@
+"""The public API's contract: inputs, outputs, names, errors, and exports that lose nothing."""
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow as tf
+from jax import lax
+
+import noxla
+from noxla.runtimes import run_tflite
+
+X = np.arange(6, dtype=np.float32).reshape(2, 3) / 7
+
+
+def affine(x, params):
+    return {"y": jnp.sin(x) * params["scale"] + params["shift"], "x_again": x}
+
+
+PARAMS = {"scale": np.full((3,), 2.0, np.float32), "shift": np.ones((3,), np.float32)}
+
+
+def test_convert_takes_pytrees_numpy_and_tensors_eagerly_and_in_graph():
+    f_tf = noxla.convert(affine)
+    expected = jax.tree_util.tree_map(np.asarray, affine(X, PARAMS))
+    for run in (f_tf, tf.function(f_tf, autograph=False)):
+        out = run(tf.constant(X), PARAMS)
+        assert set(out) == {"y", "x_again"}
+        np.testing.assert_allclose(out["y"].numpy(), expected["y"], rtol=1e-6)
+        np.testing.assert_array_equal(out["x_again"].numpy(), X)
+
+
+def test_converted_function_saves_in_a_saved_model(tmp_path):
+    module = tf.Module()
+    module.f = tf.function(noxla.convert(lambda x: jnp.sin(x) + 1), autograph=False,
+                           input_signature=[tf.TensorSpec([2, 3], tf.float32)])
+    tf.saved_model.save(module, str(tmp_path / "sm"))
+    restored = tf.saved_model.load(str(tmp_path / "sm"))
+    np.testing.assert_allclose(restored.f(X).numpy(), np.sin(X) + 1, rtol=1e-6)
+
+
+def test_inputs_and_outputs_have_readable_names_in_every_format(tmp_path, tfjs_runner):
+    tflite = noxla.export_tflite(affine, X, PARAMS, path=str(tmp_path / "m.tflite"))
+    outs = run_tflite(tflite, {"x": X, "params_scale": PARAMS["scale"], "params_shift": PARAMS["shift"]})
+    assert set(outs) == {"y", "x_again"}
+    js = noxla.export_tfjs(affine, X, PARAMS, path=str(tmp_path / "js"))
+    outs_js = tfjs_runner.run(js, {"x": X, "params_scale": PARAMS["scale"], "params_shift": PARAMS["shift"]})
+    assert set(outs_js) == {"y", "x_again"}  # both outputs share shape and dtype
+    np.testing.assert_allclose(outs_js["y"], outs["y"], rtol=1e-6)
+    sm = noxla.export_saved_model(affine, X, PARAMS, path=str(tmp_path / "sm"))
+    serve = tf.saved_model.load(sm).signatures["serving_default"]
+    assert set(serve.structured_outputs) == {"y", "x_again"}
+
+
+def test_shape_dtype_struct_example_args(tmp_path):
+    spec = jax.ShapeDtypeStruct((2, 3), jnp.float32)
+    path = noxla.export_tflite(lambda x: jnp.sin(x), spec, path=str(tmp_path / "m.tflite"))
+    np.testing.assert_allclose(run_tflite(path, {"x": X})["output"], np.sin(X), rtol=1e-6)
+
+
+def test_not_callable_is_a_clear_error():
+    with pytest.raises(noxla.TracingError, match="expects a callable"):
+        noxla.convert(42)
+
+
+def test_non_array_argument_is_a_clear_error(tmp_path):
+    with pytest.raises(noxla.TracingError, match="is a str, not an array.*functools.partial"):
+        noxla.export_tflite(lambda x, mode: x, X, "fast", path=str(tmp_path / "m.tflite"))
+
+
+def test_python_control_flow_on_traced_values_points_to_lax_cond(tmp_path):
+    def branchy(x):
+        if x.sum() > 0:  # the user's line, reported in the error
+            return x
+        return -x
+    with pytest.raises(noxla.TracingError) as err:
+        noxla.export_tflite(branchy, X, path=str(tmp_path / "m.tflite"))
+    text = str(err.value)
+    assert "lax.cond" in text and "jnp.where" in text and f"{__file__}:" in text and "branchy" in text
+    assert not os.path.exists(tmp_path / "m.tflite")
+
+
+def test_primitive_without_rule_names_primitive_target_and_line(tmp_path):
+    def uses_fft(x):
+        return jnp.fft.fft(x).real  # no rule: rejected up front
+    with pytest.raises(noxla.UnsupportedError) as err:
+        noxla.export_tflite(uses_fft, X, path=str(tmp_path / "m.tflite"))
+    text = str(err.value)
+    assert "fft" in text and "TFLite (builtins)" in text and f"{__file__}:" in text and "uses_fft" in text
+    assert not os.path.exists(tmp_path / "m.tflite")
+
+
+def test_existing_output_is_kept_unless_overwrite(tmp_path):
+    path = tmp_path / "m.tflite"
+    path.write_bytes(b"precious")
+    with pytest.raises(noxla.ExportError, match="already exists.*overwrite=True"):
+        noxla.export_tflite(lambda x: jnp.sin(x), X, path=str(path))
+    assert path.read_bytes() == b"precious"
+    noxla.export_tflite(lambda x: jnp.sin(x), X, path=str(path), overwrite=True)
+    assert path.read_bytes() != b"precious"
+
+
+def test_overwriting_a_directory_export_replaces_it_whole(tmp_path):
+    path = tmp_path / "js"
+    noxla.export_tfjs(lambda x: jnp.sin(x), X, path=str(path))
+    (path / "stale.bin").write_bytes(b"old")
+    noxla.export_tfjs(lambda x: jnp.cos(x), X, path=str(path), overwrite=True)
+    assert not (path / "stale.bin").exists() and (path / "model.json").exists()
+
+
+def test_failed_export_leaves_nothing_behind(tmp_path, monkeypatch):
+    from noxla import export
+
+    def broken(*args, **kwargs):
+        raise noxla.ExportError("converter exploded")
+    monkeypatch.setattr(export, "tflite_bytes", broken)
+    with pytest.raises(noxla.ExportError, match="exploded"):
+        noxla.export_tflite(lambda x: jnp.sin(x), X, path=str(tmp_path / "m.tflite"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_weights_become_one_constant_each():
+    weights = np.random.default_rng(0).standard_normal((3, 3)).astype(np.float32)
+
+    def twice(x):
+        return lax.sin(x @ weights) @ weights
+
+    from noxla.export import serving_function
+    from noxla.tracing import trace
+    graph = serving_function(trace(twice, [X])).graph
+    big = [op for op in graph.get_operations() if op.type == "Const"
+           and op.get_attr("value").tensor_shape.dim and op.get_attr("value").tensor_shape.dim[0].size == 3
+           and len(op.get_attr("value").tensor_shape.dim) == 2]
+    assert len(big) == 1, [op.name for op in big]
+
+
+def test_check_report_is_ok_for_a_clean_function():
+    report = noxla.check(lambda x: jnp.sin(x) * 2, X, target="tfjs")
+    assert report.ok and "everything converts" in report.format()
+
+
+@pytest.mark.parametrize("batch", [1, 3, 17])
+def test_batch_polymorphic_export_runs_at_any_batch_size(batch, tmp_path_factory, tfjs_runner):
+    outdir = tmp_path_factory.getbasetemp() / "poly_exports"
+    fun = lambda x: jnp.sin(x) * 2 + x  # noqa: E731
+    if not outdir.exists():
+        outdir.mkdir()
+        noxla.export_tflite(fun, X, path=str(outdir / "m.tflite"), polymorphic_shapes=["(b, 3)"])
+        noxla.export_tfjs(fun, X, path=str(outdir / "js"), polymorphic_shapes=["(b, 3)"])
+    x = np.random.default_rng(batch).standard_normal((batch, 3)).astype(np.float32)
+    expected = np.asarray(fun(x))
+    np.testing.assert_allclose(run_tflite(str(outdir / "m.tflite"), {"x": x})["output"], expected, rtol=1e-6)
+    np.testing.assert_allclose(tfjs_runner.run(str(outdir / "js"), {"x": x})["output"], expected, rtol=1e-5)
