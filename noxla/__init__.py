@@ -9,7 +9,7 @@ _EXPORTS = {
     "convert": "noxla.api", "check": "noxla.api",
     "export_saved_model": "noxla.export", "export_tflite": "noxla.export", "export_tfjs": "noxla.export",
     "NoxlaError": "noxla.errors", "TracingError": "noxla.errors", "UnsupportedError": "noxla.errors",
-    "LoweringError": "noxla.errors", "ExportError": "noxla.errors",
+    "LoweringError": "noxla.errors", "ExportError": "noxla.errors", "ShapeMismatchError": "noxla.errors",
 }
 __all__ = sorted(_EXPORTS)
 

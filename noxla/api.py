@@ -28,13 +28,22 @@ def require_supported(program: Program, target: Target | str) -> None:
         raise UnsupportedError(report)
 
 
-def lower_program(program: Program, flat_args: Sequence) -> list[tf.Tensor]:
-    """Emit the TF ops of a traced program on flat TF inputs (eagerly or into the current graph)."""
+def lower_program(program: Program, flat_args: Sequence, check_shapes: bool = False) -> list[tf.Tensor]:
+    """Emit the TF ops of a traced program on flat TF inputs (eagerly or into the current graph).
+
+    ``check_shapes`` verifies inputs against their polymorphic shapes (TF only: Assert ops).
+    """
     flat_args = [tf.convert_to_tensor(a, dtype_hint=tf_dtype(aval.dtype)) for a, aval in
                  zip(flat_args, program.in_avals)]
     flat_args = [a if a.dtype == tf_dtype(aval.dtype) else tf.cast(a, tf_dtype(aval.dtype))
                  for a, aval in zip(flat_args, program.in_avals)]
-    lowering = Lowering(Dims.solve(program.in_avals, flat_args))
+    dims = Dims.solve(program.in_avals, flat_args)
+    if check_shapes:
+        checks = dims.check_inputs(program.in_avals, flat_args, program.in_names)
+        if checks:
+            with tf.control_dependencies(checks):
+                flat_args = [tf.identity(a) for a in flat_args]
+    lowering = Lowering(dims)
     return lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, flat_args)
 
 
@@ -56,7 +65,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None) -> Callable:
             program = trace(fun, jax.tree_util.tree_unflatten(tree, flat), polymorphic_shapes)
             require_supported(program, Target.TF)
             programs[key] = program
-        outs = lower_program(program, flat)
+        outs = lower_program(program, flat, check_shapes=True)
         return jax.tree_util.tree_unflatten(program.out_tree, outs)
 
     converted.__name__ = f"noxla_{getattr(fun, '__name__', 'fun')}"

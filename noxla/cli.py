@@ -224,13 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # TF's C++ start-up chatter (CUDA plugin registration on a CPU machine) is noise to a CLI user.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     args = build_parser().parse_args(argv)
     from noxla.errors import NoxlaError
     try:
         return args.run(args)
     except NoxlaError as e:
-        print(f"noxla: {e}", file=sys.stderr)
+        print(f"noxla: error: {e}" if not str(e).startswith("noxla") else str(e), file=sys.stderr)
         return 1
 
 

@@ -23,6 +23,10 @@ class UnsupportedError(NoxlaError):
         super().__init__(report.format())
 
 
+class ShapeMismatchError(NoxlaError):
+    """An input at run time does not match its polymorphic shape specification."""
+
+
 class LoweringError(NoxlaError):
     """A rule failed while emitting TF ops: a noxla bug, reported with the user's line."""
 

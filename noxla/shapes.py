@@ -16,6 +16,8 @@ from jax._src.core import is_constant_dim
 from jax.core import ShapedArray
 from jax._src.export import shape_poly
 
+from noxla.errors import ShapeMismatchError
+
 DimSize = "int | tf.Tensor"
 
 
@@ -36,14 +38,35 @@ class Dims:
 
     @classmethod
     def solve(cls, in_avals: Sequence, tf_args: Sequence[tf.Tensor]) -> "Dims":
+        """Solve the dimension variables from the inputs' run-time shapes."""
         if not dim_vars(in_avals):
             return cls()
         avals = tuple(ShapedArray(a.shape, a.dtype) for a in in_avals)
         tree = jax.tree_util.tree_structure((tuple(range(len(avals))), {}))
         solution, _, synthetic = shape_poly.solve_dim_vars(avals, tree)
-        sizes = {name: tf.shape(tf_args[arg], out_type=tf.int32)[axis]
-                 for name, arg, axis in synthetic}
-        return cls({var: _as_int32(expr._evaluate(sizes)) for var, expr in solution.items()})
+        sizes = {name: _Size(tf.shape(tf_args[arg], out_type=tf.int32)[axis]) for name, arg, axis in synthetic}
+        return cls({var: _Size(_as_int32(expr._evaluate(sizes))) for var, expr in solution.items()})
+
+    def check_inputs(self, in_avals, tf_args, in_names) -> list:
+        """Verify every input against its specification (dimensions declared equal really are):
+        eagerly by raising, in a graph by returning Assert ops to depend on. TFLite and TF.js
+        exports skip this: neither runtime has an Assert op."""
+        asserts = []
+        for aval, arg, name in zip(in_avals, tf_args, in_names):
+            actual = tf.shape(arg, out_type=tf.int32)
+            for axis, d in enumerate(aval.shape):
+                if is_constant_dim(d):
+                    continue
+                expected = self.dim(d)
+                message = (f"input {name} has size {{}} in dimension {axis}, but its polymorphic shape "
+                           f"says {d} = {{}} (solved from the other inputs' sizes)")
+                if tf.executing_eagerly():
+                    if int(actual[axis]) != int(expected):
+                        raise ShapeMismatchError(message.format(int(actual[axis]), int(expected)))
+                else:
+                    asserts.append(tf.debugging.assert_equal(actual[axis], expected,
+                                                             message=message.format("(see below)", "(see below)")))
+        return asserts
 
     def dim(self, d) -> DimSize:
         if is_constant_dim(d):
@@ -58,7 +81,41 @@ class Dims:
         return tf.stack([tf.constant(d, tf.int32) if isinstance(d, int) else d for d in dims])
 
 
+class _Size:
+    """An int32 TF scalar with the integer arithmetic JAX's dimension expressions evaluate with
+    (tf.Tensor has no ``divmod``)."""
+
+    def __init__(self, value):
+        self.value = value.value if isinstance(value, _Size) else value
+
+    def _op(fn):
+        return lambda self, other: _Size(fn(self.value, _Size(other).value))
+
+    __add__ = _op(lambda a, b: a + b)
+    __radd__ = _op(lambda a, b: b + a)
+    __sub__ = _op(lambda a, b: a - b)
+    __rsub__ = _op(lambda a, b: b - a)
+    __mul__ = _op(lambda a, b: a * b)
+    __rmul__ = _op(lambda a, b: b * a)
+    __floordiv__ = _op(lambda a, b: a // b)
+    __rfloordiv__ = _op(lambda a, b: b // a)
+    __mod__ = _op(lambda a, b: a % b)
+    __rmod__ = _op(lambda a, b: b % a)
+    del _op
+
+    def __divmod__(self, other):
+        return self // other, self % other
+
+    def __rdivmod__(self, other):
+        return other // self, other % self
+
+    def __neg__(self):
+        return _Size(-self.value)
+
+
 def _as_int32(value) -> DimSize:
+    if isinstance(value, _Size):
+        value = value.value
     if isinstance(value, (int, np.integer)):
         return int(value)
     return tf.cast(value, tf.int32)

@@ -152,3 +152,38 @@ def test_batch_polymorphic_export_runs_at_any_batch_size(batch, tmp_path_factory
     expected = np.asarray(fun(x))
     np.testing.assert_allclose(run_tflite(str(outdir / "m.tflite"), {"x": x})["output"], expected, rtol=1e-6)
     np.testing.assert_allclose(tfjs_runner.run(str(outdir / "js"), {"x": x})["output"], expected, rtol=1e-5)
+
+
+def test_shared_dimension_variables_and_expressions_across_arguments():
+    def f(x, y):  # x: (b, 2*n), y: (n,)
+        return x.reshape((x.shape[0], 2, -1)) * y
+    f_tf = noxla.convert(f, polymorphic_shapes=["(b, 2*n)", "(n,)"])
+    graph = tf.function(f_tf, autograph=False, input_signature=[
+        tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None], tf.float32)])
+    for b, n in [(1, 2), (3, 5)]:
+        x = np.random.default_rng(b).standard_normal((b, 2 * n)).astype(np.float32)
+        y = np.random.default_rng(n).standard_normal((n,)).astype(np.float32)
+        np.testing.assert_allclose(graph(x, y).numpy(), np.asarray(f(x, y)), rtol=1e-6)
+
+
+def test_input_violating_the_specification_is_reported_not_miscomputed():
+    f_tf = noxla.convert(lambda x, y: x + y, polymorphic_shapes=["(b, n)", "(b, n)"])
+    with pytest.raises(noxla.ShapeMismatchError, match="input y has size 4 in dimension 1"):
+        f_tf(np.ones((2, 3), np.float32), np.ones((2, 4), np.float32))
+    graph = tf.function(f_tf, autograph=False, input_signature=[tf.TensorSpec([None, None], tf.float32)] * 2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="polymorphic shape"):
+        graph(np.ones((2, 3), np.float32), np.ones((2, 4), np.float32))
+
+
+def test_non_divisible_reshape_explains_which_specification_to_fix():
+    with pytest.raises(noxla.TracingError) as err:
+        noxla.check(lambda x: x.reshape((2, -1)), np.ones((4, 5), np.float32), polymorphic_shapes=["(b, 5)"])
+    assert "polymorphic_shapes" in str(err.value) and "Fix the specification" in str(err.value)
+
+
+def test_inconclusive_comparison_explains_which_specification_to_fix():
+    def f(x):
+        return x[:4] if x.shape[0] >= 4 else x  # the comparison depends on b
+    with pytest.raises(noxla.TracingError) as err:
+        noxla.check(f, np.ones((5,), np.float32), polymorphic_shapes=["(b,)"])
+    assert "Fix the specification" in str(err.value) and f"{__file__}:" in str(err.value)
