@@ -57,3 +57,55 @@ def test_zoo_model_tflite_uses_builtins_only(name, tmp_path):
     path = noxla.export_tflite(model.fun, *model.inputs(1), path=str(tmp_path / "m.tflite"))
     ops = tflite_op_names(path)
     assert ops and not [op for op in ops if op.startswith("Flex") or op == "CUSTOM"], ops
+
+
+@pytest.fixture(scope="module")
+def polymorphic_exports(tmp_path_factory):
+    """One batch-polymorphic export per model and format, shared by the batch sizes."""
+    root = tmp_path_factory.mktemp("zoo_poly")
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            model = MODELS[name]
+            example = model.inputs(1)
+            poly = model.polymorphic_shapes
+            cache[name] = {
+                "tflite": noxla.export_tflite(model.fun, *example, path=str(root / f"{name}.tflite"),
+                                              polymorphic_shapes=poly),
+                "tfjs": noxla.export_tfjs(model.fun, *example, path=str(root / f"{name}_js"), polymorphic_shapes=poly),
+                "saved_model": noxla.export_saved_model(model.fun, *example, path=str(root / f"{name}_sm"),
+                                                        polymorphic_shapes=poly),
+            }
+        return cache[name]
+    return get
+
+
+@pytest.mark.parametrize("batch", [1, 3, 17])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model_batch_polymorphic_in_every_format(name, batch, polymorphic_exports, tfjs_runner):
+    from noxla.runtimes import run_tflite
+    model = MODELS[name]
+    paths = polymorphic_exports(name)
+    args = model.inputs(batch, seed=batch)
+    expected = jax_outputs(model.fun, args)
+    program = trace(model.fun, args)
+    named = dict(zip(program.in_names, args))
+    serve = tf.saved_model.load(paths["saved_model"]).signatures["serving_default"]
+    results = {
+        "SavedModel": {k: v.numpy() for k, v in serve(**{k: tf.constant(v) for k, v in named.items()}).items()},
+        "tflite": run_tflite(paths["tflite"], named),
+        "tfjs_cpu": tfjs_runner.run(paths["tfjs"], named, "cpu"),
+        "tfjs_wasm": tfjs_runner.run(paths["tfjs"], named, "wasm"),
+    }
+    for runtime, outs in results.items():
+        assert_matches(expected, [outs[n] for n in program.out_names], program.out_names,
+                       where=f"{name} batch={batch} [{runtime}]", **TOLERANCE)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model_tflite_signature_has_dynamic_batch(name, polymorphic_exports):
+    from ai_edge_litert.interpreter import Interpreter
+    interpreter = Interpreter(model_path=polymorphic_exports(name)["tflite"])
+    for detail in interpreter.get_input_details():
+        assert detail["shape_signature"][0] == -1, detail

@@ -1,0 +1,85 @@
+"""The `noxla` command, run as a user would."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def noxla(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "noxla.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_export_with_no_function_exports_and_verifies_the_builtin_example(tmp_path):
+    result = noxla("export", "--tflite", "ex.tflite", "--tfjs", "ex_js", "--saved-model", "ex_sm", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for step in ("[trace]", "[lower]", "[convert tflite]", "[write ex.tflite]", "[verify]"):
+        assert step in result.stdout
+    assert (tmp_path / "ex.tflite").is_file() and (tmp_path / "ex_js" / "model.json").is_file()
+    assert (tmp_path / "ex_sm" / "saved_model.pb").is_file()
+    errors = [line for line in result.stdout.splitlines() if "max error vs JAX" in line]
+    assert len(errors) == 4, result.stdout  # SavedModel, TFLite, TF.js cpu and wasm
+    assert all(float(line.split(": ")[1].split()[0]) < 1e-5 for line in errors), errors
+
+
+def test_export_refuses_to_overwrite_without_force(tmp_path):
+    (tmp_path / "ex.tflite").write_bytes(b"keep me")
+    result = noxla("export", "--tflite", "ex.tflite", "--no-verify", cwd=tmp_path)
+    assert result.returncode == 1 and "--force" in result.stderr
+    assert (tmp_path / "ex.tflite").read_bytes() == b"keep me"
+    assert noxla("export", "--tflite", "ex.tflite", "--no-verify", "--force", cwd=tmp_path).returncode == 0
+
+
+USER_MODULE = textwrap.dedent("""
+    import jax.numpy as jnp
+    import numpy as np
+
+    W = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+
+    def predict(x, tokens):
+        return jnp.tanh(x @ W).sum(axis=1) + tokens.sum(axis=1)
+
+    def half(x):
+        return x.astype(jnp.float16) * 2
+""")
+
+
+def test_export_user_function_with_symbolic_batch(tmp_path):
+    (tmp_path / "usermodel.py").write_text(USER_MODULE)
+    result = noxla("export", "usermodel:predict", "--input", "f32[b,4]", "--input", "i32[b,5]",
+                   "--tflite", "m.tflite", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    from ai_edge_litert.interpreter import Interpreter
+    details = Interpreter(model_path=str(tmp_path / "m.tflite")).get_input_details()
+    assert all(d["shape_signature"][0] == -1 for d in details)
+
+
+def test_check_exit_code_and_report(tmp_path):
+    (tmp_path / "usermodel.py").write_text(USER_MODULE)
+    clean = noxla("check", "usermodel:predict", "--input", "f32[2,4]", "--input", "i32[2,5]", "--target", "tfjs",
+                  cwd=tmp_path)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    rejected = noxla("check", "usermodel:half", "--input", "f32[2,4]", "--target", "tfjs", cwd=tmp_path)
+    assert rejected.returncode == 1
+    assert "float16" in rejected.stdout and "usermodel.py:11" in rejected.stdout
+
+
+def test_bad_input_spec_is_a_usage_error(tmp_path):
+    result = noxla("export", "--input", "float[1,2]", cwd=tmp_path)
+    assert result.returncode == 2 and "DTYPE[DIMS]" in result.stderr
+
+
+def test_limitations_prints_the_table(tmp_path):
+    result = noxla("limitations", cwd=tmp_path)
+    assert result.returncode == 0 and "conv_general_dilated" in result.stdout
+
+
+def test_console_script_is_installed():
+    from importlib.metadata import entry_points
+    scripts = {e.name: e.value for e in entry_points(group="console_scripts")}
+    assert scripts.get("noxla") == "noxla.cli:main"
+    assert os.path.exists(os.path.join(os.path.dirname(sys.executable), "noxla"))
