@@ -1,1 +1,516 @@
-"""(rules in progress)"""
+"""Gather and scatter, every dimension-number form and mode, through GatherNd and ScatterNd.
+
+Both families first compute, with plain arithmetic on iotas, the operand coordinate every
+gathered or scattered element refers to; JAX's out-of-bounds modes then become a clamp of
+the window starts (CLIP, and gather's PROMISE_IN_BOUNDS, which XLA clamps) or a per-window
+validity mask (FILL_OR_DROP, and scatter's PROMISE_IN_BOUNDS, which XLA drops).
+
+Scatter sends every update to a flat operand position, and dropped updates to one extra
+"trash" slot past the end, so ScatterNd (which sums duplicates) never sees an invalid index.
+Combiners other than addition resolve duplicate positions exactly, without UnsortedSegment*
+(refused by TF.js) or TensorScatter* (not TFLite builtins):
+  * set: the last update of each position wins, as on XLA:CPU; the last writer is found with
+    log2(#updates) rounds of GatherNd/ScatterNd (a bitwise search for the largest ordinal).
+  * mul/min/max: an (#updates x #updates) equality matrix combines the updates sharing a
+    position, so memory and time grow with the square of the number of updated elements
+    (unless ``unique_indices`` promises there are no duplicates).
+  * apply (``x.at[i].apply(f)``): f is applied as many times as the position is hit.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow as tf
+from jax import lax
+from jax.extend import core
+
+from limitations.targets import ALL_TARGETS
+from lowering_rules.cases import boolean, case, f16, f32, i32
+from lowering_rules.helpers import size_vector
+from lowering_rules.registry import Limitation, lowering, register
+
+Mode = lax.GatherScatterMode
+
+
+# ---------------------------------------------------------------- shared helpers
+
+
+def _iota(size, axis: int, rank: int) -> tf.Tensor:
+    """0..size-1 laid along ``axis`` of a rank-``rank`` tensor, size 1 elsewhere."""
+    values = tf.range(size, dtype=tf.int32)
+    for _ in range(axis):
+        values = tf.expand_dims(values, 0)
+    for _ in range(rank - axis - 1):
+        values = tf.expand_dims(values, -1)
+    return values
+
+
+def _trailing_ones(t: tf.Tensor, count: int) -> tf.Tensor:
+    for _ in range(count):
+        t = tf.expand_dims(t, -1)
+    return t
+
+
+def _is_empty(aval) -> bool:
+    return any(isinstance(d, int) and d == 0 for d in aval.shape)
+
+
+def _start_columns(ctx, indices):
+    """The index vectors' components as int32 tensors of the batch shape (index_vector_dim is last)."""
+    indices = tf.cast(indices, tf.int32)
+    return [indices[..., k] for k in range(ctx.avals_in[1].shape[-1])]
+
+
+def _in_window_range(start, dim_size, window_size):
+    """Whether a window of ``window_size`` starting at ``start`` lies inside the dimension."""
+    return tf.logical_and(start >= 0, start <= dim_size - window_size)
+
+
+def _clamp_start(start, dim_size, window_size):
+    return tf.minimum(tf.maximum(start, 0), dim_size - window_size)
+
+
+def _all(masks):
+    result = None
+    for m in masks:
+        result = m if result is None else tf.logical_and(result, m)
+    return result
+
+
+def _compute_dtype(dtype: tf.DType) -> tf.DType:
+    # Half floats move through float32 (exactly): TFLite's GatherNd, ScatterNd, Transpose and
+    # Select have no float16 kernels.
+    if dtype in (tf.float16, tf.bfloat16):
+        return tf.float32
+    # Booleans go through ScatterNd and the reductions as 0/1 integers: min is "and", max "or",
+    # as JAX defines them on bool (JAX refuses add and mul on bool).
+    return tf.int32 if dtype == tf.bool else dtype
+
+
+# ---------------------------------------------------------------- gather
+
+def lower_gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, unique_indices,
+                 indices_are_sorted, mode, fill_value=None):
+    # unique_indices and indices_are_sorted are performance hints; results do not depend on them.
+    dn = dimension_numbers
+    op_aval, idx_aval = ctx.avals_in
+    rank = len(op_aval.shape)
+    op_dims = [ctx.dim(d) for d in op_aval.shape]
+    sizes = [ctx.dim(s) for s in slice_sizes]
+    batch = [ctx.dim(d) for d in idx_aval.shape[:-1]]
+    nb = len(batch)
+    indexed, batching = list(dn.start_index_map), list(dn.operand_batching_dims)
+    coord_dims = indexed + batching
+    free_dims = [d for d in range(rank) if d not in coord_dims]
+    operand = tf.cast(operand, _compute_dtype(operand.dtype))
+
+    # Dimensions the indices never touch are windows starting at 0: one static slice, and
+    # GatherNd then takes them whole, as trailing dimensions of each gathered slice.
+    if any(slice_sizes[d] != op_aval.shape[d] for d in free_dims):
+        operand = tf.slice(operand, [0] * rank,
+                           size_vector([sizes[d] if d in free_dims else -1 for d in range(rank)]))
+    order = coord_dims + free_dims
+    if order != list(range(rank)):
+        operand = tf.transpose(operand, order)
+
+    starts = _start_columns(ctx, indices)
+    window = [sizes[d] for d in coord_dims]
+    nc = len(coord_dims)
+    if nc:
+        coords = []
+        for j, d in enumerate(coord_dims):
+            if d in indexed:
+                # CLIP and PROMISE_IN_BOUNDS clamp (XLA's gather always does); FILL_OR_DROP
+                # clamps too, to keep GatherNd in range, and masks the slice afterwards.
+                start = _clamp_start(starts[indexed.index(d)], op_dims[d], sizes[d])
+                c = _trailing_ones(start, nc) + _iota(window[j], nb + j, nb + nc)
+            else:
+                axis = dn.start_indices_batching_dims[batching.index(d)]
+                c = _iota(batch[axis], axis, nb + nc)
+            coords.append(tf.broadcast_to(c, size_vector(batch + window)))
+        gathered = tf.gather_nd(operand, tf.stack(coords, axis=-1))
+    else:
+        gathered = operand
+        for _ in range(nb):
+            gathered = tf.expand_dims(gathered, 0)
+        gathered = tf.broadcast_to(gathered, size_vector(batch + [sizes[d] for d in free_dims]))
+
+    # Collapsed and batching dimensions are size-1 slice dimensions the output does not keep.
+    dropped = [nb + p for p, d in enumerate(order) if d in dn.collapsed_slice_dims or d in batching]
+    if dropped:
+        gathered = tf.squeeze(gathered, dropped)
+    kept = [d for d in order if d not in dn.collapsed_slice_dims and d not in batching]
+    # Offset dimensions appear in the output in operand order, at the positions offset_dims names.
+    out_rank = nb + len(kept)
+    perm, next_batch = [], 0
+    for o in range(out_rank):
+        if o in dn.offset_dims:
+            perm.append(nb + kept.index(sorted(kept)[list(dn.offset_dims).index(o)]))
+        else:
+            perm.append(next_batch)
+            next_batch += 1
+    if perm != list(range(out_rank)):
+        gathered = tf.transpose(gathered, perm)
+
+    if mode == Mode.FILL_OR_DROP:
+        valid = _all(_in_window_range(starts[k], op_dims[d], sizes[d]) for k, d in enumerate(indexed))
+        if valid is not None:
+            for o in sorted(dn.offset_dims):
+                valid = tf.expand_dims(valid, o)
+            fill = tf.cast(tf.constant(np.asarray(fill_value, dtype=ctx.aval_out.dtype)), gathered.dtype)
+            gathered = tf.where(valid, gathered, fill)
+    return tf.cast(gathered, ctx.out_dtype)
+
+
+_ONE_HOT_MODE = Limitation(
+    ALL_TARGETS, "mode is ONE_HOT", param="mode",
+    reason="GatherScatterMode.ONE_HOT has no lowering in JAX 0.10.2 itself (XLA refuses it)",
+    workaround="use mode='clip' or mode='fill'",
+    when=lambda eqn: eqn.params.get("mode") == Mode.ONE_HOT)
+
+
+# ---------------------------------------------------------------- scatter
+
+def _scatter_positions(ctx, indices, updates, dn, mode):
+    """Each update element's flat (row-major) operand position, and the updates, both flat.
+
+    Updates whose window is out of bounds (modes other than CLIP) go to position ``size``,
+    one past the operand: the trash slot, sliced off after ScatterNd.
+    """
+    op_aval, idx_aval, upd_aval = ctx.avals_in
+    rank = len(op_aval.shape)
+    op_dims = [ctx.dim(d) for d in op_aval.shape]
+    batch = [ctx.dim(d) for d in idx_aval.shape[:-1]]
+    nb = len(batch)
+    indexed, batching = list(dn.scatter_dims_to_operand_dims), list(dn.operand_batching_dims)
+    window_dims = [d for d in range(rank) if d not in dn.inserted_window_dims and d not in batching]
+    window = {d: ctx.dim(upd_aval.shape[u]) for d, u in zip(window_dims, dn.update_window_dims)}
+    nw = len(window_dims)
+
+    scatter_axes = [a for a in range(len(upd_aval.shape)) if a not in dn.update_window_dims]
+    order = scatter_axes + list(dn.update_window_dims)
+    if order != list(range(len(order))):
+        updates = tf.transpose(updates, order)   # now batch + window, windows in operand order
+
+    starts = _start_columns(ctx, indices)
+    position, stride, valid = tf.zeros([], tf.int32), 1, []
+    for d in reversed(range(rank)):
+        if d in indexed:
+            start, size = starts[indexed.index(d)], window.get(d, 1)
+            if mode == Mode.CLIP:
+                start = _clamp_start(start, op_dims[d], size)
+            else:   # FILL_OR_DROP and PROMISE_IN_BOUNDS: XLA drops the whole window
+                valid.append(_in_window_range(start, op_dims[d], size))
+            coord = _trailing_ones(start, nw)
+            if d in window:
+                coord = coord + _iota(window[d], nb + window_dims.index(d), nb + nw)
+        elif d in batching:
+            axis = dn.scatter_indices_batching_dims[batching.index(d)]
+            coord = _iota(batch[axis], axis, nb + nw)
+        else:
+            coord = _iota(window[d], nb + window_dims.index(d), nb + nw)
+        position = position + coord * stride
+        stride = stride * op_dims[d]
+    size = stride
+    position = tf.broadcast_to(position, size_vector(batch + [window[d] for d in window_dims]))
+    valid = _all(valid)
+    if valid is not None:
+        position = tf.where(_trailing_ones(valid, nw), position, size)
+    return tf.reshape(position, [-1]), tf.reshape(updates, [-1]), size
+
+
+def _scatter_sum(values, positions, size):
+    """Sum of the values sent to each of ``size`` positions (the trash slot is dropped)."""
+    total = tf.scatter_nd(tf.expand_dims(positions, -1), values, size_vector([size + 1]))
+    return total[:size]
+
+
+def _last_writers(positions, size, count):
+    """True for the update each position keeps under "last one wins".
+
+    The largest ordinal per position is found bit by bit: a bit is set when some update at that
+    position reaches the prefix found so far plus that bit. Exact, O((updates + size) * log2).
+    """
+    ordinal = tf.range(tf.size(positions), dtype=tf.int32)
+    bits = max(1, (count - 1).bit_length()) if isinstance(count, int) else 31
+    best = tf.zeros(size_vector([size + 1]), tf.int32)
+    for bit in reversed(range(bits)):
+        trial = best + (1 << bit)
+        reaches = tf.cast(ordinal >= tf.gather(trial, positions), tf.int32)
+        found = _scatter_sum(reaches, positions, size + 1) > 0
+        best = tf.where(found, trial, best)
+    return tf.equal(ordinal, tf.gather(best, positions))
+
+
+def _hits(positions, size):
+    return _scatter_sum(tf.ones_like(positions), positions, size)
+
+
+def _element_count(aval):
+    count = 1
+    for d in aval.shape:
+        if not isinstance(d, int):
+            return None
+        count *= d
+    return count
+
+
+def _identity(kind: str, dtype: tf.DType):
+    if kind == "mul":
+        return tf.ones([], dtype)
+    if dtype.is_floating:
+        return tf.constant(np.inf if kind == "min" else -np.inf, dtype)
+    return tf.constant(dtype.max if kind == "min" else dtype.min, dtype)
+
+
+_REDUCE = {"mul": tf.reduce_prod, "min": tf.reduce_min, "max": tf.reduce_max}
+_COMBINE = {"add": tf.add, "sub": tf.subtract, "mul": tf.multiply,
+            "min": tf.minimum, "max": tf.maximum}
+
+
+def _combine_duplicates(kind, values, positions, size):
+    """Per update: the combination of every update sharing its position; and whether it is the
+    first of them (the one that carries the result). O(#updates^2)."""
+    same = tf.equal(tf.expand_dims(positions, 1), tf.expand_dims(positions, 0))
+    identity = _identity(kind, values.dtype)
+    combined = _REDUCE[kind](tf.where(same, tf.expand_dims(values, 0), identity), axis=1)
+    ordinal = tf.range(tf.size(positions), dtype=tf.int32)
+    earlier = tf.expand_dims(ordinal, 0) < tf.expand_dims(ordinal, 1)
+    first = tf.logical_not(tf.reduce_any(tf.logical_and(same, earlier), axis=1))
+    return combined, first
+
+
+def _scatter(kind, ctx, operand, indices, updates, dn, mode, unique_indices, apply=None):
+    if _is_empty(ctx.avals_in[0]) or _is_empty(ctx.avals_in[2]):
+        return operand
+    dtype = operand.dtype
+    compute = _compute_dtype(dtype)
+    positions, values, size = _scatter_positions(ctx, indices, tf.cast(updates, compute), dn, mode)
+    flat = tf.reshape(tf.cast(operand, compute), [-1])
+
+    if kind in ("add", "sub"):
+        result = _COMBINE[kind](flat, _scatter_sum(values, positions, size))
+    elif kind == "apply":
+        result = _apply_repeatedly(apply, flat, _hits(positions, size))
+    else:
+        if kind == "set":
+            keep = None if unique_indices else _last_writers(
+                positions, size, _element_count(ctx.avals_in[2]))
+        else:
+            if not unique_indices:
+                values, keep = _combine_duplicates(kind, values, positions, size)
+            else:
+                keep = None
+        if keep is not None:
+            positions = tf.where(keep, positions, size)
+        written = _scatter_sum(values, positions, size)
+        if kind != "set":
+            written = _COMBINE[kind](flat, written)
+        result = tf.where(_hits(positions, size) > 0, written, flat)
+    return tf.cast(tf.reshape(result, ctx.out_shape()), dtype)
+
+
+def _apply_repeatedly(update, flat, hits):
+    """``x.at[i].apply(f)``: f applied once per hit, as XLA applies it once per update."""
+    unused_update = tf.zeros_like(flat)
+
+    def body(step, x):
+        return step + 1, tf.where(hits > step, update(x, unused_update)[0], x)
+
+    _, result = tf.while_loop(lambda step, _: step < tf.reduce_max(hits), body,
+                              [tf.constant(0, tf.int32), flat])
+    return result
+
+
+def _scatter_rule(kind):
+    def lower(ctx, operand, indices, updates, *, dimension_numbers, indices_are_sorted,
+              unique_indices, mode, update_jaxpr, update_consts):
+        # update_jaxpr is the primitive's own combiner for these primitives; kind says which.
+        return _scatter(kind, ctx, operand, indices, updates, dimension_numbers, mode,
+                        unique_indices)
+    lower.__name__ = f"lower_scatter_{kind}"
+    return lower
+
+
+def lower_scatter(ctx, operand, indices, updates, *, dimension_numbers, indices_are_sorted,
+                  unique_indices, mode, update_jaxpr, update_consts):
+    if update_jaxpr is None:   # lax.scatter / x.at[i].set
+        return _scatter("set", ctx, operand, indices, updates, dimension_numbers, mode,
+                        unique_indices)
+    # lax.scatter_apply / x.at[i].apply(f): update_jaxpr is f(x, unused).
+    apply = ctx.sub_program(core.ClosedJaxpr(update_jaxpr, update_consts))
+    return _scatter("apply", ctx, operand, indices, updates, dimension_numbers, mode,
+                    unique_indices, apply=apply)
+
+
+def _reads_update(eqn) -> bool:
+    jaxpr = eqn.params.get("update_jaxpr")
+    if jaxpr is None:
+        return False
+    update_var = jaxpr.invars[1]
+    used = {v for e in jaxpr.eqns for v in e.invars if not isinstance(v, core.Literal)}
+    used |= {v for v in jaxpr.outvars if not isinstance(v, core.Literal)}
+    return update_var in used
+
+
+_CUSTOM_COMBINER = Limitation(
+    ALL_TARGETS, "update_jaxpr reads the update value", param="update_jaxpr",
+    reason="only lax.scatter_apply's combiner (which ignores the update) is lowered; a general "
+           "combiner can only be reached through scatter_p.bind",
+    workaround="use x.at[i].set/add/mul/min/max or x.at[i].apply(f)",
+    when=_reads_update)
+
+
+# ---------------------------------------------------------------- cases
+
+def _idx(*values):
+    return np.array(values, np.int32)
+
+
+def _vmap_dynamic_slice(x, i):
+    return jax.vmap(lambda row, k: lax.dynamic_slice(row, (k, 0), (2, 3)))(x, i)
+
+
+def _vmap_vmap_dynamic_slice(x, i):
+    return jax.vmap(jax.vmap(lambda row, k: lax.dynamic_slice(row, (k,), (2,))))(x, i)
+
+
+def _window_gather(x, i, j):
+    # x[i:i+2, j:j+3] for a batch of (i, j) pairs: windows in two dimensions at once.
+    return jax.vmap(lambda a, b: lax.dynamic_slice(x, (a, b), (2, 3)))(i, j)
+
+
+_ROWS_GATHER = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(0,), start_index_map=(0,))
+_ROWS_SCATTER = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_window_dims=(0,),
+                                            scatter_dims_to_operand_dims=(0,))
+
+
+def _rows_gather(x, i):
+    return lax.gather(x, i, _ROWS_GATHER, (1, x.shape[1]), mode="fill")
+
+
+def _promise_gather(x, i):
+    dn = lax.GatherDimensionNumbers(offset_dims=(1,), collapsed_slice_dims=(), start_index_map=(0,))
+    return lax.gather(x, i, dn, (3,), mode="promise_in_bounds")
+
+
+GATHER_CASES = [
+    case("take_axis0_default_fill", lambda x, i: jnp.take(x, i, axis=0), f32(5, 3), _idx(0, 4, -1, 7, -6, 2)),
+    case("take_axis1_clip", lambda x, i: jnp.take(x, i, axis=1, mode="clip"), f32(3, 5), _idx(0, 9, -3, 4)),
+    case("take_wrap", lambda x, i: jnp.take(x, i, mode="wrap"), i32(2, 3), _idx(-1, 7, 12)),
+    case("take_along_axis1", lambda x, i: jnp.take_along_axis(x, i, axis=1), f32(4, 5), i32(4, 3, low=0, high=4)),
+    case("take_along_axis0_i32", lambda x, i: jnp.take_along_axis(x, i, axis=0), i32(4, 5), i32(2, 5, low=-4, high=3)),
+    case("fancy_rows", lambda x, i: x[i], i32(6, 2), _idx(5, 0, 0, -2)),
+    case("fancy_2d_index", lambda x, i: x[i], f32(6, 4), i32(2, 3, low=-6, high=5)),
+    case("fancy_pair", lambda x, i, j: x[i, j], f32(4, 5), _idx(0, 3, -1), _idx(4, 0, 2)),
+    case("fancy_columns_bool", lambda x, i: x[:, i], boolean(3, 5), _idx(4, 0, 4, 1)),
+    case("fancy_last_axis", lambda x, i: x[..., i], f32(2, 3, 4), _idx(3, 1)),
+    case("fancy_split_advanced", lambda x, i, j: x[i, :, j], f32(4, 3, 5), _idx(0, 3), _idx(1, 4)),
+    case("scalar_and_fancy", lambda x, i: x[1, i], f32(3, 4), _idx(2, 2, 0)),
+    case("vmap_dynamic_slice_window", _vmap_dynamic_slice, f32(4, 6, 5), _idx(0, 4, -1, 9)),
+    case("vmap_vmap_dynamic_slice", _vmap_vmap_dynamic_slice, f32(2, 3, 5), i32(2, 3, low=-2, high=6)),
+    case("vmap_fancy_batching_dims", jax.vmap(lambda x, i: x[i]), f32(3, 5), i32(3, 4, low=-5, high=4)),
+    case("window_2d_clipped", _window_gather, f32(5, 6), _idx(0, 4, 2), _idx(5, 0, 1)),
+    case("get_fill_value", lambda x, i: x.at[i].get(mode="fill", fill_value=-1.0), f32(5, 2), _idx(1, 5, -7, 4)),
+    case("get_fill_default_i32", lambda x, i: x.at[i].get(mode="fill"), i32(5), _idx(1, 5, -9, 4)),
+    case("get_fill_default_bool", lambda x, i: x.at[i].get(mode="fill"), boolean(5), _idx(1, 5, 0, 9)),
+    case("get_clip", lambda x, i: x.at[i].get(mode="clip"), f32(5, 2), _idx(-8, 5, 2)),
+    case("get_promise_in_bounds_oob", lambda x, i: x.at[i].get(mode="promise_in_bounds"), f32(5), _idx(1, 5, -9, 4)),
+    case("gather_promise_window_oob", _promise_gather, f32(10), np.array([[8], [-3], [12], [2]], np.int32)),
+    # jnp short-circuits empty index arrays before gather; lax.gather itself does not.
+    case("empty_indices", _rows_gather, f32(4, 3), np.zeros((0, 1), np.int32)),
+    case("rows_of_size_one_operand", _rows_gather, f32(1, 3), np.array([[0], [2], [-1]], np.int32)),
+    case("size_one_dims", lambda x, i: x[i, 0], f32(1, 1), _idx(0, 0, -1)),
+    case("f16", lambda x, i: jnp.take(x, i, axis=1), f16(3, 4), _idx(3, 0)),
+    case("polymorphic_rows", lambda x, i: jnp.take(x, i, axis=0), f32(5, 3), _idx(4, 0, 2),
+         polymorphic_shapes=["(b, 3)", None]),
+]
+
+lowering(lax.gather_p, limitations=[_ONE_HOT_MODE], cases=GATHER_CASES)(lower_gather)
+
+
+def _vmap_update_slice(x, u, i):
+    return jax.vmap(lambda row, new, k: lax.dynamic_update_slice(row, new, (k, 0)))(x, u, i)
+
+
+def _vmap_vmap_set(x, i, v):
+    return jax.vmap(jax.vmap(lambda row, k, val: row.at[k].set(val)))(x, i, v)
+
+
+def _segment_sum(x, ids):
+    return jax.ops.segment_sum(x, ids, num_segments=4)
+
+
+SET_CASES = [
+    case("unique", lambda x, i, v: x.at[i].set(v), f32(6), _idx(4, 0, 2), f32(3)),
+    case("duplicates_last_wins", lambda x, i, v: x.at[i].set(v), f32(6), _idx(1, 3, 1, 1, 3, 5), f32(6)),
+    case("many_duplicates", lambda x, i, v: x.at[i].set(v), i32(3), np.arange(300, dtype=np.int32) % 3,
+         i32(300)),
+    case("oob_dropped_negative_wrapped", lambda x, i, v: x.at[i].set(v), f32(5), _idx(-1, 5, -6, 2, 9), f32(5)),
+    case("clip", lambda x, i, v: x.at[i].set(v, mode="clip"), f32(5), _idx(-4, 7, 2), f32(3)),
+    case("promise_in_bounds_oob", lambda x, i, v: x.at[i].set(v, mode="promise_in_bounds"), f32(5),
+         _idx(1, 7, 3), f32(3)),
+    case("rows", lambda x, i, v: x.at[i].set(v), f32(4, 3), _idx(3, 0, 3), f32(3, 3)),
+    case("columns_i32", lambda x, i, v: x.at[:, i].set(v), i32(3, 5), _idx(4, 1), i32(3, 2)),
+    case("pairs_scalar_bool", lambda x, i, j: x.at[i, j].set(True), boolean(3, 4), _idx(0, 2, 2), _idx(3, 1, 1)),
+    case("unique_indices_hint", lambda x, i, v: x.at[i].set(v, unique_indices=True), f32(6), _idx(5, 1, 2), f32(3)),
+    case("empty_indices", lambda x, i, v: lax.scatter(x, i, v, _ROWS_SCATTER), f32(4, 3), np.zeros((0, 1), np.int32),
+         f32(0, 3)),
+    case("vmap_dynamic_update_slice", _vmap_update_slice, f32(3, 5, 4), f32(3, 2, 4), _idx(0, 4, -2)),
+    case("vmap_vmap_batching_dims", _vmap_vmap_set, f32(2, 3, 4), i32(2, 3, low=-5, high=4), f32(2, 3)),
+    case("polymorphic", lambda x, i, v: x.at[i].set(v), f32(6), _idx(1, 1, 4), f32(3),
+         polymorphic_shapes=["(b,)", None, None]),
+]
+
+ADD_CASES = [
+    case("duplicates", lambda x, i, v: x.at[i].add(v), f32(5), _idx(1, 3, 1, 1, 4), f32(5)),
+    case("segment_sum", _segment_sum, f32(8, 2), _idx(0, 3, 3, 1, 0, 5, -1, 3)),
+    case("oob_dropped_i32", lambda x, i, v: x.at[i].add(v), i32(4, 2), _idx(0, 4, -5, 0), i32(4, 2)),
+    case("clip", lambda x, i, v: x.at[i].add(v, mode="clip"), f32(4), _idx(-3, 9, 1), f32(3)),
+    case("empty_indices", lambda x, i, v: lax.scatter_add(x, i, v, _ROWS_SCATTER), i32(4, 3),
+         np.zeros((0, 1), np.int32), i32(0, 3)),
+    case("window_rows_vmap_vmap", jax.vmap(jax.vmap(lambda row, k, v: row.at[k].add(v))),
+         f32(2, 3, 4), i32(2, 3, low=0, high=3), f32(2, 3)),
+    case("size_one", lambda x, i, v: x.at[i].add(v), f32(1, 1), _idx(0, 0), f32(2, 1)),
+]
+
+SUB_CASES = [
+    case("duplicates", lambda x, i, v: x.at[i].subtract(v), f32(5), _idx(1, 3, 1, 9), f32(4)),
+    case("i32_clip", lambda x, i, v: x.at[:, i].subtract(v, mode="clip"), i32(2, 4), _idx(3, 3, -9), i32(2, 3)),
+]
+
+MUL_CASES = [
+    case("duplicates", lambda x, i, v: x.at[i].multiply(v), f32(5), _idx(1, 3, 1, 1, 9), f32(5)),
+    case("i32_rows_exact", lambda x, i, v: x.at[i].multiply(v), i32(3, 2), _idx(2, 0, 2), i32(3, 2)),
+    case("clip", lambda x, i, v: x.at[i].multiply(v, mode="clip"), f32(4), _idx(-2, 8, 3), f32(3)),
+    case("unique_indices_hint", lambda x, i, v: x.at[i].multiply(v, unique_indices=True), f32(4), _idx(3, 0),
+         f32(2)),
+]
+
+MIN_CASES = [
+    case("duplicates", lambda x, i, v: x.at[i].min(v), f32(5), _idx(1, 3, 1, 1, 6), f32(5)),
+    case("i32_extremes", lambda x, i, v: x.at[i].min(v), i32(3), _idx(0, 0, 2),
+         np.array([2**31 - 1, 5, -2**31], np.int32)),
+    case("columns_clip", lambda x, i, v: x.at[:, i].min(v, mode="clip"), f32(2, 4), _idx(3, 7, 0), f32(2, 3)),
+    case("bool", lambda x, i, v: x.at[i].min(v), boolean(4), _idx(1, 1, 3), boolean(3)),
+]
+
+MAX_CASES = [
+    case("duplicates", lambda x, i, v: x.at[i].max(v), f32(5), _idx(1, 3, 1, 1, -9), f32(5)),
+    case("i32_extremes", lambda x, i, v: x.at[i].max(v), np.array([-2**31, 3, 0], np.int32), _idx(0, 0, 2),
+         np.array([-2**31, -2**31, -2**31], np.int32)),
+    case("vmap_rows", jax.vmap(lambda x, i, v: x.at[i].max(v)), f32(2, 5), i32(2, 3, low=0, high=4), f32(2, 3)),
+]
+
+APPLY_CASES = [
+    case("apply_sin_duplicates", lambda x, i: x.at[i].apply(jnp.sin), f32(5), _idx(1, 3, 1, 1, 7)),
+    case("apply_affine_i32_clip", lambda x, i: x.at[i].apply(lambda v: v * 2 + 1, mode="clip"), i32(4),
+         _idx(0, 9, 3, 3)),
+]
+
+register(lax.scatter_p, lower_scatter, limitations=[_CUSTOM_COMBINER], cases=SET_CASES + APPLY_CASES)
+for _prim, _kind, _cases in [(lax.scatter_add_p, "add", ADD_CASES), (lax.scatter_sub_p, "sub", SUB_CASES),
+                             (lax.scatter_mul_p, "mul", MUL_CASES), (lax.scatter_min_p, "min", MIN_CASES),
+                             (lax.scatter_max_p, "max", MAX_CASES)]:
+    register(_prim, _scatter_rule(_kind), cases=_cases)
