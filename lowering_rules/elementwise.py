@@ -1,48 +1,1014 @@
-"""Elementwise primitives: tables where TF has the op, functions where semantics differ."""
+"""Elementwise primitives: tables where TF has the op, functions where semantics differ.
+
+Every lowering emits only ops that TF, TFLite builtins and TF.js all have, so one
+lowering serves every target. Three consequences shape this file:
+- TFLite builtins have no float16 kernels (only Cast), so half-precision operands are
+  computed in float32 and rounded back, as XLA's CPU backend does.
+- Ops missing from TFLite or TF.js (erf, erf_inv, lgamma, digamma, sinh, ..., every
+  bitwise op and shift) are composed from basic arithmetic in small named helpers.
+- Where TF's op differs from JAX at the edges (NaN in max/min, integer division by
+  zero, float -> int of NaN/inf, rem signs) the rule spells JAX's semantics out.
+"""
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import tensorflow as tf
 from jax import lax
+import jax.numpy as jnp
 
-from lowering_rules.cases import case, f32, i32
-from lowering_rules.registry import register
+from limitations.targets import Target
+from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
+from lowering_rules.registry import Limitation, add_cases, add_limitations, lowering, register
+
+NAN, INF = float("nan"), float("inf")
+_HALVES = (tf.float16, tf.bfloat16)
 
 
-def unary(tf_fn):
-    def lower(ctx, x, *, accuracy=None):
-        return tf_fn(x)
+# ----------------------------------------------------------------------------- dtype plumbing
+
+def _wide(x):
+    """Half-precision values computed in float32 (TFLite has no float16 kernels)."""
+    return tf.cast(x, tf.float32) if x.dtype in _HALVES else x
+
+
+def _as_out(ctx, y):
+    return y if y.dtype == ctx.out_dtype else tf.cast(y, ctx.out_dtype)
+
+
+def _is_float(x) -> bool:
+    return x.dtype.is_floating
+
+
+def _isnan(x):
+    return tf.math.not_equal(x, x)
+
+
+def _const_like(value, x):
+    return tf.constant(value, dtype=x.dtype)
+
+
+def unary(tf_fn, *, transcendental=False):
+    """A rule applying ``tf_fn``; transcendental primitives also carry an ``accuracy`` hint, which
+    only asks for a tolerance: TF has one implementation of each, so it is accepted and ignored."""
+    if transcendental:
+        def lower(ctx, x, *, accuracy):
+            return _as_out(ctx, tf_fn(_wide(x)))
+    else:
+        def lower(ctx, x):
+            return _as_out(ctx, tf_fn(_wide(x)))
     lower.__name__ = f"lower_{tf_fn.__name__}"
     return lower
 
 
 def binary(tf_fn):
     def lower(ctx, x, y):
-        return tf_fn(x, y)
+        return _as_out(ctx, tf_fn(_wide(x), _wide(y)))
     lower.__name__ = f"lower_{tf_fn.__name__}"
     return lower
 
 
+# ----------------------------------------------------------------------------- float helpers
+
+def _where_nan_either(x, y, result):
+    """JAX propagates a NaN operand; TFLite's and TF.js's max/min may not."""
+    return tf.where(tf.math.logical_or(_isnan(x), _isnan(y)), x + y, result)
+
+
+def log1p(x):
+    # Goldberg's trick: log(u) * x / (u - 1) with u = 1 + x cancels the rounding of 1 + x,
+    # accurate for tiny x with only Log (TFLite turns Log1p into log(1 + x)).
+    u = 1.0 + x
+    d = u - 1.0
+    safe_d = tf.where(tf.equal(d, 0.0), tf.ones_like(d), d)
+    r = tf.where(tf.equal(d, 0.0), x, tf.math.log(u) * (x / safe_d))
+    return tf.where(tf.equal(u, INF), u, r)
+
+
+def expm1(x):
+    # Kahan's trick: (u - 1) * x / log(u) with u = exp(x) cancels the rounding of exp(x).
+    u = tf.exp(x)
+    log_u = tf.math.log(u)
+    safe_log = tf.where(tf.equal(log_u, 0.0), tf.ones_like(log_u), log_u)
+    r = (u - 1.0) * (x / safe_log)
+    r = tf.where(tf.equal(u, 1.0), x, r)
+    r = tf.where(tf.equal(u - 1.0, -1.0), u - 1.0, r)
+    return tf.where(tf.equal(u, INF), u, r)
+
+
+def _half_exp_abs(x):
+    """exp(|x|) / 2 without overflowing before the result does: two factors exp(|x| / 2)."""
+    e = tf.exp(0.5 * tf.abs(x))
+    return (0.5 * e) * e, e
+
+
+def sinh(x):
+    half_e, e = _half_exp_abs(x)
+    large = tf.where(x < 0, -(half_e - 0.5 / (e * e)), half_e - 0.5 / (e * e))
+    u = expm1(x)  # small |x|: sinh = (u + u / (u + 1)) / 2 avoids e^x - e^-x cancelling
+    small = 0.5 * (u + u / (u + 1.0))
+    return tf.where(tf.abs(x) < 1.0, small, large)
+
+
+def cosh(x):
+    half_e, e = _half_exp_abs(x)
+    return half_e + 0.5 / (e * e)
+
+
+def asinh(x):
+    a = tf.abs(x)
+    # log1p(a + a^2 / (1 + sqrt(1 + a^2))) is exact near 0; log(2a) once a^2 would overflow.
+    near = log1p(a + a * a / (1.0 + tf.sqrt(1.0 + a * a)))
+    far = tf.math.log(a) + math.log(2.0)
+    r = tf.where(a > 1e18, far, near)
+    return tf.where(x < 0, -r, r)
+
+
+def acosh(x):
+    t = x - 1.0
+    near = log1p(t + tf.sqrt(t * (t + 2.0)))
+    far = tf.math.log(x) + math.log(2.0)
+    return tf.where(x > 1e18, far, near)
+
+
+def atanh(x):
+    a = tf.abs(x)
+    r = 0.5 * log1p(2.0 * a / (1.0 - a))
+    return tf.where(x < 0, -r, r)
+
+
+def asin(x):
+    return tf.atan2(x, tf.sqrt((1.0 - x) * (1.0 + x)))
+
+
+def acos(x):
+    return tf.atan2(tf.sqrt((1.0 - x) * (1.0 + x)), x)
+
+
+def atan(x):
+    return tf.atan2(x, tf.ones_like(x))
+
+
+def tan(x):
+    return tf.sin(x) / tf.cos(x)
+
+
+def cbrt(x):
+    r = tf.pow(tf.abs(x), 1.0 / 3.0)
+    return tf.where(x < 0, -r, r)
+
+
+def exp2(x):
+    # pow(2, x) is exact at integers; exp(x * ln 2) would lose |x| ulps.
+    return tf.pow(_const_like(2.0, x), x)
+
+
+def _polynomial(t, coefficients):
+    """Horner's scheme, highest degree first."""
+    acc = tf.zeros_like(t) + coefficients[0]
+    for c in coefficients[1:]:
+        acc = acc * t + c
+    return acc
+
+
+# Numerical Recipes' erfcc (Chebyshev fit): erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2),
+# fractional error below 1.2e-7 for every z >= 0.
+_ERFC_COEFFICIENTS = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806,
+                      0.09678418, 0.37409196, 1.00002368, -1.26551223)
+
+
+def _erfc_nonnegative(z):
+    t = 1.0 / (1.0 + 0.5 * z)
+    return t * tf.exp(-z * z + _polynomial(t, _ERFC_COEFFICIENTS))
+
+
+def erfc(x):
+    r = _erfc_nonnegative(tf.abs(x))
+    return tf.where(x < 0, 2.0 - r, r)
+
+
+def erf(x):
+    # Near 0, 1 - erfc(x) cancels: the Maclaurin series 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1))
+    # to x^13 is within float32 rounding for |x| < 0.5.
+    x2 = x * x
+    series = [(-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(7)]
+    small = (2.0 / math.sqrt(math.pi)) * x * _polynomial(x2, series[::-1])
+    large = 1.0 - _erfc_nonnegative(tf.abs(x))
+    large = tf.where(x < 0, -large, large)
+    return tf.where(tf.abs(x) < 0.5, small, large)
+
+
+# M. Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), single precision:
+# erfinv(x) = x P(w), w = -log(1 - x^2), one polynomial for the centre and one for the tails.
+_ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                   -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+def erf_inv(x):
+    w = -tf.math.log((1.0 - x) * (1.0 + x))
+    central = _polynomial(w - 2.5, _ERFINV_CENTRAL)
+    tail = _polynomial(tf.sqrt(tf.where(w < 5.0, tf.fill(tf.shape(w), 5.0), w)) - 3.0, _ERFINV_TAIL)
+    r = x * tf.where(w < 5.0, central, tail)
+    return tf.where(tf.equal(tf.abs(x), 1.0), x * INF, r)
+
+
+# Numerical Recipes' gammln: Lanczos' approximation with g = 5, six terms, error below 2e-10.
+_LANCZOS = (76.18009172947146, -86.50532032941677, 24.01409824083091, -1.231739572450155,
+            0.1208650973866179e-2, -0.5395239384953e-5)
+
+
+def _lgamma_from_half(x):
+    """log Gamma(x) for x >= 0.5."""
+    series = tf.fill(tf.shape(x), tf.constant(1.000000000190015, x.dtype))
+    for k, c in enumerate(_LANCZOS):
+        series = series + c / (x + float(k + 1))
+    t = x + 5.5
+    return (x + 0.5) * tf.math.log(t) - t + tf.math.log(2.5066282746310005 * series / x)
+
+
+def _abs_sin_pi(x):
+    """|sin(pi x)| through x - round(x), which is exact: large x keep their fraction, integers give 0."""
+    return tf.abs(tf.sin(math.pi * (x - tf.round(x))))
+
+
+def _cot_pi(x):
+    """cot(pi x), of period 1, from the exactly reduced x - round(x)."""
+    r = math.pi * (x - tf.round(x))
+    return tf.cos(r) / tf.sin(r)
+
+
+def lgamma(x):
+    # Reflection Gamma(x) Gamma(1 - x) = pi / sin(pi x) below 1/2.
+    reflected = tf.math.log(math.pi / _abs_sin_pi(x)) - _lgamma_from_half(1.0 - x)
+    r = tf.where(x < 0.5, reflected, _lgamma_from_half(tf.where(x < 0.5, 1.0 - x, x)))
+    return tf.where(tf.equal(tf.abs(x), INF), tf.abs(x), r)
+
+
+def _digamma_from_half(x):
+    """psi(x) for x >= 0.5: recurrence up to x + 6, then the asymptotic (Bernoulli) series."""
+    shift = tf.zeros_like(x)
+    for k in range(6):
+        shift = shift + 1.0 / (x + float(k))
+    z = x + 6.0
+    inv2 = 1.0 / (z * z)
+    tail = inv2 * _polynomial(inv2, (1 / 240, -1 / 252, 1 / 120, -1 / 12))
+    return tf.math.log(z) - 0.5 / z + tail - shift
+
+
+def digamma(x):
+    # Reflection psi(1 - x) - psi(x) = pi cot(pi x) below 1/2; JAX gives NaN at the poles.
+    reflected = _digamma_from_half(1.0 - x) - math.pi * _cot_pi(x)
+    r = tf.where(x < 0.5, reflected, _digamma_from_half(tf.where(x < 0.5, 1.0 - x, x)))
+    pole = tf.logical_and(x <= 0.0, tf.equal(x, tf.floor(x)))
+    return tf.where(pole, tf.fill(tf.shape(x), NAN), r)
+
+
+# Abramowitz & Stegun 9.8.1-9.8.4 (as in Numerical Recipes' bessi0/bessi1): polynomials in
+# (x / 3.75)^2 below 3.75, and in 3.75 / x for sqrt(x) e^-x I(x) above; errors below 2.2e-7.
+_I0_SMALL = (0.0045813, 0.0360768, 0.2659732, 1.2067492, 3.0899424, 3.5156229, 1.0)
+_I0_LARGE = (0.00392377, -0.01647633, 0.02635537, -0.02057706, 0.00916281, -0.00157565,
+             0.00225319, 0.01328592, 0.39894228)
+_I1_SMALL = (0.00032411, 0.00301532, 0.02658733, 0.15084934, 0.51498869, 0.87890594, 0.5)
+_I1_LARGE = (-0.00420059, 0.01787654, -0.02895312, 0.02282967, -0.01031555, 0.00163801,
+             -0.00362018, -0.03988024, 0.39894228)
+
+
+def _bessel_ie(x, small_coefficients, large_coefficients, odd):
+    a = tf.abs(x)
+    t2 = tf.square(a / 3.75)
+    small = _polynomial(t2, small_coefficients) * tf.exp(-a)
+    if odd:
+        small = small * a
+    safe_a = tf.maximum(a, 3.75)
+    large = _polynomial(3.75 / safe_a, large_coefficients) / tf.sqrt(safe_a)
+    r = tf.where(a < 3.75, small, large)
+    return tf.where(x < 0, -r, r) if odd else r
+
+
+def bessel_i0e(x):
+    return _bessel_ie(x, _I0_SMALL, _I0_LARGE, odd=False)
+
+
+def bessel_i1e(x):
+    return _bessel_ie(x, _I1_SMALL, _I1_LARGE, odd=True)
+
+
+def _round_half_away(x):
+    t = tf.floor(tf.abs(x))
+    # |x| - floor(|x|) is exact, unlike |x| + 0.5, which rounds 0.49999997 up to 1.
+    r = t + tf.cast(tf.abs(x) - t >= 0.5, x.dtype)
+    return tf.where(x < 0, -r, r)
+
+
+def _round_mantissa(x, mantissa_bits: int):
+    """x rounded to nearest with ``mantissa_bits`` explicit bits: Veltkamp's splitting
+    c = x (2^s + 1), hi = c - (c - x) keeps the top 24 - s bits of a float32."""
+    s = 23 - mantissa_bits
+    big = tf.abs(x) > 2.0 ** 100  # keep c finite: scale by an exact power of two
+    xs = tf.where(big, x * 2.0 ** -30, x)
+    c = xs * float(2 ** s + 1)
+    hi = c - (c - xs)
+    hi = tf.where(big, hi * 2.0 ** 30, hi)
+    return tf.where(tf.math.is_finite(x), hi, x)
+
+
+# ----------------------------------------------------------------------------- integer helpers
+
+def _int_info(dtype: tf.DType):
+    info = np.iinfo(dtype.as_numpy_dtype)
+    return info.bits, info.min < 0
+
+
+def _bit_pattern_info(dtype: tf.DType):
+    """Like _int_info, but a uint32 is handled as the int32 with the same bits (its values do
+    not fit an int32, its bit pattern does; bitwise ops and shifts only see the pattern)."""
+    bits, signed = _int_info(dtype)
+    return bits, signed or bits == 32
+
+
+def _powers_of_two(n: int):
+    return tf.constant([2 ** k for k in range(n)], tf.int32)
+
+
+def _value_bits(x, bits: int, signed: bool):
+    """The bits of x (as int32 0/1 along a new last axis), below the sign bit for signed types:
+    floor(x / 2^k) mod 2 is bit k of the two's complement for negative x too."""
+    n = bits - 1 if signed else bits
+    return tf.math.floormod(tf.math.floordiv(tf.expand_dims(x, -1), _powers_of_two(n)), 2)
+
+
+def _from_bits(value_bits, sign, bits: int, signed: bool):
+    value = tf.reduce_sum(value_bits * _powers_of_two(bits - 1 if signed else bits), axis=-1)
+    if signed:
+        value = tf.where(sign, value + tf.constant(-(2 ** (bits - 1)), tf.int32), value)
+    return value
+
+
+def _as_int32(x):
+    """Integers up to 32 bits are handled as int32 (values fit), then cast back."""
+    return tf.cast(x, tf.int32) if x.dtype != tf.int32 else x
+
+
+def _bitwise(ctx, x, y, combine_bits, combine_bools):
+    if x.dtype == tf.bool:
+        return combine_bools(x, y)
+    bits, signed = _bit_pattern_info(x.dtype)
+    x, y = _as_int32(x), _as_int32(y)
+    value = combine_bits(_value_bits(x, bits, signed), _value_bits(y, bits, signed))
+    sign = combine_bools(x < 0, y < 0) if signed else None
+    return _as_out(ctx, _from_bits(value, sign, bits, signed))
+
+
+def _shift_in_range(s, bits: int):
+    return tf.logical_and(s >= 0, s < bits)
+
+
+def _pow2_table(bits: int, s):
+    """2^s for s in [0, bits), wrapped to int32 (2^31 is INT_MIN, which multiplies the same mod 2^32)."""
+    table = tf.constant(np.array([2 ** k for k in range(bits)], np.int64).astype(np.uint32).view(np.int32))
+    return tf.gather(table, tf.clip_by_value(s, 0, bits - 1))
+
+
+def _wrap_to(ctx, value, bits: int, signed: bool):
+    """int32 value reduced modulo 2^bits into the output type (XLA wraps narrow integers)."""
+    if bits == 32:
+        return _as_out(ctx, value)
+    unsigned = tf.math.floormod(value, 2 ** bits)
+    if signed:
+        unsigned = tf.where(unsigned >= 2 ** (bits - 1), unsigned - 2 ** bits, unsigned)
+    return _as_out(ctx, unsigned)
+
+
+# ----------------------------------------------------------------------------- unary tables
+
 UNARY = {
-    lax.sin_p: (tf.math.sin, lax.sin),
-    lax.tanh_p: (tf.math.tanh, lax.tanh),
-    lax.exp_p: (tf.math.exp, lax.exp),
+    lax.neg_p: tf.negative,
+    lax.sign_p: tf.sign,
+    lax.floor_p: tf.floor,
+    lax.ceil_p: tf.math.ceil,
+    lax.is_finite_p: tf.math.is_finite,
+    lax.abs_p: tf.abs,
+    lax.square_p: tf.square,
+    lax.asin_p: asin,
+    lax.acos_p: acos,
+    lax.atan_p: atan,
+    lax.sinh_p: sinh,
+    lax.cosh_p: cosh,
+    lax.asinh_p: asinh,
+    lax.acosh_p: acosh,
+    lax.atanh_p: atanh,
+    lax.erf_p: erf,
+    lax.erfc_p: erfc,
+    lax.erf_inv_p: erf_inv,
+    lax.lgamma_p: lgamma,
+    lax.digamma_p: digamma,
+    lax.bessel_i0e_p: bessel_i0e,
+    lax.bessel_i1e_p: bessel_i1e,
+    lax.stop_gradient_p: tf.identity,
+    lax.copy_p: tf.identity,
 }
+
+TRANSCENDENTAL = {
+    lax.exp_p: tf.exp,
+    lax.exp2_p: exp2,
+    lax.log_p: tf.math.log,
+    lax.log1p_p: log1p,
+    lax.expm1_p: expm1,
+    lax.tanh_p: tf.tanh,
+    lax.logistic_p: tf.sigmoid,
+    lax.sin_p: tf.sin,
+    lax.cos_p: tf.cos,
+    lax.tan_p: tan,
+    lax.sqrt_p: tf.sqrt,
+    lax.rsqrt_p: tf.math.rsqrt,
+    lax.cbrt_p: cbrt,
+}
+
+for _prim, _fn in UNARY.items():
+    register(_prim, unary(_fn))
+for _prim, _fn in TRANSCENDENTAL.items():
+    register(_prim, unary(_fn, transcendental=True))
+
+
+@lowering(lax.round_p, cases=[
+    case("half_away", lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
+         np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, -0.0, 8388609.0, INF, -INF, NAN, 1e30], np.float32)),
+    case("half_even", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
+         np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, -0.0, 8388609.0, INF, -INF, NAN, 1e30], np.float32)),
+    case("jnp_round_f32", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), f32(3, 4, low=-5, high=5)),
+    case("away_f16", lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
+         np.array([0.5, 1.5, 2.5, -0.5, -2.5, 3.2], np.float16)),
+])
+def lower_round(ctx, x, *, rounding_method):
+    x = _wide(x)
+    if rounding_method == lax.RoundingMethod.TO_NEAREST_EVEN:
+        return _as_out(ctx, tf.round(x))  # TF, TFLite and TF.js all round half to even
+    return _as_out(ctx, _round_half_away(x))
+
+
+@lowering(lax.not_p, cases=[
+    case("bool", lax.bitwise_not, boolean(3, 4)),
+    case("i32", lax.bitwise_not, np.array([0, 1, -1, 2 ** 31 - 1, -(2 ** 31), 12345], np.int32)),
+    case("u8", lax.bitwise_not, np.array([0, 1, 255, 128], np.uint8)),
+    case("i8", lax.bitwise_not, i8(7)),
+    case("u32", lax.bitwise_not, np.array([0, 2 ** 32 - 1, 2 ** 31, 0x9E3779B9], np.uint32)),
+])
+def lower_not(ctx, x):
+    if x.dtype == tf.bool:
+        return tf.logical_not(x)
+    bits, signed = _bit_pattern_info(x.dtype)
+    # Two's complement: ~x = -x - 1 (wrapping at INT_MIN); unsigned: ~x = max - x.
+    x = _as_int32(x)
+    return _as_out(ctx, -x - 1 if signed else (2 ** bits - 1) - x)
+
+
+@lowering(lax.population_count_p, cases=[
+    case("i32", lax.population_count, np.array([0, 1, -1, 7, 2 ** 31 - 1, -(2 ** 31), 255, -256], np.int32)),
+    case("i32_random", lax.population_count, i32(4, 5, low=-(2 ** 31), high=2 ** 31 - 1)),
+    case("u8", lax.population_count, np.array([0, 1, 255, 128, 85], np.uint8)),
+    case("u32", lax.population_count, np.array([0, 2 ** 32 - 1, 2 ** 31, 0x9E3779B9], np.uint32)),
+])
+def lower_population_count(ctx, x):
+    bits, signed = _bit_pattern_info(x.dtype)
+    x = _as_int32(x)
+    count = tf.reduce_sum(_value_bits(x, bits, signed), axis=-1)
+    if signed:
+        count = count + tf.cast(x < 0, tf.int32)
+    return _as_out(ctx, count)
+
+
+@lowering(lax.clz_p, cases=[
+    case("i32", lax.clz, np.array([0, 1, -1, 2, 2 ** 30, 2 ** 31 - 1, -(2 ** 31), 255, 256], np.int32)),
+    case("i32_random", lax.clz, i32(3, 4, low=-100, high=2 ** 31 - 1)),
+    case("u8", lax.clz, np.array([0, 1, 255, 128, 15], np.uint8)),
+])
+def lower_clz(ctx, x):
+    bits, signed = _bit_pattern_info(x.dtype)
+    x = _as_int32(x)
+    # bit_length(x) = #{k : x >= 2^k}; a negative signed value has its top bit set.
+    bit_length = tf.reduce_sum(tf.cast(tf.expand_dims(x, -1) >= _powers_of_two(bits - 1 if signed else bits),
+                                       tf.int32), axis=-1)
+    leading = bits - bit_length
+    if signed:
+        leading = tf.where(x < 0, tf.zeros_like(leading), leading)
+    return _as_out(ctx, leading)
+
+
+@lowering(lax.reduce_precision_p, cases=[
+    case("bf16", lambda x: lax.reduce_precision(x, 8, 7),
+         np.array([1.00390625, 1.01171875, 1.0078125, 3e38, 3.3e38, 0.1, -7.3, INF, -INF, NAN, 0.0], np.float32)),
+    case("f16", lambda x: lax.reduce_precision(x, 5, 10),
+         np.array([1.00048828125, 1.0, 65519.0, 65520.0, 7e4, 1e-6, 6.2e-5, -3.14159, INF, NAN], np.float32)),
+    case("f16_random", lambda x: lax.reduce_precision(x, 5, 10), f32(4, 5)),
+    case("e4m3_like", lambda x: lax.reduce_precision(x, 4, 3), f32(4, 5, low=-300, high=300)),
+    case("identity", lambda x: lax.reduce_precision(x, 8, 23), f32(4)),
+    case("on_f16", lambda x: lax.reduce_precision(x, 5, 7), f16(3, 4)),
+])
+def lower_reduce_precision(ctx, x, *, exponent_bits, mantissa_bits):
+    x = _wide(x)
+    if mantissa_bits < 23:
+        x = _round_mantissa(x, mantissa_bits)
+    if exponent_bits < 8:
+        # XLA rounds the mantissa first, then overflows to inf and flushes below the smallest normal.
+        max_exponent = 2 ** (exponent_bits - 1) - 1
+        min_normal = 2.0 ** (1 - max_exponent)
+        max_finite = (2.0 - 2.0 ** -min(mantissa_bits, 23)) * 2.0 ** max_exponent
+        x = tf.where(tf.abs(x) < min_normal, x * 0.0, x)
+        x = tf.where(tf.abs(x) > max_finite, x * INF, x)
+    return _as_out(ctx, x)
+
+
+@lowering(lax.optimization_barrier_p, cases=[
+    case("pair", lambda x, y: lax.optimization_barrier((x, y)), f32(3), i32(2, 2)),
+])
+def lower_optimization_barrier(ctx, *operands):
+    # TF has no scheduling barrier to keep; the values pass through unchanged.
+    return [tf.identity(x) for x in operands]
+
+
+# ----------------------------------------------------------------------------- binary
 
 BINARY = {
     lax.add_p: tf.math.add,
     lax.sub_p: tf.math.subtract,
+    lax.atan2_p: tf.atan2,
 }
 
 
-def lower_mul(ctx, x, y, *, out_dtype=None):
+def _compare(tf_fn):
+    def lower(ctx, x, y):
+        if x.dtype == tf.bool:  # TF orders no booleans
+            x, y = tf.cast(x, tf.int32), tf.cast(y, tf.int32)
+        return tf_fn(_wide(x), _wide(y))
+    lower.__name__ = f"lower_{tf_fn.__name__}"
+    return lower
+
+
+COMPARISONS = {
+    lax.eq_p: (tf.equal, lax.eq),
+    lax.ne_p: (tf.not_equal, lax.ne),
+    lax.lt_p: (tf.less, lax.lt),
+    lax.le_p: (tf.less_equal, lax.le),
+    lax.gt_p: (tf.greater, lax.gt),
+    lax.ge_p: (tf.greater_equal, lax.ge),
+}
+
+for _prim, _fn in BINARY.items():
+    register(_prim, binary(_fn))
+for _prim, (_fn, _jax_fn) in COMPARISONS.items():
+    register(_prim, _compare(_fn), cases=[
+        case("f32", _jax_fn, f32(3, 4), f32(3, 4)),
+        case("f32_edges", _jax_fn, np.array([0.0, -0.0, NAN, INF, -INF, 1.0, NAN], np.float32),
+             np.array([-0.0, 0.0, NAN, INF, 1.0, NAN, 1.0], np.float32)),
+        case("i32", _jax_fn, i32(12, low=-2, high=2), i32(12, low=-2, high=2)),
+        case("bool", _jax_fn, np.array([True, True, False, False]), np.array([True, False, True, False])),
+        case("f16", _jax_fn, f16(6), f16(6)),
+        case("scalar_literal", lambda x, f=_jax_fn: f(x, 0.5), f32(5)),
+    ])
+
+
+@lowering(lax.mul_p, cases=[
+    case("f32", lax.mul, f32(3, 4), f32(3, 4)),
+    case("i32_wraps", lax.mul, np.array([2 ** 30, 65537, -3], np.int32), np.array([4, 65537, 7], np.int32)),
+    case("f16", lax.mul, f16(3, 4), f16(3, 4)),
+    case("poly", lax.mul, f32(3, 4), f32(3, 4), polymorphic_shapes=("(b, 4)", "(b, 4)")),
+])
+def lower_mul(ctx, x, y, *, out_dtype):
     # out_dtype asks for the product in a wider type (e.g. int8 x int8 -> int32): widen first.
     if out_dtype is not None:
         x, y = tf.cast(x, ctx.out_dtype), tf.cast(y, ctx.out_dtype)
-    return tf.math.multiply(x, y)
+    return _as_out(ctx, tf.math.multiply(_wide(x), _wide(y)))
 
-for _prim, (_fn, _jax_fn) in UNARY.items():
-    register(_prim, unary(_fn), cases=[case("f32", _jax_fn, f32(3, 4))])
-for _prim, _fn in BINARY.items():
-    register(_prim, binary(_fn), cases=[case("f32", lambda x, y, p=_prim: p.bind(x, y), f32(3, 4), f32(3, 4)),
-                                        case("i32", lambda x, y, p=_prim: p.bind(x, y), i32(5), i32(5))])
-register(lax.mul_p, lower_mul, cases=[case("f32", lambda x, y: x * y, f32(3, 4), f32(3, 4))])
+
+def _truncating_div(x, y, bits: int, signed: bool):
+    """lax.div on integers: rounds toward zero; x / 0 is -1 (all ones); INT_MIN / -1 wraps.
+    TF.js has no TruncateDiv, and TF's integer division by 0 or INT_MIN / -1 would trap."""
+    zero, one = tf.zeros_like(y), tf.ones_like(y)
+    special = tf.equal(y, zero)
+    if signed:
+        special = tf.logical_or(special, tf.equal(y, -one))
+    safe_y = tf.where(special, one, y)
+    q = tf.math.floordiv(x, safe_y)
+    if signed:
+        inexact = tf.not_equal(tf.math.floormod(x, safe_y), zero)
+        q = q + tf.cast(tf.logical_and(inexact, tf.not_equal(x < 0, safe_y < 0)), q.dtype)
+        q = tf.where(tf.equal(y, -one), -x, q)
+    all_ones = -one if signed else tf.fill(tf.shape(y), tf.constant(2 ** bits - 1, y.dtype))
+    return tf.where(tf.equal(y, zero), all_ones, q)
+
+
+_DIV_INT_EDGES = (np.array([7, -7, 7, -7, 5, -(2 ** 31), 0, -5, 2 ** 31 - 1], np.int32),
+                  np.array([2, 2, -2, -2, 0, -1, 0, 3, -1], np.int32))
+_REM_FLOAT_EDGES = (np.array([7.5, -7.5, 7.5, -7.5, 5.0, INF, 1.0, -0.0, 3.0, 1e30, NAN], np.float32),
+                    np.array([2.0, 2.0, -2.0, -2.0, 0.0, 1.0, INF, 1.0, 1.5, 3.0, 1.0], np.float32))
+
+
+@lowering(lax.div_p, cases=[
+    case("f32", lax.div, f32(3, 4), f32(3, 4, low=0.5, high=2.0)),
+    case("f32_edges", lax.div, np.array([1.0, -1.0, 0.0, INF, 1.0, NAN], np.float32),
+         np.array([0.0, 0.0, 0.0, INF, -INF, 1.0], np.float32)),
+    case("i32_truncates", lax.div, *_DIV_INT_EDGES),
+    case("i32_random", lax.div, i32(4, 5, low=-50, high=50), i32(4, 5, low=-7, high=7)),
+    case("u8", lax.div, np.array([7, 5, 255, 0], np.uint8), np.array([0, 2, 16, 3], np.uint8)),
+    case("f16", lax.div, f16(5), f16(5, low=0.5, high=2.0)),
+])
+def lower_div(ctx, x, y):
+    if _is_float(x):
+        return _as_out(ctx, tf.math.divide(_wide(x), _wide(y)))
+    bits, signed = _int_info(x.dtype)
+    if bits < 32:
+        x, y = _as_int32(x), _as_int32(y)
+    return _as_out(ctx, _truncating_div(x, y, bits, signed))
+
+
+@lowering(lax.rem_p, cases=[
+    case("f32", lax.rem, f32(3, 4, low=-10, high=10), f32(3, 4, low=0.5, high=3)),
+    case("f32_signs", lax.rem, *_REM_FLOAT_EDGES),
+    case("i32_signs", lax.rem, *_DIV_INT_EDGES),
+    case("i32_random", lax.rem, i32(4, 5, low=-50, high=50), i32(4, 5, low=-7, high=7)),
+    case("jnp_mod_i32", jnp.remainder, i32(8, low=-20, high=20), i32(8, low=1, high=6)),
+    case("u8", lax.rem, np.array([7, 5, 255, 0], np.uint8), np.array([0, 2, 16, 3], np.uint8)),
+    case("f16", lax.rem, f16(5, low=-8, high=8), f16(5, low=0.5, high=2.0)),
+])
+def lower_rem(ctx, x, y):
+    if _is_float(x):
+        # C fmod: the sign of the dividend. floormod of magnitudes is exact and equals fmod there.
+        x, y = _wide(x), _wide(y)
+        magnitude = tf.math.floormod(tf.abs(x), tf.abs(y))
+        return _as_out(ctx, tf.where(x < 0, -magnitude, magnitude))
+    bits, signed = _int_info(x.dtype)
+    if bits < 32:
+        x, y = _as_int32(x), _as_int32(y)
+    # x - trunc(x / y) y is exact in wrapping integer arithmetic; y = 0 gives x, as in JAX.
+    return _as_out(ctx, x - _truncating_div(x, y, bits, signed) * y)
+
+
+@lowering(lax.pow_p, cases=[
+    case("f32", lax.pow, f32(3, 4, low=0.1, high=4), f32(3, 4, low=-3, high=3)),
+    case("f32_edges", lax.pow, np.array([0.0, -2.0, -2.0, 2.0, 0.0, INF, 1.0, NAN, -8.0], np.float32),
+         np.array([0.0, 0.5, 3.0, -1.0, -1.0, -2.0, NAN, 0.0, 1 / 3], np.float32)),
+    case("int_exponent", lax.pow, f32(6, low=-3, high=3), i32(6, low=-3, high=3)),
+    case("f16", lax.pow, f16(5, low=0.5, high=2), f16(5, low=-2, high=2)),
+])
+def lower_pow(ctx, x, y):
+    x = _wide(x)
+    return _as_out(ctx, tf.pow(x, tf.cast(y, x.dtype)))
+
+
+def _extremum(tf_fn, bool_fn):
+    def lower(ctx, x, y):
+        if x.dtype == tf.bool:
+            return bool_fn(x, y)
+        x, y = _wide(x), _wide(y)
+        result = tf_fn(x, y)
+        return _as_out(ctx, _where_nan_either(x, y, result) if _is_float(x) else result)
+    lower.__name__ = f"lower_{tf_fn.__name__}"
+    return lower
+
+
+for _prim, _tf_fn, _bool_fn, _jax_fn in ((lax.max_p, tf.maximum, tf.logical_or, lax.max),
+                                         (lax.min_p, tf.minimum, tf.logical_and, lax.min)):
+    register(_prim, _extremum(_tf_fn, _bool_fn), cases=[
+        case("f32", _jax_fn, f32(3, 4), f32(3, 4)),
+        case("nan", _jax_fn, np.array([NAN, 1.0, NAN, INF, -INF, 2.0], np.float32),
+             np.array([1.0, NAN, NAN, 1.0, NAN, -INF], np.float32)),
+        case("i32", _jax_fn, i32(10), i32(10)),
+        case("bool", _jax_fn, np.array([True, True, False, False]), np.array([True, False, True, False])),
+        case("f16", _jax_fn, f16(6), f16(6)),
+        case("relu_empty", lambda x, f=_jax_fn: f(x, 0.0), f32(2, 0, 3)),
+    ])
+
+
+@lowering(lax.clamp_p, cases=[
+    case("f32", lambda x: lax.clamp(-0.5, x, 0.5), f32(3, 4)),
+    case("nan", lambda x: lax.clamp(0.0, x, 1.0), np.array([NAN, -1.0, 2.0, 0.5, INF], np.float32)),
+    case("nan_bound", lambda lo, x: lax.clamp(lo, x, 1.0), np.float32(NAN), f32(3)),
+    case("arrays", lax.clamp, f32(5, low=-1, high=0), f32(5, low=-2, high=2), f32(5, low=0, high=1)),
+    case("i32", lambda x: lax.clamp(-3, x, 4), i32(3, 4)),
+    case("f16", lambda x: lax.clamp(np.float16(-0.5), x, np.float16(0.5)), f16(6)),
+])
+def lower_clamp(ctx, lo, x, hi):
+    lower_max, lower_min = _extremum(tf.maximum, tf.logical_or), _extremum(tf.minimum, tf.logical_and)
+    return _as_out(ctx, lower_min(ctx, lower_max(ctx, x, lo), hi))
+
+
+@lowering(lax.nextafter_p, cases=[
+    case("f32", lax.nextafter, np.array([1.0, 0.0, -1.0, 1.0, INF], np.float32),
+         np.array([2.0, -1.0, -2.0, 1.0, 0.0], np.float32)),
+], limitations=[
+    Limitation((Target.TFLITE, Target.TFJS), "always",
+               "stepping to the adjacent float needs the bit pattern (NextAfter or Bitcast), which "
+               "TFLite builtins and TF.js lack", when=lambda eqn: True,
+               workaround="use x + jnp.finfo(x.dtype).eps * abs(x) if an approximate step is enough"),
+])
+def lower_nextafter(ctx, x, y):
+    return _as_out(ctx, tf.math.nextafter(_wide(x), _wide(y)))
+
+
+# ----------------------------------------------------------------------------- bitwise and shifts
+
+def _and_bits(a, b):
+    return a * b
+
+
+def _or_bits(a, b):
+    return a + b - a * b
+
+
+def _xor_bits(a, b):
+    return tf.abs(a - b)
+
+
+def _logical_xor(a, b):
+    return tf.not_equal(a, b)
+
+
+def _bitwise_rule(combine_bits, combine_bools):
+    def lower(ctx, x, y):
+        return _bitwise(ctx, x, y, combine_bits, combine_bools)
+    lower.__name__ = f"lower_bitwise{combine_bits.__name__.removesuffix('_bits')}"
+    return lower
+
+
+for _prim, _combine_bits, _combine_bools, _jax_fn in (
+        (lax.and_p, _and_bits, tf.logical_and, lax.bitwise_and),
+        (lax.or_p, _or_bits, tf.logical_or, lax.bitwise_or),
+        (lax.xor_p, _xor_bits, _logical_xor, lax.bitwise_xor)):
+    register(_prim, _bitwise_rule(_combine_bits, _combine_bools), cases=[
+        case("bool", _jax_fn, np.array([True, True, False, False]), np.array([True, False, True, False])),
+        case("i32", _jax_fn, np.array([0, -1, 12, -12, 2 ** 31 - 1, -(2 ** 31), 0x5555], np.int32),
+             np.array([5, 7, 10, -1, -(2 ** 31), -(2 ** 31), 0x0FF0], np.int32)),
+        case("i32_random", _jax_fn, i32(3, 4, low=-(2 ** 31), high=2 ** 31 - 1),
+             i32(3, 4, low=-(2 ** 31), high=2 ** 31 - 1)),
+        case("u8", _jax_fn, u8(6, low=0, high=255), u8(6, low=0, high=255)),
+        case("i8", _jax_fn, i8(6, low=-128, high=127), i8(6, low=-128, high=127)),
+        case("u32", _jax_fn, np.array([0, 2 ** 32 - 1, 2 ** 31, 0x9E3779B9, 7], np.uint32),
+             np.array([5, 2 ** 31, 2 ** 31 + 1, 0x1BD11BDA, 2 ** 32 - 2], np.uint32)),
+    ])
+
+
+def _shift_operands(ctx, x, s):
+    bits, signed = _bit_pattern_info(x.dtype)
+    return _as_int32(x), _as_int32(s), bits, signed
+
+
+def lower_shift_left(ctx, x, s):
+    x, s, bits, signed = _shift_operands(ctx, x, s)
+    # x * 2^s wraps exactly like the shift (a product by a power of two is exact even in TF.js's
+    # float64 arithmetic); JAX gives 0 for shift amounts outside [0, bits).
+    shifted = x * _pow2_table(32, s)
+    shifted = tf.where(_shift_in_range(s, bits), shifted, tf.zeros_like(shifted))
+    return _wrap_to(ctx, shifted, bits, signed)
+
+
+def lower_shift_right_arithmetic(ctx, x, s):
+    x, s, bits, signed = _shift_operands(ctx, x, s)
+    if not signed:  # the top bit of an unsigned value is extended too
+        x = tf.where(x >= 2 ** (bits - 1), x - 2 ** bits, x)
+    # floor(x / 2^s) is the sign-extending shift; out-of-range amounts leave only sign bits.
+    shifted = tf.math.floordiv(x, _pow2_table(31, s))
+    sign_fill = tf.where(x < 0, -tf.ones_like(x), tf.zeros_like(x))
+    in_range = tf.logical_and(_shift_in_range(s, bits), s < 31)
+    return _wrap_to(ctx, tf.where(in_range, shifted, sign_fill), bits, signed)
+
+
+def lower_shift_right_logical(ctx, x, s):
+    x, s, bits, signed = _shift_operands(ctx, x, s)
+    if bits < 32:
+        unsigned = tf.math.floormod(x, 2 ** bits)  # the bit pattern as a non-negative int32
+        shifted = tf.math.floordiv(unsigned, _pow2_table(31, s))
+    else:
+        # Drop the sign bit, shift the low 31 bits, then put the sign bit back at position 31 - s.
+        low = tf.where(x < 0, x - tf.constant(-(2 ** 31), tf.int32), x)
+        shifted = tf.math.floordiv(low, _pow2_table(31, s))
+        shifted = tf.where(tf.equal(s, 31), tf.zeros_like(shifted), shifted)
+        top = _pow2_table(32, 31 - s)
+        shifted = shifted + tf.where(tf.logical_and(x < 0, s > 0), top, tf.zeros_like(top))
+        shifted = tf.where(tf.equal(s, 0), x, shifted)
+    shifted = tf.where(_shift_in_range(s, bits), shifted, tf.zeros_like(shifted))
+    return _wrap_to(ctx, shifted, bits, signed)
+
+
+_SHIFT_X = np.array([1, 1, 1, -1, 5, -8, -8, -8, 8, -1, -(2 ** 31), 2 ** 31 - 1, 12345, -12345], np.int32)
+_SHIFT_S = np.array([31, 32, -1, 3, 0, 1, 32, -1, 40, 31, 1, 30, 7, 4], np.int32)
+
+for _prim, _lower, _jax_fn in ((lax.shift_left_p, lower_shift_left, lax.shift_left),
+                               (lax.shift_right_arithmetic_p, lower_shift_right_arithmetic,
+                                lax.shift_right_arithmetic),
+                               (lax.shift_right_logical_p, lower_shift_right_logical, lax.shift_right_logical)):
+    register(_prim, _lower, cases=[
+        case("i32_edges", _jax_fn, _SHIFT_X, _SHIFT_S),
+        case("i32_random", _jax_fn, i32(4, 5, low=-(2 ** 31), high=2 ** 31 - 1), i32(4, 5, low=0, high=31)),
+        case("i8", _jax_fn, np.array([1, 3, -1, -128, 127, -7, 64], np.int8),
+             np.array([7, 8, 2, 1, 3, 9, -1], np.int8)),
+        case("u8", _jax_fn, np.array([1, 3, 255, 128, 127, 200, 64], np.uint8),
+             np.array([7, 8, 2, 1, 3, 9, 0], np.uint8)),
+        case("u32_threefry_rotation", _jax_fn, np.array([0x9E3779B9, 2 ** 32 - 1, 2 ** 31, 1, 12345], np.uint32),
+             np.array([13, 19, 31, 32, 0], np.uint32)),
+    ])
+
+
+# ----------------------------------------------------------------------------- integer_pow, select, convert
+
+@lowering(lax.integer_pow_p, cases=[
+    case("cube", lambda x: x ** 3, f32(3, 4)),
+    case("square", lambda x: lax.integer_pow(x, 2), f32(3, 4)),
+    case("negative", lambda x: lax.integer_pow(x, -2), np.array([2.0, 0.0, -0.5, INF, NAN], np.float32)),
+    case("minus_one", lambda x: lax.integer_pow(x, -1), f32(5, low=0.5, high=2)),
+    case("zero", lambda x: lax.integer_pow(x, 0), np.array([2.0, 0.0, INF, NAN], np.float32)),
+    case("one", lambda x: lax.integer_pow(x, 1), f32(4)),
+    case("large", lambda x: lax.integer_pow(x, 13), f32(4, low=-2, high=2)),
+    case("i32", lambda x: lax.integer_pow(x, 3), i32(3, 4)),
+    case("f16", lambda x: lax.integer_pow(x, 3), f16(6)),
+])
+def lower_integer_pow(ctx, x, *, y):
+    # Square-and-multiply, as XLA expands it, then one reciprocal for negative exponents.
+    x = _wide(x)
+    result, base, n = None, x, abs(y)
+    while n:
+        if n & 1:
+            result = base if result is None else result * base
+        n >>= 1
+        if n:
+            base = base * base
+    if result is None:
+        result = tf.ones_like(x)
+    if y < 0:
+        result = 1.0 / result
+    return _as_out(ctx, result)
+
+
+@lowering(lax.select_n_p, cases=[
+    case("bool", lambda p, x, y: lax.select_n(p, x, y), boolean(3, 4), f32(3, 4), f32(3, 4)),
+    case("where", lambda x: jnp.where(x > 0, x, 0.0), f32(3, 4)),
+    case("int32_three", lambda p, x, y, z: lax.select_n(p, x, y, z),
+         i32(3, 4, low=0, high=2), f32(3, 4), f32(3, 4), f32(3, 4)),
+    case("int32_two", lambda p, x, y: lax.select_n(p, x, y), i32(6, low=0, high=1), i32(6), i32(6)),
+    case("scalar_predicate", lambda p, x, y: lax.select_n(p, x, y), np.bool_(True), f32(3), f32(3)),
+    case("bool_values", lambda p, x, y: lax.select_n(p, x, y), boolean(5), boolean(5), boolean(5)),
+    case("f16", lambda p, x, y: lax.select_n(p, x, y), boolean(5), f16(5), f16(5)),
+    case("one_case", lambda p, x: lax.select_n(p, x), i32(4, low=0, high=0), f32(4)),
+    case("empty", lambda p, x, y: lax.select_n(p, x, y), boolean(0, 3), f32(0, 3), f32(0, 3)),
+])
+def lower_select_n(ctx, which, *cases):
+    cases = [_wide(c) for c in cases]
+    if which.dtype == tf.bool:
+        return _as_out(ctx, tf.where(which, cases[1], cases[0]))
+    result = cases[0]
+    for i, c in enumerate(cases[1:], start=1):
+        result = tf.where(tf.equal(which, i), c, result)
+    return _as_out(ctx, result)
+
+
+def _float_to_int(x, dtype: tf.DType):
+    """XLA's float -> integer conversion on CPU: truncate, saturate at the type's bounds, NaN -> 0.
+    A plain TF cast of NaN, inf or an out-of-range value is undefined."""
+    info = np.iinfo(dtype.as_numpy_dtype)
+    x = tf.cast(x, tf.float32) if x.dtype != tf.float32 and x.dtype != tf.float64 else x
+    lo, hi = float(info.min), float(info.max)
+    # float32(hi) may round above hi (2^31 - 1 -> 2^31): compare with a bound that is exact.
+    too_high, too_low = x >= hi + 1.0, x <= lo - 1.0
+    in_range = tf.logical_not(tf.logical_or(tf.logical_or(too_high, too_low), _isnan(x)))
+    truncated = tf.cast(tf.where(in_range, x, tf.zeros_like(x)), dtype)
+    result = tf.where(too_high, tf.constant(info.max, dtype), truncated)
+    return tf.where(too_low, tf.constant(info.min, dtype), result)
+
+
+_CONVERT_EDGES = np.array([NAN, INF, -INF, 3e9, -3e9, 2.9, -2.9, 2147483520.0, 300.0, -200.0, 127.9,
+                           255.9, -0.5, 0.0], np.float32)
+
+
+@lowering(lax.convert_element_type_p, cases=[
+    case("f32_to_i32", lambda x: x.astype(jnp.int32), f32(3, 4, low=-100, high=100)),
+    case("f32_to_i32_edges", lambda x: x.astype(jnp.int32), _CONVERT_EDGES),
+    case("f32_to_i8_edges", lambda x: x.astype(jnp.int8), _CONVERT_EDGES),
+    case("f32_to_u8_edges", lambda x: x.astype(jnp.uint8), _CONVERT_EDGES),
+    case("f32_to_bool", lambda x: x.astype(jnp.bool_), np.array([NAN, 0.0, -0.0, 1.0, -INF, 0.25], np.float32)),
+    case("i32_to_bool", lambda x: x.astype(jnp.bool_), i32(8, low=-2, high=2)),
+    case("bool_to_f32", lambda x: x.astype(jnp.float32), boolean(3, 4)),
+    case("bool_to_i32", lambda x: x.astype(jnp.int32), boolean(3, 4)),
+    case("i32_to_f32", lambda x: x.astype(jnp.float32), i32(3, 4, low=-(2 ** 31), high=2 ** 31 - 1)),
+    case("i32_to_i8_wraps", lambda x: x.astype(jnp.int8), np.array([300, -200, 127, 128, -129], np.int32)),
+    case("i32_to_u8_wraps", lambda x: x.astype(jnp.uint8), np.array([300, -200, 127, 255, 256, -1], np.int32)),
+    case("f32_to_f16", lambda x: x.astype(jnp.float16), np.array([1.0, 1e5, 65519.0, 1e-8, NAN, -INF, 0.1],
+                                                                   np.float32)),
+    case("f16_to_f32", lambda x: x.astype(jnp.float32), f16(3, 4)),
+    case("f16_to_i32", lambda x: x.astype(jnp.int32), np.array([NAN, INF, -2.5, 300.0, 65504.0], np.float16)),
+    case("weak_type", lambda x: x + 1.5, i32(3)),
+])
+def lower_convert_element_type(ctx, x, *, new_dtype, weak_type, sharding):
+    # weak_type only steers JAX's type promotion at trace time; the values are the same.
+    target = ctx.out_dtype
+    if target == tf.bool:
+        return tf.not_equal(x, tf.zeros_like(x))  # NaN is true, as in JAX
+    if x.dtype.is_floating and target.is_integer:
+        return _float_to_int(x, target)
+    if x.dtype.is_integer and target.is_integer and target.size < x.dtype.size:
+        bits, signed = _int_info(target)
+        return _wrap_to(ctx, tf.cast(x, tf.int32), bits, signed)
+    return tf.cast(x, target)
+
+
+# ----------------------------------------------------------------------------- rare special functions
+
+_TF_ONLY = Limitation(
+    (Target.TFLITE, Target.TFJS), "always",
+    "this special function has no TFLite builtin nor TF.js op, and noxla has no composition of it yet",
+    when=lambda eqn: True, workaround="compute it outside the model, or export for TF (SavedModel)")
+
+for _prim, _fn in ((lax.igamma_p, tf.math.igamma), (lax.igammac_p, tf.math.igammac),
+                   (lax.polygamma_p, tf.math.polygamma), (lax.zeta_p, tf.math.zeta)):
+    register(_prim, binary(_fn), limitations=[_TF_ONLY])
+add_cases(lax.igamma_p, case("f32", lax.igamma, f32(3, 4, low=0.5, high=5), f32(3, 4, low=0.1, high=6)))
+add_cases(lax.igammac_p, case("f32", lax.igammac, f32(3, 4, low=0.5, high=5), f32(3, 4, low=0.1, high=6)))
+add_cases(lax.polygamma_p, case("f32", lax.polygamma, np.array([0.0, 1.0, 2.0, 3.0], np.float32),
+                                f32(4, low=0.5, high=5)))
+add_cases(lax.zeta_p, case("f32", lax.zeta, f32(3, 4, low=1.5, high=5), f32(3, 4, low=0.5, high=4)))
+
+
+# ----------------------------------------------------------------------------- cases for the tables
+
+def _unary_cases(fn, low=None, high=None, edges=(), f16_case=True, i32_case=False, poly=False, atol=None):
+    cases = [case("f32", fn, f32(3, 4, low=low, high=high), atol=atol),
+             case("empty", fn, f32(0, 3, low=low, high=high))]
+    if edges:
+        cases.append(case("edges", fn, np.array(edges, np.float32), atol=atol))
+    if f16_case:
+        cases.append(case("f16", fn, f16(2, 3, low=low, high=high)))
+    if i32_case:
+        cases.append(case("i32", fn, i32(3, 4)))
+    if poly:
+        cases.append(case("poly", fn, f32(3, 4, low=low, high=high), polymorphic_shapes=("(b, ...)",)))
+    return cases
+
+
+_UNARY_CASES = {
+    lax.neg_p: _unary_cases(lax.neg, edges=[0.0, -0.0, INF, NAN], i32_case=True),
+    lax.sign_p: _unary_cases(lax.sign, edges=[0.0, -0.0, INF, -INF, NAN, -3.0], i32_case=True),
+    lax.floor_p: _unary_cases(lax.floor, edges=[-0.5, 0.5, -1.0, INF, NAN, 1e30]),
+    lax.ceil_p: _unary_cases(lax.ceil, edges=[-0.5, 0.5, -1.0, INF, NAN, 1e30]),
+    lax.is_finite_p: _unary_cases(lax.is_finite, edges=[0.0, INF, -INF, NAN, 3e38]),
+    lax.abs_p: _unary_cases(lax.abs, edges=[-0.0, -INF, NAN], i32_case=True, poly=True),
+    lax.square_p: _unary_cases(lax.square, edges=[1e20, -INF, NAN], i32_case=True),
+    lax.exp_p: _unary_cases(lax.exp, edges=[0.0, 88.0, 89.0, -104.0, -INF, INF, NAN], poly=True),
+    lax.exp2_p: _unary_cases(lax.exp2, low=-10, high=10, edges=[0.0, 1.0, 10.0, -3.0, 127.0, 128.0, -INF, NAN]),
+    lax.log_p: _unary_cases(lax.log, low=0.01, high=100, edges=[0.0, -1.0, INF, 1.0, NAN, 1e-30]),
+    lax.log1p_p: _unary_cases(lax.log1p, low=-0.9, high=10,
+                              edges=[1e-8, -1e-8, 0.0, -1.0, -2.0, INF, 1e30, NAN]),
+    lax.expm1_p: _unary_cases(lax.expm1, low=-5, high=5, edges=[1e-8, -1e-8, 0.0, -INF, INF, 88.0, -30.0, NAN]),
+    lax.tanh_p: _unary_cases(lax.tanh, edges=[0.0, 20.0, -20.0, INF, NAN]),
+    lax.logistic_p: _unary_cases(lax.logistic, edges=[0.0, 50.0, -50.0, INF, -INF, NAN]),
+    lax.sin_p: _unary_cases(lax.sin, edges=[0.0, 3.14159265, 100.0, INF, NAN], poly=True),
+    lax.cos_p: _unary_cases(lax.cos, edges=[0.0, 3.14159265, 100.0, INF, NAN]),
+    lax.tan_p: _unary_cases(lax.tan, low=-1.5, high=1.5, edges=[0.0, 1.0, -1.0, INF, NAN]),
+    lax.asin_p: _unary_cases(lax.asin, low=-1, high=1, edges=[1.0, -1.0, 0.0, 1.5, NAN, 1e-20]),
+    lax.acos_p: _unary_cases(lax.acos, low=-1, high=1, edges=[1.0, -1.0, 0.0, 1.5, NAN]),
+    lax.atan_p: _unary_cases(lax.atan, low=-10, high=10, edges=[0.0, INF, -INF, NAN, 1e20]),
+    lax.sinh_p: _unary_cases(lax.sinh, low=-5, high=5, edges=[0.0, 1e-6, -1e-3, 0.99, 1.0, 89.0, -89.0, 90.0,
+                                                              INF, NAN]),
+    lax.cosh_p: _unary_cases(lax.cosh, low=-5, high=5, edges=[0.0, 1e-6, 89.0, -89.0, 90.0, -INF, NAN]),
+    lax.asinh_p: _unary_cases(lax.asinh, low=-10, high=10, edges=[0.0, 1e-20, -1e-3, 1e20, -1e30, INF, NAN]),
+    lax.acosh_p: _unary_cases(lax.acosh, low=1, high=10, edges=[1.0, 1.0001, 0.5, 1e20, INF, NAN]),
+    lax.atanh_p: _unary_cases(lax.atanh, low=-0.99, high=0.99, edges=[0.0, 1e-20, 1.0, -1.0, 2.0, 0.999, NAN]),
+    lax.sqrt_p: _unary_cases(lax.sqrt, low=0, high=100, edges=[0.0, -1.0, INF, NAN, 1e-30]),
+    lax.rsqrt_p: _unary_cases(lax.rsqrt, low=0.01, high=100, edges=[0.0, -1.0, INF, NAN, 4.0]),
+    lax.cbrt_p: _unary_cases(lax.cbrt, low=-100, high=100, edges=[0.0, 8.0, -27.0, INF, -INF, NAN, 1e-30]),
+    lax.erf_p: _unary_cases(lax.erf, low=-4, high=4, edges=[0.0, 1e-8, -0.3, 0.49, 0.51, 3.0, -6.0, INF, NAN]),
+    lax.erfc_p: _unary_cases(lax.erfc, low=-4, high=4, edges=[0.0, 1e-8, 0.5, 3.0, 9.0, -6.0, INF, -INF, NAN]),
+    lax.erf_inv_p: _unary_cases(lax.erf_inv, low=-0.999, high=0.999,
+                                edges=[0.0, 1.0, -1.0, 1.5, 0.9999, -0.99999, 1e-8, 0.5, NAN]),
+    lax.lgamma_p: _unary_cases(lax.lgamma, low=0.1, high=20,
+                               edges=[1.0, 2.0, 0.5, 1e-8, 0.0, -1.0, -2.5, -0.5, 30.0, 1e6, -100.3, INF, NAN],
+                               atol=3e-5),
+    lax.digamma_p: _unary_cases(lax.digamma, low=0.1, high=20,
+                                edges=[1.0, 2.0, 0.5, 1e-3, 0.0, -1.0, -2.5, -0.5, 30.0, 1e6, 1.4616321, NAN],
+                                atol=3e-5),
+    lax.bessel_i0e_p: _unary_cases(lax.bessel_i0e, low=-10, high=10,
+                                   edges=[0.0, 3.74, 3.76, -20.0, 100.0, INF, NAN]),
+    lax.bessel_i1e_p: _unary_cases(lax.bessel_i1e, low=-10, high=10,
+                                   edges=[0.0, 3.74, 3.76, -20.0, 100.0, INF, NAN]),
+    lax.stop_gradient_p: [case("f32", lax.stop_gradient, f32(3, 4)), case("i32", lax.stop_gradient, i32(3))],
+    lax.copy_p: [case("f32", jnp.copy, f32(3, 4)), case("bool", jnp.copy, boolean(2, 2))],
+}
+
+for _prim, _cases in _UNARY_CASES.items():
+    add_cases(_prim, *_cases)
+
+add_cases(lax.add_p, case("f32", lax.add, f32(3, 4), f32(3, 4)),
+          case("i32_wraps", lax.add, np.array([2 ** 31 - 1, -5], np.int32), np.array([1, 3], np.int32)),
+          case("f16", lax.add, f16(3, 4), f16(3, 4)),
+          case("edges", lax.add, np.array([INF, INF, NAN, -0.0], np.float32), np.array([-INF, 1.0, 1.0, -0.0],
+                                                                                        np.float32)),
+          case("poly", lax.add, f32(3, 4), f32(3, 4), polymorphic_shapes=("(b, 4)", "(b, 4)")),
+          case("scalar_literal", lambda x: x + 1.0, f32(1, 3)))
+add_cases(lax.sub_p, case("f32", lax.sub, f32(3, 4), f32(3, 4)),
+          case("i32_wraps", lax.sub, np.array([-(2 ** 31), 5], np.int32), np.array([1, 3], np.int32)),
+          case("f16", lax.sub, f16(3, 4), f16(3, 4)),
+          case("u8", lax.sub, u8(5), u8(5)))
+add_cases(lax.atan2_p, case("f32", lax.atan2, f32(3, 4), f32(3, 4)),
+          case("edges", lax.atan2, np.array([0.0, -0.0, 0.0, -0.0, 1.0, INF, INF, NAN], np.float32),
+               np.array([-0.0, -0.0, 1.0, 1.0, 0.0, INF, -1.0, 1.0], np.float32)),
+          case("f16", lax.atan2, f16(5), f16(5)))
