@@ -1,1 +1,251 @@
-"""(rules in progress)"""
+"""conv_general_dilated, with every parameter of JAX's semantics, through TF's plain convolutions.
+
+The rule brings operands to channels-last (``[N, *spatial, C]`` and ``[*window, I, O]``),
+turns batch groups into feature groups, applies lhs dilation (zeros between input elements: a
+transposed convolution) and explicit padding itself, and is left with a VALID convolution with
+strides, rhs dilation and feature groups. Float convolutions of up to 3 spatial dims use
+Conv2D / Conv3D / DepthwiseConv2dNative (1D runs as 2D with a unit dim); integer ones, which
+TFLite and TF.js convolve only in floats, and 4+ spatial dims are summed tap by tap.
+"""
+from __future__ import annotations
+
+import itertools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow as tf
+from jax import lax
+
+from lowering_rules.cases import case, f16, f32, i8, i32
+from lowering_rules.helpers import axis_slice, interior_pad, pad_or_crop, size_vector
+from limitations.targets import Target
+from lowering_rules.registry import Limitation, register
+
+# ----------------------------------------------------------------------------------------------
+# The lowering
+
+
+def _compute_dtype(out_dtype: np.dtype) -> tf.DType:
+    """Half floats are convolved in float32 (TFLite's CONV_2D has no float16 kernel, and XLA
+    accumulates them in float32 too); narrow integers in int32, which wraps like them."""
+    out_dtype = np.dtype(out_dtype)
+    if np.issubdtype(out_dtype, np.floating):
+        return tf.float64 if out_dtype == np.float64 else tf.float32
+    return tf.int64 if out_dtype.itemsize == 8 else tf.int32
+
+
+def _dilated(n, factor: int):
+    return n if factor == 1 or (isinstance(n, int) and n == 0) else (n - 1) * factor + 1
+
+
+def _native_conv(x, w, w_dims, strides, dilations, depthwise: bool):
+    """A VALID Conv2D/Conv3D/DepthwiseConv2dNative on channels-last operands."""
+    if any(s > 1 for s in strides) and any(d > 1 for d in dilations):
+        # TF.js convolutions take strides or dilations, not both: dilate the kernel with zeros.
+        for a, d in enumerate(dilations):
+            w = interior_pad(w, w_dims, a, d)
+            w_dims = [*w_dims[:a], _dilated(w_dims[a], d), *w_dims[a + 1:]]
+        dilations = [1] * len(dilations)
+    strides, dilations = [1, *strides, 1], [1, *dilations, 1]
+    if depthwise:
+        return tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, strides=strides, padding="VALID",
+                                                dilations=dilations)
+    conv = tf.nn.conv2d if len(strides) == 4 else tf.nn.conv3d
+    return conv(x, w, strides=strides, padding="VALID", dilations=dilations)
+
+
+def _tap_by_tap_conv(x, w, w_dims, strides, dilations, out_spatial):
+    """sum over window taps of (strided input slice) . (kernel tap): any rank, any dtype."""
+    rank = len(strides) + 2
+    total = None
+    for tap in itertools.product(*(range(k) for k in w_dims[:-2])):
+        patch = x
+        for a, (t, s, d, m) in enumerate(zip(tap, strides, dilations, out_spatial)):
+            patch = axis_slice(patch, rank, 1 + a, t * d, t * d + (m - 1) * s + 1, s)
+        term = tf.reduce_sum(tf.expand_dims(patch, -1) * w[tap], axis=-2)
+        total = term if total is None else total + term
+    return total
+
+
+def _grouped_conv(x, w, x_dims, w_dims, groups, strides, dilations, out_spatial, tap_by_tap):
+    in_per_group, out_features = w_dims[-2], w_dims[-1]
+    if tap_by_tap:
+        conv = lambda xg, wg, wg_dims: _tap_by_tap_conv(xg, wg, wg_dims, strides, dilations, out_spatial)
+    else:
+        conv = lambda xg, wg, wg_dims: _native_conv(xg, wg, wg_dims, strides, dilations, False)
+    if groups == 1:
+        return conv(x, w, w_dims)
+    if not tap_by_tap and in_per_group == 1 and len(strides) == 2:
+        # One input channel per group: a depthwise convolution whose channel multiplier is the
+        # group's output count (output channel c * M + m is exactly JAX's group-major order).
+        multiplier = out_features // groups
+        filt = tf.reshape(w, size_vector([*w_dims[:-2], groups, multiplier]))
+        return _native_conv(x, filt, [*w_dims[:-2], groups, multiplier], strides, dilations, True)
+    group_dims = [*w_dims[:-1], out_features // groups]
+    outs = [conv(xg, wg, group_dims)
+            for xg, wg in zip(tf.split(x, groups, axis=-1), tf.split(w, groups, axis=-1))]
+    return tf.concat(outs, axis=-1)
+
+
+def _batch_groups_to_features(x, x_dims, groups):
+    """[B*n, *S, C] -> [n, *S, B*C]: batch group g (the g-th block of the batch) becomes
+    feature group g, which then meets the g-th block of output features as in JAX."""
+    nsp = len(x_dims) - 2
+    n = x_dims[0] // groups
+    x = tf.reshape(x, size_vector([groups, n, *x_dims[1:]]))
+    x = tf.transpose(x, [1, *range(2, nsp + 2), 0, nsp + 2])
+    dims = [n, *x_dims[1:-1], groups * x_dims[-1]]
+    return tf.reshape(x, size_vector(dims)), dims
+
+
+def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                               dimension_numbers, feature_group_count, batch_group_count, precision,
+                               preferred_element_type, out_sharding=None):
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    lhs_aval, rhs_aval = ctx.avals_in
+    out_aval = ctx.aval_out
+    nsp = len(window_strides)
+    contraction = [lhs_aval.shape[lhs_spec[1]], *(rhs_aval.shape[i] for i in rhs_spec[2:])]
+    if 0 in out_aval.shape or 0 in contraction:  # nothing to compute, or empty sums
+        return tf.zeros(ctx.out_shape(), ctx.out_dtype)
+
+    compute = _compute_dtype(out_aval.dtype)
+    lhs_perm = [lhs_spec[0], *lhs_spec[2:], lhs_spec[1]]
+    rhs_perm = [*rhs_spec[2:], rhs_spec[1], rhs_spec[0]]
+    x = tf.transpose(tf.cast(lhs, compute), lhs_perm)
+    w = tf.transpose(tf.cast(rhs, compute), rhs_perm)
+    x_dims = [ctx.dim(lhs_aval.shape[i]) for i in lhs_perm]
+    w_dims = [ctx.dim(rhs_aval.shape[i]) for i in rhs_perm]
+    out_spatial = [ctx.dim(out_aval.shape[i]) for i in out_spec[2:]]
+
+    groups = feature_group_count
+    if batch_group_count > 1:
+        x, x_dims = _batch_groups_to_features(x, x_dims, batch_group_count)
+        groups = batch_group_count
+    for a, factor in enumerate(lhs_dilation):
+        x = interior_pad(x, x_dims, 1 + a, factor)
+        x_dims[1 + a] = _dilated(x_dims[1 + a], factor)
+    x = pad_or_crop(x, [(0, 0), *padding, (0, 0)])
+    x_dims = [x_dims[0], *(n + lo + hi for n, (lo, hi) in zip(x_dims[1:-1], padding)), x_dims[-1]]
+
+    strides, dilations = list(window_strides), list(rhs_dilation)
+    if nsp == 1:  # 1D runs as 2D over a unit height
+        x, w = tf.expand_dims(x, 1), tf.expand_dims(w, 0)
+        x_dims, w_dims = [x_dims[0], 1, *x_dims[1:]], [1, *w_dims]
+        strides, dilations, out_spatial = [1, *strides], [1, *dilations], [1, *out_spatial]
+    tap_by_tap = compute.is_integer or nsp > 3
+    y = _grouped_conv(x, w, x_dims, w_dims, groups, strides, dilations, out_spatial, tap_by_tap)
+    if nsp == 1:
+        y = tf.squeeze(y, 1)
+    # y is [N, *spatial, O]; put each axis where out_spec wants it.
+    y = tf.transpose(y, np.argsort([out_spec[0], *out_spec[2:], out_spec[1]]))
+    return tf.cast(y, ctx.out_dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# Cases
+
+NHWC = ("NHWC", "HWIO", "NHWC")
+
+
+def conv(window_strides=None, padding="VALID", dimension_numbers=None, **params):
+    def fun(x, k):
+        strides = window_strides or (1,) * (x.ndim - 2)
+        return lax.conv_general_dilated(x, k, strides, padding, dimension_numbers=dimension_numbers,
+                                        **params)
+    return fun
+
+
+def kernel_grad(forward):
+    """JAX's weight gradient: a convolution of the input with the output cotangent."""
+    return lambda x, k, ct: jax.vjp(lambda k: forward(x, k), k)[1](ct)[0]
+
+
+def input_grad(forward):
+    """JAX's input gradient: a transposed convolution of the cotangent with the flipped kernel."""
+    return lambda x, k, ct: jax.vjp(lambda x: forward(x, k), x)[1](ct)[0]
+
+
+def flax_conv_transpose(x, k):
+    module = nn.ConvTranspose(features=k.shape[-1], kernel_size=k.shape[:2], strides=(2, 2),
+                              padding="SAME", use_bias=False)
+    return module.apply({"params": {"kernel": k}}, x)
+
+
+def flax_conv(x, k):
+    module = nn.Conv(features=k.shape[-1], kernel_size=k.shape[:2], strides=(2, 1), padding="SAME",
+                     use_bias=False)
+    return module.apply({"params": {"kernel": k}}, x)
+
+
+CONV_CASES = [
+    case("flax_nhwc_same", flax_conv, f32(2, 7, 6, 3), f32(3, 3, 3, 4)),
+    case("nchw_oihw", conv(), f32(2, 3, 6, 5), f32(4, 3, 3, 2)),
+    case("nhwc_hwio_strides", conv((2, 3), "SAME", NHWC), f32(1, 9, 10, 2), f32(3, 2, 2, 5)),
+    case("layout_chwn_ihwo_hwnc", conv((1, 2), "VALID", ("CHWN", "IHWO", "HWNC")),
+         f32(3, 6, 7, 2), f32(3, 2, 3, 4)),
+    case("1d_nwc", conv((2,), [(1, 2)], ("NWC", "WIO", "NWC")), f32(2, 11, 3), f32(3, 3, 4)),
+    case("1d_ncw_rhs_dilation", conv((1,), "SAME", rhs_dilation=(3,)), f32(1, 2, 12), f32(3, 2, 3)),
+    case("3d_ndhwc", conv((1, 2, 1), "SAME", ("NDHWC", "DHWIO", "NDHWC")),
+         f32(1, 5, 6, 4, 2), f32(2, 3, 2, 2, 3)),
+    case("3d_ncdhw_rhs_dilation", conv((1, 1, 1), "VALID", rhs_dilation=(2, 1, 2)),
+         f32(2, 2, 6, 5, 6), f32(3, 2, 2, 2, 2)),
+    case("rhs_dilation", conv((1, 1), "SAME", NHWC, rhs_dilation=(2, 3)), f32(1, 8, 9, 2), f32(3, 2, 2, 3)),
+    case("strides_with_rhs_dilation", conv((2, 2), "VALID", NHWC, rhs_dilation=(2, 2)),
+         f32(2, 11, 10, 3), f32(3, 3, 3, 2)),
+    case("lax_conv_transpose", lambda x, k: lax.conv_transpose(x, k, (2, 2), "SAME", dimension_numbers=NHWC),
+         f32(1, 5, 4, 3), f32(3, 3, 3, 2)),
+    case("flax_conv_transpose", flax_conv_transpose, f32(2, 4, 5, 2), f32(4, 3, 2, 3)),
+    case("conv_transpose_1d_valid", lambda x, k: lax.conv_transpose(
+        x, k, (3,), "VALID", dimension_numbers=("NWC", "WIO", "NWC")), f32(1, 5, 2), f32(4, 2, 3)),
+    case("lhs_and_rhs_dilation_strides", conv((2, 1), [(1, 0), (2, -1)], NHWC, lhs_dilation=(2, 3),
+                                              rhs_dilation=(1, 2)), f32(1, 6, 5, 2), f32(2, 3, 2, 2)),
+    case("asymmetric_padding", conv((1, 1), [(2, 0), (1, 3)], NHWC), f32(1, 5, 5, 2), f32(3, 2, 2, 2)),
+    case("negative_padding", conv((1, 2), [(-1, 2), (0, -2)], NHWC), f32(2, 7, 8, 2), f32(2, 3, 2, 3)),
+    case("feature_groups_2", conv((1, 1), "SAME", NHWC, feature_group_count=2),
+         f32(2, 6, 5, 4), f32(3, 3, 2, 6)),
+    case("feature_groups_3_nchw_3d", conv((1, 1, 2), "VALID", feature_group_count=3),
+         f32(1, 6, 4, 4, 5), f32(3, 2, 2, 2, 2)),
+    case("depthwise", conv((1, 1), "SAME", NHWC, feature_group_count=3), f32(2, 6, 7, 3), f32(3, 3, 1, 6)),
+    case("depthwise_strides_dilation", conv((2, 2), "VALID", NHWC, feature_group_count=4,
+                                            rhs_dilation=(2, 2)), f32(1, 11, 12, 4), f32(3, 3, 1, 4)),
+    case("depthwise_1d_strided", conv((2,), "SAME", ("NWC", "WIO", "NWC"), feature_group_count=2),
+         f32(2, 9, 2), f32(3, 1, 4)),
+    case("batch_groups", conv((1, 1), "VALID", NHWC, batch_group_count=2), f32(4, 5, 5, 3), f32(2, 2, 3, 4)),
+    case("grad_kernel_of_grouped_conv", kernel_grad(conv((1, 1), "SAME", NHWC, feature_group_count=2)),
+         f32(2, 6, 5, 4), f32(3, 3, 2, 4), f32(2, 6, 5, 4)),
+    case("grad_kernel_of_strided_conv", kernel_grad(conv((2, 2), "SAME", NHWC)),
+         f32(2, 8, 7, 3), f32(3, 3, 3, 2), f32(2, 4, 4, 2)),
+    case("grad_input_of_strided_conv", input_grad(conv((2, 2), "SAME", NHWC)),
+         f32(2, 8, 7, 3), f32(3, 3, 3, 2), f32(2, 4, 4, 2)),
+    case("int32", conv((1, 2), "SAME", NHWC), i32(1, 5, 6, 2), i32(2, 2, 2, 3)),
+    case("int32_3d_grouped", conv((2, 1, 1), "VALID", ("NDHWC", "DHWIO", "NDHWC"), feature_group_count=2),
+         i32(2, 5, 3, 4, 4), i32(2, 2, 2, 2, 4)),
+    case("int8_preferred_int32", conv((1,), "VALID", ("NWC", "WIO", "NWC"), preferred_element_type=jnp.int32),
+         i8(2, 9, 3, low=-100, high=100), i8(3, 3, 2, low=-100, high=100)),
+    case("f16", conv((1, 1), "SAME", NHWC), f16(1, 5, 5, 2), f16(3, 3, 2, 3)),
+    case("f16_preferred_f32", conv((1, 1), "SAME", NHWC, preferred_element_type=jnp.float32),
+         f16(1, 5, 5, 2), f16(3, 3, 2, 3)),
+    case("4d_spatial", conv((1, 2, 1, 1), "VALID"), f32(1, 2, 3, 4, 3, 3), f32(2, 2, 2, 2, 1, 2)),
+    case("unit_sizes", conv((1, 1), "VALID", NHWC), f32(1, 1, 1, 1), f32(1, 1, 1, 1)),
+    case("polymorphic_batch", conv((2, 2), "SAME", NHWC, rhs_dilation=(1, 1)), f32(3, 7, 6, 2),
+         f32(3, 3, 2, 4), polymorphic_shapes=("(b, ...)", None)),
+    case("polymorphic_batch_transpose_grouped", conv((1, 1), [(1, 1), (2, 0)], NHWC, lhs_dilation=(2, 2),
+                                                      feature_group_count=2),
+         f32(3, 5, 4, 4), f32(3, 3, 2, 4), polymorphic_shapes=("(b, ...)", None)),
+]
+
+CONV_LIMITATIONS = [
+    Limitation(
+        targets=(Target.TFLITE, Target.TFJS), param="dimension_numbers",
+        condition="more than 3 spatial dimensions",
+        reason="the operands are tensors of rank 6 or more, beyond TFLite's STRIDED_SLICE (5D) and "
+               "TF.js wasm's broadcasting multiply",
+        workaround="fold a spatial dimension into the batch (reshape) around a 3D convolution",
+        when=lambda eqn: len(eqn.params["window_strides"]) > 3),
+]
+
+register(lax.conv_general_dilated_p, lower_conv_general_dilated, cases=CONV_CASES,
+         limitations=CONV_LIMITATIONS)

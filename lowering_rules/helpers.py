@@ -7,3 +7,63 @@ import tensorflow as tf
 
 def tf_dtype(dtype) -> tf.DType:
     return tf.as_dtype(np.dtype(dtype))
+
+
+# --- Sizes, slices and padding that work with static and symbolic dimensions -----------------
+
+def size_vector(dims):
+    """A shape/begin/end argument for TF ops: a list when all entries are static, else an int32 vector."""
+    if all(isinstance(d, (int, np.integer)) for d in dims):
+        return [int(d) for d in dims]
+    return tf.stack([tf.constant(int(d), tf.int32) if isinstance(d, (int, np.integer)) else d
+                     for d in dims])
+
+
+def axis_slice(x, rank: int, axis: int, start, stop=None, stride: int = 1):
+    """``x[..., start:stop:stride, ...]`` on one axis (``stop=None``: to the end; negative: from the end)."""
+    if stride > 1 and x.dtype.is_integer and stop is not None and not _negative(stop):
+        # TF.js's wasm StridedSlice returns integer data retyped as float32 when a stride is > 1.
+        return tf.gather(x, tf.range(start, stop, stride), axis=axis)
+    begin, end, strides = [0] * rank, [0] * rank, [1] * rank
+    begin[axis], strides[axis] = start, stride
+    others = ((1 << rank) - 1) & ~(1 << axis)
+    end_mask = others
+    if stop is None:
+        end_mask |= 1 << axis
+    else:
+        end[axis] = stop
+    return tf.strided_slice(x, size_vector(begin), size_vector(end), strides,
+                            begin_mask=others, end_mask=end_mask)
+
+
+def _negative(n) -> bool:
+    return isinstance(n, (int, np.integer)) and n < 0
+
+
+def pad_or_crop(x, pads, value=0):
+    """Pads each axis by ``(low, high)``; a negative amount removes elements from that side instead."""
+    rank = len(pads)
+    if any(lo < 0 or hi < 0 for lo, hi in pads):
+        begin = [max(-lo, 0) for lo, _ in pads]
+        end = [min(hi, 0) for _, hi in pads]
+        end_mask = sum(1 << a for a, (_, hi) in enumerate(pads) if hi >= 0)
+        x = tf.strided_slice(x, begin, end, [1] * rank, end_mask=end_mask)
+    if any(lo > 0 or hi > 0 for lo, hi in pads):
+        x = tf.pad(x, [[max(lo, 0), max(hi, 0)] for lo, hi in pads], constant_values=value)
+    return x
+
+
+def interior_pad(x, dims, axis: int, factor: int, value=0):
+    """Puts ``factor - 1`` copies of ``value`` between neighbours along ``axis`` (lax.pad's interior
+    padding, a convolution's lhs dilation): pad a new unit axis, merge it, drop the trailing fill.
+    ``dims`` are x's sizes (ints or int32 scalars); the new size is ``(n - 1) * factor + 1``."""
+    if factor == 1 or dims[axis] == 0:
+        return x
+    rank = len(dims)
+    widened = tf.expand_dims(x, axis + 1)
+    paddings = [[0, 0]] * (rank + 1)
+    paddings[axis + 1] = [0, factor - 1]
+    widened = tf.pad(widened, paddings, constant_values=value)
+    merged = list(dims)
+    merged[axis] = dims[axis] * factor
+    return axis_slice(tf.reshape(widened, size_vector(merged)), rank, axis, 0, -(factor - 1))
