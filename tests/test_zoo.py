@@ -109,3 +109,12 @@ def test_zoo_model_tflite_signature_has_dynamic_batch(name, polymorphic_exports)
     interpreter = Interpreter(model_path=polymorphic_exports(name)["tflite"])
     for detail in interpreter.get_input_details():
         assert detail["shape_signature"][0] == -1, detail
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model_tfjs_signature_has_dynamic_batch(name, polymorphic_exports):
+    import json
+    import os
+    with open(os.path.join(polymorphic_exports(name)["tfjs"], "model.json")) as f:
+        inputs = json.load(f)["signature"]["inputs"]
+    assert inputs and all(info["tensorShape"]["dim"][0]["size"] == "-1" for info in inputs.values()), inputs
