@@ -1,1 +1,409 @@
-"""(rules in progress)"""
+"""Shape-manipulating primitives: reshapes, broadcasts, slices, padding, concatenation.
+
+Sizes may be symbolic (polymorphic shapes), so every size is taken from the avals through
+``ctx.dim``/``ctx.shape`` and combined with ``size_vector`` into a TF shape operand.
+Out-of-range dynamic starts are clamped like XLA does, with TF ops only (no XLA slices).
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow as tf
+from jax import lax
+from jax._src import dispatch
+
+from lowering_rules.cases import boolean, case, f16, f32, i32
+from lowering_rules.helpers import size_vector, tf_dtype
+from lowering_rules.registry import lowering
+
+
+def _reshape(ctx, x, sizes):
+    """tf.reshape to ``sizes``; a single symbolic size becomes -1 so converters keep the others static."""
+    symbolic = [i for i, s in enumerate(sizes) if not isinstance(s, int)]
+    static_product = int(np.prod([s for s in sizes if isinstance(s, int)]))
+    if len(symbolic) == 1 and static_product != 0:  # -1 cannot be inferred for an empty tensor
+        sizes = list(sizes)
+        sizes[symbolic[0]] = -1
+    return tf.reshape(x, size_vector(sizes))
+
+
+# Exact stand-ins for dtypes some TFLite data-movement kernels lack (every kernel lacks float16;
+# PAD and SPLIT_V also lack bool). Moving values around in a wider type is lossless.
+_CARRIERS = {tf.float16: tf.float32, tf.bool: tf.int32}
+
+
+def _carried(*dtypes):
+    """Runs the rule on operands of ``dtypes`` converted to their carriers, and converts back."""
+    def decorate(lower):
+        @functools.wraps(lower)  # keeps the signature: the registry reads the understood parameters
+        def carried_lower(ctx, *operands, **params):
+            if not any(t.dtype in dtypes for t in operands):
+                return lower(ctx, *operands, **params)
+            widened = [tf.cast(t, _CARRIERS[t.dtype]) if t.dtype in dtypes else t for t in operands]
+            outs = lower(ctx, *widened, **params)
+            narrowed = [tf.cast(out, tf_dtype(aval.dtype)) for out, aval in
+                        zip(outs if isinstance(outs, list) else [outs], ctx.avals_out)]
+            return narrowed if isinstance(outs, list) else narrowed[0]
+        return carried_lower
+    return decorate
+
+
+def _beside(empty, other, axis=0):
+    """An empty result joined to a non-empty one: its shape must still be right, and the LiteRT
+    Python interpreter cannot hand back an empty output tensor."""
+    return jnp.concatenate([empty, other], axis=axis)
+
+
+def _clamped_starts(ctx, starts, operand_shape, window_shape):
+    """XLA moves a dynamic window back inside the operand: start = clip(start, 0, dim - window)."""
+    clamped = []
+    for start, dim, window in zip(starts, operand_shape, window_shape):
+        # Clamp in a type that holds every start (uint32 does not fit int32), then narrow.
+        wide = tf.int64 if start.dtype in (tf.uint32, tf.int64, tf.uint64) else tf.int32
+        limit = ctx.dim(dim) - ctx.dim(window)
+        limit = tf.cast(limit, wide) if not isinstance(limit, int) else tf.constant(limit, wide)
+        start = tf.clip_by_value(tf.cast(start, wide), tf.constant(0, wide), limit)
+        clamped.append(tf.cast(start, tf.int32))
+    return clamped
+
+
+# ---------------------------------------------------------------- broadcast, reshape
+
+
+BROADCAST_IN_DIM_CASES = [
+    case("scalar", lambda x: jnp.broadcast_to(x, (3, 4)), f32()),
+    case("row", lambda x: jnp.broadcast_to(x, (3, 4)), f32(4)),
+    case("middle_axis", lambda x: lax.broadcast_in_dim(x, (3, 2, 4), (0, 2)), f32(3, 4)),
+    case("size1_i32", lambda x: lax.broadcast_in_dim(x, (2, 5, 3), (1, 2)), i32(1, 3)),
+    case("bool", lambda x: jnp.broadcast_to(x, (2, 3)), boolean(3)),
+    case("f16", lambda x: jnp.broadcast_to(x, (2, 3)), f16(1, 3)),
+    case("to_empty", lambda x, y: _beside(jnp.broadcast_to(x, (0, 3)), y), f32(3), f32(2, 3)),
+    case("expand_dims", lambda x: jnp.expand_dims(x, 1), f32(3, 4)),
+    case("to_symbolic", lambda x, y: jnp.broadcast_to(y, x.shape), f32(3, 4), f32(4),
+         polymorphic_shapes=("(b, 4)", None)),
+]
+
+
+@lowering(lax.broadcast_in_dim_p, cases=BROADCAST_IN_DIM_CASES)
+@_carried(tf.float16)
+def lower_broadcast_in_dim(ctx, x, *, shape, broadcast_dimensions, sharding):
+    operand_shape = ctx.avals_in[0].shape
+    # Put each operand dimension at its place in the result, size 1 elsewhere; then broadcast.
+    aligned = [1] * len(shape)
+    for operand_axis, out_axis in enumerate(broadcast_dimensions):
+        aligned[out_axis] = ctx.dim(operand_shape[operand_axis])
+    if len(operand_shape) != len(shape):
+        x = _reshape(ctx, x, aligned)
+    if tuple(operand_shape) == tuple(shape):
+        return x
+    return tf.broadcast_to(x, ctx.out_shape())
+
+
+RESHAPE_CASES = [
+    case("flatten", lambda x: jnp.reshape(x, (-1,)), f32(3, 4)),
+    case("split_dim_i32", lambda x: x.reshape(2, 3, 2), i32(3, 4)),
+    case("dimensions", lambda x: lax.reshape(x, (4, 3), dimensions=(1, 0)), f32(3, 4)),
+    case("bool", lambda x: jnp.reshape(x, (3, 2)), boolean(2, 3)),
+    case("f16", lambda x: jnp.reshape(x, (2, 3)), f16(6)),
+    case("to_scalar", lambda x: jnp.reshape(x, ()), f32(1, 1)),
+    case("empty", lambda x, y: _beside(jnp.reshape(x, (4, 0)), y, axis=1), f32(0, 4), f32(4, 1)),
+    case("flatten_symbolic", lambda x: jnp.reshape(x, (-1,)), f32(3, 4), polymorphic_shapes=("(b, 4)",)),
+    case("split_symbolic", lambda x: jnp.reshape(x, (2, -1)), f32(3, 4), polymorphic_shapes=("(b, 4)",)),
+    case("two_symbolic", lambda x: jnp.reshape(x, (x.shape[1], x.shape[0])), f32(3, 2),
+         polymorphic_shapes=("(b, c)",)),
+]
+
+
+@lowering(lax.reshape_p, cases=RESHAPE_CASES)
+def lower_reshape(ctx, x, *, new_sizes, dimensions, sharding):
+    if dimensions is not None:  # reshape reads the operand in this dimension order
+        x = tf.transpose(x, perm=list(dimensions))
+    return _reshape(ctx, x, [ctx.dim(d) for d in new_sizes])
+
+
+SQUEEZE_CASES = [
+    case("all", lambda x: jnp.squeeze(x), f32(1, 3, 1)),
+    case("axis0_i32", lambda x: jnp.squeeze(x, axis=0), i32(1, 4)),
+    case("bool", lambda x: jnp.squeeze(x, axis=1), boolean(3, 1)),
+    case("to_scalar", lambda x: jnp.squeeze(x), f32(1)),
+    case("empty", lambda x, y: _beside(jnp.squeeze(x, axis=1), y), f32(0, 1), f32(2)),
+    case("symbolic", lambda x: jnp.squeeze(x, axis=1), f32(3, 1), polymorphic_shapes=("(b, 1)",)),
+]
+
+
+@lowering(lax.squeeze_p, cases=SQUEEZE_CASES)
+def lower_squeeze(ctx, x, *, dimensions):
+    if not dimensions:
+        return x
+    return tf.squeeze(x, axis=list(dimensions))
+
+
+TRANSPOSE_CASES = [
+    case("matrix", lambda x: jnp.transpose(x), f32(3, 4)),
+    case("perm_i32", lambda x: jnp.transpose(x, (1, 2, 0)), i32(2, 3, 4)),
+    case("bool", lambda x: x.T, boolean(2, 3)),
+    case("f16", lambda x: jnp.swapaxes(x, 0, 3), f16(2, 1, 3, 2)),
+    case("empty", lambda x, y: _beside(jnp.transpose(x), y, axis=1), f32(0, 3), f32(3, 1)),
+    case("symbolic", lambda x: jnp.transpose(x), f32(3, 4), polymorphic_shapes=("(b, 4)",)),
+]
+
+
+@lowering(lax.transpose_p, cases=TRANSPOSE_CASES)
+@_carried(tf.float16)
+def lower_transpose(ctx, x, *, permutation):
+    return tf.transpose(x, perm=list(permutation))
+
+
+REV_CASES = [
+    case("axis0", lambda x: lax.rev(x, (0,)), f32(3, 4)),
+    case("all_axes_i32", lambda x: lax.rev(x, (0, 1, 2)), i32(2, 3, 4)),
+    case("last_axis_bool", lambda x: x[:, ::-1], boolean(2, 5)),
+    case("f16", lambda x: x[::-1], f16(4)),
+    case("no_axes", lambda x: lax.rev(x, ()), f32(3)),
+    case("empty", lambda x, y: _beside(lax.rev(x, (1,)), y, axis=1), f32(2, 0), f32(2, 1)),
+    case("jnp_flip", lambda x: jnp.flip(x, 1), f32(2, 3)),
+    case("symbolic", lambda x: lax.rev(x, (0,)), f32(3, 4), polymorphic_shapes=("(b, 4)",)),
+]
+
+
+@lowering(lax.rev_p, cases=REV_CASES)
+@_carried(tf.float16)
+def lower_rev(ctx, x, *, dimensions):
+    if not dimensions:
+        return x
+    return tf.reverse(x, axis=list(dimensions))
+
+
+TILE_CASES = [
+    case("rows", lambda x: jnp.tile(x, (2, 1)), f32(3, 4)),
+    case("i32", lambda x: jnp.tile(x, (2, 3)), i32(2, 2)),
+    case("bool", lambda x: jnp.tile(x, 3), boolean(2)),
+    case("more_reps_than_dims", lambda x: jnp.tile(x, (2, 1, 3)), f32(2, 2)),
+    case("empty", lambda x, y: _beside(jnp.tile(x, (2, 1)), y), f32(0, 2), f32(1, 2)),
+]
+
+
+@lowering(lax.tile_p, cases=TILE_CASES)
+@_carried(tf.float16)
+def lower_tile(ctx, x, *, reps):
+    return tf.tile(x, [int(r) for r in reps])
+
+
+IOTA_CASES = [
+    case("arange_i32", lambda: jnp.arange(5)),
+    case("arange_f32", lambda: jnp.arange(5, dtype=jnp.float32)),
+    case("dim1_f32", lambda: lax.broadcasted_iota(jnp.float32, (3, 4), 1)),
+    case("dim0_3d_i32", lambda: lax.broadcasted_iota(jnp.int32, (2, 3, 4), 0)),
+    case("f16", lambda: lax.broadcasted_iota(jnp.float16, (2, 3), 1)),
+    case("empty", lambda x: _beside(jnp.arange(0, dtype=jnp.float32), x), f32(2)),
+    case("symbolic_length", lambda x: jnp.arange(x.shape[0]), f32(3, 4), polymorphic_shapes=("(b, 4)",)),
+    case("symbolic_shape", lambda x: lax.broadcasted_iota(jnp.float32, x.shape, 0), f32(3, 4),
+         polymorphic_shapes=("(b, 4)",)),
+]
+
+
+@lowering(lax.iota_p, cases=IOTA_CASES)
+def lower_iota(ctx, *, dtype, shape, dimension, sharding):
+    # Counted in int32 (TFLite's RANGE has no float16) and converted once.
+    values = tf.range(ctx.dim(shape[dimension]), dtype=tf.int32)
+    values = tf.cast(values, ctx.out_dtype) if ctx.out_dtype != tf.int32 else values
+    aligned = [1] * len(shape)
+    aligned[dimension] = ctx.dim(shape[dimension])
+    if len(shape) == 1:
+        return values
+    return tf.broadcast_to(_reshape(ctx, values, aligned), ctx.out_shape())
+
+
+DEVICE_PUT_CASES = [
+    case("one", lambda x: jax.device_put(x), f32(3, 4)),
+    case("several", lambda x, y: jax.device_put((x, y)), i32(2), boolean(3)),
+]
+
+
+@lowering(dispatch.device_put_p, cases=DEVICE_PUT_CASES)
+def lower_device_put(ctx, *xs, devices, srcs, copy_semantics):
+    # One device and immutable tensors: placement and copy semantics have nothing to do.
+    return list(xs)
+
+
+# ---------------------------------------------------------------- joining and splitting
+
+
+CONCATENATE_CASES = [
+    case("axis0", lambda x, y: jnp.concatenate([x, y]), f32(2, 3), f32(4, 3)),
+    case("axis1_i32", lambda x, y: jnp.concatenate([x, y], axis=1), i32(2, 3), i32(2, 1)),
+    case("bool", lambda x, y: jnp.concatenate([x, y]), boolean(2), boolean(3)),
+    case("f16", lambda x, y: jnp.concatenate([x, y]), f16(2), f16(3)),
+    case("with_empty", lambda x, y, z: jnp.concatenate([x, y, z]), f32(2, 2), f32(0, 2), f32(1, 2)),
+    case("symbolic", lambda x, y: jnp.concatenate([x, y, x]), f32(3, 4), f32(2, 4),
+         polymorphic_shapes=("(b, 4)", None)),
+]
+
+
+@lowering(lax.concatenate_p, cases=CONCATENATE_CASES)
+@_carried(tf.float16)
+def lower_concatenate(ctx, *xs, dimension):
+    return tf.concat(list(xs), axis=dimension)
+
+
+SPLIT_CASES = [
+    case("sections", lambda x: jnp.split(x, [1, 3], axis=1), f32(3, 4)),
+    case("halves_i32", lambda x: jnp.split(x, 2), i32(4, 3)),
+    case("bool", lambda x: jnp.split(x, 3), boolean(3)),
+    case("empty_piece", lambda x: [_beside(empty, rest) for empty, _, rest in [jnp.split(x, [0, 2])]],
+         f32(5, 2)),
+    case("symbolic", lambda x: jnp.split(x, [1]), f32(4, 3), polymorphic_shapes=("(b, 3)",)),
+]
+
+
+@lowering(lax.split_p, cases=SPLIT_CASES)
+@_carried(tf.float16, tf.bool)
+def lower_split(ctx, x, *, sizes, axis):
+    return tf.split(x, size_vector([ctx.dim(s) for s in sizes]), axis=axis, num=len(sizes))
+
+
+# ---------------------------------------------------------------- slicing and padding
+
+
+SLICE_CASES = [
+    case("rows", lambda x: x[1:3], f32(5, 4)),
+    case("strided_i32", lambda x: x[::2, 1::2], i32(5, 4)),
+    case("strides", lambda x: lax.slice(x, (1, 0), (5, 4), (3, 2)), f32(5, 4)),
+    case("bool", lambda x: x[1:], boolean(4)),
+    case("f16", lambda x: x[:, 1:2], f16(3, 3)),
+    case("empty_result", lambda x: _beside(lax.slice(x, (2, 0), (2, 4)), x), f32(5, 4)),
+    case("symbolic_limit", lambda x: lax.slice(x, (1, 0), (x.shape[0] - 1, 4)), f32(5, 4),
+         polymorphic_shapes=("(b + 2, 4)",)),
+    case("symbolic_stride", lambda x: lax.slice(x, (0, 1), (x.shape[0], 4), (2, 2)), f32(5, 4),
+         polymorphic_shapes=("(b, 4)",)),
+]
+
+
+@lowering(lax.slice_p, cases=SLICE_CASES)
+@_carried(tf.float16)
+def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
+    strides = [1] * len(start_indices) if strides is None else [int(s) for s in strides]
+    return tf.strided_slice(x, size_vector([ctx.dim(s) for s in start_indices]),
+                            size_vector([ctx.dim(s) for s in limit_indices]), strides)
+
+
+def _window(x, starts, sizes, allow_negative=False):
+    """A dynamic slice at starts read from an int array, the way a traced index arrives."""
+    return lax.dynamic_slice(x, tuple(starts[i] for i in range(len(sizes))), sizes,
+                             allow_negative_indices=allow_negative)
+
+
+DYNAMIC_SLICE_CASES = [
+    case("in_range", lambda x, s: _window(x, s, (2, 2)), f32(5, 4), np.array([1, 2], np.int32)),
+    case("past_end_clamps", lambda x, s: _window(x, s, (2, 3)), f32(5, 4), np.array([7, 9], np.int32)),
+    case("negative_clamps", lambda x, s: _window(x, s, (2, 2)), f32(5, 4), np.array([-3, -1], np.int32)),
+    case("negative_from_end", lambda x, s: _window(x, s, (2, 2), allow_negative=True), f32(5, 4),
+         np.array([-2, -3], np.int32)),
+    case("uint8_starts", lambda x, s: _window(x, s, (2, 2)), f32(5, 4), np.array([200, 1], np.uint8)),
+    case("int16_starts", lambda x, s: _window(x, s, (3,)), i32(6), np.array([-4], np.int16)),
+    case("uint32_starts", lambda x, s: _window(x, s, (2,)), f32(6), np.array([4_000_000_000], np.uint32)),
+    case("bool_whole", lambda x, s: _window(x, s, (3, 2)), boolean(3, 2), np.array([2, 1], np.int32)),
+    case("f16", lambda x, s: _window(x, s, (1, 2)), f16(3, 4), np.array([1, 5], np.int32)),
+    case("empty_window", lambda x, s, y: _beside(_window(x, s, (0, 2)), y), f32(3, 4),
+         np.array([4, 1], np.int32), f32(1, 2)),
+    case("in_dim", lambda x, s: lax.dynamic_slice_in_dim(x, s[0], 2, axis=1), i32(3, 4),
+         np.array([3], np.int32)),
+    case("symbolic_operand", lambda x, s: _window(x, s, (2, 4)), f32(5, 4), np.array([9, 0], np.int32),
+         polymorphic_shapes=("(b + 2, 4)", None)),
+]
+
+
+@lowering(lax.dynamic_slice_p, cases=DYNAMIC_SLICE_CASES)
+@_carried(tf.float16)
+def lower_dynamic_slice(ctx, x, *starts, slice_sizes):
+    starts = _clamped_starts(ctx, starts, ctx.avals_in[0].shape, slice_sizes)
+    if not starts:
+        return x
+    return tf.slice(x, tf.stack(starts), size_vector([ctx.dim(s) for s in slice_sizes]))
+
+
+def _update(x, update, starts, allow_negative=False):
+    return lax.dynamic_update_slice(x, update, tuple(starts[i] for i in range(x.ndim)),
+                                    allow_negative_indices=allow_negative)
+
+
+DYNAMIC_UPDATE_SLICE_CASES = [
+    case("in_range", _update, f32(5, 4), f32(2, 2), np.array([1, 2], np.int32)),
+    case("past_end_clamps", _update, f32(5, 4), f32(2, 3), np.array([7, 9], np.int32)),
+    case("negative_clamps", _update, f32(5, 4), f32(2, 2), np.array([-3, -1], np.int32)),
+    case("negative_from_end", lambda x, u, s: _update(x, u, s, allow_negative=True), f32(5, 4), f32(2, 2),
+         np.array([-2, -3], np.int32)),
+    case("i32", _update, i32(6), i32(3), np.array([2], np.int32)),
+    case("bool", _update, boolean(3, 4), boolean(1, 4), np.array([1, 0], np.int32)),
+    case("f16", _update, f16(3, 3), f16(2, 2), np.array([2, 0], np.int32)),
+    case("uint8_starts", _update, f32(4), f32(2), np.array([250], np.uint8)),
+    case("whole", _update, f32(2, 3), f32(2, 3), np.array([1, 1], np.int32)),
+    case("empty_update", _update, f32(3, 2), f32(0, 2), np.array([1, 0], np.int32)),
+    case("in_dim", lambda x, u, s: lax.dynamic_update_slice_in_dim(x, u, s[0], axis=0), f32(4, 2), f32(1, 2),
+         np.array([-1], np.int32)),
+    case("symbolic_operand", _update, f32(5, 4), f32(2, 4), np.array([4, 0], np.int32),
+         polymorphic_shapes=("(b + 2, 4)", None, None)),
+]
+
+
+@lowering(lax.dynamic_update_slice_p, cases=DYNAMIC_UPDATE_SLICE_CASES)
+@_carried(tf.float16, tf.bool)
+def lower_dynamic_update_slice(ctx, x, update, *starts):
+    operand_shape, update_shape = ctx.avals_in[0].shape, ctx.avals_in[1].shape
+    if not starts:  # a scalar: the update replaces it
+        return update
+    starts = _clamped_starts(ctx, starts, operand_shape, update_shape)
+    # Pad the update (and a mask of where it lands) out to the operand's shape, then select.
+    paddings = tf.stack([tf.stack([start, ctx.dim(dim) - start - ctx.dim(size)])
+                         for start, dim, size in zip(starts, operand_shape, update_shape)])
+    placed = tf.pad(update, paddings)
+    inside = tf.pad(tf.ones(ctx.shape(update_shape), tf.int32), paddings) > 0
+    return tf.where(inside, placed, x)
+
+
+PAD_CASES = [
+    case("edges", lambda x: lax.pad(x, 0.0, [(1, 2, 0), (0, 1, 0)]), f32(3, 4)),
+    case("negative_crops", lambda x: lax.pad(x, 0.0, [(-1, 0, 0), (1, -2, 0)]), f32(3, 4)),
+    case("interior", lambda x: lax.pad(x, -1.0, [(0, 0, 1), (2, 1, 2)]), f32(3, 4)),
+    case("negative_and_interior", lambda x: lax.pad(x, 5.0, [(-1, -2, 2), (1, -1, 1)]), f32(3, 4)),
+    case("crop_into_interior", lambda x: lax.pad(x, 9.0, [(-2, -3, 3)]), f32(4)),
+    case("traced_value", lambda x, v: lax.pad(x, v, [(1, 1, 1), (0, 2, 0)]), f32(2, 3), f32()),
+    case("i32", lambda x: lax.pad(x, 7, [(2, -1, 1)]), i32(4)),
+    case("bool", lambda x: lax.pad(x, True, [(1, 0, 1), (0, 1, 0)]), boolean(2, 2)),
+    case("f16", lambda x: lax.pad(x, jnp.float16(2), [(1, 1, 1)]), f16(3)),
+    case("empty_operand", lambda x: lax.pad(x, 1.0, [(1, 1, 2), (0, 0, 0)]), f32(0, 3)),
+    case("size1_interior", lambda x: lax.pad(x, 1.0, [(0, 0, 3), (1, 0, 2)]), f32(1, 2)),
+    case("jnp_pad", lambda x: jnp.pad(x, ((1, 2), (0, 0)), constant_values=3.0), f32(2, 3)),
+    case("symbolic", lambda x: lax.pad(x, 0.0, [(1, 2, 1), (0, -1, 0)]), f32(3, 4),
+         polymorphic_shapes=("(b, 4)",)),
+]
+
+
+@lowering(lax.pad_p, cases=PAD_CASES)
+@_carried(tf.float16, tf.bool)
+def lower_pad(ctx, x, padding_value, *, padding_config):
+    config = [(int(lo), int(hi), int(interior)) for lo, hi, interior in padding_config]
+    sizes = [ctx.dim(d) for d in ctx.avals_in[0].shape]
+    # 1. Interior padding: give every element `interior` trailing pad values along the axis.
+    #    The last element's trailing values are dropped by the crop below.
+    for axis, (_, _, interior) in enumerate(config):
+        if interior == 0:
+            continue
+        spread = sizes[:axis + 1] + [1] + sizes[axis + 1:]
+        gaps = [[0, 0]] * len(spread)
+        gaps[axis + 1] = [0, interior]
+        x = tf.pad(_reshape(ctx, x, spread), gaps, constant_values=padding_value)
+        sizes[axis] = sizes[axis] * (1 + interior)
+        x = _reshape(ctx, x, sizes)
+    # 2. Negative edge padding crops (and interior padding's extra tail goes) with one slice.
+    if any(lo < 0 or hi < 0 or interior > 0 for lo, hi, interior in config):
+        kept = [ctx.dim(d) - max(lo, 0) - max(hi, 0)
+                for d, (lo, hi, _) in zip(ctx.aval_out.shape, config)]
+        x = tf.slice(x, [max(-lo, 0) for lo, _, _ in config], size_vector(kept))
+    # 3. Positive edge padding.
+    if any(lo > 0 or hi > 0 for lo, hi, _ in config):
+        x = tf.pad(x, [[max(lo, 0), max(hi, 0)] for lo, hi, _ in config], constant_values=padding_value)
+    return x
