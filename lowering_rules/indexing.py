@@ -26,7 +26,7 @@ from jax import lax
 from jax.extend import core
 
 from limitations.targets import ALL_TARGETS
-from lowering_rules.cases import boolean, case, f16, f32, i32
+from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.helpers import size_vector
 from lowering_rules.registry import Limitation, lowering, register
 
@@ -79,13 +79,15 @@ def _all(masks):
 
 
 def _compute_dtype(dtype: tf.DType) -> tf.DType:
-    # Half floats move through float32 (exactly): TFLite's GatherNd, ScatterNd, Transpose and
-    # Select have no float16 kernels.
+    """The dtype values move and combine in. Exact for every dtype it widens: TFLite lacks
+    float16 GatherNd/ScatterNd/Transpose/Select and 8/16-bit Add/Minimum/Select kernels, and
+    integer results wrap back to the narrow type on the final cast as JAX's arithmetic wraps.
+    Booleans become 0/1: min is "and", max "or", as JAX defines them (JAX refuses add/mul)."""
     if dtype in (tf.float16, tf.bfloat16):
         return tf.float32
-    # Booleans go through ScatterNd and the reductions as 0/1 integers: min is "and", max "or",
-    # as JAX defines them on bool (JAX refuses add and mul on bool).
-    return tf.int32 if dtype == tf.bool else dtype
+    if dtype in (tf.bool, tf.int8, tf.uint8, tf.int16, tf.uint16):
+        return tf.int32
+    return dtype
 
 
 # ---------------------------------------------------------------- gather
@@ -269,12 +271,27 @@ _COMBINE = {"add": tf.add, "sub": tf.subtract, "mul": tf.multiply,
             "min": tf.minimum, "max": tf.maximum}
 
 
+def _propagates_nan(kind, dtype) -> bool:
+    # XLA's min and max propagate NaN; not every target's Minimum/Maximum/Min/Max kernel does.
+    return kind in ("min", "max") and dtype.is_floating
+
+
+def _combine(kind, a, b):
+    result = _COMBINE[kind](a, b)
+    if _propagates_nan(kind, a.dtype):
+        result = tf.where(tf.logical_or(tf.math.is_nan(a), tf.math.is_nan(b)), a + b, result)
+    return result
+
+
 def _combine_duplicates(kind, values, positions, size):
     """Per update: the combination of every update sharing its position; and whether it is the
     first of them (the one that carries the result). O(#updates^2)."""
     same = tf.equal(tf.expand_dims(positions, 1), tf.expand_dims(positions, 0))
     identity = _identity(kind, values.dtype)
     combined = _REDUCE[kind](tf.where(same, tf.expand_dims(values, 0), identity), axis=1)
+    if _propagates_nan(kind, values.dtype):
+        nan_among = tf.reduce_any(tf.logical_and(same, tf.expand_dims(tf.math.is_nan(values), 0)), axis=1)
+        combined = tf.where(nan_among, tf.constant(np.nan, values.dtype), combined)
     ordinal = tf.range(tf.size(positions), dtype=tf.int32)
     earlier = tf.expand_dims(ordinal, 0) < tf.expand_dims(ordinal, 1)
     first = tf.logical_not(tf.reduce_any(tf.logical_and(same, earlier), axis=1))
@@ -290,7 +307,7 @@ def _scatter(kind, ctx, operand, indices, updates, dn, mode, unique_indices, app
     flat = tf.reshape(tf.cast(operand, compute), [-1])
 
     if kind in ("add", "sub"):
-        result = _COMBINE[kind](flat, _scatter_sum(values, positions, size))
+        result = _combine(kind, flat, _scatter_sum(values, positions, size))
     elif kind == "apply":
         result = _apply_repeatedly(apply, flat, _hits(positions, size))
     else:
@@ -306,7 +323,7 @@ def _scatter(kind, ctx, operand, indices, updates, dn, mode, unique_indices, app
             positions = tf.where(keep, positions, size)
         written = _scatter_sum(values, positions, size)
         if kind != "set":
-            written = _COMBINE[kind](flat, written)
+            written = _combine(kind, flat, written)
         result = tf.where(_hits(positions, size) > 0, written, flat)
     return tf.cast(tf.reshape(result, ctx.out_shape()), dtype)
 
@@ -386,6 +403,9 @@ _ROWS_SCATTER = lax.ScatterDimensionNumbers(update_window_dims=(1,), inserted_wi
                                             scatter_dims_to_operand_dims=(0,))
 
 
+_NO_ROWS = np.zeros((0, 1), np.int32)
+
+
 def _rows_gather(x, i):
     return lax.gather(x, i, _ROWS_GATHER, (1, x.shape[1]), mode="fill")
 
@@ -418,11 +438,13 @@ GATHER_CASES = [
     case("get_clip", lambda x, i: x.at[i].get(mode="clip"), f32(5, 2), _idx(-8, 5, 2)),
     case("get_promise_in_bounds_oob", lambda x, i: x.at[i].get(mode="promise_in_bounds"), f32(5), _idx(1, 5, -9, 4)),
     case("gather_promise_window_oob", _promise_gather, f32(10), np.array([[8], [-3], [12], [2]], np.int32)),
-    # jnp short-circuits empty index arrays before gather; lax.gather itself does not.
-    case("empty_indices", _rows_gather, f32(4, 3), np.zeros((0, 1), np.int32)),
+    # jnp short-circuits empty index arrays before gather; lax.gather itself does not. The empty
+    # result feeds a concatenation: TFLite and TF.js runners cannot pass zero-size tensors.
+    case("empty_indices", lambda x: jnp.concatenate([_rows_gather(x, _NO_ROWS), x]), f32(4, 3)),
     case("rows_of_size_one_operand", _rows_gather, f32(1, 3), np.array([[0], [2], [-1]], np.int32)),
     case("size_one_dims", lambda x, i: x[i, 0], f32(1, 1), _idx(0, 0, -1)),
     case("f16", lambda x, i: jnp.take(x, i, axis=1), f16(3, 4), _idx(3, 0)),
+    case("u8_fill_default", lambda x, i: x.at[i].get(mode="fill"), u8(4), _idx(3, 4, 0)),
     case("polymorphic_rows", lambda x, i: jnp.take(x, i, axis=0), f32(5, 3), _idx(4, 0, 2),
          polymorphic_shapes=["(b, 3)", None]),
 ]
@@ -455,8 +477,8 @@ SET_CASES = [
     case("columns_i32", lambda x, i, v: x.at[:, i].set(v), i32(3, 5), _idx(4, 1), i32(3, 2)),
     case("pairs_scalar_bool", lambda x, i, j: x.at[i, j].set(True), boolean(3, 4), _idx(0, 2, 2), _idx(3, 1, 1)),
     case("unique_indices_hint", lambda x, i, v: x.at[i].set(v, unique_indices=True), f32(6), _idx(5, 1, 2), f32(3)),
-    case("empty_indices", lambda x, i, v: lax.scatter(x, i, v, _ROWS_SCATTER), f32(4, 3), np.zeros((0, 1), np.int32),
-         f32(0, 3)),
+    case("f16_duplicates", lambda x, i, v: x.at[i].set(v), f16(4), _idx(2, 2, 0), f16(3)),
+    case("empty_indices", lambda x: lax.scatter(x, _NO_ROWS, jnp.zeros((0, 3), x.dtype), _ROWS_SCATTER), f32(4, 3)),
     case("vmap_dynamic_update_slice", _vmap_update_slice, f32(3, 5, 4), f32(3, 2, 4), _idx(0, 4, -2)),
     case("vmap_vmap_batching_dims", _vmap_vmap_set, f32(2, 3, 4), i32(2, 3, low=-5, high=4), f32(2, 3)),
     case("polymorphic", lambda x, i, v: x.at[i].set(v), f32(6), _idx(1, 1, 4), f32(3),
@@ -468,11 +490,13 @@ ADD_CASES = [
     case("segment_sum", _segment_sum, f32(8, 2), _idx(0, 3, 3, 1, 0, 5, -1, 3)),
     case("oob_dropped_i32", lambda x, i, v: x.at[i].add(v), i32(4, 2), _idx(0, 4, -5, 0), i32(4, 2)),
     case("clip", lambda x, i, v: x.at[i].add(v, mode="clip"), f32(4), _idx(-3, 9, 1), f32(3)),
-    case("empty_indices", lambda x, i, v: lax.scatter_add(x, i, v, _ROWS_SCATTER), i32(4, 3),
-         np.zeros((0, 1), np.int32), i32(0, 3)),
+    case("empty_indices", lambda x: lax.scatter_add(x, _NO_ROWS, jnp.ones((0, 3), x.dtype), _ROWS_SCATTER),
+         i32(4, 3)),
     case("window_rows_vmap_vmap", jax.vmap(jax.vmap(lambda row, k, v: row.at[k].add(v))),
          f32(2, 3, 4), i32(2, 3, low=0, high=3), f32(2, 3)),
     case("size_one", lambda x, i, v: x.at[i].add(v), f32(1, 1), _idx(0, 0), f32(2, 1)),
+    case("f16", lambda x, i, v: x.at[i].add(v), f16(4, 2), _idx(3, 3, 0), f16(3, 2)),
+    case("i8_wraps", lambda x, i, v: x.at[i].add(v), i8(3, low=100, high=120), _idx(1, 1, 2), i8(3, low=20, high=27)),
 ]
 
 SUB_CASES = [
@@ -488,15 +512,21 @@ MUL_CASES = [
          f32(2)),
 ]
 
+_NAN_OPERAND = np.array([np.nan, 1, 2, 3], np.float32)
+_NAN_UPDATES = np.array([5, np.nan, 0, -1, 4], np.float32)
+
 MIN_CASES = [
+    case("nan_propagates", lambda x, i, v: x.at[i].min(v), _NAN_OPERAND, _idx(0, 1, 1, 2, 3), _NAN_UPDATES),
     case("duplicates", lambda x, i, v: x.at[i].min(v), f32(5), _idx(1, 3, 1, 1, 6), f32(5)),
     case("i32_extremes", lambda x, i, v: x.at[i].min(v), i32(3), _idx(0, 0, 2),
          np.array([2**31 - 1, 5, -2**31], np.int32)),
     case("columns_clip", lambda x, i, v: x.at[:, i].min(v, mode="clip"), f32(2, 4), _idx(3, 7, 0), f32(2, 3)),
     case("bool", lambda x, i, v: x.at[i].min(v), boolean(4), _idx(1, 1, 3), boolean(3)),
+    case("u8", lambda x, i, v: x.at[i].min(v), u8(4), _idx(0, 3, 0), u8(3)),
 ]
 
 MAX_CASES = [
+    case("nan_propagates", lambda x, i, v: x.at[i].max(v), _NAN_OPERAND, _idx(0, 1, 1, 2, 3), _NAN_UPDATES),
     case("duplicates", lambda x, i, v: x.at[i].max(v), f32(5), _idx(1, 3, 1, 1, -9), f32(5)),
     case("i32_extremes", lambda x, i, v: x.at[i].max(v), np.array([-2**31, 3, 0], np.int32), _idx(0, 0, 2),
          np.array([-2**31, -2**31, -2**31], np.int32)),
