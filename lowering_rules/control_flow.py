@@ -1,1 +1,376 @@
-"""(rules in progress)"""
+"""Control flow and call-like primitives: the rules that lower sub-programs.
+
+Each rule lowers its bodies through ``ctx.sub_program`` (which emits a body's
+constants once, outside any branch or loop) and wraps them in TF's functional
+control flow: ``tf.cond`` becomes TFLite's IF and TF.js's If/StatelessIf,
+``tf.while_loop`` becomes TFLite's WHILE and TF.js's While/StatelessWhile.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow as tf
+from jax import lax
+from jax._src import core as jax_core
+
+from limitations.targets import Target
+from lowering_rules.cases import case, f16, f32, i32
+from lowering_rules.helpers import tf_dtype
+from lowering_rules.registry import Limitation, lowering
+
+# A fixed weight the cases close over: it becomes a constant of the (sub-)program.
+WEIGHT = np.linspace(-1.5, 2.0, 12, dtype=np.float32).reshape(3, 4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases' programs (JAX as users write it).
+
+@jax.jit
+def _inner_jit(x):
+    return jnp.sin(x) + WEIGHT
+
+
+@jax.jit
+def _outer_jit(x):
+    return _inner_jit(x) * WEIGHT - x
+
+
+@jax.custom_jvp
+def _sin_times_x(x):
+    return jnp.sin(x) * x
+
+
+@_sin_times_x.defjvp
+def _sin_times_x_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _sin_times_x(x), t * (jnp.sin(x) + x * jnp.cos(x))
+
+
+@jax.custom_vjp
+def _scaled_sin(x, y):
+    return jnp.sin(x) * WEIGHT + y
+
+
+def _scaled_sin_fwd(x, y):
+    return _scaled_sin(x, y), x
+
+
+def _scaled_sin_bwd(x, g):
+    return g * WEIGHT * jnp.cos(x), g
+
+
+_scaled_sin.defvjp(_scaled_sin_fwd, _scaled_sin_bwd)
+
+
+def _running_sum_and_products(c0, xs):
+    return lax.scan(lambda c, x: (c + x, c * x), c0, xs)
+
+
+def _scan_of_nothing(c0, xs):
+    # The empty sequence and its empty outputs stay inside the program (joined to xs), as
+    # TFLite's Python interpreter can neither take nor return an empty tensor.
+    carry, ys = _running_sum_and_products(c0, xs[:0])
+    return carry, jnp.concatenate([ys, xs])
+
+
+def _lstm_over_sequence(xs):
+    """flax's LSTM over a (batch, time, features) input, with fixed weights."""
+    import flax.linen as nn  # only this case needs flax
+    batch, _, _ = xs.shape
+    rnn = nn.RNN(nn.OptimizedLSTMCell(5))
+    shapes = jax.eval_shape(lambda: rnn.init(jax.random.key(0), jnp.zeros(xs.shape, xs.dtype)))
+    rng = np.random.default_rng(0)
+    params = jax.tree.map(lambda s: (0.5 * rng.standard_normal(s.shape)).astype(s.dtype), shapes)
+    carry = (jnp.zeros((batch, 5)), jnp.zeros((batch, 5)))
+    return rnn.apply(params, xs, initial_carry=carry)
+
+
+def _grad_of_checkpointed_scan(x):
+    def loss(y):
+        final, _ = lax.scan(lambda c, a: (jnp.sin(c) * a, c), y, y[:, None] * y)
+        return jnp.sum(final)
+    return jax.grad(jax.checkpoint(loss))(x)
+
+
+def _call(ctx, jaxpr, args):
+    return ctx.sub_program(jaxpr)(*args)
+
+
+# ---------------------------------------------------------------------------------------------
+# Calls: the body is all that matters once lowered.
+
+@lowering("jit", cases=[
+    case("jit_in_jit_with_weight", _outer_jit, f32(3, 4)),
+    case("multiple_outputs_int", jax.jit(lambda x: (x * 3, x - 1, x)), i32(2, 5)),
+    case("polymorphic", jax.jit(lambda x: jax.jit(lambda y: jnp.sin(y) * WEIGHT[0])(x) - x), f32(3, 4),
+         polymorphic_shapes=("(b, 4)",)),
+])
+def lower_jit(ctx, *args, jaxpr, in_shardings, out_shardings, in_layouts, out_layouts,
+              donated_invars, ctx_mesh, name, keep_unused, inline, compiler_options_kvs):
+    # Everything but the jaxpr is a compilation hint for XLA (placement, buffer donation,
+    # inlining, compiler flags); TF compiles the inlined ops its own way.
+    return _call(ctx, jaxpr, args)
+
+
+@lowering("closed_call", cases=[
+    # JAX wraps the forward half of a rematerialised scan in closed_call when differentiating.
+    case("grad_of_checkpointed_scan", _grad_of_checkpointed_scan, f32(4)),
+])
+def lower_closed_call(ctx, *args, call_jaxpr):
+    return _call(ctx, call_jaxpr, args)
+
+
+@lowering("remat2", cases=[
+    case("checkpoint", jax.checkpoint(lambda x: jnp.sin(jnp.sin(x)) * x), f32(3, 4)),
+    case("policy_no_cse", jax.checkpoint(lambda x, y: (jnp.sin(x) * y, y - x), prevent_cse=False,
+                                         policy=jax.checkpoint_policies.nothing_saveable),
+         f32(2, 3), f32(2, 3)),
+    case("grad_of_checkpoint", jax.grad(jax.checkpoint(lambda x: jnp.sum(jnp.sin(x) * x))), f32(5)),
+])
+def lower_checkpoint(ctx, *args, jaxpr, prevent_cse, differentiated, policy):
+    # Rematerialisation only changes what autodiff saves; the forward computation is the body.
+    return _call(ctx, jaxpr, args)
+
+
+@lowering("custom_jvp_call", cases=[
+    case("relu", jax.nn.relu, f32(3, 4)),
+    case("relu_i32", jax.nn.relu, i32(7)),
+    case("relu6", jax.nn.relu6, f32(4, 3, low=-3.0, high=9.0)),
+    case("user_defined", _sin_times_x, f32(2, 5)),
+])
+def lower_custom_jvp_call(ctx, *args, call_jaxpr, jvp_jaxpr_fun, num_consts, symbolic_zeros):
+    # The converted program is never differentiated, so only the primal body is lowered.
+    # call_jaxpr takes the consts and the arguments alike.
+    return _call(ctx, call_jaxpr, args)
+
+
+@lowering("custom_vjp_call", cases=[
+    case("user_defined_with_weight", _scaled_sin, f32(3, 4), f32(3, 4)),
+])
+def lower_custom_vjp_call(ctx, *args, call_jaxpr, fwd_jaxpr_thunk, num_consts, bwd, out_trees,
+                          symbolic_zeros):
+    # As for custom_jvp: the user's primal function, without the fwd/bwd pair.
+    return _call(ctx, call_jaxpr, args)
+
+
+# ---------------------------------------------------------------------------------------------
+# cond / switch
+
+@lowering("cond", cases=[
+    case("bool_pred_true", lambda p, x: lax.cond(p, jnp.sin, jnp.tanh, x), np.bool_(True), f32(3, 4)),
+    case("bool_pred_false", lambda p, x: lax.cond(p, jnp.sin, jnp.tanh, x), np.bool_(False), f32(3, 4)),
+    case("data_dependent_pred", lambda x: lax.cond(jnp.sum(x) > 0, lambda a: a * WEIGHT, lambda a: a - 1.0, x),
+         f32(3, 4)),
+    case("int_pred", lambda p, x: lax.cond(p, lambda a: a * 2, lambda a: a - 1, x), np.int32(-3), i32(4)),
+    case("int_pred_zero", lambda p, x: lax.cond(p, lambda a: a * 2, lambda a: a - 1, x), np.int32(0), i32(4)),
+    case("several_operands_and_outputs",
+         lambda p, x, n: lax.cond(p, lambda a, b: (jnp.exp(a), b + 1), lambda a, b: (a * a, b * b), x, n),
+         np.bool_(True), f32(2, 3), i32(3)),
+    case("switch3", lambda i, x: lax.switch(i, [jnp.sin, jnp.cos, jnp.tanh], x), np.int32(1), f32(3, 4)),
+    case("switch3_last", lambda i, x: lax.switch(i, [jnp.sin, jnp.cos, jnp.tanh], x), np.int32(2), f32(3, 4)),
+    case("switch3_index_above", lambda i, x: lax.switch(i, [jnp.sin, jnp.cos, jnp.tanh], x), np.int32(7),
+         f32(3, 4)),
+    case("switch3_index_below", lambda i, x: lax.switch(i, [jnp.sin, jnp.cos, jnp.tanh], x), np.int32(-4),
+         f32(3, 4)),
+    case("f16", lambda p, x: lax.cond(p, jnp.sin, jnp.tanh, x), np.bool_(False), f16(3, 4)),
+    case("polymorphic", lambda p, x: lax.cond(p, jnp.sin, lambda a: a * 2.0, x), np.bool_(True), f32(3, 4),
+         polymorphic_shapes=(None, "(b, 4)")),
+])
+def lower_cond(ctx, index, *operands, branches):
+    bodies = [ctx.sub_program(b) for b in branches]
+    if len(bodies) == 1:
+        return bodies[0](*operands)
+    if ctx.avals_in[0].dtype == bool:
+        index = tf.cast(index, tf.int32)
+    return _select_branch(index, bodies, operands)
+
+
+def _select_branch(index, bodies, operands):
+    """Nested two-way tf.cond: TF.js has no Case op and TFLite's converter rejects it.
+
+    An index out of [0, n) runs the last branch, like XLA's Case (lax.switch clamps
+    before cond, so this only matters for programs that bind cond directly).
+    """
+    first, *rest = bodies
+    if not rest:
+        return first(*operands)
+    return tf.cond(tf.equal(index, 0),
+                   lambda: first(*operands),
+                   lambda: _select_branch(index - 1, rest, operands))
+
+
+# ---------------------------------------------------------------------------------------------
+# while
+
+def _shape_invariant(aval) -> tf.TensorShape:
+    # Symbolic dimensions are unknown to TF's shape inference: leave them open so the loop
+    # does not reject a body output whose static shape is less precise than the input's.
+    return tf.TensorShape([d if jax_core.is_constant_dim(d) else None for d in aval.shape])
+
+
+@lowering("while", cases=[
+    # The trip count depends on the data: double until every entry reaches 100.
+    case("data_dependent_trips",
+         lambda x: lax.while_loop(lambda c: jnp.min(c[1]) < 100.0, lambda c: (c[0] + 1, c[1] * 2.0), (0, x)),
+         f32(3, 4, low=0.5, high=4.0)),
+    case("no_trip", lambda x: lax.while_loop(lambda c: c[0] > 5, lambda c: (c[0] + 1, c[1] * 2.0), (0, x)),
+         f32(3)),
+    case("fori_dynamic_bound", lambda n, x: lax.fori_loop(0, n, lambda i, c: c * WEIGHT + i, x),
+         np.int32(3), f32(3, 4)),
+    case("consts_in_cond_and_body",
+         lambda lim, x: lax.while_loop(lambda c: c[0] < lim, lambda c: (c[0] + 1, jnp.sin(c[1]) + x), (0, x)),
+         np.int32(4), f32(2, 3)),
+    case("polymorphic",
+         lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, jnp.sin(c[1])), (0, x)),
+         f32(5, 2), polymorphic_shapes=("(b, 2)",)),
+])
+def lower_while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    cond_consts = args[:cond_nconsts]
+    body_consts = args[cond_nconsts:cond_nconsts + body_nconsts]
+    init = list(args[cond_nconsts + body_nconsts:])
+    cond_fn, body_fn = ctx.sub_program(cond_jaxpr), ctx.sub_program(body_jaxpr)
+    carry_avals = ctx.avals_in[cond_nconsts + body_nconsts:]
+    return tf.while_loop(lambda *carry: cond_fn(*cond_consts, *carry)[0],
+                         lambda *carry: body_fn(*body_consts, *carry),
+                         init, shape_invariants=[_shape_invariant(a) for a in carry_avals])
+
+
+# ---------------------------------------------------------------------------------------------
+# scan
+
+def _scans_float16_rows(eqn) -> bool:
+    num_consts, num_carry = eqn.params["num_consts"], eqn.params["num_carry"]
+    rows = (*eqn.avals_in[num_consts + num_carry:], *eqn.avals_out[num_carry:])
+    return any(np.dtype(a.dtype) == np.float16 for a in rows)
+
+
+SCAN_FLOAT16_ON_TFLITE = Limitation(
+    (Target.TFLITE,), condition="a scanned input or stacked output is float16", param="dtype",
+    reason="reading and writing one row of a sequence (GATHER, STRIDED_SLICE, SELECT_V2, PACK) has no "
+           "float16 kernel among TFLite's builtins",
+    workaround="scan over float32: cast the sequence before the scan and the outputs after it",
+    when=_scans_float16_rows)
+
+
+@lowering("scan", limitations=[SCAN_FLOAT16_ON_TFLITE], cases=[
+    case("carry_and_stacked", _running_sum_and_products, f32(3), f32(5, 3)),
+    case("reverse", lambda c0, xs: lax.scan(lambda c, x: (c * 0.5 + x, jnp.sin(c)), c0, xs, reverse=True),
+         f32(2, 3), f32(4, 2, 3)),
+    case("consts", lambda w, xs: lax.scan(lambda c, x: (jnp.tanh(c * w + x * WEIGHT[0]), c), xs[0], xs),
+         f32(4), f32(6, 4)),
+    case("fori_static", lambda x: lax.fori_loop(0, 5, lambda i, c: c * 1.5 + i, x), f32(3, 2)),
+    case("unroll_full", lambda c0, xs: lax.scan(lambda c, x: (c + x, c * x), c0, xs, unroll=True),
+         f32(3), f32(5, 3)),
+    case("reverse_unrolled", lambda c0, xs: lax.scan(lambda c, x: (c - x, c), c0, xs, reverse=True, unroll=4),
+         f32(3), f32(4, 3)),
+    case("length_zero", _scan_of_nothing, f32(3), f32(2, 3)),
+    case("length_one", _running_sum_and_products, f32(3), f32(1, 3)),
+    case("no_xs", lambda c0: lax.scan(lambda c, _: (c * 2 - 1, c), c0, None, length=4), f32(2)),
+    case("int_and_bool_outputs",
+         lambda c0, xs: lax.scan(lambda c, x: (c + x, (c * x, c > x)), c0, xs), i32(3), i32(5, 3)),
+    case("scalar_carry_f16", lambda xs: lax.scan(lambda c, x: (c + x, c * x), jnp.float16(1), xs), f16(6)),
+    case("lstm_flax_rnn", _lstm_over_sequence, f32(2, 6, 4), atol=1e-5),
+    case("cond_inside_scan",
+         lambda c0, xs: lax.scan(lambda c, x: (lax.cond(x > 0, lambda a: a + x, lambda a: a * 0.5, c), c), c0, xs),
+         f32(3), f32(7)),
+    case("scan_inside_scan",
+         lambda xs: lax.scan(lambda c, row: (c + lax.scan(lambda d, v: (d * v, d), 1.0, row)[0], c), 0.0, xs),
+         f32(4, 3)),
+    case("polymorphic_length", _running_sum_and_products, f32(3), f32(5, 3), polymorphic_shapes=(None, "(n, 3)")),
+    # Long enough to exceed UNROLL_BUDGET: these run as loops.
+    case("loop_carry_and_stacked", _running_sum_and_products, f32(3, low=-0.1, high=0.1),
+         f32(600, 3, low=0.9, high=1.1)),
+    case("loop_reverse_with_consts",
+         lambda w, xs: lax.scan(lambda c, x: (jnp.tanh(c * w + x), (jnp.sin(c), c)), xs[0], xs, reverse=True),
+         f32(2), f32(300, 2)),
+    case("loop_int_and_bool_outputs",
+         lambda c0, xs: lax.scan(lambda c, x: (c + x, (c * x, c > x)), c0, xs), i32(3, low=-1, high=1),
+         i32(400, 3, low=-1, high=1)),
+    case("loop_partial_unroll", lambda c0, xs: lax.scan(lambda c, x: (c + x, c * x), c0, xs, unroll=3),
+         f32(3), f32(600, 3, low=0.9, high=1.1)),
+    case("loop_no_xs", lambda c0: lax.scan(lambda c, _: (c * 0.99 + 1.0, c), c0, None, length=600), f32(2)),
+    case("loop_lstm_flax_rnn", _lstm_over_sequence, f32(2, 40, 4), atol=1e-5),
+])
+def lower_scan(ctx, *args, reverse, length, jaxpr, num_consts, num_carry, unroll):
+    consts = args[:num_consts]
+    init = list(args[num_consts:num_consts + num_carry])
+    xs = args[num_consts + num_carry:]
+    step = ctx.sub_program(jaxpr)
+    y_avals = jaxpr.out_avals[num_carry:]
+    if _unrolls(length, unroll, jaxpr):
+        return _unrolled_scan(ctx, step, consts, init, xs, int(length), reverse, num_carry, y_avals)
+    return _looped_scan(ctx, step, consts, init, xs, length, reverse, num_carry, y_avals)
+
+
+# Most equations an unrolled scan may emit (steps x equations per step). A loop costs every
+# step a round trip through the runtime's control flow: a 16-step LSTM measured 2-4x faster
+# unrolled on TF.js (cpu and wasm, where loops also force executeAsync) and no slower on TFLite.
+UNROLL_BUDGET = 512
+
+
+def _unrolls(length, unroll, jaxpr) -> bool:
+    """Unroll fully when JAX asks for it (unroll >= length) or when the unrolled body stays small.
+
+    A partial unroll (1 < unroll < length) is only a hint for XLA's loop pipelining and is not
+    reproduced: the loop runs one step per iteration.
+    """
+    if not jax_core.is_constant_dim(length):
+        return False
+    return unroll is True or unroll >= length or length * _equation_count(jaxpr.jaxpr) <= UNROLL_BUDGET
+
+
+def _equation_count(jaxpr) -> int:
+    return sum(1 + sum(_equation_count(getattr(sub, "jaxpr", sub)) for sub in jax_core.jaxprs_in_params(eqn.params))
+               for eqn in jaxpr.eqns)
+
+
+def _unrolled_scan(ctx, step, consts, carry, xs, length, reverse, num_carry, y_avals):
+    if length == 0:
+        return [*carry, *(tf.zeros(ctx.shape(_stacked(a, 0).shape), tf_dtype(a.dtype)) for a in y_avals)]
+    steps_ys = []
+    for i in (reversed(range(length)) if reverse else range(length)):
+        outs = step(*consts, *carry, *(x[i] for x in xs))
+        carry, ys = outs[:num_carry], outs[num_carry:]
+        steps_ys.append(ys)
+    if reverse:
+        steps_ys.reverse()
+    return [*carry, *(tf.stack(y) for y in zip(*steps_ys))]
+
+
+def _looped_scan(ctx, step, consts, init, xs, length, reverse, num_carry, y_avals):
+    n = ctx.dim(length)
+    # Stacked outputs are preallocated and row i is written by a one-hot tf.where (SELECT_V2),
+    # which every target has for every dtype. Measured alternatives: TensorArrays (TensorList ops)
+    # lose rows on TF.js when the written tensor is not also a carry ("reading 'backend'" errors);
+    # tensor_scatter_nd_update was slower on TF.js and TFLite lowers it to several scatters.
+    # TF.js's wasm Select corrupts memory on bool tensors, so bool rows are buffered as int32.
+    buffers = [tf.zeros(ctx.shape(_stacked(a, length).shape), _buffer_dtype(a)) for a in y_avals]
+    rows = tf.range(n)
+
+    def body(k, *state):
+        carry, ys = state[:num_carry], state[num_carry:]
+        i = n - 1 - k if reverse else k
+        outs = step(*consts, *carry, *(tf.gather(x, i) for x in xs))
+        row_mask = tf.equal(rows, i)
+        ys = [tf.where(tf.reshape(row_mask, [-1] + [1] * len(a.shape)), tf.cast(y, buf.dtype)[None], buf)
+              for y, buf, a in zip(outs[num_carry:], ys, y_avals)]
+        return [k + 1, *outs[:num_carry], *ys]
+
+    carry_avals = ctx.avals_in[len(consts):len(consts) + num_carry]
+    invariants = [tf.TensorShape([]), *map(_shape_invariant, carry_avals),
+                  *(_shape_invariant(_stacked(a, length)) for a in y_avals)]
+    outs = tf.while_loop(lambda k, *_: k < n, body, [tf.constant(0), *init, *buffers],
+                         shape_invariants=invariants)
+    carry, ys = outs[1:1 + num_carry], outs[1 + num_carry:]
+    return [*carry, *(tf.cast(y, tf_dtype(a.dtype)) for y, a in zip(ys, y_avals))]
+
+
+def _buffer_dtype(aval) -> tf.DType:
+    return tf.int32 if aval.dtype == np.bool_ else tf_dtype(aval.dtype)
+
+
+def _stacked(aval, length):
+    return aval.update(shape=(length, *aval.shape))
