@@ -176,16 +176,22 @@ def lower_custom_vjp_call(ctx, *args, call_jaxpr, fwd_jaxpr_thunk, num_consts, b
     case("switch3_index_below", lambda i, x: lax.switch(i, [jnp.sin, jnp.cos, jnp.tanh], x), np.int32(-4),
          f32(3, 4)),
     case("f16", lambda p, x: lax.cond(p, jnp.sin, jnp.tanh, x), np.bool_(False), f16(3, 4)),
+    case("platform_dependent", lambda x: lax.platform_dependent(x, cpu=jnp.sin, default=jnp.cos), f32(3)),
+    case("constant_pred", lambda x: lax.cond(jnp.int32(2) > 1, jnp.sin, jnp.cos, x), f32(3)),
     case("polymorphic", lambda p, x: lax.cond(p, jnp.sin, lambda a: a * 2.0, x), np.bool_(True), f32(3, 4),
          polymorphic_shapes=(None, "(b, 4)")),
 ])
-def lower_cond(ctx, index, *operands, branches):
-    bodies = [ctx.sub_program(b) for b in branches]
-    if len(bodies) == 1:
-        return bodies[0](*operands)
+def lower_cond(ctx, index, *operands, branches, branches_platforms=None):
+    # branches_platforms (from lax.platform_dependent) only names the platform of each branch;
+    # the index, computed by platform_index, already picks one.
     if ctx.avals_in[0].dtype == bool:
         index = tf.cast(index, tf.int32)
-    return _select_branch(index, bodies, operands)
+    known = tf.get_static_value(index)
+    if known is not None or len(branches) == 1:
+        # A constant index (e.g. from platform_index) needs no IF, and the unused branches no ops.
+        chosen = len(branches) - 1 if known is None or not 0 <= known < len(branches) else int(known)
+        return ctx.sub_program(branches[chosen])(*operands)
+    return _select_branch(index, [ctx.sub_program(b) for b in branches], operands)
 
 
 def _select_branch(index, bodies, operands):
@@ -200,6 +206,53 @@ def _select_branch(index, bodies, operands):
     return tf.cond(tf.equal(index, 0),
                    lambda: first(*operands),
                    lambda: _select_branch(index - 1, rest, operands))
+
+
+def _cpu_branch(platforms):
+    for i, names in enumerate(platforms):
+        if names is not None and "cpu" in names:
+            return i
+    return next((i for i, names in enumerate(platforms) if names is None), None)
+
+
+@lowering("platform_index", limitations=[Limitation(
+    tuple(Target), condition="no branch is for 'cpu' and there is no default", param="platforms",
+    reason="a TF program runs the branch JAX runs on CPU; this program has none",
+    workaround="give lax.platform_dependent a cpu= or default= branch",
+    when=lambda eqn: _cpu_branch(eqn.params["platforms"]) is None)],
+    cases=[case("cpu_branch", lambda x: lax.platform_dependent(x, tpu=jnp.cos, cpu=jnp.sin), f32(3)),
+           # Without a cpu or default branch JAX itself cannot run on CPU, so the limitation has
+           # no differential case: there is no reference result.
+           case("default_branch", lambda x: lax.platform_dependent(x, cuda=jnp.cos, default=jnp.tanh), f32(3))])
+def lower_platform_index(ctx, *, platforms):
+    # TF, TFLite and TF.js stand in for JAX's CPU: the reference results are JAX's on CPU.
+    return tf.constant(_cpu_branch(platforms), tf.int32)
+
+
+# ---------------------------------------------------------------------------------------------
+# custom_linear_solve
+
+def _diagonal_solve(a, b):
+    return lax.custom_linear_solve(lambda x: a * x, b, solve=lambda _, r: r / a,
+                                   transpose_solve=lambda _, r: r / a)
+
+
+def _conjugate_gradient(m, b):
+    import jax.scipy.sparse.linalg  # noqa: F401  (jax.scipy is not imported by `import jax`)
+    spd = m @ m.T + 4.0 * jnp.eye(m.shape[0], dtype=m.dtype)
+    return jax.scipy.sparse.linalg.cg(lambda v: spd @ v, b, tol=1e-6, maxiter=20)[0]
+
+
+@lowering("custom_linear_solve", cases=[
+    case("diagonal", _diagonal_solve, f32(5, low=1.0, high=2.0), f32(5)),
+    case("conjugate_gradient", _conjugate_gradient, f32(4, 4, low=-0.5, high=0.5), f32(4), atol=1e-4),
+])
+def lower_custom_linear_solve(ctx, *args, const_lengths, jaxprs):
+    # Forward evaluation only applies `solve`; matvec and the transposed maps serve autodiff.
+    start = const_lengths.matvec + const_lengths.vecmat
+    solve_consts = args[start:start + const_lengths.solve]
+    b = args[sum(const_lengths):]
+    return _call(ctx, jaxprs.solve, [*solve_consts, *b])
 
 
 # ---------------------------------------------------------------------------------------------
