@@ -41,12 +41,46 @@ def _is_float(x) -> bool:
     return x.dtype.is_floating
 
 
+def _is_narrow_int(x) -> bool:
+    return x.dtype.is_integer and x.dtype.size < 4
+
+
 def _isnan(x):
     return tf.math.not_equal(x, x)
 
 
 def _const_like(value, x):
     return tf.constant(value, dtype=x.dtype)
+
+
+def _is_inf(x):
+    # Not x == inf: the TFLite converter stores an infinite constant as the largest float.
+    return tf.logical_and(tf.logical_not(tf.math.is_finite(x)), tf.equal(x, x))
+
+
+def _inf_like(x):
+    """+inf everywhere, computed at run time (1 / +0) for the same reason."""
+    return 1.0 / (tf.abs(tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))) * 0.0)
+
+
+def exp(x):
+    # TFLite's Exp maps NaN to 0.
+    return tf.where(_isnan(x), x, tf.exp(x))
+
+
+def negative(x):
+    # 0 - x: TF.js's wasm Neg goes through float32 and rounds int32 values beyond 2^24.
+    return tf.zeros_like(x) - x
+
+
+def sign(x):
+    # TF.js's Sign maps NaN to 0.
+    return tf.where(_isnan(x), x, tf.sign(x)) if _is_float(x) else tf.sign(x)
+
+
+def rsqrt(x):
+    # TFLite's Rsqrt gives NaN at 0; 1 / sqrt(0) is inf as JAX has it.
+    return 1.0 / tf.sqrt(x)
 
 
 def unary(tf_fn, *, transcendental=False):
@@ -64,6 +98,9 @@ def unary(tf_fn, *, transcendental=False):
 
 def binary(tf_fn):
     def lower(ctx, x, y):
+        if _is_narrow_int(x):  # TFLite has no 8- or 16-bit integer arithmetic: wrap an int32 result
+            bits, signed = _int_info(x.dtype)
+            return _wrap_to(ctx, tf_fn(_as_int32(x), _as_int32(y)), bits, signed)
         return _as_out(ctx, tf_fn(_wide(x), _wide(y)))
     lower.__name__ = f"lower_{tf_fn.__name__}"
     return lower
@@ -83,23 +120,23 @@ def log1p(x):
     d = u - 1.0
     safe_d = tf.where(tf.equal(d, 0.0), tf.ones_like(d), d)
     r = tf.where(tf.equal(d, 0.0), x, tf.math.log(u) * (x / safe_d))
-    return tf.where(tf.equal(u, INF), u, r)
+    return tf.where(_is_inf(u), u, r)
 
 
 def expm1(x):
     # Kahan's trick: (u - 1) * x / log(u) with u = exp(x) cancels the rounding of exp(x).
-    u = tf.exp(x)
+    u = exp(x)
     log_u = tf.math.log(u)
     safe_log = tf.where(tf.equal(log_u, 0.0), tf.ones_like(log_u), log_u)
     r = (u - 1.0) * (x / safe_log)
     r = tf.where(tf.equal(u, 1.0), x, r)
     r = tf.where(tf.equal(u - 1.0, -1.0), u - 1.0, r)
-    return tf.where(tf.equal(u, INF), u, r)
+    return tf.where(_is_inf(u), u, r)
 
 
 def _half_exp_abs(x):
     """exp(|x|) / 2 without overflowing before the result does: two factors exp(|x| / 2)."""
-    e = tf.exp(0.5 * tf.abs(x))
+    e = exp(0.5 * tf.abs(x))
     return (0.5 * e) * e, e
 
 
@@ -180,7 +217,7 @@ _ERFC_COEFFICIENTS = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.278868
 
 def _erfc_nonnegative(z):
     t = 1.0 / (1.0 + 0.5 * z)
-    return t * tf.exp(-z * z + _polynomial(t, _ERFC_COEFFICIENTS))
+    return t * exp(-z * z + _polynomial(t, _ERFC_COEFFICIENTS))
 
 
 def erfc(x):
@@ -212,7 +249,7 @@ def erf_inv(x):
     central = _polynomial(w - 2.5, _ERFINV_CENTRAL)
     tail = _polynomial(tf.sqrt(tf.where(w < 5.0, tf.fill(tf.shape(w), 5.0), w)) - 3.0, _ERFINV_TAIL)
     r = x * tf.where(w < 5.0, central, tail)
-    return tf.where(tf.equal(tf.abs(x), 1.0), x * INF, r)
+    return tf.where(tf.equal(tf.abs(x), 1.0), x * w, r)  # w = -log(0) = inf
 
 
 # Numerical Recipes' gammln: Lanczos' approximation with g = 5, six terms, error below 2e-10.
@@ -244,7 +281,7 @@ def lgamma(x):
     # Reflection Gamma(x) Gamma(1 - x) = pi / sin(pi x) below 1/2.
     reflected = tf.math.log(math.pi / _abs_sin_pi(x)) - _lgamma_from_half(1.0 - x)
     r = tf.where(x < 0.5, reflected, _lgamma_from_half(tf.where(x < 0.5, 1.0 - x, x)))
-    return tf.where(tf.equal(tf.abs(x), INF), tf.abs(x), r)
+    return tf.where(_is_inf(x), tf.abs(x), r)
 
 
 def _digamma_from_half(x):
@@ -279,7 +316,7 @@ _I1_LARGE = (-0.00420059, 0.01787654, -0.02895312, 0.02282967, -0.01031555, 0.00
 def _bessel_ie(x, small_coefficients, large_coefficients, odd):
     a = tf.abs(x)
     t2 = tf.square(a / 3.75)
-    small = _polynomial(t2, small_coefficients) * tf.exp(-a)
+    small = _polynomial(t2, small_coefficients) * exp(-a)
     if odd:
         small = small * a
     safe_a = tf.maximum(a, 3.75)
@@ -382,11 +419,21 @@ def _wrap_to(ctx, value, bits: int, signed: bool):
     return _as_out(ctx, unsigned)
 
 
+_TFJS_WASM_INT32_BITS = Limitation(
+    (Target.TFJS,), "32-bit integer operands",
+    "noxla composes this bit operation from FloorDiv/FloorMod and a sum over the bits, and TF.js's wasm "
+    "backend rounds int32 values beyond 2^24 there (it computes them in float32); TF.js has no narrower "
+    "integer tensors", param="dtype",
+    when=lambda eqn: any(np.issubdtype(d, np.integer) and d.itemsize == 4 for d in eqn.dtypes),
+    workaround="keep bit manipulation (e.g. PRNG key handling) outside the exported function, or use "
+               "values below 2^24")
+
+
 # ----------------------------------------------------------------------------- unary tables
 
 UNARY = {
-    lax.neg_p: tf.negative,
-    lax.sign_p: tf.sign,
+    lax.neg_p: negative,
+    lax.sign_p: sign,
     lax.floor_p: tf.floor,
     lax.ceil_p: tf.math.ceil,
     lax.is_finite_p: tf.math.is_finite,
@@ -412,7 +459,7 @@ UNARY = {
 }
 
 TRANSCENDENTAL = {
-    lax.exp_p: tf.exp,
+    lax.exp_p: exp,
     lax.exp2_p: exp2,
     lax.log_p: tf.math.log,
     lax.log1p_p: log1p,
@@ -423,7 +470,7 @@ TRANSCENDENTAL = {
     lax.cos_p: tf.cos,
     lax.tan_p: tan,
     lax.sqrt_p: tf.sqrt,
-    lax.rsqrt_p: tf.math.rsqrt,
+    lax.rsqrt_p: rsqrt,
     lax.cbrt_p: cbrt,
 }
 
@@ -462,10 +509,10 @@ def lower_not(ctx, x):
     bits, signed = _bit_pattern_info(x.dtype)
     # Two's complement: ~x = -x - 1 (wrapping at INT_MIN); unsigned: ~x = max - x.
     x = _as_int32(x)
-    return _as_out(ctx, -x - 1 if signed else (2 ** bits - 1) - x)
+    return _as_out(ctx, (-1 if signed else 2 ** bits - 1) - x)
 
 
-@lowering(lax.population_count_p, cases=[
+@lowering(lax.population_count_p, limitations=[_TFJS_WASM_INT32_BITS], cases=[
     case("i32", lax.population_count, np.array([0, 1, -1, 7, 2 ** 31 - 1, -(2 ** 31), 255, -256], np.int32)),
     case("i32_random", lax.population_count, i32(4, 5, low=-(2 ** 31), high=2 ** 31 - 1)),
     case("u8", lax.population_count, np.array([0, 1, 255, 128, 85], np.uint8)),
@@ -481,7 +528,8 @@ def lower_population_count(ctx, x):
 
 
 @lowering(lax.clz_p, cases=[
-    case("i32", lax.clz, np.array([0, 1, -1, 2, 2 ** 30, 2 ** 31 - 1, -(2 ** 31), 255, 256], np.int32)),
+    case("i32", lax.clz, np.array([0, 1, -1, 2, 2 ** 30, 2 ** 31 - 1, -(2 ** 31), 255, 256, 2 ** 30 - 1,
+                                   2 ** 24 + 1, 2 ** 25 - 1], np.int32)),
     case("i32_random", lax.clz, i32(3, 4, low=-100, high=2 ** 31 - 1)),
     case("u8", lax.clz, np.array([0, 1, 255, 128, 15], np.uint8)),
 ])
@@ -517,7 +565,7 @@ def lower_reduce_precision(ctx, x, *, exponent_bits, mantissa_bits):
         min_normal = 2.0 ** (1 - max_exponent)
         max_finite = (2.0 - 2.0 ** -min(mantissa_bits, 23)) * 2.0 ** max_exponent
         x = tf.where(tf.abs(x) < min_normal, x * 0.0, x)
-        x = tf.where(tf.abs(x) > max_finite, x * INF, x)
+        x = tf.where(tf.abs(x) > max_finite, tf.where(x < 0, -_inf_like(x), _inf_like(x)), x)
     return _as_out(ctx, x)
 
 
@@ -575,12 +623,14 @@ for _prim, (_fn, _jax_fn) in COMPARISONS.items():
     case("i32_wraps", lax.mul, np.array([2 ** 30, 65537, -3], np.int32), np.array([4, 65537, 7], np.int32)),
     case("f16", lax.mul, f16(3, 4), f16(3, 4)),
     case("poly", lax.mul, f32(3, 4), f32(3, 4), polymorphic_shapes=("(b, 4)", "(b, 4)")),
+    case("i8_wraps", lax.mul, np.array([100, -128, 7, 127], np.int8), np.array([3, -1, -20, 127], np.int8)),
+    case("u8_wraps", lax.mul, np.array([100, 255, 7, 16], np.uint8), np.array([3, 255, 20, 16], np.uint8)),
 ])
 def lower_mul(ctx, x, y, *, out_dtype):
     # out_dtype asks for the product in a wider type (e.g. int8 x int8 -> int32): widen first.
     if out_dtype is not None:
         x, y = tf.cast(x, ctx.out_dtype), tf.cast(y, ctx.out_dtype)
-    return _as_out(ctx, tf.math.multiply(_wide(x), _wide(y)))
+    return binary(tf.math.multiply)(ctx, x, y)
 
 
 def _truncating_div(x, y, bits: int, signed: bool):
@@ -595,7 +645,7 @@ def _truncating_div(x, y, bits: int, signed: bool):
     if signed:
         inexact = tf.not_equal(tf.math.floormod(x, safe_y), zero)
         q = q + tf.cast(tf.logical_and(inexact, tf.not_equal(x < 0, safe_y < 0)), q.dtype)
-        q = tf.where(tf.equal(y, -one), -x, q)
+        q = tf.where(tf.equal(y, -one), negative(x), q)
     all_ones = -one if signed else tf.fill(tf.shape(y), tf.constant(2 ** bits - 1, y.dtype))
     return tf.where(tf.equal(y, zero), all_ones, q)
 
@@ -655,7 +705,9 @@ def lower_rem(ctx, x, y):
 ])
 def lower_pow(ctx, x, y):
     x = _wide(x)
-    return _as_out(ctx, tf.pow(x, tf.cast(y, x.dtype)))
+    # C's pow(1, y) is 1 even for a NaN y; JavaScript's Math.pow (TF.js) gives NaN.
+    result = tf.pow(x, tf.cast(y, x.dtype))
+    return _as_out(ctx, tf.where(tf.equal(x, 1.0), x, result))
 
 
 def _extremum(tf_fn, bool_fn):
@@ -678,14 +730,14 @@ for _prim, _tf_fn, _bool_fn, _jax_fn in ((lax.max_p, tf.maximum, tf.logical_or, 
         case("i32", _jax_fn, i32(10), i32(10)),
         case("bool", _jax_fn, np.array([True, True, False, False]), np.array([True, False, True, False])),
         case("f16", _jax_fn, f16(6), f16(6)),
-        case("relu_empty", lambda x, f=_jax_fn: f(x, 0.0), f32(2, 0, 3)),
+        case("relu_empty", lambda x, f=_jax_fn: jnp.concatenate([f(x[:, :0], 0.0), x], axis=1), f32(2, 3)),
     ])
 
 
 @lowering(lax.clamp_p, cases=[
     case("f32", lambda x: lax.clamp(-0.5, x, 0.5), f32(3, 4)),
     case("nan", lambda x: lax.clamp(0.0, x, 1.0), np.array([NAN, -1.0, 2.0, 0.5, INF], np.float32)),
-    case("nan_bound", lambda lo, x: lax.clamp(lo, x, 1.0), np.float32(NAN), f32(3)),
+    case("nan_bound", lambda x: lax.clamp(np.float32(NAN), x, np.float32(1.0)), f32(3)),
     case("arrays", lax.clamp, f32(5, low=-1, high=0), f32(5, low=-2, high=2), f32(5, low=0, high=1)),
     case("i32", lambda x: lax.clamp(-3, x, 4), i32(3, 4)),
     case("f16", lambda x: lax.clamp(np.float16(-0.5), x, np.float16(0.5)), f16(6)),
@@ -737,7 +789,7 @@ for _prim, _combine_bits, _combine_bools, _jax_fn in (
         (lax.and_p, _and_bits, tf.logical_and, lax.bitwise_and),
         (lax.or_p, _or_bits, tf.logical_or, lax.bitwise_or),
         (lax.xor_p, _xor_bits, _logical_xor, lax.bitwise_xor)):
-    register(_prim, _bitwise_rule(_combine_bits, _combine_bools), cases=[
+    register(_prim, _bitwise_rule(_combine_bits, _combine_bools), limitations=[_TFJS_WASM_INT32_BITS], cases=[
         case("bool", _jax_fn, np.array([True, True, False, False]), np.array([True, False, True, False])),
         case("i32", _jax_fn, np.array([0, -1, 12, -12, 2 ** 31 - 1, -(2 ** 31), 0x5555], np.int32),
              np.array([5, 7, 10, -1, -(2 ** 31), -(2 ** 31), 0x0FF0], np.int32)),
@@ -818,7 +870,7 @@ for _prim, _lower, _jax_fn in ((lax.shift_left_p, lower_shift_left, lax.shift_le
     case("square", lambda x: lax.integer_pow(x, 2), f32(3, 4)),
     case("negative", lambda x: lax.integer_pow(x, -2), np.array([2.0, 0.0, -0.5, INF, NAN], np.float32)),
     case("minus_one", lambda x: lax.integer_pow(x, -1), f32(5, low=0.5, high=2)),
-    case("zero", lambda x: lax.integer_pow(x, 0), np.array([2.0, 0.0, INF, NAN], np.float32)),
+    case("zero", lambda x: lax.integer_pow(x, 0) + x, np.array([2.0, 0.0, INF, NAN], np.float32)),
     case("one", lambda x: lax.integer_pow(x, 1), f32(4)),
     case("large", lambda x: lax.integer_pow(x, 13), f32(4, low=-2, high=2)),
     case("i32", lambda x: lax.integer_pow(x, 3), i32(3, 4)),
@@ -851,7 +903,8 @@ def lower_integer_pow(ctx, x, *, y):
     case("bool_values", lambda p, x, y: lax.select_n(p, x, y), boolean(5), boolean(5), boolean(5)),
     case("f16", lambda p, x, y: lax.select_n(p, x, y), boolean(5), f16(5), f16(5)),
     case("one_case", lambda p, x: lax.select_n(p, x), i32(4, low=0, high=0), f32(4)),
-    case("empty", lambda p, x, y: lax.select_n(p, x, y), boolean(0, 3), f32(0, 3), f32(0, 3)),
+    case("empty", lambda p, x, y: jnp.concatenate([lax.select_n(p[:0], x[:0], y[:0]), x]),
+         boolean(2, 3), f32(2, 3), f32(2, 3)),
 ])
 def lower_select_n(ctx, which, *cases):
     cases = [_wide(c) for c in cases]
@@ -869,12 +922,13 @@ def _float_to_int(x, dtype: tf.DType):
     info = np.iinfo(dtype.as_numpy_dtype)
     x = tf.cast(x, tf.float32) if x.dtype != tf.float32 and x.dtype != tf.float64 else x
     lo, hi = float(info.min), float(info.max)
+    work = tf.int32 if info.bits < 32 else dtype  # TFLite selects no narrow integers
     # float32(hi) may round above hi (2^31 - 1 -> 2^31): compare with a bound that is exact.
     too_high, too_low = x >= hi + 1.0, x <= lo - 1.0
     in_range = tf.logical_not(tf.logical_or(tf.logical_or(too_high, too_low), _isnan(x)))
-    truncated = tf.cast(tf.where(in_range, x, tf.zeros_like(x)), dtype)
-    result = tf.where(too_high, tf.constant(info.max, dtype), truncated)
-    return tf.where(too_low, tf.constant(info.min, dtype), result)
+    truncated = tf.cast(tf.where(in_range, x, tf.zeros_like(x)), work)
+    result = tf.where(too_high, tf.constant(info.max, work), truncated)
+    return tf.cast(tf.where(too_low, tf.constant(info.min, work), result), dtype)
 
 
 _CONVERT_EDGES = np.array([NAN, INF, -INF, 3e9, -3e9, 2.9, -2.9, 2147483520.0, 300.0, -200.0, 127.9,
@@ -933,7 +987,7 @@ add_cases(lax.zeta_p, case("f32", lax.zeta, f32(3, 4, low=1.5, high=5), f32(3, 4
 
 def _unary_cases(fn, low=None, high=None, edges=(), f16_case=True, i32_case=False, poly=False, atol=None):
     cases = [case("f32", fn, f32(3, 4, low=low, high=high), atol=atol),
-             case("empty", fn, f32(0, 3, low=low, high=high))]
+             case("empty", lambda x: jnp.concatenate([fn(x[:0]), x]), f32(2, 3, low=low, high=high))]
     if edges:
         cases.append(case("edges", fn, np.array(edges, np.float32), atol=atol))
     if f16_case:
