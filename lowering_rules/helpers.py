@@ -57,7 +57,7 @@ def interior_pad(x, dims, axis: int, factor: int, value=0):
     """Puts ``factor - 1`` copies of ``value`` between neighbours along ``axis`` (lax.pad's interior
     padding, a convolution's lhs dilation): pad a new unit axis, merge it, drop the trailing fill.
     ``dims`` are x's sizes (ints or int32 scalars); the new size is ``(n - 1) * factor + 1``."""
-    if factor == 1 or dims[axis] == 0:
+    if factor == 1 or (isinstance(dims[axis], (int, np.integer)) and dims[axis] == 0):
         return x
     rank = len(dims)
     widened = tf.expand_dims(x, axis + 1)
