@@ -115,6 +115,13 @@ def name_tfjs_signature(model_json: str, concrete) -> None:
     signature["outputs"] = {by_node.get(info["name"], key): info for key, info in outputs.items()}
     inputs = signature.get("inputs", {})
     signature["inputs"] = {info["name"].split(":")[0]: info for info in inputs.values()}
+    placeholders = [n["attr"].get("shape", {}).get("shape", {}) for n in model["modelTopology"].get("node", [])
+                    if n.get("op") == "Placeholder"]
+    for shape in (*placeholders, *(info.get("tensorShape", {}) for info in signature["inputs"].values()),
+                  *(info.get("tensorShape", {}) for info in signature["outputs"].values())):
+        for dim in shape.get("dim", []):
+            # proto3 JSON omits zero values, and TF.js reads a missing size as NaN.
+            dim.setdefault("size", "0")
     with open(model_json, "w") as f:
         json.dump(model, f)
 

@@ -34,7 +34,7 @@ def tflite_op_names(model: bytes | str) -> list[str]:
 
 
 def _encode(array: np.ndarray) -> dict:
-    array = np.ascontiguousarray(array)
+    array = np.asarray(array, order="C")  # not ascontiguousarray: it turns 0-d into 1-d
     dtype = {"float32": "float32", "int32": "int32", "bool": "bool"}.get(array.dtype.name)
     if dtype is None:
         raise ValueError(f"TF.js has no {array.dtype} tensors")
