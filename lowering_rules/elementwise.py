@@ -693,7 +693,10 @@ def lower_rem(ctx, x, y):
     if bits < 32:
         x, y = _as_int32(x), _as_int32(y)
     # x - trunc(x / y) y is exact in wrapping integer arithmetic; y = 0 gives x, as in JAX.
-    return _as_out(ctx, x - _truncating_div(x, y, bits, signed) * y)
+    r = x - _truncating_div(x, y, bits, signed) * y
+    if signed:  # exactly 0, not through -x (which TF.js's wasm backend rounds)
+        r = tf.where(tf.equal(y, -tf.ones_like(y)), tf.zeros_like(r), r)
+    return _as_out(ctx, r)
 
 
 @lowering(lax.pow_p, cases=[
@@ -847,11 +850,15 @@ def lower_shift_right_logical(ctx, x, s):
 _SHIFT_X = np.array([1, 1, 1, -1, 5, -8, -8, -8, 8, -1, -(2 ** 31), 2 ** 31 - 1, 12345, -12345], np.int32)
 _SHIFT_S = np.array([31, 32, -1, 3, 0, 1, 32, -1, 40, 31, 1, 30, 7, 4], np.int32)
 
-for _prim, _lower, _jax_fn in ((lax.shift_left_p, lower_shift_left, lax.shift_left),
-                               (lax.shift_right_arithmetic_p, lower_shift_right_arithmetic,
-                                lax.shift_right_arithmetic),
-                               (lax.shift_right_logical_p, lower_shift_right_logical, lax.shift_right_logical)):
-    register(_prim, _lower, cases=[
+# shift_left multiplies by a power of two, which TF.js's wasm backend keeps exact; the right
+# shifts divide, which it rounds beyond 2^24.
+for _prim, _lower, _jax_fn, _limitations in (
+        (lax.shift_left_p, lower_shift_left, lax.shift_left, ()),
+        (lax.shift_right_arithmetic_p, lower_shift_right_arithmetic, lax.shift_right_arithmetic,
+         (_TFJS_WASM_INT32_BITS,)),
+        (lax.shift_right_logical_p, lower_shift_right_logical, lax.shift_right_logical,
+         (_TFJS_WASM_INT32_BITS,))):
+    register(_prim, _lower, limitations=_limitations, cases=[
         case("i32_edges", _jax_fn, _SHIFT_X, _SHIFT_S),
         case("i32_random", _jax_fn, i32(4, 5, low=-(2 ** 31), high=2 ** 31 - 1), i32(4, 5, low=0, high=31)),
         case("i8", _jax_fn, np.array([1, 3, -1, -128, 127, -7, 64], np.int8),
@@ -899,7 +906,7 @@ def lower_integer_pow(ctx, x, *, y):
     case("int32_three", lambda p, x, y, z: lax.select_n(p, x, y, z),
          i32(3, 4, low=0, high=2), f32(3, 4), f32(3, 4), f32(3, 4)),
     case("int32_two", lambda p, x, y: lax.select_n(p, x, y), i32(6, low=0, high=1), i32(6), i32(6)),
-    case("scalar_predicate", lambda p, x, y: lax.select_n(p, x, y), np.bool_(True), f32(3), f32(3)),
+    case("scalar_predicate", lambda x, y: lax.select_n(x[0] > 0, x, y), f32(3), f32(3)),
     case("bool_values", lambda p, x, y: lax.select_n(p, x, y), boolean(5), boolean(5), boolean(5)),
     case("f16", lambda p, x, y: lax.select_n(p, x, y), boolean(5), f16(5), f16(5)),
     case("one_case", lambda p, x: lax.select_n(p, x), i32(4, low=0, high=0), f32(4)),
@@ -907,7 +914,8 @@ def lower_integer_pow(ctx, x, *, y):
          boolean(2, 3), f32(2, 3), f32(2, 3)),
 ])
 def lower_select_n(ctx, which, *cases):
-    cases = [_wide(c) for c in cases]
+    # Booleans are selected as int32: TF.js's wasm Select mixes up boolean values.
+    cases = [tf.cast(c, tf.int32) if c.dtype == tf.bool else _wide(c) for c in cases]
     if which.dtype == tf.bool:
         return _as_out(ctx, tf.where(which, cases[1], cases[0]))
     result = cases[0]
