@@ -202,7 +202,7 @@ def _scatter_positions(ctx, indices, updates, dn, mode):
             start, size = starts[indexed.index(d)], window.get(d, 1)
             if mode == Mode.CLIP:
                 start = _clamp_start(start, op_dims[d], size)
-            else:   # FILL_OR_DROP and PROMISE_IN_BOUNDS: XLA drops the whole window
+            else:   # FILL_OR_DROP, PROMISE_IN_BOUNDS (and ONE_HOT): XLA drops the whole window
                 valid.append(_in_window_range(start, op_dims[d], size))
             coord = _trailing_ones(start, nw)
             if d in window:
@@ -283,7 +283,7 @@ def _combine(kind, a, b):
     return result
 
 
-def _combine_duplicates(kind, values, positions, size):
+def _combine_duplicates(kind, values, positions):
     """Per update: the combination of every update sharing its position; and whether it is the
     first of them (the one that carries the result). O(#updates^2)."""
     same = tf.equal(tf.expand_dims(positions, 1), tf.expand_dims(positions, 0))
@@ -311,16 +311,14 @@ def _scatter(kind, ctx, operand, indices, updates, dn, mode, unique_indices, app
     elif kind == "apply":
         result = _apply_repeatedly(apply, flat, _hits(positions, size))
     else:
-        if kind == "set":
-            keep = None if unique_indices else _last_writers(
-                positions, size, _element_count(ctx.avals_in[2]))
+        if unique_indices:   # the caller promises no position is written twice
+            carrier = None
+        elif kind == "set":
+            carrier = _last_writers(positions, size, _element_count(ctx.avals_in[2]))
         else:
-            if not unique_indices:
-                values, keep = _combine_duplicates(kind, values, positions, size)
-            else:
-                keep = None
-        if keep is not None:
-            positions = tf.where(keep, positions, size)
+            values, carrier = _combine_duplicates(kind, values, positions)
+        if carrier is not None:   # one update per position carries the result to ScatterNd
+            positions = tf.where(carrier, positions, size)
         written = _scatter_sum(values, positions, size)
         if kind != "set":
             written = _combine(kind, flat, written)
@@ -490,6 +488,7 @@ ADD_CASES = [
     case("segment_sum", _segment_sum, f32(8, 2), _idx(0, 3, 3, 1, 0, 5, -1, 3)),
     case("oob_dropped_i32", lambda x, i, v: x.at[i].add(v), i32(4, 2), _idx(0, 4, -5, 0), i32(4, 2)),
     case("clip", lambda x, i, v: x.at[i].add(v, mode="clip"), f32(4), _idx(-3, 9, 1), f32(3)),
+    case("one_hot_mode_drops", lambda x, i: x.at[i].add(10.0, mode="one_hot"), f32(5), _idx(1, 7, 1)),
     case("empty_indices", lambda x: lax.scatter_add(x, _NO_ROWS, jnp.ones((0, 3), x.dtype), _ROWS_SCATTER),
          i32(4, 3)),
     case("window_rows_vmap_vmap", jax.vmap(jax.vmap(lambda row, k, v: row.at[k].add(v))),
