@@ -19,11 +19,32 @@ RUNNER_JS = os.path.join(os.path.dirname(__file__), "tfjs_runner", "runner.js")
 
 
 def run_tflite(model: bytes | str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run the model's default signature; input shapes may differ from the exported ones."""
+    """Run the model's default signature; input shapes may differ from the exported ones.
+
+    LiteRT refuses to copy zero-size tensors in or out ("Invalid tensor size"), so empty inputs
+    are only resized and empty outputs are rebuilt from their shapes.
+    """
     from ai_edge_litert.interpreter import Interpreter
     interpreter = Interpreter(model_content=model) if isinstance(model, bytes) else Interpreter(model_path=model)
     runner = interpreter.get_signature_runner()
-    return {k: np.asarray(v) for k, v in runner(**inputs).items()}
+    input_index = {name: d["index"] for name, d in runner.get_input_details().items()}
+    output_index = {name: d["index"] for name, d in runner.get_output_details().items()}
+    del runner  # it holds the interpreter's internals, which resizing refuses while referenced
+    inputs = {name: np.asarray(value) for name, value in inputs.items()}
+    for name, value in inputs.items():
+        interpreter.resize_tensor_input(input_index[name], value.shape, strict=False)
+    interpreter.allocate_tensors()
+    for name, value in inputs.items():
+        if value.size:
+            interpreter.set_tensor(input_index[name], value)
+    interpreter.invoke()
+    by_index = {d["index"]: d for d in interpreter.get_output_details()}
+    results = {}
+    for name, index in output_index.items():
+        detail = by_index[index]
+        results[name] = (np.zeros(detail["shape"], detail["dtype"]) if 0 in detail["shape"]
+                         else np.array(interpreter.get_tensor(index)))
+    return results
 
 
 def tflite_op_names(model: bytes | str) -> list[str]:

@@ -6,7 +6,6 @@ unknown parameter).
 """
 from __future__ import annotations
 
-import functools
 import os
 from typing import Callable, Sequence
 
@@ -83,11 +82,16 @@ class Runtimes:
         return self._tfjs_dirs[key]
 
 
-@functools.lru_cache(maxsize=None)
+_TRACED: dict[str, tuple] = {}
+
+
 def traced(case: Case) -> tuple[Program, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-    args = tuple(case.concrete_args())
-    program = trace(case.fun, args, case.polymorphic_shapes)
-    return program, args, tuple(jax_outputs(case.fun, args))
+    """The case's program, inputs and JAX outputs, computed once (keyed by id: cases may hold arrays)."""
+    if case.id not in _TRACED:
+        args = tuple(case.concrete_args())
+        program = trace(case.fun, args, case.polymorphic_shapes)
+        _TRACED[case.id] = (program, args, tuple(jax_outputs(case.fun, args)))
+    return _TRACED[case.id]
 
 
 def assert_declared_rejection(report: Report, where: str) -> None:
@@ -119,3 +123,44 @@ def contains_primitive(program: Program, name: str) -> bool:
 
 __all__ = ["Runtimes", "run_case", "assert_matches", "jax_outputs", "traced", "contains_primitive",
            "RUNTIMES", "Target"]
+
+
+# Forcing a case past the up-front check, to find limitations a target does not need
+# (tests/test_limitations.py). Flex has no runtime in RUNTIMES; it runs here as its own.
+FORCED_RUNTIMES = {
+    Target.TF: ("tf_eager", "tf_graph"),
+    Target.TFLITE: ("tflite",),
+    Target.TFLITE_FLEX: ("tflite_flex",),
+    Target.TFJS: ("tfjs_cpu", "tfjs_wasm"),
+}
+
+
+def run_unchecked(runtime: str, program: Program, args: Sequence[np.ndarray],
+                  runtimes: Runtimes) -> list[np.ndarray]:
+    """Lower, convert and run a traced program in one runtime without asking the check first."""
+    if runtime == "tf_eager":
+        from noxla.api import lower_program
+        return [np.asarray(x) for x in lower_program(program, args)]
+    if runtime == "tf_graph":
+        outs = serving_function(program)(*args)
+        return [np.asarray(outs[n]) for n in program.out_names]
+    if runtime == "tflite_flex":
+        outs = run_tflite(tflite_bytes(serving_function(program), allow_flex=True),
+                          dict(zip(program.in_names, args)))
+        return [outs[n] for n in program.out_names]
+    return runtimes.run(runtime, None, program, args)
+
+
+def forced_failure(case: Case, runtime: str, runtimes: Runtimes) -> str | None:
+    """Why ``case`` fails when forced through ``runtime`` past the check; None when it matches JAX."""
+    args = tuple(case.concrete_args())  # not ``traced``: its cache needs hashable cases
+    program = trace(case.fun, args, case.polymorphic_shapes)
+    expected = jax_outputs(case.fun, args)
+    where = f"{case.id} [{runtime}, check bypassed]"
+    try:
+        actual = run_unchecked(runtime, program, args, runtimes)
+        assert_matches(expected, actual, program.out_names, case.atol, case.rtol, where)
+    except Exception as e:  # noqa: BLE001 - any failure (conversion, runtime, mismatch) counts
+        first = str(e).strip().splitlines()
+        return f"{type(e).__name__}: {first[0] if first else ''}"
+    return None
