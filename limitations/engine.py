@@ -3,20 +3,26 @@
 Support is decided only by what rules declare (their known parameters and
 their ``Limitation``s) and by the per-target dtype table; nothing else in
 noxla decides it. Every violation is collected, then reported at once.
+
+For TF.js one backstop follows when the declarations pass: the program is
+lowered once into a scratch graph and its op types are compared with the op
+list of the installed TF.js converter (``limitations.tfjs_ops``). A hit there
+is a rule that should declare a limitation (``Violation.declared`` is false).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
 from typing import Iterator
 
 import numpy as np
 from jax.extend import core
 
+from limitations import tfjs_ops
 from limitations.dtypes import unsupported_dtypes
 from limitations.targets import Target
 from lowering_rules import registry
-from noxla.errors import source_line
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +34,9 @@ class Violation:
     reason: str
     workaround: str
     source: str      # the user's file:line (function)
+    # True when declared data says so (a rule's Limitation, the target's dtype table); false for a
+    # missing rule, an unknown parameter or an emitted TF op the target lacks.
+    declared: bool = False
 
     def format(self) -> str:
         text = f"  - {self.primitive}: {self.param}={self.value}: {self.reason}"
@@ -69,6 +78,26 @@ def iter_eqns(jaxpr) -> Iterator:
             yield from iter_eqns(sub)
 
 
+UNKNOWN_SOURCE = "<unknown source>"
+
+
+def iter_eqns_with_sources(jaxpr, enclosing: str = UNKNOWN_SOURCE) -> Iterator[tuple[object, str]]:
+    """``iter_eqns`` with each equation's user line.
+
+    JAX keeps no user frame for the equations inside a library function's jit (e.g. the ``eig``
+    inside ``jnp.linalg.eigvals``); those take the line of the equation that encloses them.
+    """
+    if isinstance(jaxpr, core.ClosedJaxpr):
+        jaxpr = jaxpr.jaxpr
+    for eqn in jaxpr.eqns:
+        source = source_line(eqn.source_info)
+        if source == UNKNOWN_SOURCE:
+            source = enclosing
+        yield eqn, source
+        for sub in core.jaxprs_in_params(eqn.params):
+            yield from iter_eqns_with_sources(sub, source)
+
+
 def eqn_view(eqn) -> registry.EqnView:
     return registry.EqnView(eqn.primitive.name, dict(eqn.params),
                             tuple(v.aval for v in eqn.invars), tuple(v.aval for v in eqn.outvars))
@@ -90,27 +119,77 @@ def violations_of(view: registry.EqnView, target: Target, source: str = "") -> l
         found.append(Violation(view.primitive, target, "dtype", dtype.name,
                                f"{target.label} has no {dtype.name} tensors",
                                "cast to a supported dtype (e.g. float32 or int32) before this operation",
-                               source))
+                               source, declared=True))
     if found:
         return found
     for lim in rule.limitations:
         if lim.applies(view, target):
             value = view.params.get(lim.param, _dtypes_text(view.dtypes) if lim.param == "dtype" else "")
             found.append(Violation(view.primitive, target, lim.param, _short(value),
-                                   f"{lim.condition}: {lim.reason}", lim.workaround, source))
+                                   f"{lim.condition}: {lim.reason}", lim.workaround, source,
+                                   declared=True))
     return found
 
 
-def check_jaxpr(closed_jaxpr, target: Target | str) -> Report:
+def check_jaxpr(closed_jaxpr, target: Target | str, *, tf_ops: bool = True) -> Report:
+    """Every violation in the program for ``target``.
+
+    ``tf_ops=False`` skips the TF.js op-list backstop (declarations and dtypes only).
+    """
     target = Target.parse(target)
     seen, found = set(), []
-    for eqn in iter_eqns(closed_jaxpr):
-        for v in violations_of(eqn_view(eqn), target, source_line(eqn.source_info)):
+    for eqn, source in iter_eqns_with_sources(closed_jaxpr):
+        for v in violations_of(eqn_view(eqn), target, source):
             key = (v.primitive, v.param, v.value, v.source)
             if key not in seen:
                 seen.add(key)
                 found.append(v)
+    if not found and tf_ops and target is Target.TFJS:
+        found.extend(tfjs_op_violations(closed_jaxpr))
     return Report(target, tuple(found))
+
+
+@functools.lru_cache(maxsize=64)
+def tfjs_op_violations(closed_jaxpr) -> tuple[Violation, ...]:
+    """TF ops the lowering emits that TF.js lacks, each at the user's lines that emit it.
+
+    Only meaningful once the declared check passed (every primitive has a rule). A lowering
+    that fails here is left to fail again, with its own message, when the program is exported.
+    """
+    try:
+        unsupported = tfjs_ops.unsupported_tfjs_ops(closed_jaxpr)
+    except Exception:  # noqa: BLE001 - a rule bug; the export reports it with the user's line
+        return ()
+    by_primitive: dict[str, set[str]] = defaultdict(set)
+    for op in unsupported:
+        by_primitive[op.primitive].add(op.op_type)
+    found = []
+    for primitive, op_types in sorted(by_primitive.items()):
+        for source in _sources_emitting(closed_jaxpr, primitive, op_types):
+            found.append(Violation(
+                primitive or "(program)", Target.TFJS, "tf_op", ",".join(sorted(op_types)),
+                f"noxla's lowering emits TF op(s) {', '.join(sorted(op_types))}, which TF.js does not "
+                "implement, and the rule declares no limitation for this case (a noxla bug)",
+                "export for TF or TFLite instead, or rewrite this computation with other JAX operations",
+                source))
+    return tuple(found)
+
+
+def _sources_emitting(closed_jaxpr, primitive: str, op_types: set[str]) -> list[str]:
+    """The user's lines of the applications of ``primitive`` whose own lowering emits ``op_types``."""
+    eqns = [(e, source) for e, source in iter_eqns_with_sources(closed_jaxpr) if e.primitive.name == primitive]
+    if len(eqns) > 1:
+        try:
+            eqns = [(e, source) for e, source in eqns if tfjs_ops.eqn_emits(e, op_types)] or eqns
+        except Exception:  # noqa: BLE001 - e.g. a size only solvable from the whole program
+            pass
+    return sorted({source for _, source in eqns}) or [UNKNOWN_SOURCE]
+
+
+def source_line(source_info) -> str:
+    # Imported here: noxla's package imports this module, so a module-level import would be circular.
+    from noxla.errors import source_line as user_line
+    return user_line(source_info)
 
 
 def _dtypes_text(dtypes) -> str:

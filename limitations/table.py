@@ -1,0 +1,285 @@
+"""The limitations table, generated from the rule registry (``limitations/LIMITATIONS.md``).
+
+Everything here is read from the registry and decided by the engine: which rules
+exist, what limitations they declare, which of their cases the check accepts for
+each target. Nothing in this module decides support on its own.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+from typing import Sequence
+
+import jax
+import ml_dtypes
+import numpy as np
+from jax.extend import core
+
+from limitations.dtypes import supported_dtype_names, unsupported_dtypes
+from limitations.engine import check_jaxpr, eqn_view, iter_eqns
+from limitations.targets import ALL_TARGETS, RUNTIMES, Target
+
+TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "LIMITATIONS.md")
+REGENERATE = "python tools/gen_limitations.py"
+
+FULL, PARTIAL, UNSUPPORTED = "Full", "Partial", "Unsupported"
+
+# Dtypes the per-target section reports on (JAX runs in 32-bit mode unless x64 is enabled).
+DTYPES = tuple(np.dtype(d) for d in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+    np.float16, ml_dtypes.bfloat16, np.float32, np.float64, np.complex64, np.complex128))
+
+# Where JAX defines primitives beyond ``jax.lax`` and ``jax.lax.linalg``: jit, custom derivatives,
+# checkpointing, PRNG and autodiff helpers all appear in the jaxprs users hand to noxla.
+_OTHER_PRIMITIVE_MODULES = (
+    "jax._src.pjit", "jax._src.custom_derivatives", "jax._src.ad_checkpoint", "jax._src.ad_util",
+    "jax._src.random.prng", "jax._src.random.threefry2x32", "jax._src.lax.lax", "jax._src.lax.linalg",
+    "jax._src.lax.parallel", "jax._src.callback", "jax._src.debugging", "jax._src.core",
+)
+
+
+# --------------------------------------------------------------------------- traced cases
+
+_TRACED: dict[int, tuple] = {}
+
+
+def case_program(case):
+    """The case's traced program, or None when the case does not trace (test_rules reports it).
+
+    Cached per case object: cases may hold numpy arrays, which are not hashable.
+    """
+    hit = _TRACED.get(id(case))
+    if hit is None or hit[0] is not case:
+        from noxla.tracing import trace
+        try:
+            program = trace(case.fun, tuple(case.concrete_args()), case.polymorphic_shapes)
+        except Exception:  # noqa: BLE001 - a broken case proves nothing either way
+            program = None
+        hit = (case, program)
+        _TRACED[id(case)] = hit
+    return hit[1]
+
+
+def untraceable_cases(rules) -> list[str]:
+    return sorted(c.id for rule in rules.values() for c in rule.cases if case_program(c) is None)
+
+
+def rule_views(rule, case) -> list:
+    """The applications of the rule's own primitive in one of its cases."""
+    program = case_program(case)
+    if program is None:
+        return []
+    return [eqn_view(e) for e in iter_eqns(program.closed_jaxpr) if e.primitive.name == rule.primitive]
+
+
+def triggering_cases(rule, limitation, target: Target) -> list:
+    """The rule's cases that apply its primitive in the way ``limitation`` excludes on ``target``."""
+    return [c for c in rule.cases if any(limitation.applies(v, target) for v in rule_views(rule, c))]
+
+
+def accepted_cases(rule, target: Target) -> list:
+    """The rule's cases the check lets through for ``target``: the tests run them there.
+
+    Uses the declared check only; the TF.js op-list backstop is held silent on every case by
+    tests/test_limitations.py, so it would not change these counts.
+    """
+    return [c for c in rule.cases if case_program(c) is not None
+            and check_jaxpr(case_program(c).closed_jaxpr, target, tf_ops=False).ok]
+
+
+# --------------------------------------------------------------------------- support per rule
+
+@dataclasses.dataclass(frozen=True)
+class TargetSupport:
+    status: str
+    proving_cases: int
+    limitations: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    primitive: str
+    cases: int
+    support: dict
+
+
+def target_support(rule, target: Target) -> TargetSupport:
+    limitations = tuple(lim for lim in rule.limitations if target in lim.targets)
+    if any(rule.cases and len(triggering_cases(rule, lim, target)) == len(rule.cases) for lim in limitations):
+        status = UNSUPPORTED
+    else:
+        status = PARTIAL if limitations else FULL
+    accepted = accepted_cases(rule, target)
+    if target is Target.TFLITE_FLEX:  # no Flex runtime in the tests: its cases run as builtins
+        builtins = {id(c) for c in accepted_cases(rule, Target.TFLITE)}
+        accepted = [c for c in accepted if id(c) in builtins]
+    return TargetSupport(status, len(accepted), limitations)
+
+
+def rows(rules=None) -> list[Row]:
+    if rules is None:
+        from lowering_rules import RULES as rules
+    return [Row(name, len(rules[name].cases), {t: target_support(rules[name], t) for t in ALL_TARGETS})
+            for name in sorted(rules)]
+
+
+def jax_primitives() -> dict[str, str]:
+    """Every primitive JAX defines in ``jax.lax``, ``jax.lax.linalg`` and the known other modules,
+    mapped to the module it was found in."""
+    found: dict[str, str] = {}
+    for module_name in ("jax.lax", "jax.lax.linalg", *_OTHER_PRIMITIVE_MODULES):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # JAX moves its internals between versions
+            continue
+        for value in vars(module).values():
+            if isinstance(value, core.Primitive):
+                found.setdefault(value.name, module_name)
+    return found
+
+
+def missing_primitives(rules=None) -> dict[str, str]:
+    if rules is None:
+        from lowering_rules import RULES as rules
+    return {name: module for name, module in sorted(jax_primitives().items()) if name not in rules}
+
+
+# --------------------------------------------------------------------------- rendering
+
+def _cell(support: TargetSupport) -> str:
+    return f"{support.status} ({support.proving_cases})"
+
+
+def _escape(text: str) -> str:
+    return " ".join(str(text).replace("|", "\\|").split())
+
+
+def _support_section(table: Sequence[Row]) -> list[str]:
+    header = "| primitive | cases | " + " | ".join(t.label for t in ALL_TARGETS) + " |"
+    lines = [header, "|" + " --- |" * (2 + len(ALL_TARGETS))]
+    for row in table:
+        cells = " | ".join(_cell(row.support[t]) for t in ALL_TARGETS)
+        lines.append(f"| `{row.primitive}` | {row.cases} | {cells} |")
+    return lines
+
+
+def _limitation_section(table: Sequence[Row], rules) -> list[str]:
+    lines = []
+    for row in table:
+        declared = rules[row.primitive].limitations
+        if not declared:
+            continue
+        lines += [f"### `{row.primitive}`", ""]
+        for lim in sorted(declared, key=lambda l: (tuple(t.value for t in l.targets), l.param, l.condition)):
+            targets = ", ".join(t.label for t in ALL_TARGETS if t in lim.targets)
+            triggered = {t: len(triggering_cases(rules[row.primitive], lim, t)) for t in lim.targets}
+            lines.append(f"- **{targets}** (`{lim.param}`): {_escape(lim.condition)}")
+            lines.append(f"  - reason: {_escape(lim.reason)}")
+            if lim.workaround:
+                lines.append(f"  - workaround: {_escape(lim.workaround)}")
+            counts = ", ".join(f"{t.label}: {n}" for t, n in triggered.items())
+            lines.append(f"  - cases rejected up front by it: {counts}")
+        lines.append("")
+    return lines or ["No rule declares a limitation.", ""]
+
+
+def _dtype_section() -> list[str]:
+    lines = []
+    for target in ALL_TARGETS:
+        supported = supported_dtype_names(target, DTYPES)
+        unsupported = [d.name for d in DTYPES if unsupported_dtypes(target, [d])]
+        lines += [f"### {target.label}", "",
+                  f"- has: {', '.join(supported) or 'none'}",
+                  f"- lacks (every primitive is Unsupported on these): {', '.join(unsupported) or 'none'}", ""]
+    return lines
+
+
+def _missing_section(missing: dict[str, str]) -> list[str]:
+    lines = ["| primitive | defined in | support |", "| --- | --- | --- |"]
+    lines += [f"| `{name}` | `{module}` | {UNSUPPORTED} on every target |" for name, module in missing.items()]
+    return lines
+
+
+def render(rules=None) -> str:
+    """The whole limitations table as Markdown; deterministic for a given registry and JAX."""
+    if rules is None:
+        from lowering_rules import RULES as rules
+    table = rows(rules)
+    missing = missing_primitives(rules)
+    broken = untraceable_cases(rules)
+    runtimes = ", ".join(f"{t.label}: {', '.join(sorted(r for r, rt in RUNTIMES.items() if rt is t))}"
+                         for t in ALL_TARGETS if any(rt is t for rt in RUNTIMES.values()))
+    lines = [
+        "# noxla limitations",
+        "",
+        f"Generated from the rule registry by `{REGENERATE}`; do not edit by hand. "
+        f"JAX {jax.__version__}.",
+        "",
+        "Support per primitive and target:",
+        "",
+        f"- **{FULL}**: the rule declares no limitation for the target; only the target's dtype table "
+        "(below) applies.",
+        f"- **{PARTIAL}**: the rule declares limitations for the target; their exact conditions, reasons "
+        "and workarounds are listed under *Declared limitations*. `noxla check` rejects those uses up "
+        "front.",
+        f"- **{UNSUPPORTED}**: a declared limitation for the target holds for every case of the rule, "
+        "or noxla has no rule for the primitive at all.",
+        "",
+        "The number in brackets counts the rule's cases that the check accepts for the target; "
+        "`tests/test_rules.py` runs each of them in the target's runtimes and compares with JAX "
+        f"({runtimes}). TFLite (Flex) has no runtime of its own in the tests: its count is of cases "
+        "proven with builtins only.",
+        "",
+        f"## Support by primitive ({len(table)} rules, {sum(r.cases for r in table)} cases)",
+        "",
+        *_support_section(table),
+        "",
+        "## Declared limitations",
+        "",
+        *_limitation_section(table, rules),
+        "## Dtypes per target",
+        "",
+        *_dtype_section(),
+        f"## JAX primitives without a rule ({len(missing)})",
+        "",
+        "Found in `jax.lax`, `jax.lax.linalg` and JAX's modules for jit, custom derivatives, "
+        "checkpointing, PRNG, collectives and callbacks. `noxla check` reports each use of these as "
+        "unsupported on every target.",
+        "",
+        *_missing_section(missing),
+        "",
+    ]
+    if broken:
+        lines += ["## Cases that do not trace", "",
+                  "These cases count for no target; `tests/test_rules.py` reports why.", "",
+                  *(f"- `{c}`" for c in broken), ""]
+    return "\n".join(lines)
+
+
+def write(path: str = TABLE_PATH) -> bool:
+    """Write the table; returns whether the file changed."""
+    text = render()
+    old = read(path)
+    if old == text:
+        return False
+    with open(path, "w") as f:
+        f.write(text)
+    return True
+
+
+def read(path: str = TABLE_PATH) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def is_fresh(path: str = TABLE_PATH) -> bool:
+    return read(path) == render()
+
+
+__all__ = ["render", "write", "is_fresh", "rows", "jax_primitives", "missing_primitives",
+           "triggering_cases", "accepted_cases", "case_program", "TABLE_PATH", "REGENERATE",
+           "FULL", "PARTIAL", "UNSUPPORTED"]

@@ -1,0 +1,123 @@
+"""Which TF ops TF.js runs, and which ops a lowering emits that it does not.
+
+The TF.js converter refuses a graph holding an op missing from the op list its
+package ships (``tensorflowjs/op_list/*.json``); that list is read here, from the
+installed package, never copied. Rules declare their limitations up front; this
+module is the backstop that lowers the program once into a scratch graph and
+compares the op types it emits (function library and control-flow bodies
+included) with that list, naming the primitive whose ``tf.name_scope`` emitted
+each unsupported op.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import glob
+import importlib.util
+import json
+import os
+import re
+from typing import Iterable
+
+from jax.extend import core
+
+# Call wrappers the converter's graph optimisation inlines before it checks op types;
+# their bodies are in the function library, which is checked op by op.
+_INLINED_BY_CONVERTER = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+
+
+@functools.lru_cache(maxsize=None)
+def tfjs_supported_ops() -> frozenset[str]:
+    """The TF op types the installed TF.js converter accepts."""
+    spec = importlib.util.find_spec("tensorflowjs")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the tensorflowjs package is not installed; it ships the TF.js op list")
+    names: set[str] = set()
+    for location in spec.submodule_search_locations:
+        for path in sorted(glob.glob(os.path.join(location, "op_list", "*.json"))):
+            with open(path) as f:
+                names.update(op["tfOpName"] for op in json.load(f))
+    if not names:
+        raise RuntimeError(f"no op list found under {spec.submodule_search_locations}")
+    return frozenset(names)
+
+
+@dataclasses.dataclass(frozen=True)
+class EmittedOp:
+    op_type: str
+    name: str          # the node name, its name-scope path included
+    primitive: str     # the primitive whose name scope emitted it, or "" when none did
+
+
+def _as_program(program_or_jaxpr):
+    """A ``Program`` for a closed jaxpr, so it lowers exactly as the exporters lower it."""
+    from noxla.tracing import Program
+    if isinstance(program_or_jaxpr, Program):
+        return program_or_jaxpr
+    closed = program_or_jaxpr
+    if isinstance(closed, core.Jaxpr):
+        closed = core.ClosedJaxpr(closed, ())
+    in_avals = tuple(v.aval for v in closed.jaxpr.invars)
+    out_avals = tuple(v.aval for v in closed.jaxpr.outvars)
+    return Program("check", closed, None, None, in_avals, out_avals,
+                   tuple(f"input_{i}" for i in range(len(in_avals))),
+                   tuple(f"output_{i}" for i in range(len(out_avals))))
+
+
+def _graph_nodes(concrete) -> Iterable:
+    graph_def = concrete.graph.as_graph_def()
+    yield from graph_def.node
+    for function in graph_def.library.function:
+        yield from function.node_def
+
+
+def _primitives_in(closed_jaxpr) -> frozenset[str]:
+    from limitations.engine import iter_eqns
+    return frozenset(e.primitive.name for e in iter_eqns(closed_jaxpr))
+
+
+def emitting_primitive(node_name: str, primitives: Iterable[str]) -> str:
+    """The innermost scope of ``node_name`` that names one of ``primitives``.
+
+    The interpreter opens ``tf.name_scope(primitive)`` around each equation; TF makes repeated
+    scope names unique with a ``_N`` suffix. The last path component is the op's own name.
+    """
+    primitives = set(primitives)
+    for scope in reversed(node_name.split("/")[:-1]):
+        for candidate in (scope, re.sub(r"_\d+$", "", scope)):
+            if candidate in primitives:
+                return candidate
+    return ""
+
+
+def emitted_ops(program_or_jaxpr) -> list[EmittedOp]:
+    """Every op the lowering of a program emits, sorted by node name."""
+    from noxla.export import serving_function
+    program = _as_program(program_or_jaxpr)
+    primitives = _primitives_in(program.closed_jaxpr)
+    concrete = serving_function(program)
+    ops = {(n.op, n.name) for n in _graph_nodes(concrete)}
+    return [EmittedOp(op, name, emitting_primitive(name, primitives)) for op, name in sorted(ops, key=lambda o: o[1])]
+
+
+def emitted_tf_ops(program_or_jaxpr) -> set[str]:
+    """The op types the lowering of a program emits."""
+    return {op.op_type for op in emitted_ops(program_or_jaxpr)}
+
+
+def unsupported_tfjs_ops(program_or_jaxpr) -> list[EmittedOp]:
+    """The emitted ops that TF.js cannot run."""
+    supported = tfjs_supported_ops() | _INLINED_BY_CONVERTER
+    return [op for op in emitted_ops(program_or_jaxpr) if op.op_type not in supported]
+
+
+def eqn_emits(eqn, op_types: Iterable[str]) -> bool:
+    """Whether lowering this one equation alone emits any of ``op_types``.
+
+    Used only after a whole-program lowering found an unsupported op, to tell which of
+    several applications of the same primitive emitted it.
+    """
+    invars = list(dict.fromkeys(v for v in eqn.invars if not isinstance(v, core.Literal)))
+    outvars = [v for v in eqn.outvars if not isinstance(v, core.DropVar)]
+    jaxpr = core.Jaxpr([], invars, outvars, [eqn])
+    return bool(emitted_tf_ops(core.ClosedJaxpr(jaxpr, ())) & set(op_types))
