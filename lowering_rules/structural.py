@@ -81,8 +81,7 @@ def _clamped_starts(ctx, starts, operand_shape, window_shape):
     for start, dim, window in zip(starts, operand_shape, window_shape):
         # Clamp in a type that holds every start (uint32 does not fit int32), then narrow.
         wide = tf.int64 if start.dtype in (tf.uint32, tf.int64, tf.uint64) else tf.int32
-        limit = ctx.dim(dim) - ctx.dim(window)
-        limit = tf.cast(limit, wide) if not isinstance(limit, int) else tf.constant(limit, wide)
+        limit = tf.cast(ctx.dim(dim) - ctx.dim(window), wide)
         start = tf.clip_by_value(tf.cast(start, wide), tf.constant(0, wide), limit)
         clamped.append(tf.cast(start, tf.int32))
     return clamped
@@ -188,7 +187,7 @@ REV_CASES = [
 
 
 @lowering(lax.rev_p, cases=REV_CASES)
-@_carried(tf.float16)
+@_carried(tf.float16, tf.bool)  # TF.js wasm's Reverse garbles (or aborts on) bool tensors
 def lower_rev(ctx, x, *, dimensions):
     if not dimensions:
         return x
@@ -287,6 +286,7 @@ SPLIT_CASES = [
     case("empty_piece", lambda x: [_beside(empty, rest) for empty, _, rest in [jnp.split(x, [0, 2])]],
          f32(5, 2)),
     case("symbolic", lambda x: jnp.split(x, [1]), f32(4, 3), polymorphic_shapes=("(b, 3)",)),
+    case("halves_symbolic", lambda x: jnp.split(x, 2), f32(4, 3), polymorphic_shapes=("(2*b, 3)",)),
 ]
 
 
@@ -302,6 +302,8 @@ def lower_split(ctx, x, *, sizes, axis):
 SLICE_CASES = [
     case("rows", lambda x: x[1:3], f32(5, 4)),
     case("strided_i32", lambda x: x[::2, 1::2], i32(5, 4)),
+    case("strided_bool", lambda x: lax.slice(x, (0, 1), (3, 7), (2, 3)), boolean(3, 8)),
+    case("stride_past_end_i32", lambda x: lax.slice(x, (1,), (7,), (4,)), i32(9)),
     case("strides", lambda x: lax.slice(x, (1, 0), (5, 4), (3, 2)), f32(5, 4)),
     case("bool", lambda x: x[1:], boolean(4)),
     case("f16", lambda x: x[:, 1:2], f16(3, 3)),
@@ -310,15 +312,40 @@ SLICE_CASES = [
          polymorphic_shapes=("(b + 2, 4)",)),
     case("symbolic_stride", lambda x: lax.slice(x, (0, 1), (x.shape[0], 4), (2, 2)), f32(5, 4),
          polymorphic_shapes=("(b, 4)",)),
+    case("symbolic_stride_i32", lambda x: lax.slice(x, (1, 0), (x.shape[0], 2), (3, 1)), i32(7, 2),
+         polymorphic_shapes=("(b, 2)",)),
 ]
 
 
+def _every_nth(ctx, x, sizes, axis, stride, kept):
+    """``x[..., ::stride, ...]`` on one axis of sizes ``sizes`` without a strided StridedSlice:
+    pad the axis to ``kept * stride``, fold it into ``(kept, stride)`` and keep the first column."""
+    paddings = [[0, 0]] * len(sizes)
+    paddings[axis] = [0, kept * stride - sizes[axis]]
+    folded = _reshape(ctx, tf.pad(x, paddings), sizes[:axis] + [kept, stride] + sizes[axis + 1:])
+    first = [-1] * (axis + 1) + [1] + [-1] * (len(sizes) - axis - 1)
+    return _reshape(ctx, tf.slice(folded, [0] * (len(sizes) + 1), first),
+                    sizes[:axis] + [kept] + sizes[axis + 1:])
+
+
 @lowering(lax.slice_p, cases=SLICE_CASES)
-@_carried(tf.float16)
+@_carried(tf.float16, tf.bool)  # bool: PAD in _every_nth
 def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
-    strides = [1] * len(start_indices) if strides is None else [int(s) for s in strides]
-    return tf.strided_slice(x, size_vector([ctx.dim(s) for s in start_indices]),
-                            size_vector([ctx.dim(s) for s in limit_indices]), strides)
+    starts = [ctx.dim(s) for s in start_indices]
+    limits = [ctx.dim(s) for s in limit_indices]
+    strides = [1] * len(starts) if strides is None else [int(s) for s in strides]
+    if x.dtype == tf.float32 or all(s == 1 for s in strides):
+        return tf.strided_slice(x, size_vector(starts), size_vector(limits), strides)
+    # TF.js wasm's StridedSlice reads non-float32 data as float32 bits when a stride is not 1:
+    # take the unit-stride window, then every n-th element with reshapes.
+    sizes = [limit - start for start, limit in zip(starts, limits)]
+    x = tf.slice(x, size_vector(starts), size_vector(sizes))
+    for axis, stride in enumerate(strides):
+        if stride != 1:
+            kept = ctx.dim(ctx.aval_out.shape[axis])
+            x = _every_nth(ctx, x, sizes, axis, stride, kept)
+            sizes[axis] = kept
+    return x
 
 
 def _window(x, starts, sizes, allow_negative=False):
