@@ -31,7 +31,7 @@ from limitations.targets import ALL_TARGETS, Target
 from lowering_rules import RULES
 from lowering_rules.cases import case, f32
 from lowering_rules.registry import Limitation, register
-from tests.differential import FORCED_RUNTIMES, forced_failure
+from tests.differential import FORCED_RUNTIMES, forced_failure, traced
 from tools import gen_limitations
 
 DECLARED = [(name, i, target) for name in sorted(RULES) for i, lim in enumerate(RULES[name].limitations)
@@ -94,7 +94,7 @@ def test_declared_limitation_is_triggered_and_enforced(declared):
     assert triggering, f"{what}: no case of the rule triggers it; add one beside the rule"
     reporting = []
     for c in triggering:
-        report = check_jaxpr(table.case_program(c).closed_jaxpr, target)
+        report = check_jaxpr(traced(c)[0].closed_jaxpr, target)
         assert not report.ok, f"{what}: the check accepts case {c.id}, which triggers it"
         if any(v.primitive == name and v.declared and lim.reason in v.reason for v in report.violations):
             reporting.append(c.id)
