@@ -103,6 +103,10 @@ def _call(ctx, jaxpr, args):
 @lowering("jit", cases=[
     case("jit_in_jit_with_weight", _outer_jit, f32(3, 4)),
     case("multiple_outputs_int", jax.jit(lambda x: (x * 3, x - 1, x)), i32(2, 5)),
+    # jax.nn activations are jitted functions.
+    case("silu", jax.nn.silu, f32(3, 4)),
+    case("log_softmax", jax.nn.log_softmax, f32(3, 4)),
+    case("elu", jax.nn.elu, f32(3, 4)),
     case("polymorphic", jax.jit(lambda x: jax.jit(lambda y: jnp.sin(y) * WEIGHT[0])(x) - x), f32(3, 4),
          polymorphic_shapes=("(b, 4)",)),
 ])
@@ -138,6 +142,11 @@ def lower_checkpoint(ctx, *args, jaxpr, prevent_cse, differentiated, policy):
     case("relu_i32", jax.nn.relu, i32(7)),
     case("relu6", jax.nn.relu6, f32(4, 3, low=-3.0, high=9.0)),
     case("user_defined", _sin_times_x, f32(2, 5)),
+    # jax.nn / jnp functions defined with custom_jvp (gelu and softmax are not, in this JAX).
+    case("softplus", jax.nn.softplus, f32(3, 4, low=-30.0, high=30.0)),
+    case("mish", jax.nn.mish, f32(3, 4)),
+    case("logaddexp", jnp.logaddexp, f32(5), f32(5)),
+    case("sinc", jnp.sinc, f32(6)),
 ])
 def lower_custom_jvp_call(ctx, *args, call_jaxpr, jvp_jaxpr_fun, num_consts, symbolic_zeros):
     # The converted program is never differentiated, so only the primal body is lowered.
