@@ -79,8 +79,9 @@ def sign(x):
 
 
 def rsqrt(x):
-    # TFLite's Rsqrt gives NaN at 0; 1 / sqrt(0) is inf as JAX has it.
-    return 1.0 / tf.sqrt(x)
+    # TFLite's Rsqrt gives NaN at 0 (and its converter turns 1 / sqrt(x) back into Rsqrt):
+    # 1 / x there is the infinity of the right sign.
+    return tf.where(tf.equal(x, 0.0), 1.0 / x, tf.math.rsqrt(x))
 
 
 def unary(tf_fn, *, transcendental=False):
