@@ -403,7 +403,8 @@ def _unrolled_scan(ctx, step, consts, carry, xs, length, reverse, num_carry, y_a
 def _looped_scan(ctx, step, consts, init, xs, length, reverse, num_carry, y_avals):
     n = ctx.dim(length)
     # Stacked outputs are preallocated and row i is written by a one-hot tf.where (SELECT_V2),
-    # which every target has for every dtype. Measured alternatives: TensorArrays (TensorList ops)
+    # which every target has for every dtype. Each step passes over the whole output (quadratic
+    # in the length; short scans are unrolled instead). Measured alternatives: TensorArrays (TensorList ops)
     # lose rows on TF.js when the written tensor is not also a carry ("reading 'backend'" errors);
     # tensor_scatter_nd_update was slower on TF.js and TFLite lowers it to several scatters.
     # TF.js's wasm Select corrupts memory on bool tensors, so bool rows are buffered as int32.
