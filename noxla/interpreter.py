@@ -6,6 +6,7 @@ scan, custom_jvp, ...) are lowered by their own rules through
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable, Sequence
 
 import numpy as np
@@ -23,17 +24,19 @@ class Lowering:
 
     def __init__(self, dims: Dims):
         self.dims = dims
-        self._constants: dict[tuple[int, int], tuple[object, tf.Tensor]] = {}
+        # Constants live in the graph the lowering started in; loop and branch bodies capture
+        # them from there, so a weight first used inside an (unrolled) loop is still emitted once.
+        self._graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+        self._constants: dict[int, tuple[object, tf.Tensor]] = {}
 
     def constant(self, value) -> tf.Tensor:
-        """Each weight array becomes one constant per graph, however often it is used."""
-        graph = tf.compat.v1.get_default_graph() if not tf.executing_eagerly() else None
-        key = (id(value), id(graph))
-        hit = self._constants.get(key)
+        """Each weight array becomes one constant, however often and wherever it is used."""
+        hit = self._constants.get(id(value))
         if hit is None:
             array = np.asarray(value)
-            hit = (value, tf.constant(array, dtype=tf_dtype(array.dtype)))
-            self._constants[key] = hit
+            with self._graph.as_default() if self._graph is not None else contextlib.nullcontext():
+                hit = (value, tf.constant(array, dtype=tf_dtype(array.dtype)))
+            self._constants[id(value)] = hit
         return hit[1]
 
 

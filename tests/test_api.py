@@ -120,19 +120,30 @@ def test_failed_export_leaves_nothing_behind(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
-def test_weights_become_one_constant_each():
-    weights = np.random.default_rng(0).standard_normal((3, 3)).astype(np.float32)
-
-    def twice(x):
-        return lax.sin(x @ weights) @ weights
-
+def _weight_constants(fun, x, shape):
     from noxla.export import serving_function
     from noxla.tracing import trace
-    graph = serving_function(trace(twice, [X])).graph
-    big = [op for op in graph.get_operations() if op.type == "Const"
-           and op.get_attr("value").tensor_shape.dim and op.get_attr("value").tensor_shape.dim[0].size == 3
-           and len(op.get_attr("value").tensor_shape.dim) == 2]
-    assert len(big) == 1, [op.name for op in big]
+    graph_def = serving_function(trace(fun, [x])).graph.as_graph_def()
+    nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+    return [n.name for n in nodes if n.op == "Const"
+            and [d.size for d in n.attr["value"].tensor.tensor_shape.dim] == list(shape)]
+
+
+def test_weights_become_one_constant_each():
+    weights = np.random.default_rng(0).standard_normal((3, 3)).astype(np.float32)
+    assert len(_weight_constants(lambda x: lax.sin(x @ weights) @ weights, X, (3, 3))) == 1
+
+
+def test_a_weight_first_used_inside_loops_and_branches_is_emitted_once():
+    weights = np.random.default_rng(0).standard_normal((3, 3)).astype(np.float32)
+    inner = jax.jit(lambda c: jnp.sin(c @ weights))
+
+    def scanned(x):
+        def step(c, _):
+            c = lax.cond(c.sum() > 0, inner, lambda c: c - 1, c)
+            return c, c
+        return lax.scan(step, x, None, length=10)[1]
+    assert len(_weight_constants(scanned, X, (3, 3))) == 1
 
 
 def test_check_report_is_ok_for_a_clean_function():
