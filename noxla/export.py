@@ -84,6 +84,43 @@ def tflite_bytes(concrete, allow_flex: bool = False) -> bytes:
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
 
 
+@contextlib.contextmanager
+def _bias_add_only_for_vectors():
+    """Stop the TF.js converter from fusing a non-vector addend into a MatMul.
+
+    Its normalize pass turns any Add that follows a MatMul/Conv into BiasAdd, whatever the
+    addend's shape, and grappler then fuses it; TF.js's wasm backend rejects a fused MatMul
+    whose bias is not rank 1. Adds whose addend is not a rank-1 constant are hidden from
+    that pass under a placeholder op name and restored after it.
+    """
+    from tensorflowjs.converters import normalize_bias_add
+    original = normalize_bias_add.normalize_bias_add_op
+    hidden = "NoxlaUnfusableAdd"
+
+    def is_vector_constant(nodes, name: str) -> bool:
+        node = nodes.get(name.split(":")[0].lstrip("^"))
+        return node is not None and node.op == "Const" and len(node.attr["value"].tensor.tensor_shape.dim) == 1
+
+    def normalize(graph_def):
+        nodes = {n.name: n for n in graph_def.node}
+        kept = {n.name: n.op for n in graph_def.node
+                if n.op in ("Add", "AddV2") and not is_vector_constant(nodes, n.input[1])}
+        for node in graph_def.node:
+            if node.name in kept:
+                node.op = hidden
+        graph_def = original(graph_def)
+        for node in graph_def.node:
+            if node.op == hidden:
+                node.op = kept[node.name]
+        return graph_def
+
+    normalize_bias_add.normalize_bias_add_op = normalize
+    try:
+        yield
+    finally:
+        normalize_bias_add.normalize_bias_add_op = original
+
+
 def write_tfjs(concrete, path: str) -> None:
     # tensorflowjs imports TF Decision Forests, whose banner imports IPython whenever stdout is
     # not a terminal (pytest, CI, pipes) and dies without it.
@@ -92,8 +129,9 @@ def write_tfjs(concrete, path: str) -> None:
     with tempfile.TemporaryDirectory(prefix="noxla-sm-") as saved_model:
         write_saved_model(concrete, saved_model)
         try:
-            tfjs_conversion.convert_tf_saved_model(saved_model, path, use_structured_outputs_names=True,
-                                                   control_flow_v2=True)
+            with _bias_add_only_for_vectors():
+                tfjs_conversion.convert_tf_saved_model(saved_model, path, use_structured_outputs_names=True,
+                                                       control_flow_v2=True)
         except Exception as e:
             raise ExportError(f"the TF.js converter rejected the lowered program: {e}") from e
     name_tfjs_signature(os.path.join(path, "model.json"), concrete)

@@ -43,7 +43,10 @@ async function loadModel(dir) {
       old.dispose();
       models.delete(oldKey);
     }
-    models.set(key, await tf.loadGraphModel(diskHandler(dir)));
+    const model = await tf.loadGraphModel(diskHandler(dir));
+    // An output may be one of the model's own weights (a folded constant): never dispose those.
+    model.noxlaWeightIds = new Set(Object.values(model.weights).flat().map((t) => t.id));
+    models.set(key, model);
   }
   return models.get(key);
 }
@@ -77,7 +80,7 @@ async function handle(request) {
   const tensors = Array.isArray(result) ? result : names.map((n) => result[n]);
   const outputs = {};
   for (let i = 0; i < names.length; i++) outputs[names[i]] = await encode(tensors[i]);
-  tf.dispose([...Object.values(inputs), ...tensors]);
+  tf.dispose([...Object.values(inputs), ...tensors].filter((t) => !model.noxlaWeightIds.has(t.id)));
   return { outputs };
 }
 
