@@ -60,8 +60,11 @@ function decode(t) {
 }
 
 async function encode(tensor) {
-  const values = await tensor.data();
-  const bytes = tensor.dtype === 'bool' ? Uint8Array.from(values) : values;
+  let values = await tensor.data();
+  // The cpu backend may hand back a Cast's source array (e.g. Int32Array for a float32 tensor).
+  const Typed = TYPED[tensor.dtype];
+  if (Typed && !(values instanceof Typed)) values = Typed.from(values);
+  const bytes = values;
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   return { dtype: tensor.dtype, shape: tensor.shape, data: buf.toString('base64') };
 }
