@@ -1,1 +1,213 @@
-"""(rules in progress)"""
+"""sort and top_k, built on TopKV2 (TF.js has no Sort op, TFLite no general sort builtin).
+
+TopKV2 does not promise an order among equal values, so every sort here is made stable
+in two top_k passes: the first orders the rows by value, which gives each element the
+rank of its run of equal values; the second orders by the exact integer key
+``rank * n + position``, which breaks ties by position. Several keys sort
+lexicographically by repeating the stable pass from the last key to the first
+(least significant digit first). Work is O(n log n) per row.
+
+JAX's orders: ``sort`` puts -inf < ... < inf < NaN with -0.0 == 0.0 (stable);
+``top_k`` picks the largest first with NaN above inf, 0.0 above -0.0 and ties taken in
+index order.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+import jax.numpy as jnp
+from jax import lax
+
+from limitations.targets import ALL_TARGETS
+from lowering_rules.cases import boolean, case, f16, f32, i32, u8
+from lowering_rules.registry import Limitation, dtype_limitation, lowering
+
+# rank * n + position must fit in int32 with ranks up to 2n + 1.
+MAX_SORTED_LENGTH = 32766
+
+NAN_ZEROS = np.array([[1.0, np.nan, -0.0, 0.0, -np.inf, np.inf, 0.0, np.nan, -0.0, -1.0],
+                      [3.0, 3.0, np.nan, 3.0, -2.0, -2.0, 0.0, -0.0, np.inf, np.inf]], np.float32)
+INT_EXTREMES = np.array([[5, -2**31, 2**31 - 1, 0, -1, -2**31, 2**31 - 1, 7],
+                         [0, 0, 0, 0, 0, 0, 0, 0]], np.int32)
+
+
+# --------------------------------------------------------------------------- rows
+
+class Rows:
+    """An operand seen as [rows, n] with the sorted axis last, and the way back."""
+
+    def __init__(self, ctx, aval, axis: int):
+        self.rank = aval.ndim
+        self.axis = axis
+        self.to_last = [d for d in range(self.rank) if d != axis] + [axis]
+        self.from_last = list(np.argsort(self.to_last))
+        dims = [ctx.dim(aval.shape[d]) for d in self.to_last]
+        self.last_shape = dims
+        self.n = dims[-1]
+        self.count = 1
+        for d in dims[:-1]:
+            self.count = self.count * d
+
+    def rows(self, x):
+        return tf.reshape(tf.transpose(x, self.to_last), [self.count, self.n])
+
+    def back(self, x):
+        return tf.transpose(tf.reshape(x, self.last_shape), self.from_last)
+
+    def take(self, x, index):
+        """Per row, x[row, index[row, j]]: one flat gather (TF.js wasm mishandles batch_dims)."""
+        offsets = tf.range(self.count, dtype=tf.int32)[:, None] * self.n
+        return tf.gather(tf.reshape(x, [-1]), index + offsets)
+
+
+def _run_ranks(sorted_values):
+    """For values sorted along each row, the index of each one's run of equal values."""
+    changed = tf.cast(tf.math.not_equal(sorted_values[:, 1:], sorted_values[:, :-1]), tf.int32)
+    first = tf.zeros_like(sorted_values[:, :1], dtype=tf.int32)
+    return tf.math.cumsum(tf.concat([first, changed], axis=1), axis=1)
+
+
+def stable_order(t, rows: Rows, rank_of):
+    """The permutation putting each row's larger ``t`` first, stably.
+
+    ``rank_of(run, perm)`` refines the run index of the element at each sorted slot (whose
+    original position is ``perm``) into a rank: smaller ranks come first, equal ranks keep
+    their positions' order.
+    """
+    sorted_t, perm = tf.math.top_k(t, k=rows.n)
+    rank = rank_of(_run_ranks(sorted_t), perm)
+    _, by_key = tf.math.top_k(-(rank * rows.n + perm), k=rows.n)
+    return rows.take(perm, by_key)
+
+
+def _is_nan(x):
+    return tf.math.not_equal(x, x)
+
+
+def _numeric(x):
+    """Keys as the dtypes top_k and gather have everywhere: float32 or int32."""
+    if x.dtype.is_floating:
+        return tf.cast(x, tf.float32)
+    return tf.cast(x, tf.int32)
+
+
+# --------------------------------------------------------------------------- sort
+
+def _ascending_pass(key, rows: Rows):
+    """Stable ascending order by ``key`` (rows layout), NaNs last, -0.0 equal to 0.0."""
+    key = _numeric(key)
+    if not key.dtype.is_floating:
+        # -1 - k reverses the order without overflowing at INT32_MIN (unlike -k).
+        return stable_order(-1 - key, rows, lambda run, perm: run)
+    nan = _is_nan(key)
+    descending = -tf.where(nan, tf.zeros_like(key), key)
+    nan_flags = tf.cast(nan, tf.int32)
+
+    def rank_of(run, perm):  # NaNs (ranked among the zeros) move behind every number
+        return run + rows.n * rows.take(nan_flags, perm)
+    return stable_order(descending, rows, rank_of)
+
+
+def _sorted_length_too_long(eqn) -> bool:
+    dimension = eqn.params.get("dimension", eqn.params.get("axis"))
+    size = eqn.avals_in[0].shape[dimension]
+    return isinstance(size, (int, np.integer)) and size > MAX_SORTED_LENGTH
+
+
+_TOO_LONG = Limitation(
+    ALL_TARGETS, f"the sorted dimension is longer than {MAX_SORTED_LENGTH}",
+    "the stable order uses int32 keys rank * n + position, which would overflow",
+    param="dimension", when=_sorted_length_too_long,
+    workaround="sort shorter rows, or reshape and merge sorted pieces")
+
+_WIDE_KEYS = dtype_limitation(
+    ALL_TARGETS, [np.uint32, np.int64, np.uint64, np.float64],
+    reason="keys are ordered through int32/float32 top_k, which cannot hold these exactly",
+    workaround="cast keys to int32 or float32 when their values fit")
+
+
+@lowering(lax.sort_p, limitations=[_TOO_LONG, _WIDE_KEYS], cases=[
+    case("f32_last", lambda x: jnp.sort(x, axis=-1), f32(3, 7)),
+    case("f32_axis0", lambda x: jnp.sort(x, axis=0), f32(6, 2, 3)),
+    case("f32_middle_axis", lambda x: jnp.sort(x, axis=1), f32(2, 5, 3)),
+    case("nan_and_signed_zeros", lambda x: jnp.sort(x, axis=1), NAN_ZEROS),
+    case("argsort_nan_zeros_stable", lambda x: jnp.argsort(x, axis=1), NAN_ZEROS),
+    case("argsort_ties_stable", lambda x: jnp.argsort(x, axis=1), i32(4, 12, low=0, high=3)),
+    case("argsort_descending", lambda x: jnp.argsort(x, axis=1, descending=True),
+         i32(3, 9, low=0, high=3)),
+    case("i32_extremes", lambda x: (jnp.sort(x, axis=1), jnp.argsort(x, axis=1)), INT_EXTREMES),
+    case("bool", lambda x: (jnp.sort(x, axis=1), jnp.argsort(x, axis=1)), boolean(3, 8)),
+    case("u8", lambda x: jnp.sort(x, axis=0), u8(6, 3, low=0, high=255)),
+    case("f16", lambda x: (jnp.sort(x, axis=1), jnp.argsort(x, axis=1)), f16(3, 8)),
+    case("lexsort", lambda a, b: jnp.lexsort((a, b)), i32(10, low=0, high=3), i32(10, low=0, high=2)),
+    case("lax_two_keys_with_payload", lambda a, b, c: lax.sort((a, b, c), dimension=1, num_keys=2),
+         i32(3, 8, low=0, high=2), f32(3, 8), f32(3, 8)),
+    case("lax_unstable_one_operand", lambda x: lax.sort(x, is_stable=False), f32(4, 6)),
+    case("size1", lambda x: (jnp.sort(x, axis=1), jnp.argsort(x, axis=1)), f32(3, 1)),
+    case("empty_rows", lambda x: jnp.concatenate([jnp.sort(x[:0], axis=1), x]), f32(2, 4)),
+    case("long_row", lambda x: jnp.argsort(x), f32(1000)),
+    case("too_long_rejected", lambda x: jnp.sort(x), f32(MAX_SORTED_LENGTH + 1)),
+    case("polymorphic_batch", lambda x: jnp.argsort(x, axis=1), f32(3, 5),
+         polymorphic_shapes=("(b, 5)",)),
+    case("polymorphic_sorted_axis", lambda x: jnp.sort(x, axis=0), f32(5, 2),
+         polymorphic_shapes=("(n, 2)",)),
+])
+def lower_sort(ctx, *operands, dimension, is_stable, num_keys):
+    # A stable order is one of the orders an unstable sort may return, so is_stable is moot.
+    aval = ctx.avals_in[0]
+    if any(d == 0 for d in aval.shape):
+        return list(operands)
+    rows = Rows(ctx, aval, dimension)
+    order = None
+    for key in reversed(operands[:num_keys]):
+        key_rows = _numeric(rows.rows(key))
+        if order is not None:
+            key_rows = rows.take(key_rows, order)
+        step = _ascending_pass(key_rows, rows)
+        order = step if order is None else rows.take(order, step)
+    return [rows.back(tf.cast(rows.take(_numeric(rows.rows(x)), order), x.dtype)) for x in operands]
+
+
+# --------------------------------------------------------------------------- top_k
+
+def _descending_total_order(x, rows: Rows):
+    """Stable descending order with NaN first and 0.0 before -0.0, as JAX's top_k."""
+    x = _numeric(x)
+    if not x.dtype.is_floating:
+        return stable_order(x, rows, lambda run, perm: run)
+    nan = _is_nan(x)
+    zero = tf.math.equal(x, 0.0)
+    negative_zero = tf.cast(tf.logical_and(zero, tf.math.less(1.0 / x, 0.0)), tf.int32)
+    not_nan = 1 - tf.cast(nan, tf.int32)
+
+    def rank_of(run, perm):  # NaNs first (rank 0); within the zeros' run, -0.0 after 0.0
+        return rows.take(not_nan, perm) * (2 * run + rows.take(negative_zero, perm) + 1)
+    return stable_order(tf.where(nan, tf.zeros_like(x), x), rows, rank_of)
+
+
+@lowering(lax.top_k_p, limitations=[_TOO_LONG, _WIDE_KEYS], cases=[
+    case("f32_k3", lambda x: lax.top_k(x, 3), f32(4, 9)),
+    case("k_equals_n", lambda x: lax.top_k(x, 6), f32(2, 6)),
+    case("k0", lambda x: lax.top_k(x, 0)[0].sum() + x, f32(2, 3)),
+    case("nan_and_signed_zeros", lambda x: lax.top_k(x, 10), NAN_ZEROS),
+    case("ties_lowest_index_first", lambda x: lax.top_k(x, 5), i32(3, 10, low=0, high=2)),
+    case("i32_extremes", lambda x: lax.top_k(x, 4), INT_EXTREMES),
+    case("axis0", lambda x: lax.top_k(x, 2, axis=0), f32(5, 3)),
+    case("middle_axis", lambda x: lax.top_k(x, 2, axis=1), f32(2, 4, 3)),
+    case("f16", lambda x: lax.top_k(x, 3), f16(3, 7)),
+    case("u8", lambda x: lax.top_k(x, 2), u8(3, 5, low=0, high=255)),
+    case("size1", lambda x: lax.top_k(x, 1), f32(4, 1)),
+    case("polymorphic_batch", lambda x: lax.top_k(x, 2), f32(3, 5), polymorphic_shapes=("(b, 5)",)),
+])
+def lower_top_k(ctx, x, *, k, axis):
+    aval = ctx.avals_in[0]
+    out_aval = ctx.avals_out[0]
+    rows = Rows(ctx, aval, axis)
+    if k == 0 or any(d == 0 for d in aval.shape):
+        empty = tf.zeros(ctx.shape(out_aval.shape), x.dtype)
+        return [empty, tf.zeros(ctx.shape(out_aval.shape), tf.int32)]
+    x_rows = rows.rows(x)
+    order = _descending_total_order(x_rows, rows)[:, :k]
+    values = tf.cast(rows.take(_numeric(x_rows), order), x.dtype)
+    out_rows = Rows(ctx, out_aval, axis)
+    return [out_rows.back(values), out_rows.back(tf.cast(order, ctx.avals_out[1].dtype))]
