@@ -230,7 +230,9 @@ def _cpu_branch(platforms):
     cases=[case("cpu_branch", lambda x: lax.platform_dependent(x, tpu=jnp.cos, cpu=jnp.sin), f32(3)),
            # Without a cpu or default branch JAX itself cannot run on CPU, so the limitation has
            # no differential case: there is no reference result.
-           case("default_branch", lambda x: lax.platform_dependent(x, cuda=jnp.cos, default=jnp.tanh), f32(3))])
+           case("default_branch", lambda x: lax.platform_dependent(x, cuda=jnp.cos, default=jnp.tanh), f32(3)),
+           # JAX traces a program with no branch for the CPU but cannot run it: rejected everywhere.
+           case("no_cpu_branch_rejected", lambda x: lax.platform_dependent(x, tpu=jnp.cos), f32(3))])
 def lower_platform_index(ctx, *, platforms):
     # TF, TFLite and TF.js stand in for JAX's CPU: the reference results are JAX's on CPU.
     return tf.constant(_cpu_branch(platforms), tf.int32)

@@ -67,3 +67,12 @@ def interior_pad(x, dims, axis: int, factor: int, value=0):
     merged = list(dims)
     merged[axis] = dims[axis] * factor
     return axis_slice(tf.reshape(widened, size_vector(merged)), rank, axis, 0, -(factor - 1))
+
+
+def runtime_infinity(x) -> tf.Tensor:
+    """+inf as a scalar of x's (floating) dtype, computed from x at run time.
+
+    The TFLite converter stores an infinite constant as the largest finite float, so an infinity
+    that must survive conversion is made as 1 / (a zero the converter cannot fold)."""
+    finite = tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
+    return 1.0 / tf.reduce_sum(tf.abs(finite) * 0.0)

@@ -445,6 +445,10 @@ GATHER_CASES = [
     case("u8_fill_default", lambda x, i: x.at[i].get(mode="fill"), u8(4), _idx(3, 4, 0)),
     case("polymorphic_rows", lambda x, i: jnp.take(x, i, axis=0), f32(5, 3), _idx(4, 0, 2),
          polymorphic_shapes=["(b, 3)", None]),
+    # JAX traces ONE_HOT but cannot run it: every target must reject it up front.
+    case("one_hot_mode_rejected", lambda x, i: lax.gather(
+        x, i, lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,)),
+        (1,), mode=lax.GatherScatterMode.ONE_HOT), f32(4), np.array([[1], [3]], np.int32)),
 ]
 
 lowering(lax.gather_p, limitations=[_ONE_HOT_MODE], cases=GATHER_CASES)(lower_gather)
@@ -532,7 +536,19 @@ MAX_CASES = [
     case("vmap_rows", jax.vmap(lambda x, i, v: x.at[i].max(v)), f32(2, 5), i32(2, 3, low=0, high=4), f32(2, 3)),
 ]
 
+def _scatter_with_update_reading_combiner(x, indices, updates):
+    """The only way to reach a combiner that reads the update is scatter_p.bind itself."""
+    combiner = jax.make_jaxpr(lambda old, new: old * new)(np.float32(0), np.float32(0)).jaxpr
+    numbers = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
+                                          scatter_dims_to_operand_dims=(0,))
+    return lax.scatter_p.bind(x, indices, updates, update_jaxpr=combiner, update_consts=(),
+                              dimension_numbers=numbers, indices_are_sorted=False, unique_indices=False,
+                              mode=lax.GatherScatterMode.FILL_OR_DROP)
+
+
 APPLY_CASES = [
+    case("combiner_reading_update_rejected", _scatter_with_update_reading_combiner, f32(4),
+         np.array([[1], [3]], np.int32), f32(2)),
     case("apply_sin_duplicates", lambda x, i: x.at[i].apply(jnp.sin), f32(5), _idx(1, 3, 1, 1, 7)),
     case("apply_affine_i32_clip", lambda x, i: x.at[i].apply(lambda v: v * 2 + 1, mode="clip"), i32(4),
          _idx(0, 9, 3, 3)),

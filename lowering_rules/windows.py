@@ -26,7 +26,7 @@ from jax import lax
 
 from limitations.targets import ALL_TARGETS, Target
 from lowering_rules.cases import boolean, case, f16, f32, i32
-from lowering_rules.helpers import axis_slice, interior_pad, pad_or_crop, size_vector
+from lowering_rules.helpers import axis_slice, interior_pad, pad_or_crop, runtime_infinity, size_vector
 from lowering_rules.registry import Limitation, register
 
 # ----------------------------------------------------------------------------------------------
@@ -66,6 +66,13 @@ def _monoid(name: str, dtype) -> tuple[Callable, object]:
 # Reducing one axis
 
 
+def _convertible(x, fill):
+    """A padding value that survives the TFLite converter: infinities are made at run time."""
+    if isinstance(fill, (float, np.floating)) and np.isinf(fill):
+        return float(np.sign(fill)) * runtime_infinity(x)
+    return fill
+
+
 def _pad_axis(x, dims, axis, pad, fill):
     """Pads one axis with ``fill`` by concatenating filled blocks (a negative amount crops): TFLite's
     PADV2 turns an infinite pad value into the largest finite float, and TF.js wasm's rounds int32
@@ -79,7 +86,7 @@ def _pad_axis(x, dims, axis, pad, fill):
         block = None
         if amount > 0:
             block = tf.fill(size_vector([amount if a == axis else d for a, d in enumerate(dims)]),
-                            tf.constant(fill, x.dtype))
+                            tf.cast(_convertible(x, fill), x.dtype))
         parts.append(block)
     parts.insert(1, x)
     parts = [p for p in parts if p is not None]
@@ -152,7 +159,7 @@ def reduce_window(ctx, x, name, window_dimensions, window_strides, padding, base
     if _has_zero(out_dims):
         return tf.zeros(size_vector(out_dims), ctx.out_dtype)
     for a, factor in enumerate(base_dilation):
-        x = interior_pad(x, dims, a, factor, fill)
+        x = interior_pad(x, dims, a, factor, _convertible(x, fill))
         dims[a] = _dilated(dims[a], factor)
 
     cumulative = tf.math.cumsum if name == "add" else None
@@ -242,11 +249,11 @@ def _prepare_operand(x, dims, select_prim, padding, base_dilation):
     trivial = all(f == 1 for f in base_dilation) and all(p == (0, 0) for p in padding)
     valid = None if trivial else tf.ones_like(x, tf.bool)
     for a, factor in enumerate(base_dilation):
-        x = interior_pad(x, dims, a, factor, fill)
+        x = interior_pad(x, dims, a, factor, _convertible(x, fill))
         if valid is not None:
             valid = interior_pad(valid, dims, a, factor, False)
         dims[a] = _dilated(dims[a], factor)
-    x = pad_or_crop(x, padding, fill)
+    x = pad_or_crop(x, padding, _convertible(x, fill))
     if valid is not None:
         valid = pad_or_crop(valid, padding, False)
     return x, valid, [n + lo + hi for n, (lo, hi) in zip(dims, padding)]
@@ -366,6 +373,9 @@ MAX_CASES = [
 ]
 
 MIN_CASES = [
+    # The first windows lie wholly in padding: +inf must survive the TFLite converter.
+    case("window_wholly_in_padding", window(lax.min, INF, (2,), (1,), ((3, 0),)), f32(5)),
+    case("base_dilation_holes_only", window(lax.min, INF, (1,), (1,), ((0, 0),), base_dilation=(2,)), f32(4)),
     case("nhwc_pool", window(lax.min, INF, (1, 2, 2, 1), (1, 2, 2, 1), "SAME"), f32(2, 5, 5, 3)),
     case("int32_dilated", window(lax.min, np.iinfo(np.int32).max, (3, 2), (1, 2), ((1, 1), (0, 1)),
                                  window_dilation=(2, 1)), i32(7, 6)),
@@ -404,33 +414,10 @@ GATHER_CASES = [
          f32(5, 4), f32(5, 4)),
 ]
 
-def _has_empty_window(eqn) -> bool:
-    """Some window holds only padding or dilation holes (so its result is the identity, +-inf)."""
-    p = eqn.params
-    for n, w, s, (lo, _), b, d, m in zip(eqn.avals_in[0].shape, p["window_dimensions"], p["window_strides"],
-                                          p["padding"], p["base_dilation"], p["window_dilation"],
-                                          eqn.avals_out[0].shape):
-        if not isinstance(n, int) or not isinstance(m, int):
-            continue
-        real = lambda q: 0 <= q <= (n - 1) * b and q % b == 0
-        if any(not any(real(i * s + k * d - lo) for k in range(w)) for i in range(m)):
-            return True
-    return False
-
-
-INFINITE_PADDING = Limitation(
-    (Target.TFLITE,), param="padding",
-    condition="float max/min where a window lies wholly in padding or base-dilation holes",
-    reason="such a window's result is -inf/+inf, but the TFLite converter stores infinite constants as "
-           "the largest finite float (inputs holding infinities still pass through unchanged)",
-    workaround="choose padding so every window overlaps the input",
-    when=lambda eqn: np.issubdtype(eqn.dtype_in, np.floating) and _has_empty_window(eqn))
-
 for _prim, _name, _cases in ((lax.reduce_window_sum_p, "add", SUM_CASES),
                              (lax.reduce_window_max_p, "max", MAX_CASES),
                              (lax.reduce_window_min_p, "min", MIN_CASES)):
-    register(_prim, _monoid_rule(_name), cases=_cases,
-             limitations=[INFINITE_PADDING] if _name in ("max", "min") else [])
+    register(_prim, _monoid_rule(_name), cases=_cases)
 
 register(lax.reduce_window_p, lower_reduce_window, cases=GENERIC_CASES, limitations=[
     Limitation(ALL_TARGETS, param="jaxpr", condition="more than one operand (variadic reduce_window)",
