@@ -532,6 +532,8 @@ lowering(lax.cumprod_p, cases=[*_scan_cases(lax.cumprod)], limitations=[_SYMBOLI
 lowering(lax.cummax_p, cases=[
     *_scan_cases(lax.cummax), *_NAN_SCAN_CASES(lax.cummax),
     case("int_extremes", lambda x: lax.cummax(x, axis=1), i32(3, 6, low=-2**31, high=2**31 - 1)),
+    case("symbolic_axis_rejected", lambda x: lax.cummax(x, axis=0), f32(6, 2),
+         polymorphic_shapes=("(n, 2)",)),
 ], limitations=[_SYMBOLIC_SCAN])(_scan_rule("cummax"))
 lowering(lax.cummin_p, cases=[
     *_scan_cases(lax.cummin), *_NAN_SCAN_CASES(lax.cummin),
