@@ -115,7 +115,10 @@ def monoid_reduce(ctx, x, axes, kind: str, aval):
         return x
     out_shape = ctx.shape([d for i, d in enumerate(aval.shape) if i not in axes])
     if any(aval.shape[a] == 0 for a in axes):  # TFLite and TF.js mishandle empty reductions
-        return tf.fill(out_shape, tf.constant(_identity(kind, dtype), dtype))
+        identity = _identity(kind, dtype)
+        if np.isinf(identity):  # an infinite constant would become FLT_MAX in TFLite
+            identity = tf.cast(float(np.sign(identity)) * ctx.runtime_infinity(), dtype)
+        return tf.fill(out_shape, tf.cast(identity, dtype))
     if dtype == tf.bool:
         kind = {"max": "or", "min": "and"}.get(kind, kind)
         if kind == "and":
@@ -192,26 +195,14 @@ lowering(lax.reduce_prod_p, cases=[
     *_reduction_cases(jnp.prod, lax.reduce_prod, ["f32", "i32", "f16"]),
 ])(_monoid_rule("prod"))
 
-def _empty_float_extreme(eqn) -> bool:
-    aval = eqn.avals_in[0]
-    return (np.issubdtype(aval.dtype, np.floating)
-            and any(aval.shape[a] == 0 for a in eqn.params["axes"]))
-
-
-_EMPTY_EXTREME_ON_TFLITE = Limitation(
-    (Target.TFLITE,), "max/min of floats over an empty axis",
-    "the result is -inf/+inf, a constant, and the TFLite converter stores infinite constants "
-    "as -FLT_MAX/+FLT_MAX", param="axes", when=_empty_float_extreme,
-    workaround="use jnp.max/jnp.min with a finite `initial=` value, or avoid empty axes")
-
-lowering(lax.reduce_max_p, limitations=[_EMPTY_EXTREME_ON_TFLITE], cases=[
+lowering(lax.reduce_max_p, cases=[
     *_reduction_cases(jnp.max, lax.reduce_max, ["f32", "i32", "bool", "f16"]),
     case("nan_propagates", lambda x: jnp.max(x, axis=1), NAN_ROW),
     case("int8", lambda x: jnp.max(x, axis=0), i8(4, 3)),
     case("empty_int_axis", lambda x: lax.reduce_max(x[:0], (0,)) + x[0], i32(2, 3)),
 ])(_monoid_rule("max"))
 
-lowering(lax.reduce_min_p, limitations=[_EMPTY_EXTREME_ON_TFLITE], cases=[
+lowering(lax.reduce_min_p, cases=[
     *_reduction_cases(jnp.min, lax.reduce_min, ["f32", "i32", "bool", "f16"]),
     case("nan_propagates", lambda x: jnp.min(x, axis=1), NAN_ROW),
 ])(_monoid_rule("min"))

@@ -43,7 +43,7 @@ def lower_program(program: Program, flat_args: Sequence, check_shapes: bool = Fa
         if checks:
             with tf.control_dependencies(checks):
                 flat_args = [tf.identity(a) for a in flat_args]
-    lowering = Lowering(dims)
+    lowering = Lowering(dims, flat_args)
     return lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, flat_args)
 
 

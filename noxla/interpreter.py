@@ -14,7 +14,7 @@ import tensorflow as tf
 from jax.extend import core
 
 from lowering_rules import registry
-from lowering_rules.helpers import tf_dtype
+from lowering_rules.helpers import runtime_infinity, tf_dtype
 from noxla.errors import LoweringError, NoxlaError, source_line
 from noxla.shapes import Dims
 
@@ -22,12 +22,14 @@ from noxla.shapes import Dims
 class Lowering:
     """State shared by one lowering: dimension sizes and the constants emitted so far."""
 
-    def __init__(self, dims: Dims):
+    def __init__(self, dims: Dims, inputs: Sequence = ()):
         self.dims = dims
+        self.inputs = list(inputs)
         # Constants live in the graph the lowering started in; loop and branch bodies capture
         # them from there, so a weight first used inside an (unrolled) loop is still emitted once.
         self._graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         self._constants: dict[int, tuple[object, tf.Tensor]] = {}
+        self._infinity: tf.Tensor | None = None
 
     def constant(self, value) -> tf.Tensor:
         """Each weight array becomes one constant, however often and wherever it is used."""
@@ -38,6 +40,24 @@ class Lowering:
                 hit = (value, tf.constant(array, dtype=tf_dtype(array.dtype)))
             self._constants[id(value)] = hit
         return hit[1]
+
+
+    def runtime_infinity(self) -> tf.Tensor:
+        """+inf (float32) that no converter can fold into a constant (TFLite would store FLT_MAX).
+
+        Computed from the first element of the first non-empty float input, so it stays a run-time
+        value even where the tensor needing it is empty (and constant-folded). Without such an
+        input the program is constant anyway."""
+        if self._infinity is None:
+            source = next((x for x in self.inputs if x.shape.num_elements() != 0), None)
+            with self._graph.as_default() if self._graph is not None else contextlib.nullcontext():
+                if source is None:
+                    value = tf.constant(np.inf, tf.float32)
+                else:
+                    first = tf.reshape(tf.cast(source, tf.float32), [-1])[:1]
+                    value = runtime_infinity(first)
+            self._infinity = value
+        return self._infinity
 
 
 class LoweringContext:
@@ -59,6 +79,9 @@ class LoweringContext:
 
     def dim(self, d):
         return self.lowering.dims.dim(d)
+
+    def runtime_infinity(self) -> tf.Tensor:
+        return self.lowering.runtime_infinity()
 
     def shape(self, shape: Sequence):
         return self.lowering.dims.shape(shape)
