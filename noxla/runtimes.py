@@ -101,24 +101,30 @@ class TfjsRunner:
             raise TfjsUnavailable(
                 "running TF.js needs Node 20 and the npm packages @tensorflow/tfjs and "
                 "@tensorflow/tfjs-backend-wasm (run `npm ci` in the noxla checkout)")
-        env = dict(os.environ, NODE_PATH=modules)
-        self._proc = subprocess.Popen([node, RUNNER_JS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.DEVNULL, env=env, text=True, bufsize=1)
+        self._command = [node, RUNNER_JS]
+        self._env = dict(os.environ, NODE_PATH=modules)
         self._lock = threading.Lock()
+        self._start()
         atexit.register(self.close)
+
+    def _start(self) -> None:
+        self._proc = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, env=self._env, text=True, bufsize=1)
 
     def run(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str = "cpu") -> dict[str, np.ndarray]:
         request = {"model": os.path.abspath(model_dir), "backend": backend,
                    "inputs": {k: _encode(np.asarray(v)) for k, v in inputs.items()}}
         with self._lock:
             if self._proc.poll() is not None:
-                raise RuntimeError("the TF.js runner process has exited")
+                self._start()
             self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
             line = self._proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the TF.js runner process died")
-        reply = json.loads(line)
+            reply = json.loads(line) if line else {"error": "the TF.js runner process died"}
+            if "error" in reply:
+                # A failed kernel can leave the wasm backend corrupted: later runs get a fresh process.
+                self.close()
+                self._start()
         if "error" in reply:
             raise RuntimeError(f"TF.js ({backend}) failed: {reply['error']}")
         return {k: _decode(v) for k, v in reply["outputs"].items()}
