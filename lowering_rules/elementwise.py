@@ -12,6 +12,7 @@ lowering serves every target. Three consequences shape this file:
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import tensorflow as tf
@@ -751,17 +752,88 @@ def lower_clamp(ctx, lo, x, hi):
     return _as_out(ctx, lower_min(ctx, lower_max(ctx, x, lo), hi))
 
 
+def _float_format(dtype):
+    """(explicit mantissa bits, smallest normal exponent, largest finite) of a float dtype."""
+    info = jnp.finfo(dtype)
+    return int(info.nmant), int(info.minexp), float(info.max)
+
+
+# 2^k for every k a float32 ulp or power of two can have, from the smallest subnormal up: a float
+# table gathered by integer exponent is exact in every runtime, where pow(2, k) need not be.
+_POW2_MIN_EXPONENT = -149
+_POW2_F32 = np.array([2.0 ** k for k in range(_POW2_MIN_EXPONENT, 128)], np.float32)
+
+
+def _pow2(k):
+    return tf.gather(tf.constant(_POW2_F32), k - _POW2_MIN_EXPONENT)
+
+
+def _exponent(a, min_exponent: int):
+    """floor(log2 a) for finite a > 0, at least ``min_exponent``: the log's estimate, corrected
+    by one either way against exact powers of two (log may round across a power of two)."""
+    a = tf.maximum(a, float(2.0 ** min_exponent))  # subnormals share the smallest normal's ulp
+    e = tf.cast(tf.floor(tf.math.log(a) * (1.0 / math.log(2.0))), tf.int32)
+    e = tf.clip_by_value(e, min_exponent, 127)
+    e = tf.where(a < _pow2(e), e - 1, e)
+    return tf.where(a >= 2.0 * _pow2(e), e + 1, e)
+
+
+def _next_float(x, y, dtype):
+    """nextafter without the bit pattern: x moves by one ulp of its format, which is exact.
+    Away from zero the step is ulp(|x|); toward zero from an exact power of two it is half that.
+    Subnormal operands and results are exact where the runtime keeps subnormals (TF.js); TF and
+    TFLite on CPU flush them to zero in every op, this one included."""
+    mantissa_bits, min_exponent, largest = _float_format(dtype)
+    a = tf.abs(x)
+    finite_a = tf.where(tf.math.is_finite(a), a, tf.ones_like(a))
+    e = _exponent(finite_a, min_exponent)
+    ulp_exponent = e - mantissa_bits
+    toward_zero = tf.equal(y > x, x < 0)  # up (y > x) shrinks a negative x, grows a positive one
+    halved = tf.logical_and(tf.logical_and(toward_zero, tf.equal(finite_a, _pow2(e))), e > min_exponent)
+    step_exponent = tf.where(halved, ulp_exponent - 1, ulp_exponent)
+    # TF and TFLite on CPU flush subnormal operands to zero, so a subnormal step would vanish:
+    # tiny magnitudes take the step scaled up by 2^64 (exact) and scale back.
+    scale_exponent = tf.where(a < 2.0 ** -100, 64, 0)
+    a_scaled, step = a * _pow2(scale_exponent), _pow2(step_exponent + scale_exponent)
+    magnitude = tf.where(toward_zero, a_scaled - step, a_scaled + step) * _pow2(-scale_exponent)
+    result = tf.where(x < 0, -magnitude, magnitude)
+    smallest = _pow2(tf.fill(tf.shape(x), min_exponent - mantissa_bits))
+    result = tf.where(tf.equal(x, 0.0), tf.where(y > 0, smallest, -smallest), result)
+    # From an infinity toward anything else: the largest finite float (a finite constant survives
+    # the TFLite converter; the infinities themselves never appear as constants).
+    largest = largest + tf.zeros_like(x)
+    result = tf.where(_is_inf(x), tf.where(x < 0, -largest, largest), result)
+    result = tf.where(tf.equal(x, y), y, result)
+    return tf.where(tf.logical_or(_isnan(x), _isnan(y)), x + y, result)
+
+
+_NEXTAFTER_X = np.array([1.0, 1.0, -1.0, -1.0, 2.0, -2.0, 0.0, -0.0, 0.0, 0.0, INF, -INF, INF, -INF, NAN, 1.0,
+                         3.0, 0.75, 2.0 ** -126, -2.0 ** -125, 2.0 ** -125, 1.5e-38, 3e-36, -2e-31,
+                         3.4028235e38, 3.4028235e38, 2.0 ** 127, 1e10, -7.5e-20, 0.1, 16777216.0, 1.0],
+                        np.float32)
+_NEXTAFTER_Y = np.array([2.0, 0.0, -2.0, 0.0, 0.0, 0.0, 1.0, 1.0, -1.0, -0.0, 0.0, 0.0, INF, 5.0, 1.0, NAN,
+                         3.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, -1.0, INF, 0.0, INF, -INF, 1.0, 0.2, 0.0, INF],
+                        np.float32)
+_NEXTAFTER_F16_X = np.array([1.0, 1.0, -2.0, 0.0, 0.0, 6.1035e-05, 6e-8, 65504.0, INF, -INF, NAN, 0.1, 1024.0],
+                            np.float16)
+_NEXTAFTER_F16_Y = np.array([2.0, 0.0, 0.0, -1.0, 1.0, 0.0, 0.0, INF, 0.0, 0.0, 1.0, 1.0, 0.0], np.float16)
+
+
+# The result is one ulp from x: the cases compare exactly (atol = rtol = 0).
 @lowering(lax.nextafter_p, cases=[
-    case("f32", lax.nextafter, np.array([1.0, 0.0, -1.0, 1.0, INF], np.float32),
-         np.array([2.0, -1.0, -2.0, 1.0, 0.0], np.float32)),
-], limitations=[
-    Limitation((Target.TFLITE, Target.TFJS), "always",
-               "stepping to the adjacent float needs the bit pattern (NextAfter or Bitcast), which "
-               "TFLite builtins and TF.js lack", when=lambda eqn: True,
-               workaround="use x + jnp.finfo(x.dtype).eps * abs(x) if an approximate step is enough"),
+    case("f32_edges", lax.nextafter, _NEXTAFTER_X, _NEXTAFTER_Y, atol=0.0, rtol=0.0),
+    case("f32_random", lax.nextafter, f32(4, 6, low=-100, high=100), f32(4, 6, low=-100, high=100),
+         atol=0.0, rtol=0.0),
+    # Normal operands whose ulp is subnormal (TF and TFLite flush subnormal operands and results,
+    # which the cases therefore avoid).
+    case("f32_tiny", lax.nextafter, f32(8, low=1.2e-38, high=1e-35), f32(8), atol=0.0, rtol=0.0),
+    case("f16_edges", lax.nextafter, _NEXTAFTER_F16_X, _NEXTAFTER_F16_Y, atol=0.0, rtol=0.0),
+    case("f16_random", lax.nextafter, f16(3, 4), f16(3, 4), atol=0.0, rtol=0.0),
+    case("poly", lax.nextafter, f32(3, 4), f32(3, 4), atol=0.0, rtol=0.0,
+         polymorphic_shapes=("(b, 4)", "(b, 4)")),
 ])
 def lower_nextafter(ctx, x, y):
-    return _as_out(ctx, tf.math.nextafter(_wide(x), _wide(y)))
+    return _as_out(ctx, _next_float(_wide(x), _wide(y), ctx.avals_in[0].dtype))
 
 
 # ----------------------------------------------------------------------------- bitwise and shifts
@@ -977,19 +1049,164 @@ def lower_convert_element_type(ctx, x, *, new_dtype, weak_type, sharding):
 
 # ----------------------------------------------------------------------------- rare special functions
 
-_TF_ONLY = Limitation(
-    (Target.TFLITE, Target.TFJS), "always",
-    "this special function has no TFLite builtin nor TF.js op, and noxla has no composition of it yet",
-    when=lambda eqn: True, workaround="compute it outside the model, or export for TF (SavedModel)")
+# Fixed trip counts stand in for JAX's run-until-converged loops. Both expansions converge fastest
+# away from x ~ a, and there in about sqrt(a) steps: the counts reach float32 rounding for a up to
+# about 100 (checked against scipy), far beyond the usual shape parameters.
+_IGAMMA_SERIES_TERMS = 64
+_IGAMMA_FRACTION_STEPS = 64
+_LENTZ_TINY = 1e-30  # stands in for a zero denominator (a normal float32)
 
-for _prim, _fn in ((lax.igamma_p, tf.math.igamma), (lax.igammac_p, tf.math.igammac),
-                   (lax.polygamma_p, tf.math.polygamma), (lax.zeta_p, tf.math.zeta)):
-    register(_prim, binary(_fn), limitations=[_TF_ONLY])
-add_cases(lax.igamma_p, case("f32", lax.igamma, f32(3, 4, low=0.5, high=5), f32(3, 4, low=0.1, high=6)))
-add_cases(lax.igammac_p, case("f32", lax.igammac, f32(3, 4, low=0.5, high=5), f32(3, 4, low=0.1, high=6)))
-add_cases(lax.polygamma_p, case("f32", lax.polygamma, np.array([0.0, 1.0, 2.0, 3.0], np.float32),
-                                f32(4, low=0.5, high=5)))
-add_cases(lax.zeta_p, case("f32", lax.zeta, f32(3, 4, low=1.5, high=5), f32(3, 4, low=0.5, high=4)))
+
+def _igamma_series(a, x):
+    """sum_n x^n / (a (a+1) ... (a+n)): P(a, x) = e^(a log x - x) / Gamma(a) times this (x <= a)."""
+    term = 1.0 / a
+    total = term
+    for n in range(1, _IGAMMA_SERIES_TERMS + 1):
+        term = term * (x / (a + float(n)))
+        total = total + term
+    return total
+
+
+def _igammac_fraction(a, x):
+    """Legendre's continued fraction for Q(a, x) Gamma(a) e^(x - a log x) (x > a), by the modified
+    Lentz algorithm (Numerical Recipes' gcf)."""
+    b = x + 1.0 - a
+    c = tf.fill(tf.shape(b), tf.constant(1.0 / _LENTZ_TINY, b.dtype))
+    d = 1.0 / b
+    h = d
+    for i in range(1, _IGAMMA_FRACTION_STEPS + 1):
+        an = -float(i) * (float(i) - a)
+        b = b + 2.0
+        d = an * d + b
+        d = tf.where(tf.abs(d) < _LENTZ_TINY, _LENTZ_TINY + tf.zeros_like(d), d)
+        c = b + an / c
+        c = tf.where(tf.abs(c) < _LENTZ_TINY, _LENTZ_TINY + tf.zeros_like(c), c)
+        d = 1.0 / d
+        h = h * (d * c)
+    return h
+
+
+def _igamma_pair(a, x):
+    """(P, Q) of the regularized incomplete gamma function, each computed where it is not close to 1:
+    the series gives P (Q = 1 - P) when x < 1 or x <= a, the continued fraction gives Q otherwise.
+    JAX's edges: NaN for a < 0, x < 0, a = x = 0 or a NaN operand; P(a, 0) = 0, P(a, inf) = 1."""
+    scale = exp(a * tf.math.log(x) - x - lgamma(a))  # x^a e^-x / Gamma(a); NaN as in JAX at a = inf
+    use_series = tf.logical_or(x < 1.0, x <= a)
+    p_series = _igamma_series(a, x) * scale  # a = 0: inf * 0 = NaN for x < 1, as in JAX
+    q_fraction = _igammac_fraction(a, x) * scale
+    p = tf.where(use_series, p_series, 1.0 - q_fraction)
+    q = tf.where(use_series, 1.0 - p_series, q_fraction)
+    zero, one = tf.zeros_like(x), tf.ones_like(x)
+    x_zero, x_inf = tf.equal(x, 0.0), _is_inf(x)
+    p = tf.where(x_zero, zero, tf.where(x_inf, one, p))
+    q = tf.where(x_zero, one, tf.where(tf.logical_or(x_inf, tf.equal(a, 0.0)), zero, q))
+    domain_error = tf.logical_or(tf.logical_or(x < 0.0, a < 0.0),
+                                 tf.logical_or(tf.logical_and(tf.equal(a, 0.0), x_zero),
+                                               tf.logical_or(_isnan(a), _isnan(x))))
+    nan = tf.fill(tf.shape(x), tf.constant(NAN, x.dtype))
+    return tf.where(domain_error, nan, p), tf.where(domain_error, nan, q)
+
+
+def igamma(a, x):
+    return _igamma_pair(a, x)[0]
+
+
+def igammac(a, x):
+    return _igamma_pair(a, x)[1]
+
+
+# Hurwitz zeta by Euler-Maclaurin summation (as Cephes' zeta and XLA do): ten terms summed, the
+# rest as an integral, half a term and twelve Bernoulli corrections B_2j / (2j)! s (s+1) ...
+# (s+2j-2) w^(-s-2j+1) at w = q + 10, summed by Horner's rule in 1 / w^2.
+_ZETA_TERMS = 10
+_BERNOULLI = (Fraction(1, 6), Fraction(-1, 30), Fraction(1, 42), Fraction(-1, 30), Fraction(5, 66),
+              Fraction(-691, 2730), Fraction(7, 6), Fraction(-3617, 510), Fraction(43867, 798),
+              Fraction(-174611, 330), Fraction(854513, 138), Fraction(-236364091, 2730))
+_ZETA_CORRECTIONS = tuple(float(b / math.factorial(2 * j)) for j, b in enumerate(_BERNOULLI, start=1))
+
+
+def zeta(s, q):
+    partial = tf.zeros_like(q)
+    for k in range(_ZETA_TERMS):
+        partial = partial + tf.pow(q + float(k), -s)  # negative q: pow handles integer s
+    w = q + float(_ZETA_TERMS)
+    w_power = tf.pow(w, -s)
+    inv_w2 = 1.0 / (w * w)
+    horner = tf.zeros_like(q) + _ZETA_CORRECTIONS[-1]
+    for j in range(len(_ZETA_CORRECTIONS) - 1, 0, -1):  # step j -> j + 1 gains (s+2j-1)(s+2j) / w^2
+        horner = _ZETA_CORRECTIONS[j - 1] + inv_w2 * (s + float(2 * j - 1)) * (s + float(2 * j)) * horner
+    tail = w_power * (w / (s - 1.0) + 0.5 + (s / w) * horner)
+    # Where the partial sum already holds every digit the tail is skipped: for large s the
+    # corrections overflow while w^-s underflows (0 * inf).
+    r = tf.where(tf.abs(w_power) < tf.abs(partial) * float(np.finfo(np.float32).eps), partial, partial + tail)
+    # JAX's edges: a pole at s = 1, NaN below; for q <= 0 only integer s are defined, and at the
+    # poles q = 0, -1, ... the value is +inf for even s, NaN otherwise.
+    inf, nan = _inf_like(q), tf.fill(tf.shape(q), tf.constant(NAN, q.dtype))
+    s_integer = tf.equal(s, tf.floor(s))
+    s_even = tf.logical_and(s_integer, tf.equal(s - 2.0 * tf.floor(0.5 * s), 0.0))
+    q_pole = tf.logical_and(q <= 0.0, tf.equal(q, tf.floor(q)))
+    r = tf.where(q_pole, tf.where(s_even, inf, nan), r)
+    r = tf.where(tf.logical_and(q <= 0.0, tf.logical_not(s_integer)), nan, r)
+    r = tf.where(s < 1.0, nan, r)
+    return tf.where(tf.equal(s, 1.0), inf, r)
+
+
+def polygamma(n, x):
+    # psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x) for n >= 1; n = 0 is digamma. NaN unless n is a
+    # natural number. n! as exp(lgamma(n + 1)), as in JAX (it overflows where JAX's does).
+    n_odd = tf.equal(n - 2.0 * tf.floor(0.5 * n), 1.0)
+    sign = tf.where(n_odd, tf.ones_like(n), -tf.ones_like(n))
+    r = sign * exp(lgamma(n + 1.0)) * zeta(n + 1.0, x)
+    r = tf.where(tf.equal(n, 0.0), digamma(x), r)
+    natural = tf.logical_and(n >= 0.0, tf.equal(n, tf.floor(n)))
+    return tf.where(natural, r, tf.fill(tf.shape(r), tf.constant(NAN, r.dtype)))
+
+
+_IGAMMA_A = np.array([1.0, 1.0, 0.0, -1.0, 2.0, NAN, 1.0, INF, 0.0, 0.0, 0.0, INF, INF, 1e-3, 5.0, 1e-30, 0.5,
+                      20.0, 20.0, 3.0, 100.0, 1.0, 0.1], np.float32)
+_IGAMMA_X = np.array([0.0, -1.0, 1.0, 1.0, INF, 1.0, NAN, 1.0, 0.5, 2.0, 0.0, 0.5, 2.0, 1e-3, 1e-30, 1.0, 1e10,
+                      20.0, 21.0, 1e-6, 90.0, 30.0, 50.0], np.float32)
+def _igamma_cases(fn):
+    return [
+        case("f32", fn, f32(8, 16, low=0.1, high=20), f32(8, 16, low=0.0, high=30)),
+        case("small_a", fn, f32(4, 8, low=0.01, high=1.0), f32(4, 8, low=0.0, high=3.0)),
+        case("edges", fn, _IGAMMA_A, _IGAMMA_X),
+        case("f16", fn, f16(3, 4, low=0.5, high=5), f16(3, 4, low=0.1, high=6)),
+        case("broadcast_scalar", lambda x, f=fn: f(2.5, x), f32(2, 5, low=0.0, high=8)),
+        case("poly", fn, f32(3, 4, low=0.5, high=5), f32(3, 4, low=0.1, high=6),
+             polymorphic_shapes=("(b, 4)", "(b, 4)")),
+    ]
+
+
+_ZETA_S = np.array([1.0, 0.5, 2.0, 2.0, 2.0, 2.0, INF, 3.0, NAN, 2.0, 2.0, 1.0001, 30.0, 3.0, 3.0, 2.5, 2.5, 4.0,
+                    2.0, 3.0, 1e4], np.float32)
+_ZETA_Q = np.array([1.0, 1.0, 0.0, -1.0, -1.5, INF, 2.0, 1e-3, 1.0, NAN, 1e6, 1.0, 0.5, 0.0, -1e-3, -1.5, 1e-3,
+                    -2.0, -INF, -2.5, 2.0], np.float32)
+_POLYGAMMA_N = np.array([0.0, 1.0, 2.0, 3.0, 1.0, 1.0, -1.0, 1.5, 1.0, 2.0, 10.0, 1.0, 4.0, 0.0, 2.0, 5.0, NAN],
+                        np.float32)
+_POLYGAMMA_X = np.array([1.0, 0.0, 0.0, -1.0, -1.5, INF, 1.0, 1.0, NAN, 1e-3, 2.0, 1e6, -2.5, -0.5, -1e-3, 30.0,
+                         1.0], np.float32)
+
+for _prim, _fn, _cases in (
+        (lax.igamma_p, igamma, _igamma_cases(lax.igamma)),
+        (lax.igammac_p, igammac, _igamma_cases(lax.igammac) + [
+            # Q far in the tail, computed directly rather than as 1 - P
+            case("tail", lax.igammac, f32(12, low=0.5, high=3), f32(12, low=20, high=60))]),
+        (lax.zeta_p, zeta, [
+            case("f32", lax.zeta, f32(6, 8, low=1.1, high=12), f32(6, 8, low=0.05, high=20)),
+            case("edges", lax.zeta, _ZETA_S, _ZETA_Q),
+            case("negative_q_integer_s", lax.zeta, np.array([2.0, 3.0, 4.0, 6.0], np.float32),
+                 f32(4, low=-5, high=-0.1)),
+            case("f16", lax.zeta, f16(3, 4, low=1.5, high=5), f16(3, 4, low=0.5, high=4)),
+            case("poly", lax.zeta, f32(3, 4, low=1.5, high=5), f32(3, 4, low=0.5, high=4),
+                 polymorphic_shapes=("(b, 4)", "(b, 4)"))]),
+        (lax.polygamma_p, polygamma, [
+            case("f32", lax.polygamma, np.array([0.0, 1.0, 2.0, 3.0], np.float32), f32(4, low=0.5, high=5)),
+            case("orders", lax.polygamma, np.repeat(np.arange(6, dtype=np.float32), 8).reshape(6, 8),
+                 f32(6, 8, low=0.1, high=15)),
+            case("edges", lax.polygamma, _POLYGAMMA_N, _POLYGAMMA_X),
+            case("f16", lax.polygamma, np.array([1.0, 2.0, 1.0, 0.0], np.float16), f16(4, low=1, high=4))])):
+    register(_prim, binary(_fn), cases=_cases)
 
 
 # ----------------------------------------------------------------------------- cases for the tables
