@@ -502,6 +502,8 @@ _SYMBOLIC_SCAN = Limitation(
     param="axis", when=_symbolic_scan_axis,
     workaround="give the scanned axis a concrete size (batch dimensions may stay symbolic)")
 
+_SYMBOLIC_AXIS_CASE = lambda fn: case("symbolic_axis_rejected", lambda x: fn(x, axis=0), f32(6, 2),
+                                      polymorphic_shapes=("(n, 2)",))
 _NAN_SCAN_CASES = lambda fn: [case("nan_propagates", lambda x: fn(x, axis=1), NAN_ROW),
                               case("nan_reverse", lambda x: fn(x, axis=1, reverse=True), NAN_ROW)]
 
@@ -518,20 +520,20 @@ def lower_cumsum(ctx, x, *, axis, reverse):
     return tf.cast(out, dtype)
 
 
-lowering(lax.cumprod_p, cases=[*_scan_cases(lax.cumprod)], limitations=[_SYMBOLIC_SCAN])(
+lowering(lax.cumprod_p, cases=[*_scan_cases(lax.cumprod), _SYMBOLIC_AXIS_CASE(lax.cumprod)],
+         limitations=[_SYMBOLIC_SCAN])(
     _scan_rule("cumprod"))
 lowering(lax.cummax_p, cases=[
     *_scan_cases(lax.cummax), *_NAN_SCAN_CASES(lax.cummax),
     case("int_extremes", lambda x: lax.cummax(x, axis=1), i32(3, 6, low=-2**31, high=2**31 - 1)),
-    case("symbolic_axis_rejected", lambda x: lax.cummax(x, axis=0), f32(6, 2),
-         polymorphic_shapes=("(n, 2)",)),
+    _SYMBOLIC_AXIS_CASE(lax.cummax),
 ], limitations=[_SYMBOLIC_SCAN])(_scan_rule("cummax"))
 lowering(lax.cummin_p, cases=[
-    *_scan_cases(lax.cummin), *_NAN_SCAN_CASES(lax.cummin),
+    *_scan_cases(lax.cummin), *_NAN_SCAN_CASES(lax.cummin), _SYMBOLIC_AXIS_CASE(lax.cummin),
 ], limitations=[_SYMBOLIC_SCAN])(_scan_rule("cummin"))
 lowering(lax.cumlogsumexp_p, cases=[
     *_scan_cases(lax.cumlogsumexp, ints=False),
-    *_NAN_SCAN_CASES(lax.cumlogsumexp),
+    *_NAN_SCAN_CASES(lax.cumlogsumexp), _SYMBOLIC_AXIS_CASE(lax.cumlogsumexp),
     case("wide_range", lambda x: lax.cumlogsumexp(x * 50.0, axis=1), f32(3, 9)),
     case("with_neg_inf", lambda x: lax.cumlogsumexp(x, axis=1),
          np.array([[-np.inf, -np.inf, 0.0, -np.inf], [np.inf, 1.0, -np.inf, 2.0]], np.float32)),

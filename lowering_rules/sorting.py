@@ -18,12 +18,20 @@ import tensorflow as tf
 import jax.numpy as jnp
 from jax import lax
 
-from limitations.targets import ALL_TARGETS
+from limitations.targets import ALL_TARGETS, Target
 from lowering_rules.cases import boolean, case, f16, f32, i32, u8
 from lowering_rules.registry import Limitation, dtype_limitation, lowering
 
-# rank * n + position must fit in int32 with ranks up to 2n + 1.
-MAX_SORTED_LENGTH = 32766
+# The stable order's int32 keys rank * n + position stay below n^2 <= 2^31 up to n = 46340
+# (measured: a row of 46341 with NaNs, or of 70000 without, comes out misordered).
+MAX_SORTED_LENGTH = 46340
+
+# One row just too long, NaNs interleaved: forced through any runtime, its order comes out wrong.
+TOO_LONG_ROW = np.where(np.arange(MAX_SORTED_LENGTH + 1) % 2 == 0, np.nan,
+                        np.linspace(-1, 1, MAX_SORTED_LENGTH + 1)).astype(np.float32)
+
+# uint32 keys that float32 cannot tell apart (2^31 and 2^31 + 1, ...).
+WIDE_U32 = np.array([4000000001, 4000000000, 3, 2**31 + 1, 2**31, 0], np.uint32)
 
 NAN_ZEROS = np.array([[1.0, np.nan, -0.0, 0.0, -np.inf, np.inf, 0.0, np.nan, -0.0, -1.0],
                       [3.0, 3.0, np.nan, 3.0, -2.0, -2.0, 0.0, -0.0, np.inf, np.inf]], np.float32)
@@ -111,17 +119,18 @@ def _ascending_pass(key, rows: Rows):
 def _sorted_length_too_long(eqn) -> bool:
     dimension = eqn.params.get("dimension", eqn.params.get("axis"))
     size = eqn.avals_in[0].shape[dimension]
-    return isinstance(size, (int, np.integer)) and size > MAX_SORTED_LENGTH
+    return not isinstance(size, (int, np.integer)) or size > MAX_SORTED_LENGTH
 
 
 _TOO_LONG = Limitation(
-    ALL_TARGETS, f"the sorted dimension is longer than {MAX_SORTED_LENGTH}",
-    "the stable order uses int32 keys rank * n + position, which would overflow",
+    ALL_TARGETS, f"the sorted dimension is longer than {MAX_SORTED_LENGTH} or symbolic",
+    "the stable order uses int32 keys rank * n + position, which would overflow (a symbolic length "
+    "could exceed the bound at run time, where TFLite and TF.js cannot check it)",
     param="dimension", when=_sorted_length_too_long,
-    workaround="sort shorter rows, or reshape and merge sorted pieces")
+    workaround=f"sort rows of a known length of at most {MAX_SORTED_LENGTH} (batch dimensions may stay symbolic)")
 
-_WIDE_KEYS = dtype_limitation(
-    ALL_TARGETS, [np.uint32, np.int64, np.uint64, np.float64],
+_WIDE_KEYS = dtype_limitation(  # TF.js has none of these dtypes at all (limitations/dtypes.py)
+    (Target.TF, Target.TFLITE, Target.TFLITE_FLEX), [np.uint32, np.int64, np.uint64, np.float64],
     reason="keys are ordered through int32/float32 top_k, which cannot hold these exactly",
     workaround="cast keys to int32 or float32 when their values fit")
 
@@ -146,10 +155,11 @@ _WIDE_KEYS = dtype_limitation(
     case("size1", lambda x: (jnp.sort(x, axis=1), jnp.argsort(x, axis=1)), f32(3, 1)),
     case("empty_rows", lambda x: jnp.concatenate([jnp.sort(x[:0], axis=1), x]), f32(2, 4)),
     case("long_row", lambda x: jnp.argsort(x), f32(1000)),
-    case("too_long_rejected", lambda x: jnp.sort(x), f32(MAX_SORTED_LENGTH + 1)),
+    case("too_long_rejected", lambda x: jnp.sort(x), TOO_LONG_ROW),
+    case("u32_keys_rejected", lambda x: jnp.sort(x), WIDE_U32),
     case("polymorphic_batch", lambda x: jnp.argsort(x, axis=1), f32(3, 5),
          polymorphic_shapes=("(b, 5)",)),
-    case("polymorphic_sorted_axis", lambda x: jnp.sort(x, axis=0), f32(5, 2),
+    case("symbolic_sorted_axis_rejected", lambda x: jnp.sort(x, axis=0), f32(5, 2),
          polymorphic_shapes=("(n, 2)",)),
 ])
 def lower_sort(ctx, *operands, dimension, is_stable, num_keys):
@@ -198,6 +208,8 @@ def _descending_total_order(x, rows: Rows):
     case("u8", lambda x: lax.top_k(x, 2), u8(3, 5, low=0, high=255)),
     case("size1", lambda x: lax.top_k(x, 1), f32(4, 1)),
     case("polymorphic_batch", lambda x: lax.top_k(x, 2), f32(3, 5), polymorphic_shapes=("(b, 5)",)),
+    case("too_long_rejected", lambda x: lax.top_k(x, 3), TOO_LONG_ROW),
+    case("u32_rejected", lambda x: lax.top_k(x, 2), WIDE_U32),
 ])
 def lower_top_k(ctx, x, *, k, axis):
     aval = ctx.avals_in[0]
