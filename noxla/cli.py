@@ -109,6 +109,9 @@ def cmd_export(args) -> int:
     if not (args.tflite or args.tfjs or args.saved_model):
         args.tflite = "model.tflite"
         print("noxla: no output given; writing --tflite model.tflite")
+    for path in (args.tflite, args.tfjs, args.saved_model):
+        if path:  # before any work, so nothing is half-done when one output is in the way
+            ex.ensure_writable(path, args.force)
     poly = _polymorphic_shapes(args, inputs)
     step = Steps()
     program = step("trace", trace, fun, _example_args(inputs), poly)
@@ -119,25 +122,30 @@ def cmd_export(args) -> int:
         require_supported(program, target)
     concrete = step("lower", ex.serving_function, program)
     written = {}
-    if args.tflite:
+    if args.tflite:  # converting and writing are separate steps here; the other converters write
         data = step("convert tflite", ex.tflite_bytes, concrete, args.allow_flex)
-
-        def write_tflite(path):
-            with ex.atomic_output(path, args.force) as scratch, open(scratch, "wb") as f:
-                f.write(data)
-        step(f"write {args.tflite}", write_tflite, args.tflite)
+        step(f"write {args.tflite}", _write_bytes, data, args.tflite, args.force)
         written["tflite"] = args.tflite
     for kind, path, writer in (("tfjs", args.tfjs, ex.write_tfjs), ("saved_model", args.saved_model,
-                                                                   ex.write_saved_model)):
+                                                                    ex.write_saved_model)):
         if path:
-            def write(p=path, w=writer):
-                with ex.atomic_output(p, args.force) as scratch:
-                    w(concrete, scratch)
-            step(f"convert+write {kind} {path}", write)
+            step(f"convert+write {kind} {path}", _write_with, writer, concrete, path, args.force)
             written[kind] = path
     errors = {} if args.no_verify else step("verify", verify, fun, program, inputs, written)
     _summary(program, written, errors)
     return 0
+
+
+def _write_bytes(data: bytes, path: str, force: bool) -> None:
+    from noxla.export import atomic_output
+    with atomic_output(path, force) as scratch, open(scratch, "wb") as f:
+        f.write(data)
+
+
+def _write_with(writer, concrete, path: str, force: bool) -> None:
+    from noxla.export import atomic_output
+    with atomic_output(path, force) as scratch:
+        writer(concrete, scratch)
 
 
 def verify(fun, program, inputs: Sequence[InputSpec], written: dict) -> dict:

@@ -28,10 +28,12 @@ def input_signature(program: Program) -> list[tf.TensorSpec]:
             for aval, name in zip(program.in_avals, program.in_names)]
 
 
-def serving_function(program: Program) -> tf.types.experimental.ConcreteFunction:
-    """The program as one concrete TF function: flat named inputs, a dict of named outputs."""
+def serving_function(program: Program, check_shapes: bool = False) -> tf.types.experimental.ConcreteFunction:
+    """The program as one concrete TF function: flat named inputs, a dict of named outputs.
+
+    ``check_shapes`` adds run-time checks of the inputs against polymorphic shapes (TF only)."""
     def serve(*flat_args):
-        outs = lower_program(program, flat_args)
+        outs = lower_program(program, flat_args, check_shapes=check_shapes)
         return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
     return tf.function(serve, input_signature=input_signature(program), autograph=False).get_concrete_function()
 
@@ -42,12 +44,18 @@ def prepare(fun: Callable, example_args, polymorphic_shapes, target: Target) -> 
     return program
 
 
-@contextlib.contextmanager
-def atomic_output(path: str, overwrite: bool) -> Iterator[str]:
-    """Yield a scratch path beside ``path``; move it into place only if the block succeeds."""
+def ensure_writable(path: str, overwrite: bool) -> str:
+    """The absolute path, after refusing to replace an existing output unless asked to."""
     path = os.path.abspath(os.fspath(path))
     if os.path.lexists(path) and not overwrite:
         raise ExportError(f"{path} already exists; pass overwrite=True (CLI: --force) to replace it")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_output(path: str, overwrite: bool) -> Iterator[str]:
+    """Yield a scratch path beside ``path``; move it into place only if the block succeeds."""
+    path = ensure_writable(path, overwrite)
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     scratch_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".noxla-tmp", dir=parent)
@@ -164,27 +172,35 @@ def name_tfjs_signature(model_json: str, concrete) -> None:
         json.dump(model, f)
 
 
+def write_tflite(concrete, path: str, allow_flex: bool = False) -> None:
+    data = tflite_bytes(concrete, allow_flex)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _export(fun, example_args, polymorphic_shapes, target: Target, path: str, overwrite: bool, write) -> str:
+    program = prepare(fun, example_args, polymorphic_shapes, target)
+    with atomic_output(path, overwrite) as scratch:
+        write(serving_function(program, check_shapes=target is Target.TF), scratch)
+    return os.path.abspath(path)
+
+
 def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shapes=None,
                        overwrite: bool = False) -> str:
-    program = prepare(fun, example_args, polymorphic_shapes, Target.TF)
-    with atomic_output(path, overwrite) as scratch:
-        write_saved_model(serving_function(program), scratch)
-    return os.path.abspath(path)
+    """A SavedModel whose ``serving_default`` signature computes ``fun`` (inputs checked against
+    ``polymorphic_shapes`` at run time)."""
+    return _export(fun, example_args, polymorphic_shapes, Target.TF, path, overwrite, write_saved_model)
 
 
 def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=None, allow_flex: bool = False,
                   overwrite: bool = False) -> str:
-    program = prepare(fun, example_args, polymorphic_shapes, Target.TFLITE_FLEX if allow_flex else Target.TFLITE)
-    with atomic_output(path, overwrite) as scratch:
-        data = tflite_bytes(serving_function(program), allow_flex)
-        with open(scratch, "wb") as f:
-            f.write(data)
-    return os.path.abspath(path)
+    """A .tflite using TFLITE_BUILTINS only (plus SELECT_TF_OPS when ``allow_flex``)."""
+    target = Target.TFLITE_FLEX if allow_flex else Target.TFLITE
+    return _export(fun, example_args, polymorphic_shapes, target, path, overwrite,
+                   lambda concrete, scratch: write_tflite(concrete, scratch, allow_flex))
 
 
 def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None,
                 overwrite: bool = False) -> str:
-    program = prepare(fun, example_args, polymorphic_shapes, Target.TFJS)
-    with atomic_output(path, overwrite) as scratch:
-        write_tfjs(serving_function(program), scratch)
-    return os.path.abspath(path)
+    """A TF.js graph model directory (model.json and weight shards)."""
+    return _export(fun, example_args, polymorphic_shapes, Target.TFJS, path, overwrite, write_tfjs)

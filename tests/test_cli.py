@@ -17,7 +17,8 @@ def noxla(*args, cwd):
 def test_export_with_no_function_exports_and_verifies_the_builtin_example(tmp_path):
     result = noxla("export", "--tflite", "ex.tflite", "--tfjs", "ex_js", "--saved-model", "ex_sm", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    for step in ("[trace]", "[lower]", "[convert tflite]", "[write ex.tflite]", "[verify]"):
+    for step in ("[trace]", "[lower]", "[convert tflite]", "[write ex.tflite]", "[convert+write tfjs ex_js]",
+                 "[convert+write saved_model ex_sm]", "[verify]"):
         assert step in result.stdout
     assert (tmp_path / "ex.tflite").is_file() and (tmp_path / "ex_js" / "model.json").is_file()
     assert (tmp_path / "ex_sm" / "saved_model.pb").is_file()
@@ -28,9 +29,10 @@ def test_export_with_no_function_exports_and_verifies_the_builtin_example(tmp_pa
 
 def test_export_refuses_to_overwrite_without_force(tmp_path):
     (tmp_path / "ex.tflite").write_bytes(b"keep me")
-    result = noxla("export", "--tflite", "ex.tflite", "--no-verify", cwd=tmp_path)
+    result = noxla("export", "--tfjs", "ex_js", "--tflite", "ex.tflite", "--no-verify", cwd=tmp_path)
     assert result.returncode == 1 and "--force" in result.stderr
     assert (tmp_path / "ex.tflite").read_bytes() == b"keep me"
+    assert not (tmp_path / "ex_js").exists()  # refused before any output was written
     assert noxla("export", "--tflite", "ex.tflite", "--no-verify", "--force", cwd=tmp_path).returncode == 0
 
 
