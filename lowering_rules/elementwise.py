@@ -16,6 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 import tensorflow as tf
+import jax
 from jax import lax
 import jax.numpy as jnp
 
@@ -583,6 +584,7 @@ def lower_optimization_barrier(ctx, *operands):
 
 BINARY = {
     lax.add_p: tf.math.add,
+    "add_any": tf.math.add,  # the sum of two cotangents in every gradient (jax._src.ad_util)
     lax.sub_p: tf.math.subtract,
     lax.atan2_p: tf.atan2,
 }
@@ -1292,3 +1294,6 @@ add_cases(lax.atan2_p, case("f32", lax.atan2, f32(3, 4), f32(3, 4)),
           case("edges", lax.atan2, np.array([0.0, -0.0, 0.0, -0.0, 1.0, INF, INF, NAN], np.float32),
                np.array([-0.0, -0.0, 1.0, 1.0, 0.0, INF, -1.0, 1.0], np.float32)),
           case("f16", lax.atan2, f16(5), f16(5)))
+add_cases("add_any",
+          case("grad_of_product", jax.grad(lambda x: (jnp.sin(x) * x).sum()), f32(3, 4)),
+          case("grad_of_square", jax.grad(lambda x: (x * x * 3.0).sum()), f32(5)))

@@ -422,19 +422,34 @@ def _along(axis, rank, index):
 
 def doubling_scan(x, axis, rank, n, combine):
     """Inclusive scan by Hillis-Steele doubling: after the step with shift s every element
-    combines the 2s elements ending at it. ``n`` is the static length of ``axis``.
+    combines the 2s elements ending at it. ``n`` is the length of ``axis``: with a static length
+    the log2(n) steps are unrolled, with a symbolic one (an int32 scalar) they run in a loop.
 
     The first s elements are already final and are kept as they are, so no identity constant
     is needed (TFLite stores infinite constants as +-FLT_MAX; TF.js wasm pads int32 through
     float32, turning INT32_MAX into INT32_MIN).
     """
-    shift = 1
-    while shift < n:
+    def step(shift, x):
         done = x[_along(axis, rank, slice(0, shift))]
         combined = combine(x[_along(axis, rank, slice(0, n - shift))],
-                           x[_along(axis, rank, slice(shift, n))])
-        x = tf.concat([done, combined], axis=axis)
-        shift *= 2
+                           x[_along(axis, rank, slice(shift, None))])
+        return shift * 2, tf.concat([done, combined], axis=axis)
+
+    if isinstance(n, int):
+        shift = 1
+        while shift < n:
+            shift, x = step(shift, x)
+        return x
+
+    def gathered_step(shift, x):
+        # Gathers, not slices: the TF.js converter loses the constants grappler folds out of
+        # strided-slice bounds inside a loop body.
+        take = lambda start, stop: tf.gather(x, tf.range(start, stop), axis=axis)
+        return shift * 2, tf.concat([take(0, shift), combine(take(0, n - shift), take(shift, n))], axis=axis)
+
+    invariant = tf.TensorShape([None if d == axis else x.shape[d] for d in range(rank)])
+    _, x = tf.while_loop(lambda shift, _: shift < n, gathered_step, [tf.constant(1), x],
+                         shape_invariants=[tf.TensorShape([]), invariant])
     return x
 
 
@@ -459,8 +474,8 @@ def _scan_rule(name):
 
     def lower(ctx, x, *, axis, reverse):
         aval = ctx.avals_in[0]
-        n = aval.shape[axis]
-        if n == 0:
+        n = ctx.dim(aval.shape[axis])
+        if isinstance(n, int) and n == 0:
             return x
         dtype = x.dtype
         work = tf.cast(x, _compute_dtype(dtype))
@@ -475,10 +490,6 @@ def _scan_rule(name):
         return tf.cast(out, dtype)
     lower.__name__ = f"lower_{name}"
     return lower
-
-
-def _symbolic_scan_axis(eqn) -> bool:
-    return not isinstance(eqn.avals_in[0].shape[eqn.params["axis"]], (int, np.integer))
 
 
 def _scan_cases(jax_fn, ints=True):
@@ -496,13 +507,7 @@ def _scan_cases(jax_fn, ints=True):
     ]
 
 
-_SYMBOLIC_SCAN = Limitation(
-    ALL_TARGETS, "the scanned axis has a symbolic (polymorphic) size",
-    "the doubling scan unrolls log2(n) steps, so the scanned length must be known",
-    param="axis", when=_symbolic_scan_axis,
-    workaround="give the scanned axis a concrete size (batch dimensions may stay symbolic)")
-
-_SYMBOLIC_AXIS_CASE = lambda fn: case("symbolic_axis_rejected", lambda x: fn(x, axis=0), f32(6, 2),
+_SYMBOLIC_AXIS_CASE = lambda fn: case("symbolic_axis", lambda x: fn(x, axis=0), f32(6, 2),
                                       polymorphic_shapes=("(n, 2)",))
 _NAN_SCAN_CASES = lambda fn: [case("nan_propagates", lambda x: fn(x, axis=1), NAN_ROW),
                               case("nan_reverse", lambda x: fn(x, axis=1, reverse=True), NAN_ROW)]
@@ -520,21 +525,20 @@ def lower_cumsum(ctx, x, *, axis, reverse):
     return tf.cast(out, dtype)
 
 
-lowering(lax.cumprod_p, cases=[*_scan_cases(lax.cumprod), _SYMBOLIC_AXIS_CASE(lax.cumprod)],
-         limitations=[_SYMBOLIC_SCAN])(
+lowering(lax.cumprod_p, cases=[*_scan_cases(lax.cumprod), _SYMBOLIC_AXIS_CASE(lax.cumprod)])(
     _scan_rule("cumprod"))
 lowering(lax.cummax_p, cases=[
     *_scan_cases(lax.cummax), *_NAN_SCAN_CASES(lax.cummax),
     case("int_extremes", lambda x: lax.cummax(x, axis=1), i32(3, 6, low=-2**31, high=2**31 - 1)),
     _SYMBOLIC_AXIS_CASE(lax.cummax),
-], limitations=[_SYMBOLIC_SCAN])(_scan_rule("cummax"))
+])(_scan_rule("cummax"))
 lowering(lax.cummin_p, cases=[
     *_scan_cases(lax.cummin), *_NAN_SCAN_CASES(lax.cummin), _SYMBOLIC_AXIS_CASE(lax.cummin),
-], limitations=[_SYMBOLIC_SCAN])(_scan_rule("cummin"))
+])(_scan_rule("cummin"))
 lowering(lax.cumlogsumexp_p, cases=[
     *_scan_cases(lax.cumlogsumexp, ints=False),
     *_NAN_SCAN_CASES(lax.cumlogsumexp), _SYMBOLIC_AXIS_CASE(lax.cumlogsumexp),
     case("wide_range", lambda x: lax.cumlogsumexp(x * 50.0, axis=1), f32(3, 9)),
     case("with_neg_inf", lambda x: lax.cumlogsumexp(x, axis=1),
          np.array([[-np.inf, -np.inf, 0.0, -np.inf], [np.inf, 1.0, -np.inf, 2.0]], np.float32)),
-], limitations=[_SYMBOLIC_SCAN])(_scan_rule("cumlogsumexp"))
+])(_scan_rule("cumlogsumexp"))
