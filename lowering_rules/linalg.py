@@ -71,9 +71,10 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     # precision is computed in float32 (as XLA's CPU dot accumulates): TFLite has no float16
     # transpose or matmul kernels.
     compute_dtype = tf.float32 if ctx.out_dtype in (tf.float16, tf.bfloat16) else ctx.out_dtype
-    lhs, rhs = tf.cast(lhs, compute_dtype), tf.cast(rhs, compute_dtype)
-    lhs = _as_batched_matrix(ctx, lhs, lhs_aval, lhs_batch, lhs_free, lhs_contract)
-    rhs = _as_batched_matrix(ctx, rhs, rhs_aval, rhs_batch, rhs_contract, rhs_free)
+    lhs = ctx.prepare_operand(lhs, ("dot_lhs", compute_dtype, *map(tuple, (lhs_batch, lhs_free, lhs_contract))), lambda x: (
+        _as_batched_matrix(ctx, tf.cast(x, compute_dtype), lhs_aval, lhs_batch, lhs_free, lhs_contract)))
+    rhs = ctx.prepare_operand(rhs, ("dot_rhs", compute_dtype, *map(tuple, (rhs_batch, rhs_contract, rhs_free))), lambda x: (
+        _as_batched_matrix(ctx, tf.cast(x, compute_dtype), rhs_aval, rhs_batch, rhs_contract, rhs_free)))
     if ctx.out_dtype.is_integer:
         out = _int_matmul(lhs, rhs)
     else:

@@ -30,17 +30,64 @@ class Lowering:
         self._graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         self._constants: dict[int, tuple[object, tf.Tensor]] = {}
         self._infinity: tf.Tensor | None = None
+        self._constant_derived: dict[int, tf.Tensor] = {}   # id -> tensor computed from constants only
+        self._folded: dict[tuple, list] = {}
+
+    def in_root_graph(self):
+        return self._graph.as_default() if self._graph is not None else contextlib.nullcontext()
 
     def constant(self, value) -> tf.Tensor:
         """Each weight array becomes one constant, however often and wherever it is used."""
         hit = self._constants.get(id(value))
         if hit is None:
             array = np.asarray(value)
-            with self._graph.as_default() if self._graph is not None else contextlib.nullcontext():
+            with self.in_root_graph():
                 hit = (value, tf.constant(array, dtype=tf_dtype(array.dtype)))
             self._constants[id(value)] = hit
+            self._constant_derived[id(hit[1])] = hit[1]
         return hit[1]
 
+
+    def constant_expression_key(self, eqn, invals) -> tuple | None:
+        """A key for an equation computed from constants (weights, literals) only, else None.
+
+        Such an equation (a weight's transpose or reshape, an iota) is emitted once, in the root
+        graph, however often it recurs: an unrolled loop would otherwise repeat it per step, and
+        the converters fold each repeat into its own copy of the weight."""
+        if any(True for _ in core.jaxprs_in_params(eqn.params)):  # sub-programs are lowered in place
+            return None
+        operands = []
+        for atom, value in zip(eqn.invars, invals):
+            if isinstance(atom, core.Literal):
+                literal = np.asarray(atom.val, dtype=atom.aval.dtype)
+                operands.append(("literal", literal.dtype.str, literal.tobytes()))
+            elif id(value) in self._constant_derived:
+                operands.append(id(value))
+            else:
+                return None
+        key = (eqn.primitive.name, tuple(operands), tuple(sorted(eqn.params.items())))
+        try:
+            hash(key)
+        except TypeError:  # a parameter holding an array: not worth folding
+            return None
+        return key
+
+    def folded(self, key) -> list | None:
+        return self._folded.get(key)
+
+    def remember_folded(self, key, outs: list) -> None:
+        self._folded[key] = outs
+        self._constant_derived.update((id(t), t) for t in outs)
+
+    def prepare_constant(self, x, key: tuple, prepare: Callable):
+        """``prepare(x)``, made once in the root graph when ``x`` derives from constants only."""
+        if id(x) not in self._constant_derived:
+            return prepare(x)
+        full_key = ("prepared", id(x), key)
+        if full_key not in self._folded:
+            with self.in_root_graph():
+                self.remember_folded(full_key, [prepare(x)])
+        return self._folded[full_key][0]
 
     def runtime_infinity(self) -> tf.Tensor:
         """+inf (float32) that no converter can fold into a constant (TFLite would store FLT_MAX).
@@ -50,7 +97,7 @@ class Lowering:
         input the program is constant anyway."""
         if self._infinity is None:
             source = next((x for x in self.inputs if x.shape.num_elements() != 0), None)
-            with self._graph.as_default() if self._graph is not None else contextlib.nullcontext():
+            with self.in_root_graph():
                 if source is None:
                     value = tf.constant(np.inf, tf.float32)
                 else:
@@ -82,6 +129,12 @@ class LoweringContext:
 
     def runtime_infinity(self) -> tf.Tensor:
         return self.lowering.runtime_infinity()
+
+    def prepare_operand(self, x, key: tuple, prepare: Callable):
+        """``prepare(x)`` for an operand: when x is a weight (or made from weights only) it is
+        prepared once for the whole program. Without this, an unrolled loop re-transposes the
+        same weight every step and the converters fold each into a copy of the weight."""
+        return self.lowering.prepare_constant(x, key, prepare)
 
     def shape(self, shape: Sequence):
         return self.lowering.dims.shape(shape)
@@ -117,22 +170,32 @@ def lower_jaxpr(lowering: Lowering, jaxpr: core.Jaxpr, consts: Sequence, args: S
         if rule is None:  # the up-front check reports this with context; here only as a guard
             raise LoweringError(f"no lowering rule for primitive '{name}' at {source_line(eqn.source_info)}")
         invals = [_read(lowering, values, v) for v in eqn.invars]
-        try:
-            with tf.name_scope(name):
-                outs = rule.lower(LoweringContext(lowering, eqn), *invals, **eqn.params)
-        except NoxlaError:
-            raise
-        except Exception as e:
-            raise LoweringError(
-                f"lowering '{name}' failed at {source_line(eqn.source_info)}: {type(e).__name__}: {e}\n"
-                f"parameters: {_short_params(eqn.params)}\n"
-                "This is a noxla bug; please report it with this message.") from e
-        if not eqn.primitive.multiple_results:
-            outs = [outs]
+        key = lowering.constant_expression_key(eqn, invals)
+        outs = lowering.folded(key) if key is not None else None
+        if outs is None:
+            with lowering.in_root_graph() if key is not None else contextlib.nullcontext():
+                outs = _apply_rule(lowering, rule, eqn, invals)
+            if key is not None:
+                lowering.remember_folded(key, outs)
         for var, out in zip(eqn.outvars, outs):
             if not isinstance(var, core.DropVar):
                 values[var] = out
     return [_read(lowering, values, v) for v in jaxpr.outvars]
+
+
+def _apply_rule(lowering: Lowering, rule, eqn, invals) -> list:
+    name = eqn.primitive.name
+    try:
+        with tf.name_scope(name):
+            outs = rule.lower(LoweringContext(lowering, eqn), *invals, **eqn.params)
+    except NoxlaError:
+        raise
+    except Exception as e:
+        raise LoweringError(
+            f"lowering '{name}' failed at {source_line(eqn.source_info)}: {type(e).__name__}: {e}\n"
+            f"parameters: {_short_params(eqn.params)}\n"
+            "This is a noxla bug; please report it with this message.") from e
+    return list(outs) if eqn.primitive.multiple_results else [outs]
 
 
 def _short_params(params: dict) -> str:

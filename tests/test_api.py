@@ -198,3 +198,16 @@ def test_inconclusive_comparison_explains_which_specification_to_fix():
     with pytest.raises(noxla.TracingError) as err:
         noxla.check(f, np.ones((5,), np.float32), polymorphic_shapes=["(b,)"])
     assert "Fix the specification" in str(err.value) and f"{__file__}:" in str(err.value)
+
+
+def test_a_weight_used_by_every_step_of_an_unrolled_loop_is_stored_once(tmp_path):
+    import json
+    weights = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
+
+    def recurrent(x):  # the rule transposes the weight for its matmul in each of the 8 steps
+        step = lambda c, _: (jnp.tanh(lax.dot_general(c, weights, (((1,), (1,)), ((), ())))) @ weights, None)
+        return lax.scan(step, x, None, length=8)[0]
+    path = noxla.export_tfjs(recurrent, np.ones((2, 3), np.float32), path=str(tmp_path / "js"))
+    with open(os.path.join(path, "model.json")) as f:
+        manifest = [w for group in json.load(f)["weightsManifest"] for w in group["weights"]]
+    assert len([w for w in manifest if sorted(w["shape"]) == [3, 4]]) <= 2, manifest  # W and its transpose
