@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from limitations.targets import Target
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
-from lowering_rules.registry import Limitation, add_cases, add_limitations, lowering, register
+from lowering_rules.registry import Limitation, add_cases, lowering, register
 
 NAN, INF = float("nan"), float("inf")
 _HALVES = (tf.float16, tf.bfloat16)

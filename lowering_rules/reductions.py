@@ -18,7 +18,7 @@ from jax import lax
 from jax.core import ShapedArray
 from jax.extend import core
 
-from limitations.targets import ALL_TARGETS, Target
+from limitations.targets import ALL_TARGETS
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.registry import Limitation, lowering
 

@@ -121,11 +121,5 @@ def add_cases(primitive, *cases: Case) -> None:
         rule, cases=rule.cases + tuple(c.for_primitive(name) for c in cases))
 
 
-def add_limitations(primitive, *limitations: Limitation) -> None:
-    name = _primitive_name(primitive)
-    rule = RULES[name]
-    RULES[name] = dataclasses.replace(rule, limitations=rule.limitations + tuple(limitations))
-
-
 def rule_for(name: str) -> Rule | None:
     return RULES.get(name)

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from limitations.targets import ALL_TARGETS, Target
+from limitations.targets import ALL_TARGETS
 from lowering_rules.cases import boolean, case, f16, f32, i32
 from lowering_rules.helpers import axis_slice, interior_pad, pad_or_crop, runtime_infinity, size_vector
 from lowering_rules.registry import Limitation, register
