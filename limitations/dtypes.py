@@ -12,19 +12,19 @@ from limitations.targets import Target
 # but cannot run ops on the narrow integer or half-precision types.
 _TFJS_DTYPES = frozenset(np.dtype(d) for d in (np.float32, np.int32, np.bool_, np.complex64))
 
-_UNSUPPORTED = {
-    Target.TF: frozenset(),
-    Target.TFLITE: frozenset({np.dtype(ml_dtypes.bfloat16)}),
-    Target.TFLITE_FLEX: frozenset(),
-    Target.TFJS: None,  # everything outside _TFJS_DTYPES
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+# Whether a target has tensors of a dtype at all.
+_HAS_DTYPE = {
+    Target.TF: lambda dtype: True,
+    Target.TFLITE: lambda dtype: dtype != _BFLOAT16,
+    Target.TFLITE_FLEX: lambda dtype: True,
+    Target.TFJS: lambda dtype: dtype in _TFJS_DTYPES,
 }
 
 
 def unsupported_dtypes(target: Target, dtypes: Iterable) -> set[np.dtype]:
-    dtypes = {np.dtype(d) for d in dtypes}
-    if target is Target.TFJS:
-        return dtypes - _TFJS_DTYPES
-    return dtypes & _UNSUPPORTED[target]
+    return {d for d in map(np.dtype, dtypes) if not _HAS_DTYPE[target](d)}
 
 
 def supported_dtype_names(target: Target, candidates: Iterable) -> list[str]:
