@@ -1,5 +1,6 @@
 """Per-primitive lowering rules. Importing this package registers every rule family."""
 from lowering_rules import (  # noqa: F401
+    annotations,
     control_flow,
     convolution,
     elementwise,

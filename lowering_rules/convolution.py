@@ -40,20 +40,51 @@ def _dilated(n, factor: int):
     return n if factor == 1 or (isinstance(n, int) and n == 0) else (n - 1) * factor + 1
 
 
+def _dilate_kernel_axis(w, w_dims, axis, factor):
+    """Zeros between the kernel's taps along ``axis``, on a 3D view [before, taps, after] (the
+    interior padding goes through one more axis, and TFLite's PAD stops at 5D)."""
+    if factor == 1:
+        return w, w_dims
+    view = [_product(w_dims[:axis]), w_dims[axis], _product(w_dims[axis + 1:])]
+    w = interior_pad(tf.reshape(w, size_vector(view)), view, 1, factor)
+    w_dims = [*w_dims[:axis], _dilated(w_dims[axis], factor), *w_dims[axis + 1:]]
+    return tf.reshape(w, size_vector(w_dims)), w_dims
+
+
+def _product(dims):
+    total = 1
+    for d in dims:
+        total = total * d
+    return total
+
+
 def _native_conv(x, w, w_dims, strides, dilations, depthwise: bool):
-    """A VALID Conv2D/Conv3D/DepthwiseConv2dNative on channels-last operands."""
-    if any(s > 1 for s in strides) and any(d > 1 for d in dilations):
-        # TF.js convolutions take strides or dilations, not both: dilate the kernel with zeros.
+    """A VALID Conv2D/Conv3D/DepthwiseConv2dNative on channels-last operands.
+
+    Only features every TF CPU kernel has: without oneDNN (TF turns it on only on some x86 CPUs,
+    e.g. not on AMD EPYC without AVX-512), Conv3D takes no dilation and DepthwiseConv2dNative
+    neither dilation nor unequal strides."""
+    dilated = any(d > 1 for d in dilations)
+    if dilated and (any(s > 1 for s in strides) or len(strides) == 3):
+        # TF.js convolutions take strides or dilations, not both, and Conv3D none: dilate the
+        # kernel with zeros (TFLite's SPACE_TO_BATCH_ND, the other way, stops at 4D).
         for a, d in enumerate(dilations):
-            w = interior_pad(w, w_dims, a, d)
-            w_dims = [*w_dims[:a], _dilated(w_dims[a], d), *w_dims[a + 1:]]
-        dilations = [1] * len(dilations)
-    strides, dilations = [1, *strides, 1], [1, *dilations, 1]
+            w, w_dims = _dilate_kernel_axis(w, w_dims, a, d)
+        dilations, dilated = [1] * len(dilations), False
+    if depthwise and strides[0] != strides[1]:
+        # Convolve at the strides' gcd (equal), then keep every (stride / gcd)-th output.
+        step = np.gcd(*strides)
+        y = _native_conv(x, w, w_dims, [step, step], dilations, True)
+        for a, s in enumerate(strides):
+            y = axis_slice(y, 4, 1 + a, 0, None, s // step)
+        return y
     if depthwise:
-        return tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, strides=strides, padding="VALID",
-                                                dilations=dilations)
-    conv = tf.nn.conv2d if len(strides) == 4 else tf.nn.conv3d
-    return conv(x, w, strides=strides, padding="VALID", dilations=dilations)
+        # Dilation through space-to-batch (TF's own way; the TFLite converter folds it back into
+        # one dilated DEPTHWISE_CONV_2D when shapes are static).
+        return tf.nn.depthwise_conv2d(x, w, [1, *strides, 1], "VALID",
+                                      dilations=dilations if dilated else None)
+    conv = tf.nn.conv2d if len(strides) == 2 else tf.nn.conv3d
+    return conv(x, w, strides=[1, *strides, 1], padding="VALID", dilations=[1, *dilations, 1])
 
 
 def _tap_by_tap_conv(x, w, w_dims, strides, dilations, out_spatial):
@@ -131,10 +162,10 @@ def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_di
     x_dims = [x_dims[0], *(n + lo + hi for n, (lo, hi) in zip(x_dims[1:-1], padding)), x_dims[-1]]
 
     strides, dilations = list(window_strides), list(rhs_dilation)
-    if nsp == 1:  # 1D runs as 2D over a unit height
+    if nsp == 1:  # 1D runs as 2D over a unit height, whose stride is free: equal to the width's
         x, w = tf.expand_dims(x, 1), tf.expand_dims(w, 0)
         x_dims, w_dims = [x_dims[0], 1, *x_dims[1:]], [1, *w_dims]
-        strides, dilations, out_spatial = [1, *strides], [1, *dilations], [1, *out_spatial]
+        strides, dilations, out_spatial = [*strides, *strides], [1, *dilations], [1, *out_spatial]
     tap_by_tap = compute.is_integer or nsp > 3
     y = _grouped_conv(x, w, x_dims, w_dims, groups, strides, dilations, out_spatial, tap_by_tap)
     if nsp == 1:
@@ -214,6 +245,19 @@ CONV_CASES = [
     case("depthwise_1d_strided", conv((2,), "SAME", ("NWC", "WIO", "NWC"), feature_group_count=2),
          f32(2, 9, 2), f32(3, 1, 4)),
     case("batch_groups", conv((1, 1), "VALID", NHWC, batch_group_count=2), f32(4, 5, 5, 3), f32(2, 2, 3, 4)),
+    # Features TF's CPU kernels have only with oneDNN (cases above too: 3d_ncdhw_rhs_dilation,
+    # depthwise_1d_strided); the suite must pass either way (tests/test_cpu_independence.py).
+    case("depthwise_rhs_dilation", conv((1, 1), "SAME", NHWC, feature_group_count=3, rhs_dilation=(2, 3)),
+         f32(2, 9, 10, 3), f32(3, 3, 1, 6)),
+    case("depthwise_unequal_strides", conv((2, 3), "VALID", NHWC, feature_group_count=2),
+         f32(1, 9, 11, 2), f32(3, 2, 1, 2)),
+    case("depthwise_1d_strided_dilated", conv((2,), "VALID", ("NWC", "WIO", "NWC"), feature_group_count=2,
+                                              rhs_dilation=(2,)), f32(2, 12, 2), f32(3, 1, 2)),
+    case("3d_strided_rhs_dilation", conv((2, 1, 1), "SAME", ("NDHWC", "DHWIO", "NDHWC"), rhs_dilation=(1, 2, 2)),
+         f32(1, 6, 5, 6, 2), f32(2, 2, 2, 2, 3)),
+    case("polymorphic_batch_depthwise_dilated", conv((1, 1), "VALID", NHWC, feature_group_count=2,
+                                                     rhs_dilation=(2, 2)),
+         f32(3, 8, 7, 2), f32(3, 3, 1, 2), polymorphic_shapes=("(b, ...)", None)),
     case("grad_kernel_of_grouped_conv", kernel_grad(conv((1, 1), "SAME", NHWC, feature_group_count=2)),
          f32(2, 6, 5, 4), f32(3, 3, 2, 4), f32(2, 6, 5, 4)),
     case("grad_kernel_of_strided_conv", kernel_grad(conv((2, 2), "SAME", NHWC)),

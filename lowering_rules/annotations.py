@@ -1,0 +1,65 @@
+"""Annotations that change no value: placement (sharding, resharding, layout) and names.
+
+Model code written for several devices marks where arrays live (``with_sharding_constraint``,
+``reshard``, ``with_layout_constraint``) and names values for rematerialization policies
+(``checkpoint_name``). An exported model runs on one device, where each of these is the identity.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import tensorflow as tf
+from jax import lax
+from jax._src import pjit  # reshard_p and layout_constraint_p are not in jax.extend
+from jax.ad_checkpoint import checkpoint_name
+from jax.experimental.layout import Layout, with_layout_constraint
+from jax.extend.core import primitives
+from jax.sharding import AxisType, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+from lowering_rules.cases import boolean, case, f32, i32
+from lowering_rules.registry import lowering
+
+
+def _mesh(axis_type):
+    return jax.make_mesh((1,), ("model",), axis_types=(axis_type,))
+
+
+def _constrained(x):
+    sharded = NamedSharding(_mesh(AxisType.Auto), PartitionSpec(None, "model"))
+    return lax.with_sharding_constraint(x * 2.0, sharded) + 1.0
+
+
+def _resharded(x):
+    return jax.sharding.reshard(x + 1, NamedSharding(_mesh(AxisType.Explicit), PartitionSpec()))
+
+
+@lowering(primitives.sharding_constraint_p, cases=[
+    case("named_sharding", _constrained, f32(3, 4)),
+    case("single_device_i32", lambda x: lax.with_sharding_constraint(
+        x, SingleDeviceSharding(jax.devices()[0])) * 3, i32(5)),
+    case("polymorphic_batch", _constrained, f32(3, 4), polymorphic_shapes=("(b, 4)",)),
+])
+def lower_sharding_constraint(ctx, x, *, sharding, layout, context_mesh, unconstrained_dims):
+    return tf.identity(x)
+
+
+@lowering(pjit.reshard_p, cases=[
+    case("named_sharding", _resharded, i32(2, 3)),
+])
+def lower_reshard(ctx, x, *, dst_sharding, concrete_mesh):
+    return tf.identity(x)
+
+
+@lowering(pjit.layout_constraint_p, cases=[
+    case("column_major", lambda x: with_layout_constraint(x - 1.0, Layout(major_to_minor=(0, 1))), f32(3, 4)),
+])
+def lower_layout_constraint(ctx, x, *, layout):
+    return tf.identity(x)
+
+
+@lowering(primitives.name_p, cases=[
+    case("checkpoint_name", lambda x: jnp.tanh(checkpoint_name(x @ x.T, "scores")), f32(3, 4)),
+    case("bool", lambda x: checkpoint_name(x, "mask") | x[::-1], boolean(6)),
+])
+def lower_name(ctx, x, *, name):
+    return tf.identity(x)
