@@ -1,11 +1,13 @@
 """Per-primitive lowering rules. Importing this package registers every rule family."""
 from lowering_rules import (  # noqa: F401
     annotations,
+    bitcast,
     control_flow,
     convolution,
     elementwise,
     indexing,
     linalg,
+    prng,
     reductions,
     sorting,
     structural,

@@ -17,6 +17,7 @@ import numpy as np
 
 from limitations.targets import Target
 from lowering_rules.cases import Case
+from lowering_rules.key_types import physical_dtype
 
 # Placement annotations: meaningless for one device, so every rule accepts them.
 PLACEMENT_PARAMS = frozenset({"sharding", "out_sharding"})
@@ -32,11 +33,12 @@ class EqnView:
 
     @property
     def dtypes(self) -> set:
-        return {np.dtype(a.dtype) for a in (*self.avals_in, *self.avals_out) if hasattr(a, "dtype")}
+        # A PRNG key counts as its key data's dtype (uint32).
+        return {physical_dtype(a.dtype) for a in (*self.avals_in, *self.avals_out) if hasattr(a, "dtype")}
 
     @property
     def dtype_in(self):
-        return np.dtype(self.avals_in[0].dtype)
+        return physical_dtype(self.avals_in[0].dtype)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,7 +33,8 @@ def _reshape(ctx, x, sizes):
 
 # Exact stand-ins for dtypes some TFLite data-movement kernels lack (every kernel lacks float16;
 # PAD and SPLIT_V also lack bool). Moving values around in a wider type is lossless.
-_CARRIERS = {tf.float16: tf.float32, tf.bool: tf.int32}
+# TFLite's SplitV (and most of its kernels) have no uint32: Cast to int32 and back wraps exactly.
+_CARRIERS = {tf.float16: tf.float32, tf.bool: tf.int32, tf.uint32: tf.int32}
 
 
 def _carried(*dtypes):
@@ -281,10 +282,23 @@ def lower_concatenate(ctx, *xs, dimension):
     return tf.concat(list(xs), axis=dimension)
 
 
+STACK_CASES = [
+    case("axis1", lambda x, y: jnp.stack([x, y], axis=1), f32(2, 3), f32(2, 3)),
+    case("last_i32", lambda x, y, z: jnp.stack([x, y, z], axis=-1), i32(4), i32(4), i32(4)),
+]
+
+
+@lowering(lax.stack_p, cases=STACK_CASES)
+@_carried(tf.float16)
+def lower_stack(ctx, *xs, axis):
+    return tf.stack(list(xs), axis=axis)
+
+
 SPLIT_CASES = [
     case("sections", lambda x: jnp.split(x, [1, 3], axis=1), f32(3, 4)),
     case("halves_i32", lambda x: jnp.split(x, 2), i32(4, 3)),
     case("bool", lambda x: jnp.split(x, 3), boolean(3)),
+    case("u32", lambda x: jnp.split(x, 2), np.array([0, 2 ** 32 - 1, 2 ** 31, 7], np.uint32)),
     case("empty_piece", lambda x: [_beside(empty, rest) for empty, _, rest in [jnp.split(x, [0, 2])]],
          f32(5, 2)),
     case("symbolic", lambda x: jnp.split(x, [1]), f32(4, 3), polymorphic_shapes=("(b, 3)",)),
@@ -293,7 +307,7 @@ SPLIT_CASES = [
 
 
 @lowering(lax.split_p, cases=SPLIT_CASES)
-@_carried(tf.float16, tf.bool)
+@_carried(tf.float16, tf.bool, tf.uint32)
 def lower_split(ctx, x, *, sizes, axis):
     return tf.split(x, size_vector([ctx.dim(s) for s in sizes]), axis=axis, num=len(sizes))
 

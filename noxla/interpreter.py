@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 from jax.extend import core
 
-from lowering_rules import registry
+from lowering_rules import key_types, registry
 from lowering_rules.helpers import runtime_infinity, tf_dtype
 from noxla.errors import LoweringError, NoxlaError, source_line
 from noxla.shapes import Dims
@@ -40,7 +40,7 @@ class Lowering:
         """Each weight array becomes one constant, however often and wherever it is used."""
         hit = self._constants.get(id(value))
         if hit is None:
-            array = np.asarray(value)
+            array = key_types.key_data(value) if key_types.is_key_array(value) else np.asarray(value)
             with self.in_root_graph():
                 hit = (value, tf.constant(array, dtype=tf_dtype(array.dtype)))
             self._constants[id(value)] = hit
@@ -110,11 +110,11 @@ class Lowering:
 class LoweringContext:
     """What a rule sees of one equation: its abstract values, sizes and sub-programs."""
 
-    def __init__(self, lowering: Lowering, eqn):
+    def __init__(self, lowering: Lowering, eqn, avals_in=None, avals_out=None):
         self.lowering = lowering
         self.eqn = eqn
-        self.avals_in = tuple(v.aval for v in eqn.invars)
-        self.avals_out = tuple(v.aval for v in eqn.outvars)
+        self.avals_in = tuple(v.aval for v in eqn.invars) if avals_in is None else tuple(avals_in)
+        self.avals_out = tuple(v.aval for v in eqn.outvars) if avals_out is None else tuple(avals_out)
 
     @property
     def aval_out(self):
@@ -185,9 +185,17 @@ def lower_jaxpr(lowering: Lowering, jaxpr: core.Jaxpr, consts: Sequence, args: S
 
 def _apply_rule(lowering: Lowering, rule, eqn, invals) -> list:
     name = eqn.primitive.name
+
+    def lower(avals_in=None, avals_out=None, operands=invals) -> list:
+        outs = rule.lower(LoweringContext(lowering, eqn, avals_in, avals_out), *operands, **eqn.params)
+        return list(outs) if eqn.primitive.multiple_results else [outs]
+
+    avals_in, avals_out = [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars]
     try:
         with tf.name_scope(name):
-            outs = rule.lower(LoweringContext(lowering, eqn), *invals, **eqn.params)
+            if key_types.moves_keys(name, eqn.params, avals_in, avals_out):
+                return key_types.apply_per_word(lower, avals_in, avals_out, invals)
+            return lower()
     except NoxlaError:
         raise
     except Exception as e:
@@ -195,7 +203,6 @@ def _apply_rule(lowering: Lowering, rule, eqn, invals) -> list:
             f"lowering '{name}' failed at {source_line(eqn.source_info)}: {type(e).__name__}: {e}\n"
             f"parameters: {_short_params(eqn.params)}\n"
             "This is a noxla bug; please report it with this message.") from e
-    return list(outs) if eqn.primitive.multiple_results else [outs]
 
 
 def _short_params(params: dict) -> str:

@@ -1,0 +1,158 @@
+"""JAX's PRNG: key construction, splitting, folding and random bits, bit-exact with JAX.
+
+- ``threefry2x32``, the hash every threefry key operation ends in, is computed in exact
+  16-bit limb arithmetic (below). ``iota_2x32_shape`` is the 64-bit counter it hashes.
+- ``random_seed``/``random_split``/``random_fold_in``/``random_bits`` are lowered the way JAX
+  lowers them: the key implementation's own function (``impl.seed``, ``impl.split``, ...) is
+  traced on the key data and that jaxpr is lowered (it applies threefry2x32, iota_2x32_shape,
+  xor, shifts). It reads ``jax_threefry_partitionable`` as JAX does, so both settings match.
+- ``random_wrap``/``random_unwrap`` change only the type: a key flows as its key data
+  (``lowering_rules/key_types.py``).
+
+The hash runs on exact 32-bit word arithmetic (``lowering_rules/limbs.py``): TF.js has no xor or
+shifts and its wasm backend divides int32 through float32, and TFLite has no bitwise AND.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow as tf
+from jax._src.random import prng as jax_prng
+from jax._src.random import threefry2x32 as jax_threefry
+
+from lowering_rules.cases import case, u32
+from lowering_rules.key_types import physical_aval
+from lowering_rules.limbs import as_word, from_bits, rotate_left_bits, to_bits, xor_bits
+from lowering_rules.registry import lowering
+
+# Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"):
+# the rotation schedule, and the key-schedule parity constant.
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_PARITY = 0x1BD11BDA
+
+
+def threefry2x32(k1, k2, x1, x2):
+    """The Threefry-2x32 block function on int32 words. A round is x0 += x1; x1 = rotl(x1, r) ^ x0:
+    x0 stays a word (int32 Add wraps exactly), x1 stays a bit vector (rotation and xor are exact)."""
+    parity = tf.constant(np.array(_PARITY, np.uint32).view(np.int32))
+    keys = (k1, k2, from_bits(xor_bits(xor_bits(to_bits(k1), to_bits(k2)), to_bits(parity))))
+    x0, x1 = x1 + keys[0], x2 + keys[1]
+    for block in range(5):
+        bits1 = to_bits(x1)
+        for r in _ROTATIONS[block % 2]:
+            x0 = x0 + x1
+            bits1 = xor_bits(to_bits(x0), rotate_left_bits(bits1, r))
+            x1 = from_bits(bits1)
+        x0 = x0 + keys[(block + 1) % 3]
+        x1 = x1 + keys[(block + 2) % 3] + (block + 1)
+    return x0, x1
+
+
+_U32_EDGES = np.array([0, 1, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, 0x9E3779B9, 0x1BD11BDA, 65535, 65536],
+                      np.uint32)
+
+
+def _threefry(k1, k2, x1, x2):
+    return jax_threefry.threefry2x32_p.bind(k1, k2, x1, x2)
+
+
+@lowering(jax_threefry.threefry2x32_p, cases=[
+    case("edges", _threefry, _U32_EDGES, np.roll(_U32_EDGES, 1), np.roll(_U32_EDGES, 3), np.roll(_U32_EDGES, 5)),
+    case("scalar_key", lambda k, x: _threefry(k[0], k[1], x[0], x[1]),
+         np.array([0, 42], np.uint32), u32(2, 5, low=0, high=2 ** 32 - 1)),
+])
+def lower_threefry2x32(ctx, k1, k2, x1, x2):
+    # Operands broadcast against each other (a scalar key with a counter array, ...).
+    shape = ctx.out_shape(0)
+    words = [as_word(tf.broadcast_to(v, shape)) for v in (k1, k2, x1, x2)]
+    return [tf.cast(y, ctx.out_dtype) for y in threefry2x32(*words)]
+
+
+@lowering(jax_prng.iota_2x32_shape_p, cases=[
+    case("matrix", lambda x: jax_prng.iota_2x32_shape((3, 4))[1] + x, u32(3, 4)),
+])
+def lower_iota_2x32_shape(ctx, *, shape):
+    # The 64-bit counter's high word is 0: a tensor has fewer than 2^32 elements.
+    dims = [ctx.dim(d) for d in shape]
+    size = 1
+    for d in dims:
+        size = size * d
+    low = tf.reshape(tf.range(size, dtype=tf.int32), ctx.out_shape(1))
+    return [tf.cast(tf.zeros_like(low), ctx.out_dtype), tf.cast(low, ctx.out_dtype)]
+
+
+# ----------------------------------------------------------------------------- key operations
+
+def _lower_through_impl(ctx, fn, *operands):
+    """Lower ``fn`` (a key implementation's function on key data) as JAX does: trace it on the
+    operands' physical avals, then lower that jaxpr like any sub-program."""
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in map(physical_aval, ctx.avals_in)]
+    return ctx.sub_program(jax.make_jaxpr(fn)(*specs))(*operands)
+
+
+_SEED = np.array(20260522, np.int32)
+_KEY = np.array([0x12345678, 0x9ABCDEF0], np.uint32)
+
+
+@lowering(jax_prng.random_seed_p, cases=[
+    case("edges", lambda s: jax.random.key_data(jax.vmap(jax.random.key)(s)),
+         np.array([0, 1, -1, 2 ** 31 - 1, -(2 ** 31), 123456789], np.int32)),
+    case("legacy_uniform", lambda s: jax.random.uniform(jax.random.PRNGKey(s), (5,)), _SEED),
+])
+def lower_random_seed(ctx, seeds, *, impl):
+    fn = jax_prng.iterated_vmap_unary(len(ctx.avals_in[0].shape), impl.seed)
+    return _lower_through_impl(ctx, fn, seeds)[0]
+
+
+@lowering(jax_prng.random_split_p, cases=[
+    case("typed", lambda s: jax.random.key_data(jax.random.split(jax.random.key(s), 3)), _SEED),
+    case("batched_keys", lambda k: jax.vmap(jax.random.split)(k), u32(4, 2, low=0, high=2 ** 32 - 1)),
+])
+def lower_random_split(ctx, keys, *, shape):
+    impl = ctx.avals_in[0].dtype._impl
+    fn = jax_prng.iterated_vmap_unary(len(ctx.avals_in[0].shape), lambda k: impl.split(k, shape))
+    return _lower_through_impl(ctx, fn, keys)[0]
+
+
+@lowering(jax_prng.random_fold_in_p, cases=[
+    case("typed", lambda s, m: jax.random.key_data(jax.random.fold_in(jax.random.key(s), m)),
+         _SEED, np.array(-5, np.int32)),
+    case("legacy_big_message", lambda k, m: jax.random.fold_in(k, m), _KEY, np.array(4_000_000_000, np.uint32)),
+])
+def lower_random_fold_in(ctx, keys, msgs):
+    keys_aval, msgs_aval = ctx.avals_in
+    fn = jax_prng.iterated_vmap_binary_bcast(keys_aval.shape, msgs_aval.shape, keys_aval.dtype._impl.fold_in)
+    return _lower_through_impl(ctx, fn, keys, msgs)[0]
+
+
+@lowering(jax_prng.random_bits_p, cases=[
+    case("u32", lambda k: jax.random.bits(k, (3, 5)), _KEY),
+    case("u8", lambda k: jax.random.bits(k, (4, 3), jnp.uint8), _KEY),
+    case("uniform", lambda k: jax.random.uniform(k, (4, 6)), _KEY),
+    case("normal", lambda k: jax.random.normal(k, (3, 4)), _KEY),
+    case("bernoulli", lambda k: jax.random.bernoulli(k, 0.3, (10,)), _KEY),
+    case("categorical", lambda k, logits: jax.random.categorical(k, logits), _KEY, np.log(
+        np.array([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]], np.float32))),
+    case("batched_keys", lambda k: jax.vmap(lambda k: jax.random.bits(k, (3,)))(k),
+         u32(2, 2, low=0, high=2 ** 32 - 1)),
+])
+def lower_random_bits(ctx, keys, *, bit_width, shape):
+    impl = ctx.avals_in[0].dtype._impl
+    fn = jax_prng.iterated_vmap_unary(len(ctx.avals_in[0].shape),
+                                      lambda k: impl.random_bits(k, bit_width, shape))
+    return _lower_through_impl(ctx, fn, keys)[0]
+
+
+@lowering(jax_prng.random_wrap_p, cases=[
+    case("legacy_key", lambda k: jax.random.key_data(jax.random.wrap_key_data(k)), _KEY),
+])
+def lower_random_wrap(ctx, data, *, impl):
+    return data  # a key flows as its key data
+
+
+@lowering(jax_prng.random_unwrap_p, cases=[
+    case("typed_key", lambda s: jax.random.key_data(jax.random.key(s)), _SEED),
+])
+def lower_random_unwrap(ctx, keys):
+    return keys
