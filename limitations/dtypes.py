@@ -1,7 +1,7 @@
 """Which tensor dtypes each target has at all. Per-operation gaps are declared by the rules."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import ml_dtypes
 import numpy as np
@@ -29,3 +29,26 @@ def unsupported_dtypes(target: Target, dtypes: Iterable) -> set[np.dtype]:
 
 def supported_dtype_names(target: Target, candidates: Iterable) -> list[str]:
     return [np.dtype(d).name for d in candidates if not unsupported_dtypes(target, [d])]
+
+
+# Complex values inside a program are (real, imaginary) pairs of float tensors
+# (lowering_rules.complex_values): only a complex program input or output needs the target's own
+# complex ops, Real and Imag to split an input, Complex to join an output. TFLite builtins have
+# REAL and IMAG but no op that builds a complex tensor; TF.js's wasm backend has no complex kernel.
+_COMPLEX_INPUTS = frozenset({Target.TF, Target.TFLITE, Target.TFLITE_FLEX})
+_COMPLEX_OUTPUTS = frozenset({Target.TF, Target.TFLITE_FLEX})
+
+
+def boundary_dtype_reason(target: Target, dtype, output: bool) -> str | None:
+    """Why ``target`` cannot take (``output``: return) a program value of ``dtype``, else None."""
+    try:
+        if not np.issubdtype(np.dtype(dtype), np.complexfloating):
+            return None
+    except TypeError:  # extended dtypes (PRNG keys) are not complex
+        return None
+    if output and target not in _COMPLEX_OUTPUTS:
+        return (f"{target.label} cannot return complex values: TFLite builtins have no op that builds "
+                "a complex tensor and TF.js's wasm backend has no complex kernels")
+    if not output and target not in _COMPLEX_INPUTS:
+        return f"{target.label} cannot take complex inputs: TF.js's wasm backend has no Real or Imag kernel"
+    return None

@@ -20,7 +20,7 @@ import numpy as np
 from jax.extend import core
 
 from limitations import tfjs_ops
-from limitations.dtypes import unsupported_dtypes
+from limitations.dtypes import boundary_dtype_reason, unsupported_dtypes
 from limitations.targets import Target
 from lowering_rules import registry
 
@@ -120,6 +120,13 @@ def violations_of(view: registry.EqnView, target: Target, source: str = "") -> l
                                f"{target.label} has no {dtype.name} tensors",
                                "cast to a supported dtype (e.g. float32 or int32) before this operation",
                                source, declared=True))
+    if rule.complex is None:
+        complex_dtypes = sorted(d.name for d in view.dtypes if np.issubdtype(d, np.complexfloating))
+        found.extend(Violation(view.primitive, target, "dtype", name,
+                               "noxla computes complex values as (real, imaginary) float pairs and "
+                               "this rule has no complex lowering",
+                               "compute on jnp.real(z) and jnp.imag(z) with real operations", source,
+                               declared=True) for name in complex_dtypes)
     if found:
         return found
     for lim in rule.limitations:
@@ -137,7 +144,7 @@ def check_jaxpr(closed_jaxpr, target: Target | str, *, tf_ops: bool = True) -> R
     ``tf_ops=False`` skips the TF.js op-list backstop (declarations and dtypes only).
     """
     target = Target.parse(target)
-    seen, found = set(), []
+    seen, found = set(), list(_boundary_violations(closed_jaxpr, target))
     for eqn, source in iter_eqns_with_sources(closed_jaxpr):
         for v in violations_of(eqn_view(eqn), target, source):
             key = (v.primitive, v.param, v.value, v.source)
@@ -147,6 +154,20 @@ def check_jaxpr(closed_jaxpr, target: Target | str, *, tf_ops: bool = True) -> R
     if not found and tf_ops and target is Target.TFJS:
         found.extend(tfjs_op_violations(closed_jaxpr))
     return Report(target, tuple(found))
+
+
+def _boundary_violations(closed_jaxpr, target: Target) -> Iterator[Violation]:
+    """Program inputs and outputs of a dtype the target cannot pass in or out (complex values)."""
+    jaxpr = closed_jaxpr.jaxpr
+    for kind, atoms in (("input", jaxpr.invars), ("output", jaxpr.outvars)):
+        for i, atom in enumerate(atoms):
+            dtype = getattr(atom.aval, "dtype", None)
+            reason = dtype is not None and boundary_dtype_reason(target, dtype, kind == "output")
+            if reason:
+                yield Violation(f"(program {kind})", target, "dtype", np.dtype(dtype).name, reason,
+                                "pass complex values as two float arrays: jnp.real(z), jnp.imag(z) "
+                                "(and lax.complex(re, im) inside the program)", f"program {kind} #{i}",
+                                declared=True)
 
 
 @functools.lru_cache(maxsize=8)  # programs hold their weights; the harness asks twice per case

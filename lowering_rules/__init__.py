@@ -13,6 +13,8 @@ from lowering_rules import (  # noqa: F401
     structural,
     windows,
 )
+# Complex support is declared on the rules above, so these come last.
+from lowering_rules import complex, fft  # noqa: F401,E402
 from lowering_rules.registry import RULES, rule_for
 
 __all__ = ["RULES", "rule_for"]

@@ -25,6 +25,10 @@ class ArgSpec:
         dtype = self.dtype
         if dtype == np.bool_:
             return rng.random(self.shape) < 0.5
+        if np.issubdtype(dtype, np.complexfloating):
+            parts = [ArgSpec(self.shape, np.dtype(np.float32), self.low, self.high).materialize(rng)
+                     for _ in range(2)]
+            return (parts[0] + 1j * parts[1]).astype(dtype)
         if np.issubdtype(dtype, np.integer):
             info = np.iinfo(dtype)
             low = max(info.min, -10 if self.low is None else self.low)
@@ -46,8 +50,8 @@ def _spec(dtype):
     return make
 
 
-f32, f16, i32, i8, u8, u32, boolean = map(
-    _spec, (np.float32, np.float16, np.int32, np.int8, np.uint8, np.uint32, np.bool_))
+f32, f16, i32, i8, u8, u32, boolean, c64 = map(
+    _spec, (np.float32, np.float16, np.int32, np.int8, np.uint8, np.uint32, np.bool_, np.complex64))
 
 
 def default_tolerance(dtype: np.dtype) -> tuple[float, float]:

@@ -75,6 +75,10 @@ class Rule:
     params: frozenset[str]
     limitations: tuple[Limitation, ...] = ()
     cases: tuple[Case, ...] = ()
+    # How the rule lowers complex values, which noxla carries as (real, imaginary) pairs of float
+    # tensors (lowering_rules.complex_values): None (complex operands are rejected up front),
+    # COMPONENTWISE, PASS_THROUGH or a lowering taking ComplexPair operands.
+    complex: Callable[..., Any] | str | None = None
 
     def unknown_params(self, params: dict) -> list[str]:
         return sorted(set(params) - self.params - PLACEMENT_PARAMS)
@@ -121,6 +125,23 @@ def add_cases(primitive, *cases: Case) -> None:
     rule = RULES[name]
     RULES[name] = dataclasses.replace(
         rule, cases=rule.cases + tuple(c.for_primitive(name) for c in cases))
+
+
+# The rule, applied to the real parts and to the imaginary parts separately, is the complex result
+# (reshape, slice, add, reduce_sum, ...).
+COMPONENTWISE = "componentwise"
+# The rule hands its operands to a sub-program untouched (jit, custom_jvp_call, ...).
+PASS_THROUGH = "pass_through"
+
+
+def add_complex(primitive, how, *cases: Case) -> None:
+    """Declare how an already registered rule lowers complex values (and the cases proving it)."""
+    name = _primitive_name(primitive)
+    rule = RULES[name]
+    if rule.complex is not None:
+        raise ValueError(f"complex support for {name} is already declared")
+    RULES[name] = dataclasses.replace(
+        rule, complex=how, cases=rule.cases + tuple(c.for_primitive(name) for c in cases))
 
 
 def rule_for(name: str) -> Rule | None:

@@ -9,6 +9,7 @@ import tensorflow as tf
 import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report, check_jaxpr
 from limitations.targets import Target
+from lowering_rules import complex_values
 from noxla.errors import UnsupportedError
 from noxla.interpreter import Lowering, lower_jaxpr, tf_dtype
 from noxla.shapes import Dims
@@ -43,8 +44,11 @@ def lower_program(program: Program, flat_args: Sequence, check_shapes: bool = Fa
         if checks:
             with tf.control_dependencies(checks):
                 flat_args = [tf.identity(a) for a in flat_args]
-    lowering = Lowering(dims, flat_args)
-    return lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, flat_args)
+    # Complex values travel between rules as (real, imaginary) pairs; see complex_values.
+    lowering = Lowering(dims, [a for a in flat_args if not a.dtype.is_complex])
+    args = [complex_values.split(a) if a.dtype.is_complex else a for a in flat_args]
+    outs = lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, args)
+    return [complex_values.join(out) for out in outs]
 
 
 def convert(fun: Callable, *, polymorphic_shapes=None) -> Callable:

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 from jax.extend import core
 
-from lowering_rules import key_types, registry
+from lowering_rules import complex_values, key_types, registry
 from lowering_rules.helpers import runtime_infinity, tf_dtype
 from noxla.errors import LoweringError, NoxlaError, source_line
 from noxla.shapes import Dims
@@ -42,9 +42,12 @@ class Lowering:
         if hit is None:
             array = key_types.key_data(value) if key_types.is_key_array(value) else np.asarray(value)
             with self.in_root_graph():
-                hit = (value, tf.constant(array, dtype=tf_dtype(array.dtype)))
+                if complex_values.is_complex_dtype(array.dtype):
+                    hit = (value, complex_values.constant(array))
+                else:
+                    hit = (value, tf.constant(array, dtype=tf_dtype(array.dtype)))
+                    self._constant_derived[id(hit[1])] = hit[1]
             self._constants[id(value)] = hit
-            self._constant_derived[id(hit[1])] = hit[1]
         return hit[1]
 
 
@@ -116,6 +119,11 @@ class LoweringContext:
         self.avals_in = tuple(v.aval for v in eqn.invars) if avals_in is None else tuple(avals_in)
         self.avals_out = tuple(v.aval for v in eqn.outvars) if avals_out is None else tuple(avals_out)
 
+    def for_parts(self) -> LoweringContext:
+        """This equation as a rule sees it when it lowers one part (real or imaginary) of complex values."""
+        return LoweringContext(self.lowering, self.eqn, *(
+            [complex_values.real_aval(v.aval) for v in vs] for vs in (self.eqn.invars, self.eqn.outvars)))
+
     @property
     def aval_out(self):
         return self.avals_out[0]
@@ -155,6 +163,8 @@ class LoweringContext:
 
 def _read(lowering: Lowering, values: dict, atom, aval=None):
     if isinstance(atom, core.Literal):
+        if complex_values.is_complex(atom.aval):
+            return complex_values.constant(np.asarray(atom.val, dtype=atom.aval.dtype))
         return tf.constant(np.asarray(atom.val, dtype=atom.aval.dtype))
     return values[atom]
 
@@ -195,6 +205,8 @@ def _apply_rule(lowering: Lowering, rule, eqn, invals) -> list:
         with tf.name_scope(name):
             if key_types.moves_keys(name, eqn.params, avals_in, avals_out):
                 return key_types.apply_per_word(lower, avals_in, avals_out, invals)
+            if _has_complex(eqn):
+                return _lower_complex(lowering, lower, rule, eqn, invals)
             return lower()
     except NoxlaError:
         raise
@@ -203,6 +215,31 @@ def _apply_rule(lowering: Lowering, rule, eqn, invals) -> list:
             f"lowering '{name}' failed at {source_line(eqn.source_info)}: {type(e).__name__}: {e}\n"
             f"parameters: {_short_params(eqn.params)}\n"
             "This is a noxla bug; please report it with this message.") from e
+
+
+def _has_complex(eqn) -> bool:
+    return any(complex_values.is_complex(v.aval) for v in (*eqn.invars, *eqn.outvars))
+
+
+def _lower_complex(lowering: Lowering, lower, rule, eqn, invals) -> list:
+    """A rule applied to (real, imaginary) pairs, as its declared complex support says."""
+    how = rule.complex
+    if how is None:  # the up-front check rejects this; a guard only
+        raise LoweringError(f"'{eqn.primitive.name}' has no complex lowering "
+                            f"(at {source_line(eqn.source_info)})")
+    if how == registry.PASS_THROUGH:
+        return lower()
+    if how != registry.COMPONENTWISE:
+        outs = how(LoweringContext(lowering, eqn), *invals, **eqn.params)
+        return list(outs) if eqn.primitive.multiple_results else [outs]
+    part_avals = [[complex_values.real_aval(v.aval) for v in vs] for vs in (eqn.invars, eqn.outvars)]
+    re, im = (lower(*part_avals, operands=[getattr(v, part, v) for v in invals]) for part in ("re", "im"))
+    return [complex_values.ComplexPair(r, i) if _is_complex_var(v) else r
+            for v, r, i in zip(eqn.outvars, re, im)]
+
+
+def _is_complex_var(var) -> bool:
+    return complex_values.is_complex(var.aval)
 
 
 def _short_params(params: dict) -> str:

@@ -7,10 +7,17 @@ import jax
 import numpy as np
 
 
+def as_real(x) -> np.ndarray:
+    """A complex array as its (real, imaginary) parts on a new last axis; a real one as float64."""
+    x = np.asarray(x)
+    if np.iscomplexobj(x):
+        return np.stack([x.real, x.imag], axis=-1).astype(np.float64)
+    return x.astype(np.float64)
+
+
 def relative_error(expected: np.ndarray, actual: np.ndarray) -> float:
     """Max |actual - expected| over finite entries, relative to the output's scale (at least 1)."""
-    e = np.asarray(expected, dtype=np.float64)
-    a = np.asarray(actual, dtype=np.float64)
+    e, a = as_real(expected), as_real(actual)
     finite = np.isfinite(e)
     if not finite.any():
         return 0.0

@@ -20,7 +20,7 @@ from lowering_rules.cases import Case, default_tolerance
 from noxla.export import input_signature, serving_function, tflite_bytes, write_tfjs
 from noxla.runtimes import TfjsRunner, run_tflite
 from noxla.tracing import Program, trace
-from noxla.verify import jax_outputs, relative_error
+from noxla.verify import as_real, jax_outputs, relative_error
 
 
 def assert_matches(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], names: Sequence[str],
@@ -38,7 +38,7 @@ def assert_matches(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
         if not np.issubdtype(e.dtype, np.inexact):
             np.testing.assert_array_equal(a.astype(e.dtype), e, err_msg=f"{where}: output {name}")
             continue
-        e64, a64 = e.astype(np.float64), a.astype(np.float64)
+        e64, a64 = as_real(e), as_real(a)
         finite = np.isfinite(e64)
         scale = max(1.0, float(np.max(np.abs(e64[finite]), initial=0.0)))
         np.testing.assert_allclose(a64, e64, atol=tol_a * scale, rtol=tol_r, equal_nan=True,

@@ -119,6 +119,39 @@ class TransformerEncoder(nnx.Module):
         return nnx.softmax(self.head(x.mean(axis=1)))
 
 
+def _mel_filterbank(n_fft: int, mels: int, rate: int) -> np.ndarray:
+    """Triangular filters evenly spaced on the mel scale (HTK), (n_fft // 2 + 1, mels)."""
+    to_mel = lambda f: 2595.0 * np.log10(1.0 + f / 700.0)  # noqa: E731
+    to_hz = lambda m: 700.0 * (10.0 ** (m / 2595.0) - 1.0)  # noqa: E731
+    edges = to_hz(np.linspace(0.0, to_mel(rate / 2), mels + 2))
+    freqs = np.linspace(0.0, rate / 2, n_fft // 2 + 1)
+    lower, center, upper = edges[:-2, None], edges[1:-1, None], edges[2:, None]
+    rising, falling = (freqs - lower) / (center - lower), (upper - freqs) / (upper - center)
+    return np.maximum(0.0, np.minimum(rising, falling)).T.astype(np.float32)
+
+
+def log_mel_spectrogram(wave, n_fft: int = 256, hop: int = 128, mels: int = 32, rate: int = 16000):
+    """Frames -> periodic Hann window -> rfft -> power -> mel projection -> log: (batch, frames, mels)."""
+    frames = 1 + (wave.shape[-1] - n_fft) // hop
+    index = np.arange(frames)[:, None] * hop + np.arange(n_fft)[None, :]
+    window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n_fft) / n_fft)
+    spectrum = jnp.fft.rfft(wave[:, index] * window.astype(np.float32), axis=-1)
+    power = jnp.real(spectrum) ** 2 + jnp.imag(spectrum) ** 2
+    return jnp.log(power @ _mel_filterbank(n_fft, mels, rate) + 1e-6)
+
+
+class AudioClassifier(nn.Module):
+    """A keyword-spotting-style model: a log-mel front-end feeding a small conv net."""
+
+    @nn.compact
+    def __call__(self, wave):
+        x = log_mel_spectrogram(wave)[..., None]
+        x = nn.relu(nn.Conv(8, (3, 3))(x))
+        x = nn.max_pool(x, (2, 2), (2, 2))
+        x = nn.relu(nn.Conv(16, (3, 3))(x))
+        return nn.Dense(5)(x.mean(axis=(1, 2)))
+
+
 def build() -> dict[str, ZooModel]:
     f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
     models = [
@@ -130,5 +163,7 @@ def build() -> dict[str, ZooModel]:
                  ((16, 16, 8),), (f32,)),
         ZooModel("lstm_classifier", _linen(LSTMClassifier(), np.zeros((1, 12), i32)), ((12,),), (i32,)),
         ZooModel("transformer_encoder", _nnx(TransformerEncoder(nnx.Rngs(0))), ((16,),), (i32,)),
+        ZooModel("log_mel_audio_classifier", _linen(AudioClassifier(), np.zeros((1, 4000), f32)),
+                 ((4000,),), (f32,)),
     ]
     return {m.name: m for m in models}
