@@ -11,6 +11,7 @@ from lowering_rules import (  # noqa: F401
     reductions,
     sorting,
     structural,
+    uninitialized,
     windows,
 )
 # Complex support is declared on the rules above, so these come last.

@@ -282,9 +282,26 @@ def lower_concatenate(ctx, *xs, dimension):
     return tf.concat(list(xs), axis=dimension)
 
 
+def _rope(x):
+    """Rotary embedding as Llama code writes it: pairs rotated, then interleaved with jnp.stack."""
+    half = x.shape[-1] // 2
+    angle = jnp.arange(x.shape[0], dtype=jnp.float32)[:, None] / 10000.0 ** (jnp.arange(half) / half)
+    even, odd = x[..., ::2], x[..., 1::2]
+    cos, sin = jnp.cos(angle), jnp.sin(angle)
+    return jnp.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1).reshape(x.shape)
+
+
 STACK_CASES = [
     case("axis1", lambda x, y: jnp.stack([x, y], axis=1), f32(2, 3), f32(2, 3)),
     case("last_i32", lambda x, y, z: jnp.stack([x, y, z], axis=-1), i32(4), i32(4), i32(4)),
+    case("axis0", lambda x, y: jnp.stack([x, y]), f32(3, 4), f32(3, 4)),
+    case("rope", _rope, f32(6, 8)),
+    case("single", lambda x: jnp.stack([x]), f32(4)),
+    case("scalars", lambda x: jnp.stack([x[0], x[2], x[1]]), f32(3)),
+    case("bool", lambda x, y: jnp.stack([x, y], axis=1), boolean(4), boolean(4)),
+    case("f16", lambda x, y: jnp.stack([x, y]), f16(2, 3), f16(2, 3)),
+    case("polymorphic_batch", lambda x: jnp.stack([x, 2 * x], axis=1), f32(3, 4),
+         polymorphic_shapes=("(b, 4)",)),
 ]
 
 
@@ -292,6 +309,21 @@ STACK_CASES = [
 @_carried(tf.float16)
 def lower_stack(ctx, *xs, axis):
     return tf.stack(list(xs), axis=axis)
+
+
+UNSTACK_CASES = [
+    case("axis0", lambda x: jnp.unstack(x), f32(3, 4)),
+    case("axis1_i32", lambda x: jnp.unstack(x, axis=1), i32(2, 3, 2)),
+    case("last_axis_bool", lambda x: jnp.unstack(x, axis=-1), boolean(4, 2)),
+    case("f16", lambda x: jnp.unstack(x, axis=1), f16(2, 3)),
+    case("polymorphic_batch", lambda x: jnp.unstack(x, axis=1), f32(3, 2), polymorphic_shapes=("(b, 2)",)),
+]
+
+
+@lowering(lax.unstack_p, cases=UNSTACK_CASES)
+@_carried(tf.float16)
+def lower_unstack(ctx, x, *, axis):
+    return tf.unstack(x, num=ctx.avals_in[0].shape[axis], axis=axis)
 
 
 SPLIT_CASES = [
