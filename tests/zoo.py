@@ -38,19 +38,42 @@ class ZooModel:
         return ["(b, ...)"] * len(self.input_shapes)
 
 
+def _weights(path: tuple, shape, dtype, rng: np.random.Generator, trained_stats: bool) -> np.ndarray:
+    """A value for one variable, drawn like a trained model's: no zero biases, scaled kernels."""
+    name = str(getattr(path[-1], "key", path[-1]))
+    normal = rng.standard_normal(shape)
+    if name == "kernel":
+        value = normal / np.sqrt(max(1, int(np.prod(shape[:-1]))))
+    elif name == "embedding":
+        value = normal
+    elif name == "scale":
+        value = 1 + 0.1 * normal
+    elif name == "var":
+        value = 1 + 0.5 * np.abs(normal) if trained_stats else np.ones(shape)
+    elif name == "mean":
+        value = 0.5 * normal if trained_stats else np.zeros(shape)
+    else:  # biases
+        value = 0.1 * normal
+    return value.astype(dtype)
+
+
 def _linen(module: nn.Module, example: np.ndarray, perturb_batch_stats: bool = False) -> Callable:
-    variables = module.init(jax.random.PRNGKey(0), example)
-    if perturb_batch_stats:  # non-trivial running statistics, as after training
-        key = iter(jax.random.split(jax.random.PRNGKey(1), 1000))
-        stats = jax.tree_util.tree_map(
-            lambda x: x + 0.5 * jnp.abs(jax.random.normal(next(key), x.shape)), variables["batch_stats"])
-        variables = {**variables, "batch_stats": stats}
-    return lambda x: module.apply(variables, x)
+    # Shapes from an abstract init, values from numpy: running Flax's initializers compiles their
+    # ops and the model's forward pass with XLA, which took 4-24 s a model.
+    shapes = jax.eval_shape(module.init, jax.random.PRNGKey(0), example)
+    rng = np.random.default_rng(0)
+    variables = jax.tree_util.tree_map_with_path(
+        lambda path, s: _weights(path, s.shape, s.dtype, rng, perturb_batch_stats), shapes)
+    fun = lambda x: module.apply(variables, x)
+    fun.flax = ("linen", module, variables)  # tools/benchmark.py rebuilds the model in other venvs
+    return fun
 
 
 def _nnx(module: nnx.Module) -> Callable:
     graphdef, state = nnx.split(module)
-    return lambda x: nnx.merge(graphdef, state)(x)
+    fun = lambda x: nnx.merge(graphdef, state)(x)
+    fun.flax = ("nnx", module)
+    return fun
 
 
 class MLP(nnx.Module):
@@ -152,6 +175,60 @@ class AudioClassifier(nn.Module):
         return nn.Dense(5)(x.mean(axis=(1, 2)))
 
 
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: 1x1 expand, 3x3 depthwise (maybe strided), 1x1 linear projection."""
+    out_channels: int
+    strides: int = 1
+    expand: int = 4
+
+    @nn.compact
+    def __call__(self, x):
+        channels = x.shape[-1]
+        hidden = channels * self.expand
+        norm = lambda: nn.BatchNorm(use_running_average=True)
+        y = nn.relu6(norm()(nn.Conv(hidden, (1, 1), use_bias=False)(x)))
+        y = nn.Conv(hidden, (3, 3), strides=(self.strides, self.strides), feature_group_count=hidden,
+                    use_bias=False)(y)
+        y = nn.relu6(norm()(y))
+        y = norm()(nn.Conv(self.out_channels, (1, 1), use_bias=False)(y))
+        return x + y if self.strides == 1 and channels == self.out_channels else y
+
+
+class MobileNetV2Stack(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        x = nn.relu6(nn.BatchNorm(use_running_average=True)(
+            nn.Conv(16, (3, 3), strides=(2, 2), use_bias=False)(x)))
+        for out_channels, strides in ((16, 1), (24, 2), (24, 1), (32, 2)):
+            x = InvertedResidual(out_channels, strides)(x)
+        return nn.Dense(10)(x.mean(axis=(1, 2)))
+
+
+class VAEDecoder(nn.Module):
+    """Latent vector to image through stride-2, 3x3, SAME transposed convolutions."""
+    @nn.compact
+    def __call__(self, z):
+        x = nn.relu(nn.Dense(8 * 8 * 32)(z)).reshape((z.shape[0], 8, 8, 32))
+        x = nn.relu(nn.ConvTranspose(16, (3, 3), strides=(2, 2), padding="SAME")(x))
+        x = nn.relu(nn.ConvTranspose(8, (3, 3), strides=(2, 2), padding="SAME")(x))
+        return nn.sigmoid(nn.Conv(1, (3, 3))(x))
+
+
+class UNet(nn.Module):
+    """Two-level U-Net: max-pool down, ConvTranspose up, skip connections concatenated."""
+    @nn.compact
+    def __call__(self, x):
+        conv = lambda features, y: nn.relu(nn.Conv(features, (3, 3))(y))
+        skip1 = conv(8, x)
+        skip2 = conv(16, nn.max_pool(skip1, (2, 2), (2, 2)))
+        y = conv(32, nn.max_pool(skip2, (2, 2), (2, 2)))
+        y = nn.ConvTranspose(16, (2, 2), strides=(2, 2))(y)
+        y = conv(16, jnp.concatenate([y, skip2], axis=-1))
+        y = nn.ConvTranspose(8, (3, 3), strides=(2, 2), padding="SAME")(y)
+        y = conv(8, jnp.concatenate([y, skip1], axis=-1))
+        return nn.Conv(2, (1, 1))(y)
+
+
 def build() -> dict[str, ZooModel]:
     f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
     models = [
@@ -165,5 +242,9 @@ def build() -> dict[str, ZooModel]:
         ZooModel("transformer_encoder", _nnx(TransformerEncoder(nnx.Rngs(0))), ((16,),), (i32,)),
         ZooModel("log_mel_audio_classifier", _linen(AudioClassifier(), np.zeros((1, 4000), f32)),
                  ((4000,),), (f32,)),
+        ZooModel("mobilenet_v2", _linen(MobileNetV2Stack(), np.zeros((1, 32, 32, 3), f32), True),
+                 ((32, 32, 3),), (f32,)),
+        ZooModel("vae_decoder", _linen(VAEDecoder(), np.zeros((1, 16), f32)), ((16,),), (f32,)),
+        ZooModel("unet", _linen(UNet(), np.zeros((1, 32, 32, 3), f32)), ((32, 32, 3),), (f32,)),
     ]
     return {m.name: m for m in models}
