@@ -184,6 +184,13 @@ def _limitation_section(table: Sequence[Row], rules) -> list[str]:
     return lines or ["No rule declares a limitation.", ""]
 
 
+def _fast_section(table: Sequence[Row], rules) -> list[str]:
+    fast = [(row.primitive, rules[row.primitive].fast) for row in table if rules[row.primitive].fast]
+    lines = ["| primitive | where the default lowering may differ from JAX |", "| --- | --- |"]
+    lines += [f"| `{name}` | {_escape(variant.differs)} |" for name, variant in fast]
+    return lines
+
+
 def _dtype_section() -> list[str]:
     lines = []
     for target in ALL_TARGETS:
@@ -238,6 +245,17 @@ def render(rules=None) -> str:
         "## Declared limitations",
         "",
         *_limitation_section(table, rules),
+        "## Default (fast) and strict lowerings",
+        "",
+        "By default these rules emit fused ops (MaxPool, Softmax, Relu, ...) that compute what JAX "
+        "computes for finite operands but may treat NaN/inf operands differently, as listed. "
+        "`strict=True` in the API (`--strict` in the CLI) keeps JAX's NaN/inf semantics exactly. "
+        "`tests/test_rules.py` runs these rules' cases and every case with NaN/inf inputs in strict "
+        "mode, exactly, and every case in the default mode, on finite inputs where a NaN/inf input "
+        "could reach one of these rules.",
+        "",
+        *_fast_section(table, rules),
+        "",
         "## Dtypes per target",
         "",
         *_dtype_section(),

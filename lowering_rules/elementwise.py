@@ -21,6 +21,7 @@ from jax import lax
 import jax.numpy as jnp
 
 from limitations.targets import Target
+from lowering_rules import fusion
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.registry import Limitation, add_cases, lowering, register
 
@@ -608,8 +609,16 @@ COMPARISONS = {
     lax.ge_p: (tf.greater_equal, lax.ge),
 }
 
+def lower_sub(ctx, x, y):
+    fused = fusion.log_softmax(ctx)
+    return binary(tf.math.subtract)(ctx, x, y) if fused is None else fused
+
+
 for _prim, _fn in BINARY.items():
-    register(_prim, binary(_fn))
+    if _prim is lax.sub_p:
+        register(_prim, lower_sub, fast=fusion.LOG_SOFTMAX, cases=fusion.LOG_SOFTMAX_CASES)
+    else:
+        register(_prim, binary(_fn))
 for _prim, (_fn, _jax_fn) in COMPARISONS.items():
     register(_prim, _compare(_fn), cases=[
         case("f32", _jax_fn, f32(3, 4), f32(3, 4)),
@@ -660,7 +669,7 @@ _REM_FLOAT_EDGES = (np.array([7.5, -7.5, 7.5, -7.5, 5.0, INF, 1.0, -0.0, 3.0, 1e
                     np.array([2.0, 2.0, -2.0, -2.0, 0.0, 1.0, INF, 1.0, 1.5, 3.0, 1.0], np.float32))
 
 
-@lowering(lax.div_p, cases=[
+@lowering(lax.div_p, fast=fusion.SOFTMAX, cases=[
     case("f32", lax.div, f32(3, 4), f32(3, 4, low=0.5, high=2.0)),
     case("f32_edges", lax.div, np.array([1.0, -1.0, 0.0, INF, 1.0, NAN], np.float32),
          np.array([0.0, 0.0, 0.0, INF, -INF, 1.0], np.float32)),
@@ -668,8 +677,13 @@ _REM_FLOAT_EDGES = (np.array([7.5, -7.5, 7.5, -7.5, 5.0, INF, 1.0, -0.0, 3.0, 1e
     case("i32_random", lax.div, i32(4, 5, low=-50, high=50), i32(4, 5, low=-7, high=7)),
     case("u8", lax.div, np.array([7, 5, 255, 0], np.uint8), np.array([0, 2, 16, 3], np.uint8)),
     case("f16", lax.div, f16(5), f16(5, low=0.5, high=2.0)),
+    *fusion.SOFTMAX_CASES,
 ])
 def lower_div(ctx, x, y):
+    fused = fusion.avg_pool(ctx)
+    fused = fusion.softmax(ctx) if fused is None else fused
+    if fused is not None:
+        return fused
     if _is_float(x):
         return _as_out(ctx, tf.math.divide(_wide(x), _wide(y)))
     bits, signed = _int_info(x.dtype)
@@ -717,6 +731,15 @@ def lower_pow(ctx, x, y):
     return _as_out(ctx, tf.where(tf.equal(x, 1.0), x, result))
 
 
+def _fast_or(fast, exact):
+    """The rule: ``fast`` (a fusion, None in strict mode or when it does not apply), else ``exact``."""
+    def lower(ctx, x, y):
+        fused = fast(ctx, x, y)
+        return exact(ctx, x, y) if fused is None else fused
+    lower.__name__ = exact.__name__
+    return lower
+
+
 def _extremum(tf_fn, bool_fn):
     def lower(ctx, x, y):
         if x.dtype == tf.bool:
@@ -728,9 +751,10 @@ def _extremum(tf_fn, bool_fn):
     return lower
 
 
-for _prim, _tf_fn, _bool_fn, _jax_fn in ((lax.max_p, tf.maximum, tf.logical_or, lax.max),
-                                         (lax.min_p, tf.minimum, tf.logical_and, lax.min)):
-    register(_prim, _extremum(_tf_fn, _bool_fn), cases=[
+for _prim, _tf_fn, _bool_fn, _jax_fn, _fast, _variant in (
+        (lax.max_p, tf.maximum, tf.logical_or, lax.max, fusion.maximum, fusion.MAXIMUM),
+        (lax.min_p, tf.minimum, tf.logical_and, lax.min, fusion.minimum, fusion.MINIMUM)):
+    register(_prim, _fast_or(_fast, _extremum(_tf_fn, _bool_fn)), fast=_variant, cases=[
         case("f32", _jax_fn, f32(3, 4), f32(3, 4)),
         case("nan", _jax_fn, np.array([NAN, 1.0, NAN, INF, -INF, 2.0], np.float32),
              np.array([1.0, NAN, NAN, 1.0, NAN, -INF], np.float32)),

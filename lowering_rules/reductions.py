@@ -19,6 +19,7 @@ from jax.core import ShapedArray
 from jax.extend import core
 
 from limitations.targets import ALL_TARGETS
+from lowering_rules import fusion
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.registry import Limitation, lowering
 
@@ -107,8 +108,9 @@ def _bitwise_reduce(x, axes, kind):
     return _from_bits(bits)
 
 
-def monoid_reduce(ctx, x, axes, kind: str, aval):
-    """Reduce ``x`` (of abstract value ``aval``) over ``axes`` with a commutative monoid."""
+def monoid_reduce(ctx, x, axes, kind: str, aval, exact_nan: bool = True):
+    """Reduce ``x`` (of abstract value ``aval``) over ``axes`` with a commutative monoid.
+    ``exact_nan=False``: a float max/min may ignore NaNs (the kernels' own behaviour)."""
     dtype = x.dtype
     axes = tuple(axes)
     if not axes:
@@ -134,7 +136,7 @@ def monoid_reduce(ctx, x, axes, kind: str, aval):
     reduce_fn = {"sum": tf.reduce_sum, "prod": tf.reduce_prod,
                  "max": tf.reduce_max, "min": tf.reduce_min}[kind]
     out = reduce_fn(work, axis=axes)
-    if kind in ("max", "min") and work.dtype.is_floating:
+    if kind in ("max", "min") and work.dtype.is_floating and exact_nan:
         out = _propagate_nan(work, out, tf.reduce_any(_is_nan(work), axis=axes))
     return tf.cast(out, dtype)
 
@@ -165,7 +167,7 @@ def first_extreme_index(x, axis: int, rank: int, n, kind: str):
 
 def _monoid_rule(kind):
     def lower(ctx, x, *, axes, out_sharding=None):
-        return monoid_reduce(ctx, x, axes, kind, ctx.avals_in[0])
+        return monoid_reduce(ctx, x, axes, kind, ctx.avals_in[0], exact_nan=ctx.strict)
     lower.__name__ = f"lower_reduce_{kind}"
     return lower
 
@@ -195,14 +197,14 @@ lowering(lax.reduce_prod_p, cases=[
     *_reduction_cases(jnp.prod, lax.reduce_prod, ["f32", "i32", "f16"]),
 ])(_monoid_rule("prod"))
 
-lowering(lax.reduce_max_p, cases=[
+lowering(lax.reduce_max_p, fast=fusion.REDUCE_MAX, cases=[
     *_reduction_cases(jnp.max, lax.reduce_max, ["f32", "i32", "bool", "f16"]),
     case("nan_propagates", lambda x: jnp.max(x, axis=1), NAN_ROW),
     case("int8", lambda x: jnp.max(x, axis=0), i8(4, 3)),
     case("empty_int_axis", lambda x: lax.reduce_max(x[:0], (0,)) + x[0], i32(2, 3)),
 ])(_monoid_rule("max"))
 
-lowering(lax.reduce_min_p, cases=[
+lowering(lax.reduce_min_p, fast=fusion.REDUCE_MAX, cases=[
     *_reduction_cases(jnp.min, lax.reduce_min, ["f32", "i32", "bool", "f16"]),
     case("nan_propagates", lambda x: jnp.min(x, axis=1), NAN_ROW),
 ])(_monoid_rule("min"))

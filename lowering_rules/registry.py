@@ -17,6 +17,7 @@ import numpy as np
 
 from limitations.targets import Target
 from lowering_rules.cases import Case
+from lowering_rules.fusion import FastVariant
 from lowering_rules.key_types import physical_dtype
 
 # Placement annotations: meaningless for one device, so every rule accepts them.
@@ -79,6 +80,7 @@ class Rule:
     # tensors (lowering_rules.complex_values): None (complex operands are rejected up front),
     # COMPONENTWISE, PASS_THROUGH or a lowering taking ComplexPair operands.
     complex: Callable[..., Any] | str | None = None
+    fast: FastVariant | None = None   # where the default (non-strict) lowering may differ from JAX
 
     def unknown_params(self, params: dict) -> list[str]:
         return sorted(set(params) - self.params - PLACEMENT_PARAMS)
@@ -100,21 +102,22 @@ def _understood_params(lower: Callable) -> frozenset[str]:
 
 
 def register(primitive, lower: Callable, *, limitations: Sequence[Limitation] = (),
-             cases: Sequence[Case] = ()) -> Rule:
+             cases: Sequence[Case] = (), fast: FastVariant | None = None) -> Rule:
     name = _primitive_name(primitive)
     if name in RULES:
         raise ValueError(f"a rule for {name} is already registered")
     rule = Rule(name, lower, _understood_params(lower), tuple(limitations),
-                tuple(c.for_primitive(name) for c in cases))
+                tuple(c.for_primitive(name) for c in cases), fast)
     RULES[name] = rule
     return rule
 
 
-def lowering(*primitives, limitations: Sequence[Limitation] = (), cases: Sequence[Case] = ()):
+def lowering(*primitives, limitations: Sequence[Limitation] = (), cases: Sequence[Case] = (),
+             fast: FastVariant | None = None):
     """Decorator form of ``register`` for rules with logic of their own."""
     def decorate(lower):
         for primitive in primitives:
-            register(primitive, lower, limitations=limitations, cases=cases)
+            register(primitive, lower, limitations=limitations, cases=cases, fast=fast)
         return lower
     return decorate
 

@@ -25,6 +25,7 @@ import tensorflow as tf
 from jax import lax
 
 from limitations.targets import ALL_TARGETS
+from lowering_rules import fusion
 from lowering_rules.cases import boolean, case, f16, f32, i32
 from lowering_rules.helpers import axis_slice, interior_pad, pad_or_crop, runtime_infinity, size_vector
 from lowering_rules.registry import Limitation, register
@@ -173,6 +174,10 @@ def reduce_window(ctx, x, name, window_dimensions, window_strides, padding, base
 def _monoid_rule(name):
     def lower(ctx, x, *, window_dimensions, window_strides, padding, base_dilation, window_dilation):
         # Half floats are reduced in float32 (exact for max/min; TFLite has no float16 PAD or ADD).
+        if name == "max" and not ctx.strict:
+            plan = fusion.pool_plan(ctx.eqn.params, ctx.avals_in[0].shape, ctx.avals_in[0].dtype, "max")
+            if plan is not None:
+                return fusion.pool(x, plan, "max")
         half = ctx.out_dtype in (tf.float16, tf.bfloat16)
         y = reduce_window(ctx, tf.cast(x, tf.float32) if half else x, name, window_dimensions,
                           window_strides, padding, base_dilation, window_dilation)
@@ -417,7 +422,7 @@ GATHER_CASES = [
 for _prim, _name, _cases in ((lax.reduce_window_sum_p, "add", SUM_CASES),
                              (lax.reduce_window_max_p, "max", MAX_CASES),
                              (lax.reduce_window_min_p, "min", MIN_CASES)):
-    register(_prim, _monoid_rule(_name), cases=_cases)
+    register(_prim, _monoid_rule(_name), cases=_cases, fast=fusion.MAX_POOL if _name == "max" else None)
 
 register(lax.reduce_window_p, lower_reduce_window, cases=GENERIC_CASES, limitations=[
     Limitation(ALL_TARGETS, param="jaxpr", condition="more than one operand (variadic reduce_window)",

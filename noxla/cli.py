@@ -120,7 +120,7 @@ def cmd_export(args) -> int:
                                    (Target.TFJS, args.tfjs)) if wanted]
     for target in targets:
         require_supported(program, target)
-    concrete = step("lower", ex.serving_function, program)
+    concrete = step("lower", ex.serving_function, program, strict=args.strict)
     written = {}
     if args.tflite:  # converting and writing are separate steps here; the other converters write
         data = step("convert tflite", ex.tflite_bytes, concrete, args.allow_flex)
@@ -131,7 +131,7 @@ def cmd_export(args) -> int:
         if path:
             step(f"convert+write {kind} {path}", _write_with, writer, concrete, path, args.force)
             written[kind] = path
-    errors = {} if args.no_verify else step("verify", verify, fun, program, inputs, written)
+    errors = {} if args.no_verify else step("verify", verify, fun, program, inputs, written, args.strict)
     _summary(program, written, errors)
     return 0
 
@@ -148,10 +148,10 @@ def _write_with(writer, concrete, path: str, force: bool) -> None:
         writer(concrete, scratch)
 
 
-def verify(fun, program, inputs: Sequence[InputSpec], written: dict) -> dict:
+def verify(fun, program, inputs: Sequence[InputSpec], written: dict, strict: bool = False) -> dict:
     from noxla.verify import verify_artifacts
     rng = np.random.default_rng(0)
-    return verify_artifacts(fun, program, [i.sample(rng) for i in inputs], written)
+    return verify_artifacts(fun, program, [i.sample(rng) for i in inputs], written, strict=strict)
 
 
 def _summary(program, written: dict, errors: dict) -> None:
@@ -219,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--allow-flex", action="store_true", help="allow SELECT_TF_OPS (Flex) in the .tflite")
     export.add_argument("--force", action="store_true", help="replace existing outputs")
     export.add_argument("--no-verify", action="store_true", help="skip running the outputs against JAX")
+    export.add_argument("--strict", action="store_true",
+                        help="keep JAX's NaN/inf semantics exactly (more ops); by default fused ops such as "
+                             "MaxPool and Softmax may treat NaN/inf differently (see `noxla limitations`)")
     export.set_defaults(run=cmd_export)
 
     check = sub.add_parser("check", help="report every use the target cannot run (exit 1 if any)")

@@ -28,12 +28,14 @@ def input_signature(program: Program) -> list[tf.TensorSpec]:
             for aval, name in zip(program.in_avals, program.in_names)]
 
 
-def serving_function(program: Program, check_shapes: bool = False) -> tf.types.experimental.ConcreteFunction:
+def serving_function(program: Program, check_shapes: bool = False,
+                     strict: bool = False) -> tf.types.experimental.ConcreteFunction:
     """The program as one concrete TF function: flat named inputs, a dict of named outputs.
 
-    ``check_shapes`` adds run-time checks of the inputs against polymorphic shapes (TF only)."""
+    ``check_shapes`` adds run-time checks of the inputs against polymorphic shapes (TF only);
+    ``strict`` keeps JAX's NaN/inf semantics exactly instead of fused ops (see ``convert``)."""
     def serve(*flat_args):
-        outs = lower_program(program, flat_args, check_shapes=check_shapes)
+        outs = lower_program(program, flat_args, check_shapes=check_shapes, strict=strict)
         return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
     return tf.function(serve, input_signature=input_signature(program), autograph=False).get_concrete_function()
 
@@ -178,29 +180,32 @@ def write_tflite(concrete, path: str, allow_flex: bool = False) -> None:
         f.write(data)
 
 
-def _export(fun, example_args, polymorphic_shapes, target: Target, path: str, overwrite: bool, write) -> str:
+def _export(fun, example_args, polymorphic_shapes, target: Target, path: str, overwrite: bool, write,
+            strict: bool) -> str:
     program = prepare(fun, example_args, polymorphic_shapes, target)
     with atomic_output(path, overwrite) as scratch:
-        write(serving_function(program, check_shapes=target is Target.TF), scratch)
+        write(serving_function(program, check_shapes=target is Target.TF, strict=strict), scratch)
     return os.path.abspath(path)
 
 
 def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shapes=None,
-                       overwrite: bool = False) -> str:
+                       overwrite: bool = False, strict: bool = False) -> str:
     """A SavedModel whose ``serving_default`` signature computes ``fun`` (inputs checked against
-    ``polymorphic_shapes`` at run time)."""
-    return _export(fun, example_args, polymorphic_shapes, Target.TF, path, overwrite, write_saved_model)
+    ``polymorphic_shapes`` at run time). ``strict``: JAX's NaN/inf semantics exactly (see ``convert``)."""
+    return _export(fun, example_args, polymorphic_shapes, Target.TF, path, overwrite, write_saved_model, strict)
 
 
 def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=None, allow_flex: bool = False,
-                  overwrite: bool = False) -> str:
-    """A .tflite using TFLITE_BUILTINS only (plus SELECT_TF_OPS when ``allow_flex``)."""
+                  overwrite: bool = False, strict: bool = False) -> str:
+    """A .tflite using TFLITE_BUILTINS only (plus SELECT_TF_OPS when ``allow_flex``).
+    ``strict``: JAX's NaN/inf semantics exactly (see ``convert``)."""
     target = Target.TFLITE_FLEX if allow_flex else Target.TFLITE
     return _export(fun, example_args, polymorphic_shapes, target, path, overwrite,
-                   lambda concrete, scratch: write_tflite(concrete, scratch, allow_flex))
+                   lambda concrete, scratch: write_tflite(concrete, scratch, allow_flex), strict)
 
 
 def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None,
-                overwrite: bool = False) -> str:
-    """A TF.js graph model directory (model.json and weight shards)."""
-    return _export(fun, example_args, polymorphic_shapes, Target.TFJS, path, overwrite, write_tfjs)
+                overwrite: bool = False, strict: bool = False) -> str:
+    """A TF.js graph model directory (model.json and weight shards).
+    ``strict``: JAX's NaN/inf semantics exactly (see ``convert``)."""
+    return _export(fun, example_args, polymorphic_shapes, Target.TFJS, path, overwrite, write_tfjs, strict)

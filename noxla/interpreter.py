@@ -22,9 +22,11 @@ from noxla.shapes import Dims
 class Lowering:
     """State shared by one lowering: dimension sizes and the constants emitted so far."""
 
-    def __init__(self, dims: Dims, inputs: Sequence = ()):
+    def __init__(self, dims: Dims, inputs: Sequence = (), strict: bool = False):
         self.dims = dims
         self.inputs = list(inputs)
+        # strict: IEEE-exact lowerings (NaN/inf as JAX) instead of the fused fast ones.
+        self.strict = strict
         # Constants live in the graph the lowering started in; loop and branch bodies capture
         # them from there, so a weight first used inside an (unrolled) loop is still emitted once.
         self._graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
@@ -113,9 +115,10 @@ class Lowering:
 class LoweringContext:
     """What a rule sees of one equation: its abstract values, sizes and sub-programs."""
 
-    def __init__(self, lowering: Lowering, eqn, avals_in=None, avals_out=None):
+    def __init__(self, lowering: Lowering, eqn, avals_in=None, avals_out=None, scope: "Scope | None" = None):
         self.lowering = lowering
         self.eqn = eqn
+        self.scope = scope
         self.avals_in = tuple(v.aval for v in eqn.invars) if avals_in is None else tuple(avals_in)
         self.avals_out = tuple(v.aval for v in eqn.outvars) if avals_out is None else tuple(avals_out)
 
@@ -123,6 +126,21 @@ class LoweringContext:
         """This equation as a rule sees it when it lowers one part (real or imaginary) of complex values."""
         return LoweringContext(self.lowering, self.eqn, *(
             [complex_values.real_aval(v.aval) for v in vs] for vs in (self.eqn.invars, self.eqn.outvars)))
+
+    @property
+    def strict(self) -> bool:
+        """True: keep IEEE-exact lowerings; False (default): fused ops that may differ from JAX
+        only for NaN/inf inputs, as the rule declares (``Rule.fast``)."""
+        return self.lowering.strict
+
+    def producer(self, atom):
+        """The equation of the enclosing jaxpr that computed ``atom`` (None for its inputs,
+        constants and literals): rules recognise multi-equation patterns (pooling, softmax)."""
+        return None if self.scope is None or isinstance(atom, core.Literal) else self.scope.producers.get(atom)
+
+    def value(self, atom) -> tf.Tensor:
+        """The TF value of a variable of the enclosing jaxpr that is already lowered."""
+        return _read(self.lowering, self.scope.values, atom)
 
     @property
     def aval_out(self):
@@ -169,8 +187,17 @@ def _read(lowering: Lowering, values: dict, atom, aval=None):
     return values[atom]
 
 
+class Scope:
+    """One jaxpr being lowered: the TF value of each variable and the equation that made it."""
+
+    def __init__(self):
+        self.values: dict = {}
+        self.producers: dict = {}
+
+
 def lower_jaxpr(lowering: Lowering, jaxpr: core.Jaxpr, consts: Sequence, args: Sequence) -> list:
-    values = {}
+    scope = Scope()
+    values = scope.values
     for var, value in zip(jaxpr.constvars, consts):
         values[var] = value if isinstance(value, (tf.Tensor, tf.Variable)) else lowering.constant(value)
     values.update(zip(jaxpr.invars, args))
@@ -184,20 +211,21 @@ def lower_jaxpr(lowering: Lowering, jaxpr: core.Jaxpr, consts: Sequence, args: S
         outs = lowering.folded(key) if key is not None else None
         if outs is None:
             with lowering.in_root_graph() if key is not None else contextlib.nullcontext():
-                outs = _apply_rule(lowering, rule, eqn, invals)
+                outs = _apply_rule(lowering, rule, eqn, invals, scope)
             if key is not None:
                 lowering.remember_folded(key, outs)
         for var, out in zip(eqn.outvars, outs):
             if not isinstance(var, core.DropVar):
                 values[var] = out
+                scope.producers[var] = eqn
     return [_read(lowering, values, v) for v in jaxpr.outvars]
 
 
-def _apply_rule(lowering: Lowering, rule, eqn, invals) -> list:
+def _apply_rule(lowering: Lowering, rule, eqn, invals, scope: Scope | None = None) -> list:
     name = eqn.primitive.name
 
     def lower(avals_in=None, avals_out=None, operands=invals) -> list:
-        outs = rule.lower(LoweringContext(lowering, eqn, avals_in, avals_out), *operands, **eqn.params)
+        outs = rule.lower(LoweringContext(lowering, eqn, avals_in, avals_out, scope), *operands, **eqn.params)
         return list(outs) if eqn.primitive.multiple_results else [outs]
 
     avals_in, avals_out = [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars]

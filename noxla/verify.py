@@ -29,7 +29,8 @@ def jax_outputs(fun: Callable, args: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.jit(fun)(*args))]
 
 
-def verify_artifacts(fun: Callable, program, args: Sequence[np.ndarray], written: Mapping[str, str]) -> dict:
+def verify_artifacts(fun: Callable, program, args: Sequence[np.ndarray], written: Mapping[str, str],
+                     strict: bool = False) -> dict:
     """For each runtime that can run what was written: the worst output error against JAX (or why not run)."""
     import tensorflow as tf
 
@@ -44,7 +45,7 @@ def verify_artifacts(fun: Callable, program, args: Sequence[np.ndarray], written
         outs = serve(**{k: tf.constant(v) for k, v in named.items()})
         results["tf (SavedModel)"] = [outs[n].numpy() for n in program.out_names]
     else:
-        results["tf (eager)"] = [t.numpy() for t in lower_program(program, args)]
+        results["tf (eager)"] = [t.numpy() for t in lower_program(program, args, strict=strict)]
     if "tflite" in written:
         outs = runtimes.run_tflite(written["tflite"], named)
         results["tflite"] = [outs[n] for n in program.out_names]

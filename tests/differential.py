@@ -3,6 +3,15 @@
 A runtime whose target the rule declares unsupported for the case must instead
 reject it up front, through a declared limitation (never a missing rule or an
 unknown parameter).
+
+Two lowering modes. Strict mode (``strict=True``) must match JAX exactly, NaN and inf
+included. The default mode may use fused ops that differ from JAX for NaN/inf operands where a
+rule declares it (``Rule.fast``); it must match JAX exactly on finite inputs. So a default-mode
+run of a case whose inputs hold NaN/inf and whose program applies such a rule (``FastVariant
+.applies``) runs on the same inputs with NaN -> 0, +inf -> 1, -inf -> -1 and compares with JAX on
+those; every other default-mode run uses the case's own inputs. Strict mode runs the cases of
+rules with a fast variant and every case with NaN/inf inputs (tests/test_rules.py); for the
+others the two modes emit the same ops.
 """
 from __future__ import annotations
 
@@ -16,7 +25,8 @@ import tensorflow as tf
 import noxla
 from limitations.engine import Report, check_jaxpr
 from limitations.targets import RUNTIMES, Target
-from lowering_rules.cases import Case, default_tolerance
+from lowering_rules import RULES
+from lowering_rules.cases import ArgSpec, Case, default_tolerance
 from noxla.export import input_signature, serving_function, tflite_bytes, write_tfjs
 from noxla.runtimes import TfjsRunner, run_tflite
 from noxla.tracing import Program, trace
@@ -56,28 +66,28 @@ class Runtimes:
         self._tfjs_dirs: dict[int, str] = {}
 
     def run(self, runtime: str, fun: Callable, program: Program, args: Sequence[np.ndarray],
-            polymorphic_shapes=None) -> list[np.ndarray]:
+            polymorphic_shapes=None, strict: bool = False) -> list[np.ndarray]:
         if runtime == "tf_eager":
-            out = noxla.convert(fun, polymorphic_shapes=polymorphic_shapes)(*args)
+            out = noxla.convert(fun, polymorphic_shapes=polymorphic_shapes, strict=strict)(*args)
             return [np.asarray(x) for x in jax.tree_util.tree_leaves(out)]
         if runtime == "tf_graph":
-            graph_fn = tf.function(noxla.convert(fun, polymorphic_shapes=polymorphic_shapes),
+            graph_fn = tf.function(noxla.convert(fun, polymorphic_shapes=polymorphic_shapes, strict=strict),
                                    input_signature=input_signature(program), autograph=False)
             return [np.asarray(x) for x in jax.tree_util.tree_leaves(graph_fn(*args))]
         named = dict(zip(program.in_names, args))
         if runtime == "tflite":
-            outs = run_tflite(tflite_bytes(serving_function(program)), named)
+            outs = run_tflite(tflite_bytes(serving_function(program, strict=strict)), named)
             return [outs[n] for n in program.out_names]
         if runtime in ("tfjs_cpu", "tfjs_wasm"):
-            outs = self.tfjs.run(self.tfjs_model(program), named, backend=runtime.split("_")[1])
+            outs = self.tfjs.run(self.tfjs_model(program, strict), named, backend=runtime.split("_")[1])
             return [outs[n] for n in program.out_names]
         raise ValueError(f"unknown runtime {runtime}")
 
-    def tfjs_model(self, program: Program) -> str:
-        key = id(program)
+    def tfjs_model(self, program: Program, strict: bool = False) -> str:
+        key = (id(program), strict)
         if key not in self._tfjs_dirs:
             path = os.path.join(self.scratch_dir, f"tfjs_{len(self._tfjs_dirs)}")
-            write_tfjs(serving_function(program), path)
+            write_tfjs(serving_function(program, strict=strict), path)
             self._tfjs_dirs[key] = path
         return self._tfjs_dirs[key]
 
@@ -107,10 +117,48 @@ def assert_declared_rejection(report: Report, where: str) -> None:
         assert v.primitive in text and v.target.label in text and v.source in text
 
 
-def run_case(case: Case, runtime: str, runtimes: Runtimes) -> str:
-    """Run one case in one runtime. Returns "passed" or "rejected" (declared, checked up front)."""
+def has_nonfinite_args(case: Case) -> bool:
+    """Whether the case gives NaN or inf inputs (only literal arrays can: specs draw finite data)."""
+    return any(not isinstance(a, ArgSpec) and np.issubdtype(np.asarray(a).dtype, np.inexact)
+               and not np.all(np.isfinite(np.asarray(a))) for a in case.args)
+
+
+def applies_fast_variant(program: Program) -> bool:
+    """Whether some equation of the program may take a rule's fast (non-strict) lowering."""
+    from limitations.engine import eqn_view, iter_eqns
+    for eqn in iter_eqns(program.closed_jaxpr):
+        rule = RULES.get(eqn.primitive.name)
+        if rule is not None and rule.fast is not None and rule.fast.applies(eqn_view(eqn)):
+            return True
+    return False
+
+
+def _finite(a: np.ndarray) -> np.ndarray:
+    if not np.issubdtype(a.dtype, np.inexact):
+        return a
+    return np.nan_to_num(a, nan=0.0, posinf=1.0, neginf=-1.0).astype(a.dtype)
+
+
+_FINITE: dict[str, tuple] = {}
+
+
+def default_mode_inputs(case: Case) -> tuple[Program, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """What a default-mode run compares: the case's own inputs, or (when NaN/inf inputs could reach
+    a fast variant) the same inputs made finite, with JAX's outputs on those."""
     program, args, expected = traced(case)
-    where = f"{case.id} [{runtime}]"
+    if not has_nonfinite_args(case) or not applies_fast_variant(program):
+        return program, args, expected
+    if case.id not in _FINITE:
+        finite = tuple(_finite(np.asarray(a)) for a in args)
+        _FINITE[case.id] = (program, finite, tuple(jax_outputs(case.fun, finite)))
+    return _FINITE[case.id]
+
+
+def run_case(case: Case, runtime: str, runtimes: Runtimes, strict: bool = False) -> str:
+    """Run one case in one runtime, in strict or default mode (see the module docstring).
+    Returns "passed" or "rejected" (declared, checked up front)."""
+    program, args, expected = traced(case) if strict else default_mode_inputs(case)
+    where = f"{case.id} [{runtime}{', strict' if strict else ''}]"
     report = check_jaxpr(program.closed_jaxpr, RUNTIMES[runtime])
     if not report.ok:
         assert_declared_rejection(report, where)
@@ -118,7 +166,7 @@ def run_case(case: Case, runtime: str, runtimes: Runtimes) -> str:
     if isinstance(expected, Exception):
         raise AssertionError(f"{where}: JAX cannot run this case ({expected!r}), so every target must "
                              "reject it up front, and this one did not")
-    actual = runtimes.run(runtime, case.fun, program, args, case.polymorphic_shapes)
+    actual = runtimes.run(runtime, case.fun, program, args, case.polymorphic_shapes, strict=strict)
     assert_matches(expected, actual, program.out_names, case.atol, case.rtol, where)
     return "passed"
 
@@ -129,7 +177,7 @@ def contains_primitive(program: Program, name: str) -> bool:
 
 
 __all__ = ["Runtimes", "run_case", "assert_matches", "jax_outputs", "traced", "contains_primitive",
-           "RUNTIMES", "Target"]
+           "has_nonfinite_args", "RUNTIMES", "Target"]
 
 
 # Forcing a case past the up-front check, to find limitations a target does not need

@@ -3,9 +3,13 @@ import pytest
 
 from limitations.targets import RUNTIMES
 from lowering_rules import RULES
-from tests.differential import contains_primitive, run_case, traced
+from tests.differential import contains_primitive, has_nonfinite_args, run_case, traced
 
 CASES = [c for rule in RULES.values() for c in rule.cases]
+# Strict mode where it can differ from the default: the cases of rules with a fast variant, and
+# every case with NaN/inf inputs (the default mode runs those on finite inputs when a fast
+# variant could see them). Elsewhere both modes emit the same ops.
+STRICT_CASES = [c for c in CASES if RULES[c.primitive].fast is not None or has_nonfinite_args(c)]
 FAST_RUNTIMES = ("tf_eager", "tf_graph")
 
 
@@ -19,6 +23,12 @@ def _runtime_params():
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_case(case, runtime, runtimes):
     run_case(case, runtime, runtimes)
+
+
+@pytest.mark.parametrize("runtime", _runtime_params())
+@pytest.mark.parametrize("case", STRICT_CASES, ids=lambda c: c.id)
+def test_case_strict(case, runtime, runtimes):
+    run_case(case, runtime, runtimes, strict=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

@@ -50,6 +50,18 @@ def test_zoo_model_saved_model_round_trip(name, tmp_path):
                    program.out_names, where=f"{name} [SavedModel]", **TOLERANCE)
 
 
+# The fused builtins a model's default export must use, and its most ops (batch 1), as measured
+# when the fused lowerings landed (tools/op_census.py): a regression guard for issue 8's goal of
+# no more ops than the official JAX -> TFLite path.
+FUSED_OPS = {
+    "cnn": ({"AVERAGE_POOL_2D", "MAX_POOL_2D", "FULLY_CONNECTED", "LOG_SOFTMAX"}, 7),
+    "mlp": ({"FULLY_CONNECTED"}, 2),
+    "mobilenet_block": ({"DEPTHWISE_CONV_2D", "CONV_2D"}, 2),
+    "resnet_block": ({"CONV_2D"}, 4),
+    "transformer_encoder": ({"SOFTMAX", "BATCH_MATMUL", "FULLY_CONNECTED"}, 98),
+}
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_zoo_model_tflite_uses_builtins_only(name, tmp_path):
     from noxla.runtimes import tflite_op_names
@@ -57,6 +69,8 @@ def test_zoo_model_tflite_uses_builtins_only(name, tmp_path):
     path = noxla.export_tflite(model.fun, *model.inputs(1), path=str(tmp_path / "m.tflite"))
     ops = tflite_op_names(path)
     assert ops and not [op for op in ops if op.startswith("Flex") or op == "CUSTOM"], ops
+    fused, most = FUSED_OPS.get(name, (set(), len(ops)))
+    assert fused <= set(ops) and len(ops) <= most, f"{name}: {len(ops)} ops (at most {most}), {sorted(set(ops))}"
 
 
 @pytest.fixture(scope="module")

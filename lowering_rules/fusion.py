@@ -1,0 +1,301 @@
+"""Recognising multi-equation patterns that TFLite and TF.js run as one fused op.
+
+JAX spells a softmax, an average pool or a relu6 as several primitives. A rule for the pattern's
+last equation looks back through ``ctx.producer`` at the equations that made its operands and,
+when they form the pattern, emits the fused TF op on the pattern's input instead. The producers'
+own ops are then unused (the converters drop them). Patterns are only used outside strict mode:
+each rule that uses one declares, as a ``FastVariant``, where the fused op may differ from JAX
+(only ever for NaN/inf inputs; for finite inputs it computes the same values).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow as tf
+from jax.extend import core
+
+from lowering_rules.cases import case, f32
+
+
+@dataclasses.dataclass(frozen=True)
+class FastVariant:
+    """A rule's default (non-strict) lowering that may differ from JAX for NaN or inf inputs.
+
+    ``differs`` says where (shown in the limitations table); ``applies(eqn)`` tells from an
+    ``EqnView`` whether this application may take the fast lowering (the differential tests run
+    such programs in both modes)."""
+    differs: str
+    applies: Callable = lambda eqn: True
+
+
+def float32_out(eqn) -> bool:
+    return np.dtype(eqn.avals_out[0].dtype) == np.float32
+
+
+def float_in(eqn) -> bool:
+    return np.issubdtype(np.dtype(eqn.avals_in[0].dtype), np.floating)
+
+
+MAXIMUM = FastVariant("a NaN operand may give the other operand, not NaN (float32: Relu, Maximum)", float32_out)
+MINIMUM = FastVariant("a NaN operand may give the other operand, not NaN (float32: Relu6, Minimum)", float32_out)
+REDUCE_MAX = FastVariant("a NaN among the reduced elements may be ignored (floats)", float_in)
+SOFTMAX = FastVariant("jax.nn.softmax's spelling becomes Softmax (float32): a row holding NaN or inf "
+                      "may give other NaN/0/1 entries than JAX's", float32_out)
+LOG_SOFTMAX = FastVariant("jax.nn.log_softmax's spelling becomes LogSoftmax (float32): a row holding NaN "
+                          "or inf may give other NaN/inf entries than JAX's", float32_out)
+MAX_POOL = FastVariant("MaxPool (float32, [N, (H,) W, C] windows, VALID or SAME padding): a NaN in a window "
+                       "may be ignored, a window of -inf gives the lowest finite float",
+                       lambda eqn: pool_plan(eqn.params, eqn.avals_in[0].shape, eqn.avals_in[0].dtype,
+                                             "max") is not None)
+
+
+def literal(atom):
+    """The scalar value of a literal operand, else None."""
+    if isinstance(atom, core.Literal) and np.ndim(atom.val) == 0:
+        return np.asarray(atom.val).item()
+    return None
+
+
+def producer(ctx, atom, *primitives: str):
+    """The equation that made ``atom`` in the enclosing jaxpr, if it applies one of ``primitives``."""
+    eqn = ctx.producer(atom)
+    if eqn is None or (primitives and eqn.primitive.name not in primitives):
+        return None
+    return eqn
+
+
+def is_float32(aval) -> bool:
+    return np.dtype(aval.dtype) == np.float32
+
+
+# --------------------------------------------------------------------------- softmax
+
+def _unit_axes_only(eqn) -> bool:
+    """A broadcast or reshape that only adds or drops size-1 axes (the elements stay in order)."""
+    shape_in = [d for d in eqn.invars[0].aval.shape if d != 1]
+    shape_out = [d for d in eqn.outvars[0].aval.shape if d != 1]
+    return shape_in == shape_out
+
+
+def through_views(ctx, atom):
+    """Follows stop_gradient and unit-axis broadcasts/reshapes back to the array they show."""
+    while True:
+        eqn = producer(ctx, atom, "stop_gradient", "broadcast_in_dim", "reshape")
+        if eqn is None or (eqn.primitive.name != "stop_gradient" and not _unit_axes_only(eqn)):
+            return atom
+        atom = eqn.invars[0]
+
+
+def _keepdims_shape(x, axis: int) -> tuple:
+    return tuple(1 if a == axis else d for a, d in enumerate(x.aval.shape))
+
+
+def reduced_column(ctx, atom, primitive: str, keepdims: bool = True):
+    """If ``atom`` is ``primitive(x, axes=(axis,))`` shown as x's keepdims column (seen through
+    unit-axis views; ``keepdims=False``: in any unit-axis view), (x, axis); else None."""
+    eqn = producer(ctx, through_views(ctx, atom), primitive)
+    if eqn is None or len(eqn.params["axes"]) != 1:
+        return None
+    x, axis = eqn.invars[0], int(eqn.params["axes"][0])
+    if keepdims and tuple(atom.aval.shape) != _keepdims_shape(x, axis):
+        return None
+    return x, axis
+
+
+def _row_max(ctx, atom):
+    """If ``atom`` is the keepdims column ``max(x, axis)`` (with jax.nn's max(-inf, .) guard for
+    empty rows), (x, axis)."""
+    column = through_views(ctx, atom)
+    guard = producer(ctx, column, "max")
+    if guard is not None and -np.inf in [literal(a) for a in guard.invars]:
+        inner = guard.invars[1] if literal(guard.invars[0]) == -np.inf else guard.invars[0]
+        hit = reduced_column(ctx, inner, "reduce_max", keepdims=False)
+        if hit is None:
+            return None
+        x, axis = hit
+        return (x, axis) if tuple(atom.aval.shape) == _keepdims_shape(x, axis) else None
+    return reduced_column(ctx, atom, "reduce_max")
+
+
+def shifted_logits(ctx, atom):
+    """If ``atom`` is ``x - max(x, axis)`` (JAX's stabilised logits), (x, axis); else None."""
+    sub = producer(ctx, atom, "sub")
+    if sub is None or sub.outvars[0].aval.shape != sub.invars[0].aval.shape:
+        return None
+    hit = _row_max(ctx, sub.invars[1])
+    if hit is None or hit[0] is not sub.invars[0]:
+        return None
+    return hit
+
+
+def softmax_input(ctx, numerator, denominator):
+    """``numerator / denominator`` is ``softmax(x, axis)`` as jax.nn spells it: (x, axis), else None."""
+    exp = producer(ctx, numerator, "exp")
+    column = reduced_column(ctx, denominator, "reduce_sum")
+    if exp is None or column is None or column[0] is not numerator:
+        return None
+    hit = shifted_logits(ctx, exp.invars[0])
+    return hit if hit is not None and hit[1] == column[1] else None
+
+
+def log_softmax_input(ctx, shifted, log_sum):
+    """``shifted - log_sum`` is ``log_softmax(x, axis)`` as jax.nn spells it: (x, axis), else None."""
+    log = producer(ctx, through_views(ctx, log_sum), "log")
+    if log is None:
+        return None
+    column = reduced_column(ctx, log.invars[0], "reduce_sum")
+    exp = column and producer(ctx, column[0], "exp")
+    if exp is None or exp.invars[0] is not shifted:
+        return None
+    if tuple(log_sum.aval.shape) != _keepdims_shape(shifted, column[1]):
+        return None
+    hit = shifted_logits(ctx, shifted)
+    return hit if hit is not None and hit[1] == column[1] else None
+
+
+def softmax(ctx):
+    """tf.nn.softmax for ``div`` when it ends jax.nn.softmax's spelling (float32), else None."""
+    if ctx.strict or not is_float32(ctx.aval_out):
+        return None
+    hit = softmax_input(ctx, *ctx.eqn.invars)
+    return None if hit is None else tf.nn.softmax(ctx.value(hit[0]), axis=hit[1])
+
+
+def log_softmax(ctx):
+    """tf.nn.log_softmax for ``sub`` when it ends jax.nn.log_softmax's spelling, else None."""
+    if ctx.strict or not is_float32(ctx.aval_out):
+        return None
+    hit = log_softmax_input(ctx, *ctx.eqn.invars)
+    return None if hit is None else tf.nn.log_softmax(ctx.value(hit[0]), axis=hit[1])
+
+
+# --------------------------------------------------------------------------- pooling
+
+def _same_pads(n: int, window: int, stride: int) -> tuple[int, int]:
+    """TF's SAME padding of one axis (what flax's padding="SAME" also computes)."""
+    out = -(-n // stride)
+    total = max((out - 1) * stride + window - n, 0)
+    return total // 2, total - total // 2
+
+
+def pool_plan(eqn_params, in_shape, dtype, kind: str):
+    """How a reduce_window over [N, (H,) W, C] becomes TF's MaxPool/AvgPool: (ksize, strides,
+    padding, explicit pads), or None. ``kind`` "max" needs VALID or TF's SAME padding (TF pads
+    with -inf and no window lies wholly in padding); "avg" takes any padding (zeros, padded
+    explicitly, then a VALID average times the window size is the window sum)."""
+    window, strides = eqn_params["window_dimensions"], eqn_params["window_strides"]
+    padding = eqn_params["padding"]
+    rank = len(window)
+    if (np.dtype(dtype) != np.float32 or rank not in (3, 4)
+            or any(d != 1 for d in (*eqn_params["base_dilation"], *eqn_params["window_dilation"]))
+            or window[0] != 1 or window[-1] != 1 or strides[0] != 1 or strides[-1] != 1
+            or padding[0] != (0, 0) or padding[-1] != (0, 0)):
+        return None
+    spatial = range(1, rank - 1)
+    if any(not isinstance(in_shape[a], int) for a in spatial) or any(lo < 0 or hi < 0 for lo, hi in padding):
+        return None
+    pads = [tuple(padding[a]) for a in spatial]
+    if all(p == (0, 0) for p in pads):
+        mode = "VALID"
+    elif all(p == _same_pads(in_shape[a], window[a], strides[a]) for a, p in zip(spatial, pads)):
+        mode = "SAME"
+    elif kind == "avg":
+        mode = "EXPLICIT"
+    else:
+        return None
+    return [window[a] for a in spatial], [strides[a] for a in spatial], mode, pads
+
+
+def pool(x, plan, kind: str):
+    """MaxPool (TFLite MAX_POOL_2D) or the window sum through AvgPool (AVERAGE_POOL_2D), of
+    x: [N, (H,) W, C] float32. For "avg" the result is the window average over the padded input:
+    the window sum divided by the window size (TF's SAME average would divide by the valid count)."""
+    ksize, strides, mode, pads = plan
+    one_d = len(ksize) == 1
+    if one_d:  # 1D pools run as 2D over a unit height
+        x, ksize, strides, pads = tf.expand_dims(x, 1), [1, *ksize], [1, *strides], [(0, 0), *pads]
+    if kind == "max":
+        y = tf.nn.max_pool2d(x, ksize, strides, mode)
+    else:
+        if mode != "VALID":
+            x = tf.pad(x, [(0, 0), *pads, (0, 0)])
+        y = tf.nn.avg_pool2d(x, ksize, strides, "VALID")
+    return tf.squeeze(y, 1) if one_d else y
+
+
+def avg_pool(ctx):
+    """AvgPool for ``div`` of a float32 window sum by its window size (flax's avg_pool), else None.
+
+    Not a fast variant: the average of a window is the same for NaN/inf inputs."""
+    numerator, denominator = ctx.eqn.invars
+    window_sum = producer(ctx, numerator, "reduce_window_sum")
+    if window_sum is None or literal(denominator) is None:
+        return None
+    params = window_sum.params
+    shape = window_sum.invars[0].aval.shape
+    plan = pool_plan(params, shape, window_sum.invars[0].aval.dtype, "avg")
+    if plan is None or literal(denominator) != float(np.prod(params["window_dimensions"])):
+        return None
+    return pool(ctx.value(window_sum.invars[0]), plan, "avg")
+
+
+# --------------------------------------------------------------------------- activations
+
+def maximum(ctx, x, y):
+    """max of float32 operands without JAX's NaN propagation: relu for max(x, 0) (RELU, and TF.js
+    fuses Relu into a preceding conv/matmul), plain Maximum otherwise. None in strict mode."""
+    if ctx.strict or not is_float32(ctx.aval_out):
+        return None
+    bounds = [literal(a) for a in ctx.eqn.invars]
+    shapes = [a.shape for a in ctx.avals_in]
+    if bounds[1] == 0 and shapes[0] == ctx.aval_out.shape:
+        return tf.nn.relu(x)
+    if bounds[0] == 0 and shapes[1] == ctx.aval_out.shape:
+        return tf.nn.relu(y)
+    return tf.math.maximum(x, y)
+
+
+def minimum(ctx, x, y):
+    """min of float32 operands without NaN propagation: relu6 for min(max(z, 0), 6) (RELU6)."""
+    if ctx.strict or not is_float32(ctx.aval_out):
+        return None
+    for lo, bound in ((0, 1), (1, 0)):
+        relu = producer(ctx, ctx.eqn.invars[lo], "max")
+        if literal(ctx.eqn.invars[bound]) == 6 and relu is not None and ctx.avals_in[lo].shape == ctx.aval_out.shape:
+            zero = [literal(a) for a in relu.invars]
+            if zero[1] == 0 and relu.invars[0].aval.shape == ctx.aval_out.shape:
+                return tf.nn.relu6(ctx.value(relu.invars[0]))
+    return tf.math.minimum(x, y)
+
+
+# --------------------------------------------------------------------------- cases
+# The pattern cases sit with the patterns; the div and sub rules register them.
+
+def _not_own_max(x, y):
+    """exp(x - max(y)) / sum: a softmax spelling whose shift is another array's max (not fused)."""
+    e = jnp.exp(x - jnp.max(y, axis=1, keepdims=True))
+    return e / jnp.sum(e, axis=1, keepdims=True)
+
+
+_SOFTMAX_EDGES = np.array([[np.inf, 1.0, 2.0], [-np.inf, -np.inf, -np.inf], [np.nan, 1.0, 0.0],
+                           [-np.inf, 0.0, 3.0], [1e30, -1e30, 0.0]], np.float32)
+
+SOFTMAX_CASES = [
+    case("softmax", jax.nn.softmax, f32(3, 5)),
+    case("softmax_axis0_3d", lambda x: jax.nn.softmax(x, axis=0), f32(4, 3, 2)),
+    case("softmax_attention_rows", lambda x: jax.nn.softmax(x * 4.0, axis=-1), f32(2, 2, 5, 5)),
+    case("softmax_edges", jax.nn.softmax, _SOFTMAX_EDGES),
+    case("softmax_shift_of_other_array", _not_own_max, f32(3, 4), f32(3, 4)),
+    case("softmax_polymorphic", jax.nn.softmax, f32(3, 4), polymorphic_shapes=("(b, 4)",)),
+]
+
+LOG_SOFTMAX_CASES = [
+    case("log_softmax", jax.nn.log_softmax, f32(3, 5)),
+    case("log_softmax_axis1_3d", lambda x: jax.nn.log_softmax(x, axis=1), f32(2, 6, 3)),
+    case("log_softmax_edges", jax.nn.log_softmax, _SOFTMAX_EDGES),
+    case("log_softmax_polymorphic", jax.nn.log_softmax, f32(3, 4), polymorphic_shapes=("(b, 4)",)),
+]
