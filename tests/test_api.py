@@ -211,3 +211,24 @@ def test_a_weight_used_by_every_step_of_an_unrolled_loop_is_stored_once(tmp_path
     with open(os.path.join(path, "model.json")) as f:
         manifest = [w for group in json.load(f)["weightsManifest"] for w in group["weights"]]
     assert len([w for w in manifest if sorted(w["shape"]) == [3, 4]]) <= 2, manifest  # W and its transpose
+
+
+def _pooled_relu(x):
+    return jax.nn.relu(lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"))
+
+
+def test_default_mode_fuses_and_strict_mode_keeps_nan_semantics(tmp_path):
+    from noxla.runtimes import tflite_op_names
+    x = np.arange(32, dtype=np.float32).reshape(1, 4, 4, 2) - 16.0
+    x[0, 0, 0, 0] = np.nan
+    expected = np.asarray(_pooled_relu(x))
+    assert np.isnan(expected[0, 0, 0, 0])
+    strict = noxla.convert(_pooled_relu, strict=True)(x).numpy()
+    np.testing.assert_array_equal(strict, expected)  # NaN where JAX has NaN
+    finite = np.nan_to_num(x)
+    np.testing.assert_array_equal(noxla.convert(_pooled_relu)(finite).numpy(), np.asarray(_pooled_relu(finite)))
+    ops = {mode: tflite_op_names(noxla.export_tflite(_pooled_relu, x, path=str(tmp_path / f"{mode}.tflite"),
+                                                     strict=mode == "strict"))
+           for mode in ("default", "strict")}
+    assert ops["default"] == ["MAX_POOL_2D"], ops  # the relu is fused into the pool
+    assert "MAX_POOL_2D" not in ops["strict"] and len(ops["strict"]) > 1, ops

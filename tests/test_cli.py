@@ -52,8 +52,9 @@ USER_MODULE = textwrap.dedent("""
 
 def test_export_user_function_with_symbolic_batch(tmp_path):
     (tmp_path / "usermodel.py").write_text(USER_MODULE)
+    # --strict here (the built-in example covers the default mode): lowered, converted and verified.
     result = noxla("export", "usermodel:predict", "--input", "f32[b,4]", "--input", "i32[b,5]",
-                   "--tflite", "m.tflite", cwd=tmp_path)
+                   "--tflite", "m.tflite", "--strict", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     from ai_edge_litert.interpreter import Interpreter
     details = Interpreter(model_path=str(tmp_path / "m.tflite")).get_input_details()
