@@ -107,7 +107,7 @@ def register(primitive, lower: Callable, *, limitations: Sequence[Limitation] = 
     if name in RULES:
         raise ValueError(f"a rule for {name} is already registered")
     rule = Rule(name, lower, _understood_params(lower), tuple(limitations),
-                tuple(c.for_primitive(name) for c in cases), fast)
+                tuple(c.for_primitive(name) for c in cases), fast=fast)
     RULES[name] = rule
     return rule
 
