@@ -4,6 +4,7 @@ from lowering_rules import (  # noqa: F401
     bitcast,
     control_flow,
     convolution,
+    decompositions,
     elementwise,
     indexing,
     linalg,
