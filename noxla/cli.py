@@ -123,11 +123,12 @@ def cmd_export(args) -> int:
     concrete = step("lower", ex.serving_function, program, strict=args.strict)
     written = {}
     if args.tflite:  # converting and writing are separate steps here; the other converters write
-        data = step("convert tflite", ex.tflite_bytes, concrete, args.allow_flex)
+        data = step("convert tflite", ex.tflite_bytes, concrete, args.allow_flex, args.quantize)
         step(f"write {args.tflite}", _write_bytes, data, args.tflite, args.force)
         written["tflite"] = args.tflite
-    for kind, path, writer in (("tfjs", args.tfjs, ex.write_tfjs), ("saved_model", args.saved_model,
-                                                                    ex.write_saved_model)):
+    write_tfjs = lambda concrete, path: ex.write_tfjs(concrete, path, args.tfjs_quantize, args.tfjs_shard_bytes)
+    for kind, path, writer in (("tfjs", args.tfjs, write_tfjs), ("saved_model", args.saved_model,
+                                                                 ex.write_saved_model)):
         if path:
             step(f"convert+write {kind} {path}", _write_with, writer, concrete, path, args.force)
             written[kind] = path
@@ -217,6 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--tfjs", metavar="DIR")
     export.add_argument("--saved-model", metavar="DIR")
     export.add_argument("--allow-flex", action="store_true", help="allow SELECT_TF_OPS (Flex) in the .tflite")
+    export.add_argument("--quantize", choices=["float16", "dynamic_int8"],
+                        help="quantized .tflite: float16 or int8 weights")
+    export.add_argument("--tfjs-quantize", choices=["uint8", "uint16", "float16"],
+                        help="store the TF.js weights quantized (dequantized when loaded)")
+    export.add_argument("--tfjs-shard-bytes", type=int, default=4 * 1024 * 1024, metavar="BYTES",
+                        help="largest TF.js weight file (default 4 MiB)")
     export.add_argument("--force", action="store_true", help="replace existing outputs")
     export.add_argument("--no-verify", action="store_true", help="skip running the outputs against JAX")
     export.add_argument("--strict", action="store_true",

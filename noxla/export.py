@@ -16,11 +16,14 @@ from typing import Callable, Iterator
 import tensorflow as tf
 
 from limitations.targets import Target
+from noxla import quantize as quantization
 from noxla.api import lower_program, require_supported
 from noxla.errors import ExportError
 from noxla.interpreter import tf_dtype
 from noxla.shapes import is_static
 from noxla.tracing import Program, trace
+
+DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
 
 
 def input_signature(program: Program) -> list[tf.TensorSpec]:
@@ -82,12 +85,13 @@ def write_saved_model(concrete, path: str) -> None:
     tf.saved_model.save(module_for(concrete), path, signatures={"serving_default": concrete})
 
 
-def tflite_bytes(concrete, allow_flex: bool = False) -> bytes:
+def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None) -> bytes:
     converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], module_for(concrete))
     ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if allow_flex:
         ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
     converter.target_spec.supported_ops = ops
+    quantization.configure_tflite(converter, quantize)
     try:
         return converter.convert()
     except Exception as e:  # the converter raises several private error types
@@ -131,7 +135,8 @@ def _bias_add_only_for_vectors():
         normalize_bias_add.normalize_bias_add_op = original
 
 
-def write_tfjs(concrete, path: str) -> None:
+def write_tfjs(concrete, path: str, quantize: str | None = None,
+               weight_shard_size_bytes: int = DEFAULT_SHARD_BYTES) -> None:
     # tensorflowjs imports TF Decision Forests, whose banner imports IPython whenever stdout is
     # not a terminal (pytest, CI, pipes) and dies without it.
     os.environ.setdefault("TFDF_DISABLE_WELCOME_MESSAGE", "1")
@@ -139,9 +144,11 @@ def write_tfjs(concrete, path: str) -> None:
     with tempfile.TemporaryDirectory(prefix="noxla-sm-") as saved_model:
         write_saved_model(concrete, saved_model)
         try:
-            with _bias_add_only_for_vectors():
-                tfjs_conversion.convert_tf_saved_model(saved_model, path, use_structured_outputs_names=True,
-                                                       control_flow_v2=True)
+            with _bias_add_only_for_vectors(), quantization.tfjs_finite_weights_only():
+                tfjs_conversion.convert_tf_saved_model(
+                    saved_model, path, use_structured_outputs_names=True, control_flow_v2=True,
+                    quantization_dtype_map=quantization.tfjs_dtype_map(quantize),
+                    weight_shard_size_bytes=weight_shard_size_bytes)
         except Exception as e:
             raise ExportError(f"the TF.js converter rejected the lowered program: {e}") from e
     name_tfjs_signature(os.path.join(path, "model.json"), concrete)
@@ -174,8 +181,8 @@ def name_tfjs_signature(model_json: str, concrete) -> None:
         json.dump(model, f)
 
 
-def write_tflite(concrete, path: str, allow_flex: bool = False) -> None:
-    data = tflite_bytes(concrete, allow_flex)
+def write_tflite(concrete, path: str, allow_flex: bool = False, quantize: str | None = None) -> None:
+    data = tflite_bytes(concrete, allow_flex, quantize)
     with open(path, "wb") as f:
         f.write(data)
 
@@ -196,16 +203,23 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
 
 
 def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=None, allow_flex: bool = False,
-                  overwrite: bool = False, strict: bool = False) -> str:
+                  overwrite: bool = False, strict: bool = False, quantize: str | None = None) -> str:
     """A .tflite using TFLITE_BUILTINS only (plus SELECT_TF_OPS when ``allow_flex``).
-    ``strict``: JAX's NaN/inf semantics exactly (see ``convert``)."""
+    ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
+    ``quantize``: None, "float16" or "dynamic_int8" (see noxla.quantize)."""
+    quantization.check_mode(quantize, quantization.TFLITE_MODES, "TFLite")
     target = Target.TFLITE_FLEX if allow_flex else Target.TFLITE
     return _export(fun, example_args, polymorphic_shapes, target, path, overwrite,
-                   lambda concrete, scratch: write_tflite(concrete, scratch, allow_flex), strict)
+                   lambda concrete, scratch: write_tflite(concrete, scratch, allow_flex, quantize), strict)
 
 
-def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None,
-                overwrite: bool = False, strict: bool = False) -> str:
-    """A TF.js graph model directory (model.json and weight shards).
-    ``strict``: JAX's NaN/inf semantics exactly (see ``convert``)."""
-    return _export(fun, example_args, polymorphic_shapes, Target.TFJS, path, overwrite, write_tfjs, strict)
+def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None, overwrite: bool = False,
+                strict: bool = False, quantize: str | None = None,
+                weight_shard_size_bytes: int = DEFAULT_SHARD_BYTES) -> str:
+    """A TF.js graph model directory (model.json and weight shards of at most ``weight_shard_size_bytes``).
+    ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
+    ``quantize``: None, "uint8", "uint16" or "float16" weight storage (dequantized when loaded)."""
+    quantization.check_mode(quantize, quantization.TFJS_MODES, "TF.js")
+    def write(concrete, scratch):
+        write_tfjs(concrete, scratch, quantize, weight_shard_size_bytes)
+    return _export(fun, example_args, polymorphic_shapes, Target.TFJS, path, overwrite, write, strict)

@@ -112,7 +112,14 @@ class TfjsRunner:
                                       stderr=subprocess.DEVNULL, env=self._env, text=True, bufsize=1)
 
     def run(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str = "cpu") -> dict[str, np.ndarray]:
-        request = {"model": os.path.abspath(model_dir), "backend": backend,
+        return {k: _decode(v) for k, v in self._request(model_dir, inputs, backend)["outputs"].items()}
+
+    def time(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str, repeats: int) -> list[float]:
+        """Milliseconds per run (outputs read back) of ``repeats`` runs after a first one, timed in Node."""
+        return self._request(model_dir, inputs, backend, repeats)["times"]
+
+    def _request(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str, repeats: int = 0) -> dict:
+        request = {"model": os.path.abspath(model_dir), "backend": backend, "repeats": repeats,
                    "inputs": {k: _encode(np.asarray(v)) for k, v in inputs.items()}}
         with self._lock:
             if self._proc.poll() is not None:
@@ -127,7 +134,7 @@ class TfjsRunner:
                 self._start()
         if "error" in reply:
             raise RuntimeError(f"TF.js ({backend}) failed: {reply['error']}")
-        return {k: _decode(v) for k, v in reply["outputs"].items()}
+        return reply
 
     def close(self) -> None:
         if self._proc.poll() is None:

@@ -1,6 +1,8 @@
 // Serves noxla's requests to run TF.js graph models, one JSON object per line on stdin/stdout:
 //   {"model": dir, "backend": "cpu"|"wasm", "inputs": {name: {dtype, shape, data(base64)}}}
 // -> {"outputs": {name: {dtype, shape, data}}} or {"error": message}.
+// With "repeats": n, the model then runs n more times and the reply adds "times" (ms per run,
+// each up to its outputs' data being read back), for tools/benchmark.py.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -83,8 +85,19 @@ async function handle(request) {
   const tensors = Array.isArray(result) ? result : names.map((n) => result[n]);
   const outputs = {};
   for (let i = 0; i < names.length; i++) outputs[names[i]] = await encode(tensors[i]);
-  tf.dispose([...Object.values(inputs), ...tensors].filter((t) => !model.noxlaWeightIds.has(t.id)));
-  return { outputs };
+  const owned = (ts) => ts.filter((t) => !model.noxlaWeightIds.has(t.id));
+  tf.dispose(owned(tensors));
+  const times = [];
+  for (let i = 0; i < (request.repeats || 0); i++) {
+    const start = process.hrtime.bigint();
+    let again = await model.executeAsync(inputs, names);
+    again = again instanceof tf.Tensor ? [again] : again;
+    await Promise.all(again.map((t) => t.data()));
+    times.push(Number(process.hrtime.bigint() - start) / 1e6);
+    tf.dispose(owned(again));
+  }
+  tf.dispose(Object.values(inputs));
+  return request.repeats ? { outputs, times } : { outputs };
 }
 
 tf.enableProdMode();

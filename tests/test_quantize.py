@@ -1,0 +1,106 @@
+"""Quantized exports of every zoo model: smaller than the float export, and close to float JAX.
+
+Bounds are on max |quantized - JAX| relative to the output's scale (max |JAX output|, at least 1),
+from the storage step of each mode, with a margin for error accumulating through the layers:
+- float16 weights (TFLite and TF.js): relative rounding 2**-11 per weight, computation in float32:
+  1e-2 (a bug such as a dropped bias or a transposed kernel is O(1)).
+- TF.js uint16: a step of (max - min) / 65535 per weight tensor, finer than float16 for the weight
+  ranges here: 1e-2.
+- TF.js uint8 and TFLite dynamic_int8: a step of range / 255 per weight tensor (per channel for
+  TFLite) and, for dynamic_int8, activations quantized per tensor on the fly: 0.1.
+"""
+import os
+
+import numpy as np
+import pytest
+
+import noxla
+from noxla.runtimes import run_tflite
+from noxla.tracing import trace
+from noxla.verify import jax_outputs
+from tests import zoo
+
+MODELS = zoo.build()
+pytestmark = pytest.mark.slow
+
+TFLITE_BOUNDS = {"float16": 1e-2, "dynamic_int8": 0.1}
+TFJS_BOUNDS = {"float16": 1e-2, "uint16": 1e-2, "uint8": 0.1}
+
+
+def _error(expected: list, got: dict, names: list) -> float:
+    scale = max(1.0, max(float(np.max(np.abs(e))) for e in expected))
+    return max(float(np.max(np.abs(got[n] - e))) for n, e in zip(names, expected)) / scale
+
+
+def _size(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)) if os.path.isdir(path) \
+        else os.path.getsize(path)
+
+
+@pytest.fixture(scope="module")
+def float_exports(tmp_path_factory):
+    root = tmp_path_factory.mktemp("float")
+    cache = {}
+
+    def get(name: str, kind: str) -> str:
+        if (name, kind) not in cache:
+            model = MODELS[name]
+            export = noxla.export_tflite if kind == "tflite" else noxla.export_tfjs
+            cache[name, kind] = export(model.fun, *model.inputs(1), path=str(root / f"{name}.{kind}"))
+        return cache[name, kind]
+    return get
+
+
+@pytest.mark.parametrize("mode", list(TFLITE_BOUNDS))
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_tflite_quantized(name, mode, float_exports, tmp_path):
+    model = MODELS[name]
+    args = model.inputs(1)
+    path = noxla.export_tflite(model.fun, *args, path=str(tmp_path / "q.tflite"), quantize=mode)
+    program = trace(model.fun, args)
+    error = _error(jax_outputs(model.fun, args), run_tflite(path, dict(zip(program.in_names, args))),
+                   program.out_names)
+    size, float_size = _size(path), _size(float_exports(name, "tflite"))
+    print(f"{name} tflite {mode}: {size / 1024:.1f} KiB ({size / float_size:.2f} of float), error {error:.2e}")
+    assert size < float_size, (size, float_size)
+    assert error <= TFLITE_BOUNDS[mode], error
+
+
+@pytest.mark.parametrize("mode", list(TFJS_BOUNDS))
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_tfjs_quantized(name, mode, float_exports, tfjs_runner, tmp_path):
+    model = MODELS[name]
+    args = model.inputs(1)
+    path = noxla.export_tfjs(model.fun, *args, path=str(tmp_path / "q_js"), quantize=mode)
+    program = trace(model.fun, args)
+    named = dict(zip(program.in_names, args))
+    expected = jax_outputs(model.fun, args)
+    size, float_size = _size(path), _size(float_exports(name, "tfjs"))
+    for backend in ("cpu", "wasm"):
+        error = _error(expected, tfjs_runner.run(path, named, backend), program.out_names)
+        print(f"{name} tfjs {mode} [{backend}]: {size / 1024:.1f} KiB ({size / float_size:.2f} of float), "
+              f"error {error:.2e}")
+        assert error <= TFJS_BOUNDS[mode], (backend, error)
+    assert size < float_size, (size, float_size)
+
+
+def test_tfjs_weights_sharded(tfjs_runner, tmp_path):
+    model = MODELS["cnn"]
+    args = model.inputs(1)
+    path = noxla.export_tfjs(model.fun, *args, path=str(tmp_path / "js"), weight_shard_size_bytes=4096)
+    shards = [f for f in os.listdir(path) if f.endswith(".bin")]
+    assert len(shards) > 1 and all(os.path.getsize(os.path.join(path, f)) <= 4096 for f in shards), shards
+    program = trace(model.fun, args)
+    got = tfjs_runner.run(path, dict(zip(program.in_names, args)), "wasm")
+    assert _error(jax_outputs(model.fun, args), got, program.out_names) <= 1e-5
+
+
+def test_bad_quantize_modes_are_refused_before_any_work(tmp_path):
+    model = MODELS["mlp"]
+    with pytest.raises(ValueError, match="uint8"):
+        noxla.export_tfjs(model.fun, *model.inputs(1), path=str(tmp_path / "js"), quantize="int4")
+    with pytest.raises(ValueError, match="dynamic_int8"):
+        noxla.export_tflite(model.fun, *model.inputs(1), path=str(tmp_path / "m.tflite"), quantize="uint8")
+    with pytest.raises(ValueError, match="not supported yet"):
+        noxla.export_tflite(model.fun, *model.inputs(1), path=str(tmp_path / "m.tflite"), quantize="int8")
+    assert not os.listdir(tmp_path)

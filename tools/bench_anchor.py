@@ -1,0 +1,124 @@
+"""Export one zoo model through an anchor path, inside that anchor's own venv (run by benchmark.py).
+
+    <venv>/bin/python tools/bench_anchor.py {native,old} MODEL WORK_DIR
+
+- native: jax2tf's native serialization (one XlaCallModule) + TFLiteConverter, builtins only:
+  the official JAX -> TFLite path today.
+- old: jax2tf.convert(enable_xla=False) (JAX 0.4.30, TF 2.17) + TFLiteConverter, builtins only; also
+  writes a SavedModel that the main environment converts to TF.js.
+
+The model is the zoo's Flax module, rebuilt here from its class and the weights benchmark.py wrote
+to WORK_DIR/MODEL.npz, so both anchors run the very same model as noxla. This file runs under old
+JAX/Flax/TF releases: it uses only APIs that exist from JAX 0.4.30 / Flax 0.8.5 / TF 2.17 on.
+Writes WORK_DIR/<mode>/MODEL.tflite and WORK_DIR/<mode>/MODEL.json (timings, JAX error, failure).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def unflatten(flat: dict) -> dict:
+    """'a/b/c' keys back to the nested dict Flax linen variables are."""
+    tree: dict = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split("/")
+        node = tree
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return tree
+
+
+def nnx_path_key(path) -> str:
+    """A key-path of an nnx State leaf, spelled the same across Flax versions (no '.value' parts)."""
+    parts = []
+    for k in path:
+        name = getattr(k, "key", getattr(k, "name", getattr(k, "idx", None)))
+        if name not in ("value", "raw_value", None):
+            parts.append(str(name))
+    return "/".join(parts)
+
+
+def build_function(spec: dict, weights: dict):
+    import jax
+
+    from tests import zoo
+    cls = getattr(zoo, spec["class"])
+    if spec["kind"] == "linen":
+        module = cls(**spec.get("fields", {}))
+        variables = unflatten(weights)
+        return lambda *xs: module.apply(variables, *xs)
+    from flax import nnx
+    graphdef, state = nnx.split(cls(nnx.Rngs(0)))
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(state)
+    values = [weights[nnx_path_key(path)] for path, _ in leaves]
+    state = jax.tree_util.tree_unflatten(treedef, values)
+    return lambda *xs: nnx.merge(graphdef, state)(*xs)
+
+
+def to_tflite(mode: str, fun, example: list):
+    """The .tflite bytes and the tf.function they came from."""
+    import tensorflow as tf
+    from jax.experimental import jax2tf
+    converted = jax2tf.convert(fun, enable_xla=False) if mode == "old" else jax2tf.convert(fun)
+    specs = [tf.TensorSpec(a.shape, tf.as_dtype(a.dtype)) for a in example]
+    function = tf.function(converted, input_signature=specs, autograph=False)
+    concrete = function.get_concrete_function()
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete])
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    return converter.convert(), function
+
+
+def main() -> int:
+    mode, name, work = sys.argv[1:4]
+    import numpy as np
+    out_dir = os.path.join(work, mode)
+    os.makedirs(out_dir, exist_ok=True)
+    result: dict = {"model": name, "mode": mode}
+    try:
+        import jax
+        with open(os.path.join(work, name + ".json")) as f:
+            spec = json.load(f)
+        data = np.load(os.path.join(work, name + ".npz"))
+        weights = {k[len("w:"):]: data[k] for k in data.files if k.startswith("w:")}
+        example = [data[f"x:{i}"] for i in range(spec["inputs"])]
+        expected = [data[f"y:{i}"] for i in range(spec["outputs"])]
+        fun = build_function(spec, weights)
+        got = jax.tree_util.tree_leaves(jax.jit(fun)(*example))
+        # The rebuilt model must compute what noxla's does, or the comparison means nothing.
+        result["jax_error"] = max(float(np.max(np.abs(np.asarray(g) - e))) for g, e in zip(got, expected))
+        result["versions"] = {"jax": jax.__version__}
+        import tensorflow as tf
+        result["versions"]["tensorflow"] = tf.__version__
+        start = time.perf_counter()
+        to_tflite(mode, fun, example)
+        result["cold_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        model, function = to_tflite(mode, fun, example)
+        result["warm_s"] = time.perf_counter() - start
+        with open(os.path.join(out_dir, name + ".tflite"), "wb") as f:
+            f.write(model)
+        if mode == "old":  # the main environment's tensorflowjs converts it (TF 2.17 has none here)
+            import tensorflow as tf
+            module = tf.Module()
+            module.f = function
+            sm = os.path.join(out_dir, name + "_sm")
+            tf.saved_model.save(module, sm, signatures=function.get_concrete_function())
+            result["saved_model"] = sm
+    except Exception as e:  # a failing anchor is a finding, reported in the table
+        result["failure"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+        result["traceback"] = traceback.format_exc()[-2000:]
+    with open(os.path.join(out_dir, name + ".json"), "w") as f:
+        json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
