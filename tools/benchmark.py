@@ -510,6 +510,8 @@ def main() -> int:
         for name in names:
             print(f"{name} ...", file=sys.stderr, flush=True)
             all_results[name] = measure(name, models[name], args, work, pythons)
+            with open(os.path.join(args.out, "benchmark.md"), "w") as f:  # so far, if the run is cut short
+                f.write(report(all_results, args))
     text = report(all_results, args)
     if args.quantized:
         with tempfile.TemporaryDirectory(prefix="noxla-bench-q-") as work:
