@@ -465,12 +465,17 @@ def chart(all_results: dict, path: str) -> None:
     for ax, column in zip(np.atleast_1d(axes), columns):
         for i, p in enumerate(PATHS):
             values = [all_results[n].get(p, {}).get(column) for n in names]
-            heights = [v if isinstance(v, float) else 0.0 for v in values]
-            bars = ax.bar(np.arange(len(names)) + (i - 1) * width, heights, width, label=p)
-            for bar, v in zip(bars, values):
-                if not isinstance(v, float):
-                    ax.annotate("x", (bar.get_x() + width / 2, 0), ha="center", va="bottom", fontsize=8)
+            heights = [v if isinstance(v, float) else np.nan for v in values]
+            x = np.arange(len(names)) + (i - 1) * width
+            ax.bar(x, heights, width, label=p, color=f"C{i}")
+            for xi, v in zip(x, values):
+                if not isinstance(v, float):  # no bar on a log axis: mark the missing artifact
+                    ax.text(xi, 0.02, "x", color=f"C{i}", ha="center", transform=ax.get_xaxis_transform())
         ax.set_yscale("log")
+        present = [all_results[n].get(p, {}).get(column) for n in names for p in PATHS]
+        present = [v for v in present if isinstance(v, float) and v > 0]
+        if present:
+            ax.set_ylim(min(present) / 3, max(present) * 3)
         ax.set_ylabel(f"{column} ms (log)")
         ax.set_xticks(np.arange(len(names)), names, rotation=20, fontsize=8)
         ax.legend(fontsize=8)
