@@ -27,7 +27,12 @@ from lowering_rules.cases import case, f32
 from lowering_rules.helpers import axis_slice
 from lowering_rules.registry import Limitation, lowering
 
-# Largest matrix dimension each rule unrolls (measured costs in the rule's limitation text).
+# Largest matrix dimension each rule unrolls. Measured at the limit (float32, batch 1, TFLite
+# builtins, LiteRT 1 thread, on a shared 2-core AMD EPYC, one primitive per model): cholesky 32:
+# 385 ops, 68 KB, 0.17 ms; triangular_solve 32 (1 rhs): 284 ops, 0.05 ms;
+# lu 32: 819 ops, 154 KB, 0.29 ms; qr 32: 1033 ops, 182 KB, 0.27 ms; tridiagonal_solve 64:
+# 952 ops, 0.05 ms; eigh 32: a WHILE loop, 4.1 MB of rotation patterns, 49 ms; svd 32x32
+# (values only): 4.1 MB, 65 ms. Export time grows with the op count (lu 32: 25 s).
 MAX_SIZE = {
     "cholesky": 32, "triangular_solve": 32, "lu": 32, "lu_pivots_to_permutation": 64,
     "qr": 32, "eigh": 32, "svd": 32, "tridiagonal_solve": 64,
