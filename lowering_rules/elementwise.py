@@ -609,6 +609,11 @@ COMPARISONS = {
     lax.ge_p: (tf.greater_equal, lax.ge),
 }
 
+def lower_add(ctx, x, y):
+    fused = fusion.bias_add(ctx, x, y)
+    return binary(tf.math.add)(ctx, x, y) if fused is None else fused
+
+
 def lower_sub(ctx, x, y):
     fused = fusion.log_softmax(ctx)
     return binary(tf.math.subtract)(ctx, x, y) if fused is None else fused
@@ -617,6 +622,8 @@ def lower_sub(ctx, x, y):
 for _prim, _fn in BINARY.items():
     if _prim is lax.sub_p:
         register(_prim, lower_sub, fast=fusion.LOG_SOFTMAX, cases=fusion.LOG_SOFTMAX_CASES)
+    elif _prim is lax.add_p:
+        register(_prim, lower_add, cases=fusion.BIAS_ADD_CASES)
     else:
         register(_prim, binary(_fn))
 for _prim, (_fn, _jax_fn) in COMPARISONS.items():

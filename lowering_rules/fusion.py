@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
+from jax import lax
 from jax.extend import core
 
 from lowering_rules.cases import case, f32
@@ -298,4 +299,40 @@ LOG_SOFTMAX_CASES = [
     case("log_softmax_axis1_3d", lambda x: jax.nn.log_softmax(x, axis=1), f32(2, 6, 3)),
     case("log_softmax_edges", jax.nn.log_softmax, _SOFTMAX_EDGES),
     case("log_softmax_polymorphic", jax.nn.log_softmax, f32(3, 4), polymorphic_shapes=("(b, 4)",)),
+]
+
+
+# --------------------------------------------------------------------------- bias
+
+def bias_add(ctx, x, y):
+    """BiasAdd for ``x + b`` where b is a vector shown as [1, ..., 1, C] (a dense or conv bias): the
+    same sums, in the form the TF.js converter fuses into _FusedConv2D / _FusedMatMul and TFLite
+    into CONV_2D / FULLY_CONNECTED. Both modes (no NaN/inf difference). None when not that."""
+    out = ctx.aval_out
+    if not is_float32(out) or len(out.shape) < 2:
+        return None
+    for data, bias in ((0, 1), (1, 0)):
+        value = (x, y)[data]
+        view = producer(ctx, ctx.eqn.invars[bias], "reshape", "broadcast_in_dim")
+        if view is None or ctx.avals_in[data].shape != out.shape:
+            continue
+        vector = view.invars[0]
+        shape = tuple(ctx.avals_in[bias].shape)
+        if (len(vector.aval.shape) == 1 and shape == (1,) * (len(out.shape) - 1) + (out.shape[-1],)
+                and vector.aval.shape[0] == out.shape[-1] and is_float32(vector.aval)):
+            return tf.nn.bias_add(value, ctx.value(vector))
+    return None
+
+
+def _dense(x, w, b):
+    return jnp.dot(x, w) + b.reshape(1, -1)
+
+
+BIAS_ADD_CASES = [
+    case("dense_bias", _dense, f32(3, 4), f32(4, 5), f32(5)),
+    case("conv_bias_relu", lambda x, w, b: jax.nn.relu(lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")) + b.reshape(1, 1, 1, -1)),
+        f32(2, 5, 5, 3), f32(3, 3, 3, 4), f32(4)),
+    case("bias_first", lambda x, b: b.reshape(1, 1, -1) + x, f32(2, 3, 4), f32(4)),
+    case("not_a_bias_row", lambda x, b: x + b.reshape(-1, 1), f32(4, 4), f32(4)),
 ]

@@ -57,8 +57,12 @@ FUSED_OPS = {
     "cnn": ({"AVERAGE_POOL_2D", "MAX_POOL_2D", "FULLY_CONNECTED", "LOG_SOFTMAX"}, 7),
     "mlp": ({"FULLY_CONNECTED"}, 2),
     "mobilenet_block": ({"DEPTHWISE_CONV_2D", "CONV_2D"}, 2),
-    "resnet_block": ({"CONV_2D"}, 4),
+    "resnet_block": ({"CONV_2D"}, 3),
     "transformer_encoder": ({"SOFTMAX", "BATCH_MATMUL", "FULLY_CONNECTED"}, 98),
+    "mobilenet_v2": ({"DEPTHWISE_CONV_2D", "CONV_2D", "FULLY_CONNECTED"}, 17),
+    "unet": ({"MAX_POOL_2D", "CONV_2D"}, 30),
+    "vae_decoder": ({"CONV_2D", "FULLY_CONNECTED"}, 24),
+    "log_mel_audio_classifier": ({"MAX_POOL_2D", "CONV_2D"}, 19),
 }
 
 
