@@ -67,8 +67,21 @@ def _inf_like(x):
 
 
 def exp(x):
-    # TFLite's Exp maps NaN to 0.
-    return tf.where(_isnan(x), x, tf.exp(x))
+    # TFLite's Exp maps NaN to 0, and XNNPACK's AVX2 kernel overflows to inf above x = 88.38
+    # (exp(88.72) is still finite): there, exp(x / 2) squared (x / 2 is exact).
+    big = x > 64.0
+    half = tf.exp(tf.where(big, 0.5 * x, x))
+    return tf.where(_isnan(x), x, tf.where(big, half * half, half))
+
+
+def log(x):
+    """log(x) whatever LOG kernel XNNPACK picked. On AVX2 (measured on an AMD EPYC) it clamps x
+    above about 2^127.5 to log = 88.38, inf included, and maps NaN to 88.78; its AVX-512 kernel
+    does not. Large x are scaled by an exact 2^-64 first; +inf and NaN are their own log."""
+    big = x > 2.0 ** 64
+    r = tf.math.log(tf.where(big, x * 2.0 ** -64, x)) + tf.cast(big, x.dtype) * (64 * math.log(2.0))
+    # x <= max is false exactly at +inf and NaN (an inf constant would become FLT_MAX in TFLite).
+    return tf.where(x <= np.finfo(x.dtype.as_numpy_dtype).max, r, x)
 
 
 def negative(x):
@@ -123,14 +136,14 @@ def log1p(x):
     u = 1.0 + x
     d = u - 1.0
     safe_d = tf.where(tf.equal(d, 0.0), tf.ones_like(d), d)
-    r = tf.where(tf.equal(d, 0.0), x, tf.math.log(u) * (x / safe_d))
+    r = tf.where(tf.equal(d, 0.0), x, log(u) * (x / safe_d))
     return tf.where(_is_inf(u), u, r)
 
 
 def expm1(x):
     # Kahan's trick: (u - 1) * x / log(u) with u = exp(x) cancels the rounding of exp(x).
     u = exp(x)
-    log_u = tf.math.log(u)
+    log_u = log(u)
     safe_log = tf.where(tf.equal(log_u, 0.0), tf.ones_like(log_u), log_u)
     r = (u - 1.0) * (x / safe_log)
     r = tf.where(tf.equal(u, 1.0), x, r)
@@ -161,7 +174,7 @@ def asinh(x):
     a = tf.abs(x)
     # log1p(a + a^2 / (1 + sqrt(1 + a^2))) is exact near 0; log(2a) once a^2 would overflow.
     near = log1p(a + a * a / (1.0 + tf.sqrt(1.0 + a * a)))
-    far = tf.math.log(a) + math.log(2.0)
+    far = log(a) + math.log(2.0)
     r = tf.where(a > 1e18, far, near)
     return tf.where(x < 0, -r, r)
 
@@ -169,7 +182,7 @@ def asinh(x):
 def acosh(x):
     t = x - 1.0
     near = log1p(t + tf.sqrt(t * (t + 2.0)))
-    far = tf.math.log(x) + math.log(2.0)
+    far = log(x) + math.log(2.0)
     return tf.where(x > 1e18, far, near)
 
 
@@ -249,7 +262,7 @@ _ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 
 
 
 def erf_inv(x):
-    w = -tf.math.log((1.0 - x) * (1.0 + x))
+    w = -log((1.0 - x) * (1.0 + x))
     central = _polynomial(w - 2.5, _ERFINV_CENTRAL)
     tail = _polynomial(tf.sqrt(tf.where(w < 5.0, tf.fill(tf.shape(w), 5.0), w)) - 3.0, _ERFINV_TAIL)
     r = x * tf.where(w < 5.0, central, tail)
@@ -267,7 +280,9 @@ def _lgamma_from_half(x):
     for k, c in enumerate(_LANCZOS):
         series = series + c / (x + float(k + 1))
     t = x + 5.5
-    return (x + 0.5) * tf.math.log(t) - t + tf.math.log(2.5066282746310005 * series / x)
+    # log(series) - log(x), not log(series / x): the quotient is subnormal (flushed to 0) for x near
+    # float32's max, where lgamma is inf.
+    return (x + 0.5) * log(t) - t + (log(2.5066282746310005 * series) - log(x))
 
 
 def _abs_sin_pi(x):
@@ -283,7 +298,7 @@ def _cot_pi(x):
 
 def lgamma(x):
     # Reflection Gamma(x) Gamma(1 - x) = pi / sin(pi x) below 1/2.
-    reflected = tf.math.log(math.pi / _abs_sin_pi(x)) - _lgamma_from_half(1.0 - x)
+    reflected = log(math.pi / _abs_sin_pi(x)) - _lgamma_from_half(1.0 - x)
     r = tf.where(x < 0.5, reflected, _lgamma_from_half(tf.where(x < 0.5, 1.0 - x, x)))
     return tf.where(_is_inf(x), tf.abs(x), r)
 
@@ -296,7 +311,7 @@ def _digamma_from_half(x):
     z = x + 6.0
     inv2 = 1.0 / (z * z)
     tail = inv2 * _polynomial(inv2, (1 / 240, -1 / 252, 1 / 120, -1 / 12))
-    return tf.math.log(z) - 0.5 / z + tail - shift
+    return log(z) - 0.5 / z + tail - shift
 
 
 def digamma(x):
@@ -465,7 +480,7 @@ UNARY = {
 TRANSCENDENTAL = {
     lax.exp_p: exp,
     lax.exp2_p: exp2,
-    lax.log_p: tf.math.log,
+    lax.log_p: log,
     lax.log1p_p: log1p,
     lax.expm1_p: expm1,
     lax.tanh_p: tf.tanh,
@@ -805,7 +820,7 @@ def _exponent(a, min_exponent: int):
     """floor(log2 a) for finite a > 0, at least ``min_exponent``: the log's estimate, corrected
     by one either way against exact powers of two (log may round across a power of two)."""
     a = tf.maximum(a, float(2.0 ** min_exponent))  # subnormals share the smallest normal's ulp
-    e = tf.cast(tf.floor(tf.math.log(a) * (1.0 / math.log(2.0))), tf.int32)
+    e = tf.cast(tf.floor(log(a) * (1.0 / math.log(2.0))), tf.int32)
     e = tf.clip_by_value(e, min_exponent, 127)
     e = tf.where(a < _pow2(e), e - 1, e)
     return tf.where(a >= 2.0 * _pow2(e), e + 1, e)
@@ -1123,7 +1138,7 @@ def _igamma_pair(a, x):
     """(P, Q) of the regularized incomplete gamma function, each computed where it is not close to 1:
     the series gives P (Q = 1 - P) when x < 1 or x <= a, the continued fraction gives Q otherwise.
     JAX's edges: NaN for a < 0, x < 0, a = x = 0 or a NaN operand; P(a, 0) = 0, P(a, inf) = 1."""
-    scale = exp(a * tf.math.log(x) - x - lgamma(a))  # x^a e^-x / Gamma(a); NaN as in JAX at a = inf
+    scale = exp(a * log(x) - x - lgamma(a))  # x^a e^-x / Gamma(a); NaN as in JAX at a = inf
     use_series = tf.logical_or(x < 1.0, x <= a)
     p_series = _igamma_series(a, x) * scale  # a = 0: inf * 0 = NaN for x < 1, as in JAX
     q_fraction = _igammac_fraction(a, x) * scale
@@ -1266,12 +1281,14 @@ _UNARY_CASES = {
     lax.is_finite_p: _unary_cases(lax.is_finite, edges=[0.0, INF, -INF, NAN, 3e38]),
     lax.abs_p: _unary_cases(lax.abs, edges=[-0.0, -INF, NAN], i32_case=True, poly=True),
     lax.square_p: _unary_cases(lax.square, edges=[1e20, -INF, NAN], i32_case=True),
-    lax.exp_p: _unary_cases(lax.exp, edges=[0.0, 88.0, 89.0, -104.0, -INF, INF, NAN], poly=True),
+    lax.exp_p: _unary_cases(lax.exp, edges=[0.0, 88.0, 88.5, 88.72, 89.0, -104.0, -INF, INF, NAN], poly=True),
     lax.exp2_p: _unary_cases(lax.exp2, low=-10, high=10, edges=[0.0, 1.0, 10.0, -3.0, 127.0, 128.0, -INF, NAN]),
-    lax.log_p: _unary_cases(lax.log, low=0.01, high=100, edges=[0.0, -1.0, INF, 1.0, NAN, 1e-30]),
+    lax.log_p: _unary_cases(lax.log, low=0.01, high=100, edges=[0.0, -1.0, INF, 1.0, NAN, 1e-30, 3e38, 2.5e38,
+                                                                  -INF, 2.0 ** 64]),
     lax.log1p_p: _unary_cases(lax.log1p, low=-0.9, high=10,
-                              edges=[1e-8, -1e-8, 0.0, -1.0, -2.0, INF, 1e30, NAN]),
-    lax.expm1_p: _unary_cases(lax.expm1, low=-5, high=5, edges=[1e-8, -1e-8, 0.0, -INF, INF, 88.0, -30.0, NAN]),
+                              edges=[1e-8, -1e-8, 0.0, -1.0, -2.0, INF, 1e30, NAN, 3e38]),
+    lax.expm1_p: _unary_cases(lax.expm1, low=-5, high=5, edges=[1e-8, -1e-8, 0.0, -INF, INF, 88.0, -30.0, NAN,
+                                                                    88.7]),
     lax.tanh_p: _unary_cases(lax.tanh, edges=[0.0, 20.0, -20.0, INF, NAN]),
     lax.logistic_p: _unary_cases(lax.logistic, edges=[0.0, 50.0, -50.0, INF, -INF, NAN]),
     lax.sin_p: _unary_cases(lax.sin, edges=[0.0, 3.14159265, 100.0, INF, NAN], poly=True),
@@ -1283,8 +1300,9 @@ _UNARY_CASES = {
     lax.sinh_p: _unary_cases(lax.sinh, low=-5, high=5, edges=[0.0, 1e-6, -1e-3, 0.99, 1.0, 89.0, -89.0, 90.0,
                                                               INF, NAN]),
     lax.cosh_p: _unary_cases(lax.cosh, low=-5, high=5, edges=[0.0, 1e-6, 89.0, -89.0, 90.0, -INF, NAN]),
-    lax.asinh_p: _unary_cases(lax.asinh, low=-10, high=10, edges=[0.0, 1e-20, -1e-3, 1e20, -1e30, INF, NAN]),
-    lax.acosh_p: _unary_cases(lax.acosh, low=1, high=10, edges=[1.0, 1.0001, 0.5, 1e20, INF, NAN]),
+    lax.asinh_p: _unary_cases(lax.asinh, low=-10, high=10, edges=[0.0, 1e-20, -1e-3, 1e20, -1e30, INF, NAN,
+                                                                      3e38, -3e38, -INF]),
+    lax.acosh_p: _unary_cases(lax.acosh, low=1, high=10, edges=[1.0, 1.0001, 0.5, 1e20, INF, NAN, 3e38]),
     lax.atanh_p: _unary_cases(lax.atanh, low=-0.99, high=0.99, edges=[0.0, 1e-20, 1.0, -1.0, 2.0, 0.999, NAN]),
     lax.sqrt_p: _unary_cases(lax.sqrt, low=0, high=100, edges=[0.0, -1.0, INF, NAN, 1e-30]),
     lax.rsqrt_p: _unary_cases(lax.rsqrt, low=0.01, high=100, edges=[0.0, -1.0, INF, NAN, 4.0]),
@@ -1294,7 +1312,8 @@ _UNARY_CASES = {
     lax.erf_inv_p: _unary_cases(lax.erf_inv, low=-0.999, high=0.999,
                                 edges=[0.0, 1.0, -1.0, 1.5, 0.9999, -0.99999, 1e-8, 0.5, NAN]),
     lax.lgamma_p: _unary_cases(lax.lgamma, low=0.1, high=20,
-                               edges=[1.0, 2.0, 0.5, 1e-8, 0.0, -1.0, -2.5, -0.5, 30.0, 1e6, -100.3, INF, NAN],
+                               edges=[1.0, 2.0, 0.5, 1e-8, 0.0, -1.0, -2.5, -0.5, 30.0, 1e6, -100.3, INF, NAN,
+                                      3e38, -INF],
                                atol=3e-5),
     lax.digamma_p: _unary_cases(lax.digamma, low=0.1, high=20,
                                 edges=[1.0, 2.0, 0.5, 1e-3, 0.0, -1.0, -2.5, -0.5, 30.0, 1e6, 1.4616321, NAN],
