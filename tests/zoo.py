@@ -229,6 +229,63 @@ class UNet(nn.Module):
         return nn.Conv(2, (1, 1))(y)
 
 
+
+class RMSNorm(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        scale = self.param("scale", nn.initializers.ones, (x.shape[-1],))
+        return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * scale
+
+
+def rotary(x):
+    """RoPE on [batch, time, heads, head_dim]: each (even, odd) pair rotated by its position's
+    angle, and interleaved back with jnp.stack (which binds JAX's ``stack``)."""
+    time, half = x.shape[1], x.shape[-1] // 2
+    angle = jnp.arange(time, dtype=jnp.float32)[:, None] / 10000.0 ** (jnp.arange(half) / half)
+    cos, sin = jnp.cos(angle)[:, None, :], jnp.sin(angle)[:, None, :]
+    even, odd = x[..., ::2], x[..., 1::2]
+    return jnp.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1).reshape(x.shape)
+
+
+class LlamaBlock(nn.Module):
+    """Pre-norm decoder block: causal grouped-query attention with RoPE, then a SwiGLU MLP."""
+    heads: int = 4
+    kv_heads: int = 2
+    head_dim: int = 8
+    hidden: int = 64
+
+    @nn.compact
+    def __call__(self, x):
+        width = x.shape[-1]
+        dense = lambda features, name: nn.DenseGeneral(features, use_bias=False, name=name)
+        h = RMSNorm()(x)
+        q = rotary(dense((self.heads, self.head_dim), "q")(h))
+        k = rotary(dense((self.kv_heads, self.head_dim), "k")(h))
+        v = dense((self.kv_heads, self.head_dim), "v")(h)
+        group = self.heads // self.kv_heads  # each key/value head serves `group` query heads
+        k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(self.head_dim)
+        causal = jnp.tril(jnp.ones((x.shape[1], x.shape[1]), bool))
+        probs = jax.nn.softmax(jnp.where(causal, scores, -1e9), axis=-1)
+        attended = jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+        x = x + dense(width, "o")(attended.reshape(*attended.shape[:2], -1))
+        h = RMSNorm()(x)
+        gated = nn.silu(dense(self.hidden, "gate")(h)) * dense(self.hidden, "up")(h)
+        return x + dense(width, "down")(gated)
+
+
+class Llama(nn.Module):
+    """A small Llama/Gemma-style decoder: token embedding, two blocks, final RMSNorm, LM head."""
+    width: int = 32
+    layers: int = 2
+
+    @nn.compact
+    def __call__(self, tokens):
+        x = nn.Embed(VOCAB, self.width)(tokens)
+        for _ in range(self.layers):
+            x = LlamaBlock()(x)
+        return nn.Dense(VOCAB, use_bias=False)(RMSNorm()(x))
+
 def build() -> dict[str, ZooModel]:
     f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
     models = [
@@ -246,5 +303,6 @@ def build() -> dict[str, ZooModel]:
                  ((32, 32, 3),), (f32,)),
         ZooModel("vae_decoder", _linen(VAEDecoder(), np.zeros((1, 16), f32)), ((16,),), (f32,)),
         ZooModel("unet", _linen(UNet(), np.zeros((1, 32, 32, 3), f32)), ((32, 32, 3),), (f32,)),
+        ZooModel("llama", _linen(Llama(), np.zeros((1, 16), i32)), ((16,),), (i32,)),
     ]
     return {m.name: m for m in models}
