@@ -52,3 +52,28 @@ def boundary_dtype_reason(target: Target, dtype, output: bool) -> str | None:
     if not output and target not in _COMPLEX_INPUTS:
         return f"{target.label} cannot take complex inputs: TF.js's wasm backend has no Real or Imag kernel"
     return None
+
+
+# TF.js has no uint32, but noxla's TF.js lowering carries a uint32 as the int32 with the same bits
+# (lowering_rules/helpers.py). That is right only where the rule reads bit patterns, never signs
+# or magnitudes: PRNG keys and bits, bit operations, wrapping add/sub, equality and data movement.
+# Anything else on uint32 (comparisons, division, conversion to float, ...) stays rejected.
+_WORDS = frozenset(np.dtype(d) for d in (np.int32, np.uint32, np.bool_))
+TFJS_UINT32_AS_INT32 = frozenset({
+    "random_seed", "random_wrap", "random_unwrap", "random_split", "random_fold_in", "random_bits",
+    "threefry2x32", "iota_2x32_shape", "shift_left", "shift_right_logical", "and", "or", "xor", "not",
+    "add", "sub", "eq", "ne", "select_n", "convert_element_type", "bitcast_convert_type",
+    "broadcast_in_dim", "reshape", "squeeze", "slice", "concatenate", "stack", "split", "transpose",
+    "copy", "jit",
+})
+
+
+def carries_uint32(target: Target, primitive: str, dtypes: Iterable) -> bool:
+    """Whether ``target`` runs this application's uint32 values carried as int32 bits."""
+    if target is not Target.TFJS or primitive not in TFJS_UINT32_AS_INT32:
+        return False
+    dtypes = set(map(np.dtype, dtypes))
+    if primitive in ("convert_element_type", "bitcast_convert_type"):
+        return dtypes <= _WORDS | {np.dtype(np.float32)} and not (
+            primitive == "convert_element_type" and np.dtype(np.float32) in dtypes)
+    return True

@@ -20,7 +20,7 @@ import numpy as np
 from jax.extend import core
 
 from limitations import tfjs_ops
-from limitations.dtypes import boundary_dtype_reason, unsupported_dtypes
+from limitations.dtypes import boundary_dtype_reason, carries_uint32, unsupported_dtypes
 from limitations.targets import Target
 from lowering_rules import registry
 
@@ -115,7 +115,10 @@ def violations_of(view: registry.EqnView, target: Target, source: str = "") -> l
                        "ignoring it could change results",
                        "use the JAX version noxla was tested with, or update noxla", source)
              for p in rule.unknown_params(view.params)]
-    for dtype in sorted(unsupported_dtypes(target, view.dtypes), key=str):
+    unsupported = unsupported_dtypes(target, view.dtypes)
+    if carries_uint32(target, view.primitive, view.dtypes):
+        unsupported.discard(np.dtype(np.uint32))
+    for dtype in sorted(unsupported, key=str):
         found.append(Violation(view.primitive, target, "dtype", dtype.name,
                                f"{target.label} has no {dtype.name} tensors",
                                "cast to a supported dtype (e.g. float32 or int32) before this operation",

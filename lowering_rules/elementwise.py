@@ -21,7 +21,7 @@ from jax import lax
 import jax.numpy as jnp
 
 from limitations.targets import Target
-from lowering_rules import fusion
+from lowering_rules import fusion, limbs
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.registry import Limitation, add_cases, lowering, register
 
@@ -412,6 +412,8 @@ def _bitwise(ctx, x, y, combine_bits, combine_bools):
     if x.dtype == tf.bool:
         return combine_bools(x, y)
     bits, signed = _bit_pattern_info(x.dtype)
+    if bits == 32:  # exact 32-bit words: TF.js's wasm backend rounds the division below
+        return _as_out(ctx, limbs.from_bits(combine_bits(limbs.to_bits(x), limbs.to_bits(y))))
     x, y = _as_int32(x), _as_int32(y)
     value = combine_bits(_value_bits(x, bits, signed), _value_bits(y, bits, signed))
     sign = combine_bools(x < 0, y < 0) if signed else None
@@ -913,7 +915,7 @@ for _prim, _combine_bits, _combine_bools, _jax_fn in (
         (lax.and_p, _and_bits, tf.logical_and, lax.bitwise_and),
         (lax.or_p, _or_bits, tf.logical_or, lax.bitwise_or),
         (lax.xor_p, _xor_bits, _logical_xor, lax.bitwise_xor)):
-    register(_prim, _bitwise_rule(_combine_bits, _combine_bools), limitations=[_TFJS_WASM_INT32_BITS], cases=[
+    register(_prim, _bitwise_rule(_combine_bits, _combine_bools), cases=[
         case("bool", _jax_fn, np.array([True, True, False, False]), np.array([True, False, True, False])),
         case("i32", _jax_fn, np.array([0, -1, 12, -12, 2 ** 31 - 1, -(2 ** 31), 0x5555], np.int32),
              np.array([5, 7, 10, -1, -(2 ** 31), -(2 ** 31), 0x0FF0], np.int32)),
@@ -957,13 +959,7 @@ def lower_shift_right_logical(ctx, x, s):
         unsigned = tf.math.floormod(x, 2 ** bits)  # the bit pattern as a non-negative int32
         shifted = tf.math.floordiv(unsigned, _pow2_table(31, s))
     else:
-        # Drop the sign bit, shift the low 31 bits, then put the sign bit back at position 31 - s.
-        low = tf.where(x < 0, x - tf.constant(-(2 ** 31), tf.int32), x)
-        shifted = tf.math.floordiv(low, _pow2_table(31, s))
-        shifted = tf.where(tf.equal(s, 31), tf.zeros_like(shifted), shifted)
-        top = _pow2_table(32, 31 - s)
-        shifted = shifted + tf.where(tf.logical_and(x < 0, s > 0), top, tf.zeros_like(top))
-        shifted = tf.where(tf.equal(s, 0), x, shifted)
+        shifted = limbs.shift_right_logical(x, s)
     shifted = tf.where(_shift_in_range(s, bits), shifted, tf.zeros_like(shifted))
     return _wrap_to(ctx, shifted, bits, signed)
 
@@ -971,14 +967,13 @@ def lower_shift_right_logical(ctx, x, s):
 _SHIFT_X = np.array([1, 1, 1, -1, 5, -8, -8, -8, 8, -1, -(2 ** 31), 2 ** 31 - 1, 12345, -12345], np.int32)
 _SHIFT_S = np.array([31, 32, -1, 3, 0, 1, 32, -1, 40, 31, 1, 30, 7, 4], np.int32)
 
-# shift_left multiplies by a power of two, which TF.js's wasm backend keeps exact; the right
-# shifts divide, which it rounds beyond 2^24.
+# shift_left multiplies by a power of two, which TF.js's wasm backend keeps exact; the arithmetic
+# right shift divides, which it rounds beyond 2^24; the logical one works on exact 16-bit limbs.
 for _prim, _lower, _jax_fn, _limitations in (
         (lax.shift_left_p, lower_shift_left, lax.shift_left, ()),
         (lax.shift_right_arithmetic_p, lower_shift_right_arithmetic, lax.shift_right_arithmetic,
          (_TFJS_WASM_INT32_BITS,)),
-        (lax.shift_right_logical_p, lower_shift_right_logical, lax.shift_right_logical,
-         (_TFJS_WASM_INT32_BITS,))):
+        (lax.shift_right_logical_p, lower_shift_right_logical, lax.shift_right_logical, ())):
     register(_prim, _lower, limitations=_limitations, cases=[
         case("i32_edges", _jax_fn, _SHIFT_X, _SHIFT_S),
         case("i32_random", _jax_fn, i32(4, 5, low=-(2 ** 31), high=2 ** 31 - 1), i32(4, 5, low=0, high=31)),

@@ -1,12 +1,41 @@
 """TF building blocks shared by several rules."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 import tensorflow as tf
 
+# TF.js has no uint32 tensors. Lowering for it, a uint32 value is carried as the int32 with the
+# same bits: set by the TF.js export, read through tf_dtype/constant by everything that makes a
+# tensor. The check admits uint32 on TF.js only where the rule computes on bit patterns alone
+# (limitations/dtypes.py), so no rule meets a carried value whose sign it would misread.
+_UINT32_AS_INT32 = contextvars.ContextVar("noxla_uint32_as_int32", default=False)
+
+
+@contextlib.contextmanager
+def uint32_as_int32(enabled: bool = True):
+    token = _UINT32_AS_INT32.set(enabled)
+    try:
+        yield
+    finally:
+        _UINT32_AS_INT32.reset(token)
+
 
 def tf_dtype(dtype) -> tf.DType:
-    return tf.as_dtype(np.dtype(dtype))
+    dtype = np.dtype(dtype)
+    if dtype == np.uint32 and _UINT32_AS_INT32.get():
+        return tf.int32
+    return tf.as_dtype(dtype)
+
+
+def constant(array) -> tf.Tensor:
+    """A constant of the array's dtype, or of its carrier (uint32 as int32 bits, see above)."""
+    array = np.asarray(array)
+    if array.dtype == np.uint32 and _UINT32_AS_INT32.get():
+        array = array.view(np.int32)
+    return tf.constant(array, dtype=tf_dtype(array.dtype))
 
 
 # --- Sizes, slices and padding that work with static and symbolic dimensions -----------------

@@ -61,3 +61,20 @@ def rotate_left_bits(bits, r: int):
 def xor(a, b):
     """Words a ^ b."""
     return from_bits(xor_bits(to_bits(a), to_bits(b)))
+
+
+def shift_right_logical(word, s):
+    """word >>> s for shift amounts s in [0, 32) (int32 tensors); other amounts give garbage.
+
+    Limbs keep every quotient small: for s < 16 the result is (hi >> s, lo >> s) with hi's low s
+    bits moved into lo's top; for s >= 16 it is hi >> (s - 16)."""
+    hi, lo = to_limbs(word)
+    hi = tf.math.floormod(hi, _LIMB)
+    powers = tf.constant([1 << k for k in range(17)], tf.int32)
+    low_shift = tf.clip_by_value(s, 0, 15)
+    div = tf.gather(powers, low_shift)
+    high_part = tf.math.floordiv(hi, div)
+    moved = (hi - high_part * div) * tf.gather(powers, 16 - low_shift)
+    below16 = high_part * _LIMB + moved + tf.math.floordiv(lo, div)
+    above16 = tf.math.floordiv(hi, tf.gather(powers, tf.clip_by_value(s - 16, 0, 15)))
+    return tf.where(s < 16, below16, above16)

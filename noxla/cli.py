@@ -130,7 +130,10 @@ def cmd_export(args) -> int:
     for kind, path, writer in (("tfjs", args.tfjs, write_tfjs), ("saved_model", args.saved_model,
                                                                  ex.write_saved_model)):
         if path:
-            step(f"convert+write {kind} {path}", _write_with, writer, concrete, path, args.force)
+            lowered = concrete
+            if kind == "tfjs" and ex.uses_uint32(program):  # TF.js carries uint32 as int32 bits
+                lowered = step("lower for TF.js", ex.serving_function, program, uint32_as_int32=True)
+            step(f"convert+write {kind} {path}", _write_with, writer, lowered, path, args.force)
             written[kind] = path
     errors = {} if args.no_verify else step("verify", verify, fun, program, inputs, written, args.strict)
     _summary(program, written, errors)

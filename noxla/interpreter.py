@@ -14,7 +14,7 @@ import tensorflow as tf
 from jax.extend import core
 
 from lowering_rules import complex_values, key_types, registry
-from lowering_rules.helpers import runtime_infinity, tf_dtype
+from lowering_rules.helpers import constant, runtime_infinity, tf_dtype
 from noxla.errors import LoweringError, NoxlaError, source_line
 from noxla.shapes import Dims
 
@@ -47,7 +47,7 @@ class Lowering:
                 if complex_values.is_complex_dtype(array.dtype):
                     hit = (value, complex_values.constant(array))
                 else:
-                    hit = (value, tf.constant(array, dtype=tf_dtype(array.dtype)))
+                    hit = (value, constant(array))
                     self._constant_derived[id(hit[1])] = hit[1]
             self._constants[id(value)] = hit
         return hit[1]
@@ -183,7 +183,7 @@ def _read(lowering: Lowering, values: dict, atom, aval=None):
     if isinstance(atom, core.Literal):
         if complex_values.is_complex(atom.aval):
             return complex_values.constant(np.asarray(atom.val, dtype=atom.aval.dtype))
-        return tf.constant(np.asarray(atom.val, dtype=atom.aval.dtype))
+        return constant(np.asarray(atom.val, dtype=atom.aval.dtype))
     return values[atom]
 
 

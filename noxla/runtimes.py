@@ -56,6 +56,8 @@ def tflite_op_names(model: bytes | str) -> list[str]:
 
 def _encode(array: np.ndarray) -> dict:
     array = np.asarray(array, order="C")  # not ascontiguousarray: it turns 0-d into 1-d
+    if array.dtype == np.uint32:  # TF.js has no uint32: the model takes the int32 with the same bits
+        array = array.view(np.int32)
     dtype = {"float32": "float32", "int32": "int32", "bool": "bool"}.get(array.dtype.name)
     if dtype is None:
         raise ValueError(f"TF.js has no {array.dtype} tensors")

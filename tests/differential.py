@@ -87,7 +87,7 @@ class Runtimes:
         key = (id(program), strict)
         if key not in self._tfjs_dirs:
             path = os.path.join(self.scratch_dir, f"tfjs_{len(self._tfjs_dirs)}")
-            write_tfjs(serving_function(program, strict=strict), path)
+            write_tfjs(serving_function(program, strict=strict, uint32_as_int32=True), path)
             self._tfjs_dirs[key] = path
         return self._tfjs_dirs[key]
 

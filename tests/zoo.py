@@ -286,6 +286,35 @@ class Llama(nn.Module):
             x = LlamaBlock()(x)
         return nn.Dense(VOCAB, use_bias=False)(RMSNorm()(x))
 
+
+def _sampling_vae_decoder() -> Callable:
+    """Draws each example's latent in the graph from its int32 seed, then decodes it."""
+    decode = _linen(VAEDecoder(), np.zeros((1, 16), np.float32))
+
+    def sample(seeds):
+        latents = jax.vmap(lambda s: jax.random.normal(jax.random.key(s), (16,)))(seeds)
+        return decode(latents)
+    return sample
+
+
+class LogitsHead(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(VOCAB)(nn.tanh(nn.Dense(32)(x)))
+
+
+def _categorical_sampling_head() -> Callable:
+    """A language model's sampling step: features -> logits -> a token drawn per row from a
+    legacy uint32 key made from its seed (temperature 0.8)."""
+    logits_of = _linen(LogitsHead(), np.zeros((1, 24), np.float32))
+
+    def sample(features, seeds):
+        keys = jax.vmap(jax.random.PRNGKey)(seeds)
+        logits = logits_of(features) / 0.8
+        return jax.vmap(jax.random.categorical)(keys, logits)
+    return sample
+
+
 def build() -> dict[str, ZooModel]:
     f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
     models = [
@@ -304,5 +333,7 @@ def build() -> dict[str, ZooModel]:
         ZooModel("vae_decoder", _linen(VAEDecoder(), np.zeros((1, 16), f32)), ((16,),), (f32,)),
         ZooModel("unet", _linen(UNet(), np.zeros((1, 32, 32, 3), f32)), ((32, 32, 3),), (f32,)),
         ZooModel("llama", _linen(Llama(), np.zeros((1, 16), i32)), ((16,),), (i32,)),
+        ZooModel("sampling_vae_decoder", _sampling_vae_decoder(), ((),), (i32,)),
+        ZooModel("categorical_sampling_head", _categorical_sampling_head(), ((24,), ()), (f32, i32)),
     ]
     return {m.name: m for m in models}
