@@ -41,4 +41,10 @@ RUNTIMES = {
     "tflite": Target.TFLITE,
     "tfjs_cpu": Target.TFJS,
     "tfjs_wasm": Target.TFJS,
+    # TF.js in headless Chromium (tests/differential.py): every zoo model, a sample of rule cases.
+    "chromium_webgl": Target.TFJS,
+    "chromium_wasm": Target.TFJS,
+    "chromium_cpu": Target.TFJS,
+    "chromium_webgpu": Target.TFJS,
 }
+BROWSER_RUNTIMES = tuple(r for r in RUNTIMES if r.startswith("chromium_"))

@@ -84,18 +84,28 @@ def pad_or_crop(x, pads, value=0):
 
 def interior_pad(x, dims, axis: int, factor: int, value=0):
     """Puts ``factor - 1`` copies of ``value`` between neighbours along ``axis`` (lax.pad's interior
-    padding, a convolution's lhs dilation): pad a new unit axis, merge it, drop the trailing fill.
-    ``dims`` are x's sizes (ints or int32 scalars); the new size is ``(n - 1) * factor + 1``."""
+    padding, a convolution's lhs dilation): view x as [before, n, 1, after], pad the unit axis, merge
+    it, drop the trailing fill. ``dims`` are x's sizes (ints or int32 scalars); the new size is
+    ``(n - 1) * factor + 1``. The padded view has rank 4 whatever x's rank: TF.js's WebGL Pad
+    kernel makes a fragment shader that does not compile at rank 5 and above."""
     if factor == 1 or (isinstance(dims[axis], (int, np.integer)) and dims[axis] == 0):
         return x
-    rank = len(dims)
-    widened = tf.expand_dims(x, axis + 1)
-    paddings = [[0, 0]] * (rank + 1)
-    paddings[axis + 1] = [0, factor - 1]
-    widened = tf.pad(widened, paddings, constant_values=value)
-    merged = list(dims)
-    merged[axis] = dims[axis] * factor
-    return axis_slice(tf.reshape(widened, size_vector(merged)), rank, axis, 0, -(factor - 1))
+    before, after = _product(dims[:axis]), _product(dims[axis + 1:])
+    widened = tf.reshape(x, size_vector([before, dims[axis], 1, after]))
+    widened = tf.pad(widened, [[0, 0], [0, 0], [0, factor - 1], [0, 0]], constant_values=value)
+    merged = tf.reshape(widened, size_vector([before, dims[axis] * factor, after]))
+    trimmed = axis_slice(merged, 3, 1, 0, -(factor - 1))
+    new_dims = list(dims)
+    new_dims[axis] = (dims[axis] - 1) * factor + 1
+    return tf.reshape(trimmed, size_vector(new_dims))
+
+
+def _product(dims):
+    """The product of sizes that are ints or int32 scalars (an int when all are static)."""
+    total = 1
+    for d in dims:
+        total = total * d
+    return total
 
 
 def runtime_infinity(x) -> tf.Tensor:

@@ -1,4 +1,5 @@
-"""Run exported models in their real runtimes: LiteRT for .tflite, TF.js in Node for graph models.
+"""Run exported models in their real runtimes: LiteRT for .tflite, TF.js in Node and in headless
+Chromium for graph models.
 
 Used by the CLI's verify step and by the differential tests.
 """
@@ -16,6 +17,8 @@ from typing import Mapping
 import numpy as np
 
 RUNNER_JS = os.path.join(os.path.dirname(__file__), "tfjs_runner", "runner.js")
+BROWSER_JS = os.path.join(os.path.dirname(__file__), "tfjs_runner", "browser.js")
+DEMO_PAGE = os.path.join(os.path.dirname(__file__), "tfjs_runner", "index.html")
 
 
 def run_tflite(model: bytes | str, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -93,7 +96,66 @@ class TfjsUnavailable(RuntimeError):
     pass
 
 
-class TfjsRunner:
+class BrowserUnavailable(TfjsUnavailable):
+    pass
+
+
+class _LineRunner:
+    """One long-lived Node process that answers JSON requests, one per line (tfjs_runner/*.js)."""
+
+    restart_after_error = True
+    label = "TF.js"
+
+    def __init__(self, command: list[str], env: dict):
+        self._command = command
+        self._env = env
+        self._lock = threading.Lock()
+        self._start()
+        atexit.register(self.close)
+
+    def _start(self) -> None:
+        self._proc = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, env=self._env, text=True, bufsize=1)
+
+    def request(self, request: dict) -> dict:
+        with self._lock:
+            if self._proc.poll() is not None:
+                self._start()
+            self._proc.stdin.write(json.dumps(request) + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+            reply = json.loads(line) if line else {"error": f"the {self.label} runner process died"}
+            if "error" in reply and (self.restart_after_error or self._proc.poll() is not None):
+                self.close()
+                self._start()
+        return reply
+
+    def run_timed(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str = "cpu",
+                  repeats: int = 0) -> tuple[dict[str, np.ndarray], dict]:
+        """The outputs, and what the runner measured (``ms``: median latency of ``repeats`` runs)."""
+        reply = self.request({"model": os.path.abspath(model_dir), "backend": backend, "repeats": repeats,
+                              "inputs": {k: _encode(np.asarray(v)) for k, v in inputs.items()}})
+        if "error" in reply:
+            raise RuntimeError(f"{self.label} ({backend}) failed: {reply['error']}")
+        return {k: _decode(v) for k, v in reply["outputs"].items()}, {k: v for k, v in reply.items() if k != "outputs"}
+
+    def run(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str = "cpu") -> dict[str, np.ndarray]:
+        return self.run_timed(model_dir, inputs, backend)[0]
+
+    def time(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str, repeats: int) -> list[float]:
+        """Milliseconds per run (outputs read back) of ``repeats`` runs after a first one, timed by the runner."""
+        return self.run_timed(model_dir, inputs, backend, repeats)[1]["times"]
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+
+
+class TfjsRunner(_LineRunner):
     """One Node process that loads graph models from disk and runs them on the cpu or wasm backend."""
 
     def __init__(self):
@@ -103,45 +165,54 @@ class TfjsRunner:
             raise TfjsUnavailable(
                 "running TF.js needs Node 20 and the npm packages @tensorflow/tfjs and "
                 "@tensorflow/tfjs-backend-wasm (run `npm ci` in the noxla checkout)")
-        self._command = [node, RUNNER_JS]
-        self._env = dict(os.environ, NODE_PATH=modules)
-        self._lock = threading.Lock()
-        self._start()
-        atexit.register(self.close)
+        # A failed kernel can leave the wasm backend corrupted: later runs get a fresh process.
+        super().__init__([node, RUNNER_JS], dict(os.environ, NODE_PATH=modules))
 
-    def _start(self) -> None:
-        self._proc = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.DEVNULL, env=self._env, text=True, bufsize=1)
 
-    def run(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str = "cpu") -> dict[str, np.ndarray]:
-        return {k: _decode(v) for k, v in self._request(model_dir, inputs, backend)["outputs"].items()}
+def chromium_path() -> str | None:
+    """The Chromium to drive: NOXLA_CHROMIUM, or Debian's `chromium` (or another Chrome) on PATH."""
+    explicit = os.environ.get("NOXLA_CHROMIUM")
+    if explicit:
+        return explicit if os.path.exists(explicit) else None
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
 
-    def time(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str, repeats: int) -> list[float]:
-        """Milliseconds per run (outputs read back) of ``repeats`` runs after a first one, timed in Node."""
-        return self._request(model_dir, inputs, backend, repeats)["times"]
 
-    def _request(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str, repeats: int = 0) -> dict:
-        request = {"model": os.path.abspath(model_dir), "backend": backend, "repeats": repeats,
-                   "inputs": {k: _encode(np.asarray(v)) for k, v in inputs.items()}}
-        with self._lock:
-            if self._proc.poll() is not None:
-                self._start()
-            self._proc.stdin.write(json.dumps(request) + "\n")
-            self._proc.stdin.flush()
-            line = self._proc.stdout.readline()
-            reply = json.loads(line) if line else {"error": "the TF.js runner process died"}
+# What each browser backend is compared with JAX to, relative to the output's scale.
+# cpu and wasm compute in float32 like TF's CPU kernels. WebGL stores tensors in float32 textures
+# (WEBGL_RENDER_FLOAT32_ENABLED, true with SwiftShader and any GPU with EXT_color_buffer_float)
+# but evaluates exp/log/tanh/pow with the GPU's approximate built-ins and sums in shader order;
+# WebGPU is alike.
+BROWSER_TOLERANCE = {"cpu": 1e-5, "wasm": 1e-5, "webgl": 1e-4, "webgpu": 1e-4}
+
+
+class BrowserRunner(_LineRunner):
+    """One headless Chromium (driven from Node by puppeteer-core) that runs graph models on
+    webgl, wasm, cpu (and webgpu when this Chromium offers it); see tfjs_runner/browser.js."""
+
+    label = "Chromium"
+    restart_after_error = False  # the runner reloads its page after an error; the browser stays
+
+    def __init__(self):
+        node = shutil.which("node")
+        modules = node_modules_dir()
+        chromium = chromium_path()
+        if chromium is None:
+            raise BrowserUnavailable("Chromium is not installed (apt-get install chromium, or set NOXLA_CHROMIUM)")
+        if node is None or modules is None or not os.path.isdir(os.path.join(modules, "puppeteer-core")):
+            raise BrowserUnavailable("driving Chromium needs Node 20 and the npm packages of package.json "
+                                     "(puppeteer-core, @tensorflow/tfjs; run `npm ci` in the noxla checkout)")
+        super().__init__([node, BROWSER_JS], dict(os.environ, NODE_PATH=modules, NOXLA_CHROMIUM=chromium))
+        self._backends: list[str] | None = None
+
+    def backends(self) -> list[str]:
+        """The TF.js backends this Chromium offers (webgpu only where it has an adapter)."""
+        if self._backends is None:
+            reply = self.request({"probe": True})
             if "error" in reply:
-                # A failed kernel can leave the wasm backend corrupted: later runs get a fresh process.
-                self.close()
-                self._start()
-        if "error" in reply:
-            raise RuntimeError(f"TF.js ({backend}) failed: {reply['error']}")
-        return reply
-
-    def close(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.stdin.close()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
+                raise BrowserUnavailable(f"Chromium did not start: {reply['error']}")
+            self._backends = reply["backends"]
+        return self._backends

@@ -4,7 +4,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
-from noxla.runtimes import TfjsRunner  # noqa: E402
+from noxla.runtimes import BrowserRunner, TfjsRunner  # noqa: E402
 from tests.differential import Runtimes  # noqa: E402
 
 
@@ -18,5 +18,20 @@ def tfjs_runner():
 
 
 @pytest.fixture(scope="session")
-def runtimes(tfjs_runner, tmp_path_factory):
-    return Runtimes(str(tmp_path_factory.mktemp("exports")), tfjs_runner)
+def browser_runner():
+    """One headless Chromium per test process, started by the first test that runs a model in it.
+
+    No skip when Chromium is missing, for the same reason: the README's test command installs it."""
+    runner = []
+    yield lambda: runner[0] if runner else runner.append(BrowserRunner()) or runner[0]
+    for r in runner:
+        r.close()
+
+
+@pytest.fixture(scope="session")
+def runtimes(tfjs_runner, browser_runner, tmp_path_factory):
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each worker's base is inside the session's own directory, which they share.
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared_tfjs_exports"
+    shared.mkdir(exist_ok=True)
+    return Runtimes(str(tmp_path_factory.mktemp("exports")), tfjs_runner, browser_runner, str(shared))

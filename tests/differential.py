@@ -24,27 +24,29 @@ import tensorflow as tf
 
 import noxla
 from limitations.engine import Report, check_jaxpr
-from limitations.targets import RUNTIMES, Target
+from limitations.targets import BROWSER_RUNTIMES, RUNTIMES, Target
 from lowering_rules import RULES
 from lowering_rules.cases import ArgSpec, Case, default_tolerance
 from noxla.export import input_signature, serving_function, tflite_bytes, write_tfjs
-from noxla.runtimes import TfjsRunner, run_tflite
+from noxla.runtimes import BROWSER_TOLERANCE, BrowserRunner, TfjsRunner, run_tflite
 from noxla.tracing import Program, trace
 from noxla.verify import as_real, jax_outputs, relative_error
 
 
 def assert_matches(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], names: Sequence[str],
-                   atol: float | None = None, rtol: float | None = None, where: str = "") -> float:
+                   atol: float | None = None, rtol: float | None = None, where: str = "",
+                   floor: float = 0.0) -> float:
     """Each output equals JAX's: exactly for integers and bools, within tolerance scaled to the output
-    for floats (NaNs where JAX has NaNs). Returns the largest error seen, relative to output scale."""
+    for floats (NaNs where JAX has NaNs). Returns the largest error seen, relative to output scale.
+    ``floor`` is the runtime's own float tolerance (runtime_tolerance), used where it is looser."""
     assert len(expected) == len(actual), f"{where}: {len(actual)} outputs, JAX has {len(expected)}"
     worst = 0.0
     for name, e, a in zip(names, expected, actual):
         a = np.asarray(a)
         assert a.shape == e.shape, f"{where}: output {name} has shape {a.shape}, JAX gives {e.shape}"
         default_atol, default_rtol = default_tolerance(e.dtype)
-        tol_a = default_atol if atol is None else atol
-        tol_r = default_rtol if rtol is None else rtol
+        tol_a = max(floor, default_atol if atol is None else atol)
+        tol_r = max(floor, default_rtol if rtol is None else rtol)
         if not np.issubdtype(e.dtype, np.inexact):
             np.testing.assert_array_equal(a.astype(e.dtype), e, err_msg=f"{where}: output {name}")
             continue
@@ -57,16 +59,39 @@ def assert_matches(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
     return worst
 
 
+def runtime_tolerance(runtime: str) -> float:
+    """The float tolerance a runtime is held to at least: a browser backend's (see BROWSER_TOLERANCE)."""
+    return BROWSER_TOLERANCE[runtime.split("_", 1)[1]] if runtime in BROWSER_RUNTIMES else 0.0
+
+
 class Runtimes:
     """Runs a traced program in each runtime; exports are cached per program."""
 
-    def __init__(self, scratch_dir: str, tfjs: TfjsRunner | None):
+    def __init__(self, scratch_dir: str, tfjs: TfjsRunner | None, browser: Callable[[], BrowserRunner] | None = None,
+                 shared_dir: str | None = None):
         self.scratch_dir = scratch_dir
+        # Exports keyed by case id, shared by the test processes of one session: a case's Node and
+        # Chromium runs convert it once (the TF.js conversion costs far more than the runs).
+        self.shared_dir = shared_dir
         self.tfjs = tfjs
-        self._tfjs_dirs: dict[int, str] = {}
+        self._browser = browser  # started on first use: most tests never need Chromium
+        self._tfjs_dirs: dict[object, str] = {}
+
+    @property
+    def browser(self) -> BrowserRunner:
+        return self._browser()
+
+    def require(self, runtime: str) -> None:
+        """Skip (with the reason) a browser backend that this Chromium does not offer; only WebGPU may be
+        missing, since the others are part of every Chromium."""
+        if runtime in BROWSER_RUNTIMES:
+            backend = runtime.split("_", 1)[1]
+            if backend == "webgpu" and backend not in self.browser.backends():
+                import pytest
+                pytest.skip(f"this Chromium offers no WebGPU adapter (offers {self.browser.backends()})")
 
     def run(self, runtime: str, fun: Callable, program: Program, args: Sequence[np.ndarray],
-            polymorphic_shapes=None, strict: bool = False) -> list[np.ndarray]:
+            polymorphic_shapes=None, strict: bool = False, key: str | None = None) -> list[np.ndarray]:
         if runtime == "tf_eager":
             out = noxla.convert(fun, polymorphic_shapes=polymorphic_shapes, strict=strict)(*args)
             return [np.asarray(x) for x in jax.tree_util.tree_leaves(out)]
@@ -79,17 +104,32 @@ class Runtimes:
             outs = run_tflite(tflite_bytes(serving_function(program, strict=strict)), named)
             return [outs[n] for n in program.out_names]
         if runtime in ("tfjs_cpu", "tfjs_wasm"):
-            outs = self.tfjs.run(self.tfjs_model(program, strict), named, backend=runtime.split("_")[1])
+            outs = self.tfjs.run(self.tfjs_model(program, strict, key), named, backend=runtime.split("_")[1])
+            return [outs[n] for n in program.out_names]
+        if runtime in BROWSER_RUNTIMES:
+            outs = self.browser.run(self.tfjs_model(program, strict, key), named, backend=runtime.split("_", 1)[1])
             return [outs[n] for n in program.out_names]
         raise ValueError(f"unknown runtime {runtime}")
 
-    def tfjs_model(self, program: Program, strict: bool = False) -> str:
-        key = (id(program), strict)
-        if key not in self._tfjs_dirs:
+    def tfjs_model(self, program: Program, strict: bool = False, key: str | None = None) -> str:
+        if key is not None and self.shared_dir is not None:
+            key = f"{key}{'.strict' if strict else ''}"
+            path = os.path.join(self.shared_dir, "".join(c if c.isalnum() or c in "-_." else "_" for c in key))
+            if not os.path.exists(os.path.join(path, "model.json")):
+                scratch = os.path.join(self.scratch_dir, f"tfjs_shared_{len(self._tfjs_dirs)}")
+                self._tfjs_dirs[scratch] = scratch
+                write_tfjs(serving_function(program, strict=strict, uint32_as_int32=True), scratch)
+                try:
+                    os.rename(scratch, path)  # atomic; another process may have won the race
+                except OSError:
+                    pass
+            return path
+        cache_key = (id(program), strict)
+        if cache_key not in self._tfjs_dirs:
             path = os.path.join(self.scratch_dir, f"tfjs_{len(self._tfjs_dirs)}")
             write_tfjs(serving_function(program, strict=strict, uint32_as_int32=True), path)
-            self._tfjs_dirs[key] = path
-        return self._tfjs_dirs[key]
+            self._tfjs_dirs[cache_key] = path
+        return self._tfjs_dirs[cache_key]
 
 
 _TRACED: dict[str, tuple] = {}
@@ -166,8 +206,9 @@ def run_case(case: Case, runtime: str, runtimes: Runtimes, strict: bool = False)
     if isinstance(expected, Exception):
         raise AssertionError(f"{where}: JAX cannot run this case ({expected!r}), so every target must "
                              "reject it up front, and this one did not")
-    actual = runtimes.run(runtime, case.fun, program, args, case.polymorphic_shapes, strict=strict)
-    assert_matches(expected, actual, program.out_names, case.atol, case.rtol, where)
+    runtimes.require(runtime)
+    actual = runtimes.run(runtime, case.fun, program, args, case.polymorphic_shapes, strict=strict, key=case.id)
+    assert_matches(expected, actual, program.out_names, case.atol, case.rtol, where, floor=runtime_tolerance(runtime))
     return "passed"
 
 

@@ -1,7 +1,7 @@
 """Every rule's declared cases, in every runtime, against JAX."""
 import pytest
 
-from limitations.targets import RUNTIMES
+from limitations.targets import BROWSER_RUNTIMES, RUNTIMES
 from lowering_rules import RULES
 from tests.differential import contains_primitive, has_nonfinite_args, run_case, traced
 
@@ -11,12 +11,19 @@ CASES = [c for rule in RULES.values() for c in rule.cases]
 # variant could see them). Elsewhere both modes emit the same ops.
 STRICT_CASES = [c for c in CASES if RULES[c.primitive].fast is not None or has_nonfinite_args(c)]
 FAST_RUNTIMES = ("tf_eager", "tf_graph")
+# In Chromium's WebGL, the first case of every rule: each primitive's kernels compile into
+# fragment shaders and compute in float textures at least once. Chromium's cpu and wasm backends
+# are the kernels the tfjs_cpu/tfjs_wasm runtimes run in Node, and WebGPU is an extra (it
+# runs the zoo models, tests/test_zoo.py).
+BROWSER_CASES = [rule.cases[0] for rule in RULES.values() if rule.cases]
+BROWSER_CASE_RUNTIMES = ("chromium_webgl",)
 
 
 def _runtime_params():
     # TFLite and TF.js conversions dominate the suite's time; the fast loop (-m "not slow")
-    # keeps the TF runtimes, the full suite runs all five.
-    return [pytest.param(r, marks=() if r in FAST_RUNTIMES else pytest.mark.slow) for r in RUNTIMES]
+    # keeps the TF runtimes, the full suite runs all of them.
+    return [pytest.param(r, marks=() if r in FAST_RUNTIMES else pytest.mark.slow) for r in RUNTIMES
+            if r not in BROWSER_RUNTIMES]
 
 
 @pytest.mark.parametrize("runtime", _runtime_params())
@@ -29,6 +36,13 @@ def test_case(case, runtime, runtimes):
 @pytest.mark.parametrize("case", STRICT_CASES, ids=lambda c: c.id)
 def test_case_strict(case, runtime, runtimes):
     run_case(case, runtime, runtimes, strict=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runtime", BROWSER_CASE_RUNTIMES)
+@pytest.mark.parametrize("case", BROWSER_CASES, ids=lambda c: c.id)
+def test_case_in_chromium(case, runtime, runtimes):
+    run_case(case, runtime, runtimes)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

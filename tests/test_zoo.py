@@ -29,9 +29,22 @@ def _program(programs, model, batch):
     return programs[key]
 
 
-@pytest.mark.parametrize("runtime", list(RUNTIMES))
-@pytest.mark.parametrize("name", sorted(MODELS))
+# Known failures, each with its reason; strict, so a fix shows up as an unexpected pass.
+KNOWN_FAILURES = {
+    ("transformer_encoder", "chromium_webgl"): "TF.js's WebGL Select kernel: 'Where for rank 5 is not yet supported'",
+    ("transformer_encoder", "chromium_webgpu"): "TF.js's WebGPU Select kernel: 'Where for rank 5 is not yet supported'",
+}
+
+
+def _zoo_params():
+    return [pytest.param(name, runtime, marks=pytest.mark.xfail(reason=KNOWN_FAILURES[name, runtime], strict=True)
+                         if (name, runtime) in KNOWN_FAILURES else ())
+            for name in sorted(MODELS) for runtime in RUNTIMES]
+
+
+@pytest.mark.parametrize("name,runtime", _zoo_params())
 def test_zoo_model_matches_jax(name, runtime, runtimes, programs):
+    runtimes.require(runtime)
     model = MODELS[name]
     program, args, expected = _program(programs, model, batch=2)
     actual = runtimes.run(runtime, model.fun, program, args)
