@@ -25,6 +25,17 @@ pytestmark = pytest.mark.slow
 
 TFLITE_BOUNDS = {"float16": 1e-2, "dynamic_int8": 0.1}
 TFJS_BOUNDS = {"float16": 1e-2, "uint16": 1e-2, "uint8": 0.1}
+# Below this float size the weights are a few hundred values: quantization metadata (per-tensor
+# scales, TF.js manifest entries) can outweigh the savings, and dynamic_int8 leaves tensors under
+# 1024 elements float. Such models (mobilenet_block, resnet_block) may grow a little, not shrink.
+SMALL_MODEL_BYTES = 8 * 1024
+
+
+def _assert_smaller(size: int, float_size: int) -> None:
+    if float_size < SMALL_MODEL_BYTES:
+        assert size <= 1.1 * float_size, (size, float_size)
+    else:
+        assert size < float_size, (size, float_size)
 
 
 def _error(expected: list, got: dict, names: list) -> float:
@@ -62,7 +73,7 @@ def test_tflite_quantized(name, mode, float_exports, tmp_path):
                    program.out_names)
     size, float_size = _size(path), _size(float_exports(name, "tflite"))
     print(f"{name} tflite {mode}: {size / 1024:.1f} KiB ({size / float_size:.2f} of float), error {error:.2e}")
-    assert size < float_size, (size, float_size)
+    _assert_smaller(size, float_size)
     assert error <= TFLITE_BOUNDS[mode], error
 
 
@@ -81,7 +92,7 @@ def test_tfjs_quantized(name, mode, float_exports, tfjs_runner, tmp_path):
         print(f"{name} tfjs {mode} [{backend}]: {size / 1024:.1f} KiB ({size / float_size:.2f} of float), "
               f"error {error:.2e}")
         assert error <= TFJS_BOUNDS[mode], (backend, error)
-    assert size < float_size, (size, float_size)
+    _assert_smaller(size, float_size)
 
 
 def test_tfjs_weights_sharded(tfjs_runner, tmp_path):
