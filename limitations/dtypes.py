@@ -1,34 +1,182 @@
-"""Which tensor dtypes each target has at all. Per-operation gaps are declared by the rules."""
+"""Dtypes as data: which tensor dtypes each target has at all, and which each rule computes exactly.
+
+Two layers decide whether a dtype reaching a primitive is accepted for a target:
+
+1. the target's own table (``_TARGET_LACKS``): TF.js has no int8 tensors, TFLite no bfloat16 ones;
+2. the rule's ``DtypeSupport``: the dtypes its lowering computes exactly (natively, or through a
+   widening cast that is exact), and the per-target gaps it declares with a reason.
+
+Dtypes are named by strings (``"float32"``, ``"bfloat16"``); every PRNG key dtype (``key<fry>``,
+``key<rbg>``, ...) falls in the one class ``KEY``, which a rule accepts only by naming it.
+``tests/test_dtype_sweep.py`` proves the data: every rule on every dtype either matches JAX in the
+target's runtimes or is rejected up front.
+"""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
-import ml_dtypes
+import jax
 import numpy as np
 
 from limitations.targets import Target
 
-# TF.js tensors are float32, int32, bool or complex64 only; its converter narrows int64 weights
-# but cannot run ops on the narrow integer or half-precision types.
-_TFJS_DTYPES = frozenset(np.dtype(d) for d in (np.float32, np.int32, np.bool_, np.complex64))
+KEY = "key"  # the class of every PRNG key dtype
 
-_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+BOOL = frozenset({"bool"})
+SIGNED = frozenset({"int8", "int16", "int32", "int64"})
+UNSIGNED = frozenset({"uint8", "uint16", "uint32", "uint64"})
+INTEGERS = SIGNED | UNSIGNED
+FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
+COMPLEX = frozenset({"complex64", "complex128"})
+NUMERIC = BOOL | INTEGERS | FLOATS | COMPLEX  # every array dtype JAX has, keys aside
 
-# Whether a target has tensors of a dtype at all.
-_HAS_DTYPE = {
-    Target.TF: lambda dtype: True,
-    Target.TFLITE: lambda dtype: dtype != _BFLOAT16,
-    Target.TFLITE_FLEX: lambda dtype: True,
-    Target.TFJS: lambda dtype: dtype in _TFJS_DTYPES,
+# The order the table and the messages list dtypes in.
+ORDER = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+         "float16", "bfloat16", "float32", "float64", "complex64", "complex128", KEY)
+SHORT = dict(zip(ORDER, ("bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+                         "f16", "bf16", "f32", "f64", "c64", "c128", "key")))
+
+
+def is_key(dtype) -> bool:
+    return isinstance(dtype, str) and dtype.startswith("key") or (
+        not isinstance(dtype, str) and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key))
+
+
+def dtype_name(dtype) -> str:
+    """A dtype's name: ``float32``, ``bfloat16``, ``key<fry>``. Never raises for a JAX dtype."""
+    if isinstance(dtype, str):
+        return dtype
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+        return str(dtype)
+    return np.dtype(dtype).name
+
+
+def dtype_class(dtype) -> str:
+    """The name rules and target tables use: the dtype's name, or ``KEY`` for any PRNG key dtype."""
+    return KEY if is_key(dtype) else dtype_name(dtype)
+
+
+def sorted_names(names: Iterable[str]) -> list[str]:
+    return sorted(set(names), key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+
+
+# --------------------------------------------------------------------------- targets
+
+# The dtypes a target cannot compute on at all, each with the reason. Key arrays are no tensor
+# dtype of their own (rules that accept them carry their integer key data), so rules decide those.
+_TFJS_LACKS = "TF.js tensors are float32, int32, bool or complex64 only"
+_TARGET_LACKS: dict[Target, dict[str, str]] = {
+    Target.TF: {},
+    Target.TFLITE: {
+        "bfloat16": "TFLite has no bfloat16 tensors",
+        "float64": "TFLite's builtin kernels have no float64 arithmetic (the converter refuses AddV2, "
+                   "Cast, comparisons on it)",
+        "uint64": "TFLite's builtin kernels have no uint64 arithmetic or casts",
+        "complex128": "TFLite's builtin kernels have no float64 arithmetic, which complex128 values are made of",
+    },
+    Target.TFLITE_FLEX: {},
+    Target.TFJS: {name: _TFJS_LACKS for name in ("int8", "int16", "int64", "uint8", "uint16", "uint32",
+                                                 "uint64", "float16", "bfloat16", "float64", "complex128")},
 }
 
 
-def unsupported_dtypes(target: Target, dtypes: Iterable) -> set[np.dtype]:
-    return {d for d in map(np.dtype, dtypes) if not _HAS_DTYPE[target](d)}
+def target_lacks(target: Target, dtype) -> str | None:
+    """Why ``target`` cannot compute on ``dtype`` at all, or None."""
+    return _TARGET_LACKS[target].get(dtype_class(dtype))
+
+
+def target_has(target: Target, dtype) -> bool:
+    return target_lacks(target, dtype) is None
+
+
+def unsupported_dtypes(target: Target, dtypes: Iterable) -> list[str]:
+    """The names of ``dtypes`` the target has no tensors of."""
+    return sorted_names(dtype_name(d) for d in dtypes if not target_has(target, d))
 
 
 def supported_dtype_names(target: Target, candidates: Iterable) -> list[str]:
-    return [np.dtype(d).name for d in candidates if not unsupported_dtypes(target, [d])]
+    return [dtype_name(d) for d in candidates if target_has(target, d)]
+
+
+# --------------------------------------------------------------------------- rules
+
+@dataclasses.dataclass(frozen=True)
+class DtypeGap:
+    """Dtypes a rule computes in TF but not exactly on some targets (a missing kernel, a wrong one)."""
+    targets: tuple[Target, ...]
+    dtypes: frozenset[str]
+    reason: str
+    workaround: str = ""
+
+
+def gap(targets: Iterable[Target], dtypes: Iterable[str], reason: str, workaround: str = "") -> DtypeGap:
+    return DtypeGap(tuple(targets), frozenset(dtypes), reason, workaround)
+
+
+@dataclasses.dataclass(frozen=True)
+class DtypeSupport:
+    """The dtypes a rule computes exactly: ``computes`` on every target that has them, less ``gaps``.
+
+    ``missing`` says why the dtypes outside ``computes`` are not computed (the default names no
+    cause), so a message can say more than "unsupported".
+    """
+    computes: frozenset[str] = NUMERIC
+    gaps: tuple[DtypeGap, ...] = ()
+    missing: str = ""
+
+    def rejection(self, target: Target, dtype) -> tuple[str, str] | None:
+        """(reason, workaround) when the rule does not compute ``dtype`` exactly on ``target``."""
+        name = dtype_class(dtype)
+        if name not in self.computes:
+            if name == KEY:
+                return ("noxla's rule for this primitive does not take PRNG key arrays",
+                        workaround_for(name, ()))
+            return (self.missing or "noxla's rule does not compute this dtype exactly",
+                    workaround_for(name, self.accepted(target)))
+        for g in self.gaps:
+            if target in g.targets and name in g.dtypes:
+                return g.reason, g.workaround or workaround_for(name, self.accepted(target))
+        return None
+
+    def accepted(self, target: Target) -> list[str]:
+        """The dtype classes the check lets through for ``target``, in table order."""
+        gaps = {n for g in self.gaps if target in g.targets for n in g.dtypes}
+        return [n for n in ORDER if n in self.computes and n not in gaps and target_has(target, n)]
+
+
+def dtypes(*groups: Iterable[str], gaps: Iterable[DtypeGap] = (), missing: str = "") -> DtypeSupport:
+    """``DtypeSupport`` from groups of names: ``dtypes(FLOATS, COMPLEX, gaps=[gap(...)])``."""
+    computes = frozenset().union(*map(frozenset, groups)) if groups else NUMERIC
+    unknown = computes - set(ORDER)
+    if unknown:
+        raise ValueError(f"unknown dtype names {sorted(unknown)}; use the names in limitations.dtypes.ORDER")
+    return DtypeSupport(computes, tuple(gaps), missing)
+
+
+ALL = DtypeSupport()  # what a rule computes unless it says otherwise: every array dtype, no keys
+
+# Where a value of a rejected dtype can go instead, most precise first.
+_INSTEAD = {
+    "bool": ("int32", "float32"), "int8": ("int32",), "int16": ("int32",), "int64": ("int32",),
+    "uint8": ("int32", "uint32"), "uint16": ("int32", "uint32"), "uint32": ("int64", "float64", "int32"),
+    "uint64": ("int64", "int32"), "float16": ("float32",), "bfloat16": ("float32",),
+    "float64": ("float32",), "complex128": ("complex64",), "int32": ("float32",), "float32": (),
+    "complex64": (),
+}
+
+
+def workaround_for(name: str, accepted: Iterable[str]) -> str:
+    if name == KEY:
+        return ("apply the operation to jax.random.key_data(key) and rewrap the result with "
+                "jax.random.wrap_key_data, or use a PRNG function noxla supports")
+    ok = set(accepted)
+    instead = [d for d in _INSTEAD.get(name, ()) if d in ok]
+    if instead:
+        return f"cast to {instead[0]} before this operation (and back after it, if needed)"
+    if ok:
+        return f"cast to one of the dtypes this operation supports here: {', '.join(sorted_names(ok))}"
+    return "compute this operation on another target, or rewrite it with other JAX operations"
 
 
 # Complex values inside a program are (real, imaginary) pairs of float tensors
@@ -77,3 +225,31 @@ def carries_uint32(target: Target, primitive: str, dtypes: Iterable) -> bool:
         return dtypes <= _WORDS | {np.dtype(np.float32)} and not (
             primitive == "convert_element_type" and np.dtype(np.float32) in dtypes)
     return True
+
+
+__all__ = [
+    "ALL",
+    "BOOL",
+    "COMPLEX",
+    "FLOATS",
+    "INTEGERS",
+    "KEY",
+    "NUMERIC",
+    "ORDER",
+    "SHORT",
+    "SIGNED",
+    "UNSIGNED",
+    "DtypeGap",
+    "DtypeSupport",
+    "dtype_class",
+    "dtype_name",
+    "dtypes",
+    "gap",
+    "is_key",
+    "sorted_names",
+    "supported_dtype_names",
+    "target_has",
+    "target_lacks",
+    "unsupported_dtypes",
+    "workaround_for",
+]

@@ -14,13 +14,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import defaultdict
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 from jax.extend import core
 
 from limitations import tfjs_ops
-from limitations.dtypes import boundary_dtype_reason, carries_uint32, unsupported_dtypes
+from limitations.dtypes import (
+    boundary_dtype_reason,
+    carries_uint32,
+    dtype_name,
+    sorted_names,
+    target_lacks,
+    unsupported_dtypes,
+)
 from limitations.targets import Target
 from lowering_rules import registry
 
@@ -115,12 +122,11 @@ def violations_of(view: registry.EqnView, target: Target, source: str = "") -> l
                        "ignoring it could change results",
                        "use the JAX version noxla was tested with, or update noxla", source)
              for p in rule.unknown_params(view.params)]
-    unsupported = unsupported_dtypes(target, view.dtypes)
+    unsupported = unsupported_dtypes(target, view.dtypes)  # a key counts as its key data (uint32) here
     if carries_uint32(target, view.primitive, view.dtypes):
-        unsupported.discard(np.dtype(np.uint32))
-    for dtype in sorted(unsupported, key=str):
-        found.append(Violation(view.primitive, target, "dtype", dtype.name,
-                               f"{target.label} has no {dtype.name} tensors",
+        unsupported = [name for name in unsupported if name != "uint32"]
+    for name in unsupported:
+        found.append(Violation(view.primitive, target, "dtype", name, target_lacks(target, name),
                                "cast to a supported dtype (e.g. float32 or int32) before this operation",
                                source, declared=True))
     if rule.complex is None:
@@ -132,9 +138,18 @@ def violations_of(view: registry.EqnView, target: Target, source: str = "") -> l
                                declared=True) for name in complex_dtypes)
     if found:
         return found
+    for name in sorted_names(view.dtype_names):
+        rejected = rule.dtypes.rejection(target, name)
+        if rejected:
+            reason, workaround = rejected
+            found.append(Violation(view.primitive, target, "dtype", name,
+                                   f"{view.primitive} on {name} for {target.label}: {reason}", workaround,
+                                   source, declared=True))
+    if found:
+        return found
     for lim in rule.limitations:
         if lim.applies(view, target):
-            value = view.params.get(lim.param, _dtypes_text(view.dtypes) if lim.param == "dtype" else "")
+            value = view.params.get(lim.param, _dtypes_text(view.dtype_names) if lim.param == "dtype" else "")
             found.append(Violation(view.primitive, target, lim.param, _short(value),
                                    f"{lim.condition}: {lim.reason}", lim.workaround, source,
                                    declared=True))
@@ -217,7 +232,7 @@ def source_line(source_info) -> str:
 
 
 def _dtypes_text(dtypes) -> str:
-    return ",".join(sorted(np.dtype(d).name for d in dtypes))
+    return ",".join(sorted(dtype_name(d) for d in dtypes))
 
 
 def _short(value, limit: int = 80) -> str:

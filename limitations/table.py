@@ -9,14 +9,22 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import ml_dtypes
 import numpy as np
 from jax.extend import core
 
-from limitations.dtypes import supported_dtype_names, unsupported_dtypes
+from limitations.dtypes import (
+    KEY,
+    ORDER,
+    SHORT,
+    supported_dtype_names,
+    target_has,
+    target_lacks,
+    unsupported_dtypes,
+)
 from limitations.engine import check_jaxpr, eqn_view, iter_eqns
 from limitations.targets import ALL_TARGETS, RUNTIMES, Target
 
@@ -195,10 +203,39 @@ def _dtype_section() -> list[str]:
     lines = []
     for target in ALL_TARGETS:
         supported = supported_dtype_names(target, DTYPES)
-        unsupported = [d.name for d in DTYPES if unsupported_dtypes(target, [d])]
+        unsupported = unsupported_dtypes(target, DTYPES)
         lines += [f"### {target.label}", "",
                   f"- has: {', '.join(supported) or 'none'}",
-                  f"- lacks (every primitive is Unsupported on these): {', '.join(unsupported) or 'none'}", ""]
+                  f"- lacks (every primitive is Unsupported on these): {', '.join(unsupported) or 'none'}"]
+        reasons: dict[str, list[str]] = {}
+        for name in unsupported:
+            reasons.setdefault(target_lacks(target, name), []).append(name)
+        lines += [f"  - {', '.join(names)}: {reason}" for reason, names in reasons.items()] + [""]
+    return lines
+
+
+def _rule_dtype_cell(rule, target: Target) -> str:
+    """The dtypes the rule itself rejects on a target that has them (short names), and keys if taken."""
+    accepted = set(rule.dtypes.accepted(target))
+    if rule.complex is None:  # complex values need a complex lowering (lowering_rules/complex_values.py)
+        accepted -= {"complex64", "complex128"}
+    rejected = [SHORT[n] for n in ORDER if n != KEY and target_has(target, n) and n not in accepted]
+    text = ("rejects " + ", ".join(rejected)) if rejected else "all"
+    return text + (" + key" if KEY in accepted else "")
+
+
+def _rule_dtype_section(rules) -> list[str]:
+    header = "| primitive | " + " | ".join(t.label for t in ALL_TARGETS) + " |"
+    lines = [header, "|" + " --- |" * (1 + len(ALL_TARGETS))]
+    plain = []
+    for name in sorted(rules):
+        cells = [_rule_dtype_cell(rules[name], t) for t in ALL_TARGETS]
+        if all(c == "all" for c in cells):
+            plain.append(name)
+            continue
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    lines += ["", f"Every other rule ({len(plain)}) computes every dtype JAX accepts for it, on every target "
+              "that has that dtype, and takes no PRNG keys.", ""]
     return lines
 
 
@@ -259,6 +296,18 @@ def render(rules=None) -> str:
         "## Dtypes per target",
         "",
         *_dtype_section(),
+        "## Dtypes per rule",
+        "",
+        "Beyond the target's own dtypes (above), the dtypes each rule's lowering does not compute "
+        "exactly on a target; `noxla check` rejects them up front, with the rule's reason. "
+        "\"all\": every dtype JAX accepts for the primitive; \"+ key\": also PRNG key arrays (moved as their "
+        "key data). A rule computes complex values only when it declares a complex lowering. "
+        "`tests/test_dtype_sweep.py` runs every rule on every dtype (bool, int8-int64, uint8-uint64, "
+        "float16, bfloat16, float32, float64, complex64, complex128, PRNG keys) in each target's "
+        "runtimes: each one matches JAX or is rejected up front. Dtypes: "
+        + ", ".join(f"{SHORT[n]} = {n}" for n in ORDER if SHORT[n] != n) + ".",
+        "",
+        *_rule_dtype_section(rules),
         f"## JAX primitives without a rule ({len(missing)})",
         "",
         "Found in `jax.lax`, `jax.lax.linalg` and JAX's modules for jit, custom derivatives, "
@@ -298,6 +347,19 @@ def is_fresh(path: str = TABLE_PATH) -> bool:
     return read(path) == render()
 
 
-__all__ = ["render", "write", "is_fresh", "rows", "jax_primitives", "missing_primitives",
-           "triggering_cases", "accepted_cases", "case_program", "TABLE_PATH", "REGENERATE",
-           "FULL", "PARTIAL", "UNSUPPORTED"]
+__all__ = [
+    "FULL",
+    "PARTIAL",
+    "REGENERATE",
+    "TABLE_PATH",
+    "UNSUPPORTED",
+    "accepted_cases",
+    "case_program",
+    "is_fresh",
+    "jax_primitives",
+    "missing_primitives",
+    "render",
+    "rows",
+    "triggering_cases",
+    "write",
+]

@@ -11,6 +11,7 @@ import dataclasses
 import zlib
 from typing import Any, Callable, Sequence
 
+import ml_dtypes
 import numpy as np
 
 
@@ -59,6 +60,8 @@ def default_tolerance(dtype: np.dtype) -> tuple[float, float]:
     dtype = np.dtype(dtype)
     if dtype == np.float16:
         return 1e-2, 1e-2
+    if dtype == ml_dtypes.bfloat16:  # 8 significant bits: a few units in the last place
+        return 3.2e-2, 3.2e-2
     if np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.complexfloating):
         return 1e-5, 1e-5
     return 0.0, 0.0

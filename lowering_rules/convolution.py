@@ -31,7 +31,7 @@ def _compute_dtype(out_dtype: np.dtype) -> tf.DType:
     """Half floats are convolved in float32 (TFLite's CONV_2D has no float16 kernel, and XLA
     accumulates them in float32 too); narrow integers in int32, which wraps like them."""
     out_dtype = np.dtype(out_dtype)
-    if np.issubdtype(out_dtype, np.floating):
+    if jnp.issubdtype(out_dtype, jnp.floating):  # numpy's issubdtype misses bfloat16
         return tf.float64 if out_dtype == np.float64 else tf.float32
     return tf.int64 if out_dtype.itemsize == 8 else tf.int32
 

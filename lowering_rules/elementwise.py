@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from limitations.targets import Target
 from lowering_rules import fusion, limbs
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
-from lowering_rules.registry import Limitation, add_cases, lowering, register
+from lowering_rules.registry import ALL, NUMERIC, Limitation, add_cases, dtypes, gap, lowering, register
 
 NAN, INF = float("nan"), float("inf")
 _HALVES = (tf.float16, tf.bfloat16)
@@ -90,6 +90,8 @@ def negative(x):
 
 
 def sign(x):
+    if x.dtype.is_unsigned:  # TF's Sign has no unsigned kernels: 0 or 1
+        return tf.cast(tf.not_equal(x, 0), x.dtype)
     # TF.js's Sign maps NaN to 0.
     return tf.where(_isnan(x), x, tf.sign(x)) if _is_float(x) else tf.sign(x)
 
@@ -495,10 +497,26 @@ TRANSCENDENTAL = {
     lax.cbrt_p: cbrt,
 }
 
+# The float special functions are built from float32 constants and series: no float64 version.
+_FLOAT32_SERIES = dtypes(NUMERIC - {"float64"}, missing=(
+    "the lowering evaluates float32 constants and series; float64 results would not have float64 "
+    "accuracy"))
+# Bit manipulation is built for integers of at most 32 bits (32-bit masks, powers-of-two tables).
+_AT_MOST_32_BITS = dtypes(NUMERIC - {"int64", "uint64"}, missing=(
+    "the bit manipulation is built for integers of at most 32 bits"))
+_DTYPES = {lax.abs_p: dtypes(gaps=[gap((Target.TFLITE,), {"int8", "int64"}, "TFLite's ABS has no int8 or int64 kernel")]),
+           lax.erf_inv_p: _FLOAT32_SERIES, lax.digamma_p: _FLOAT32_SERIES, lax.polygamma_p: _FLOAT32_SERIES,
+           lax.nextafter_p: _FLOAT32_SERIES, lax.reduce_precision_p: _FLOAT32_SERIES,
+           lax.and_p: _AT_MOST_32_BITS, lax.or_p: _AT_MOST_32_BITS, lax.xor_p: _AT_MOST_32_BITS,
+           lax.population_count_p: _AT_MOST_32_BITS, lax.clz_p: _AT_MOST_32_BITS,
+           lax.shift_left_p: _AT_MOST_32_BITS, lax.shift_right_arithmetic_p: _AT_MOST_32_BITS,
+           lax.shift_right_logical_p: _AT_MOST_32_BITS,
+           lax.not_p: dtypes(NUMERIC - {"uint64"}, missing="uint64's all-ones mask does not convert to an int64 constant")}
+
 for _prim, _fn in UNARY.items():
-    register(_prim, unary(_fn))
+    register(_prim, unary(_fn), dtypes=_DTYPES.get(_prim, ALL))
 for _prim, _fn in TRANSCENDENTAL.items():
-    register(_prim, unary(_fn, transcendental=True))
+    register(_prim, unary(_fn, transcendental=True), dtypes=_DTYPES.get(_prim, ALL))
 
 
 @lowering(lax.round_p, cases=[
@@ -517,7 +535,7 @@ def lower_round(ctx, x, *, rounding_method):
     return _as_out(ctx, _round_half_away(x))
 
 
-@lowering(lax.not_p, cases=[
+@lowering(lax.not_p, dtypes=_DTYPES[lax.not_p], cases=[
     case("bool", lax.bitwise_not, boolean(3, 4)),
     case("i32", lax.bitwise_not, np.array([0, 1, -1, 2 ** 31 - 1, -(2 ** 31), 12345], np.int32)),
     case("u8", lax.bitwise_not, np.array([0, 1, 255, 128], np.uint8)),
@@ -533,7 +551,7 @@ def lower_not(ctx, x):
     return _as_out(ctx, (-1 if signed else 2 ** bits - 1) - x)
 
 
-@lowering(lax.population_count_p, limitations=[_TFJS_WASM_INT32_BITS], cases=[
+@lowering(lax.population_count_p, limitations=[_TFJS_WASM_INT32_BITS], dtypes=_AT_MOST_32_BITS, cases=[
     case("i32", lax.population_count, np.array([0, 1, -1, 7, 2 ** 31 - 1, -(2 ** 31), 255, -256], np.int32)),
     case("i32_random", lax.population_count, i32(4, 5, low=-(2 ** 31), high=2 ** 31 - 1)),
     case("u8", lax.population_count, np.array([0, 1, 255, 128, 85], np.uint8)),
@@ -548,7 +566,7 @@ def lower_population_count(ctx, x):
     return _as_out(ctx, count)
 
 
-@lowering(lax.clz_p, cases=[
+@lowering(lax.clz_p, dtypes=_AT_MOST_32_BITS, cases=[
     case("i32", lax.clz, np.array([0, 1, -1, 2, 2 ** 30, 2 ** 31 - 1, -(2 ** 31), 255, 256, 2 ** 30 - 1,
                                    2 ** 24 + 1, 2 ** 25 - 1], np.int32)),
     case("i32_random", lax.clz, i32(3, 4, low=-100, high=2 ** 31 - 1)),
@@ -566,7 +584,7 @@ def lower_clz(ctx, x):
     return _as_out(ctx, leading)
 
 
-@lowering(lax.reduce_precision_p, cases=[
+@lowering(lax.reduce_precision_p, dtypes=_FLOAT32_SERIES, cases=[
     case("bf16", lambda x: lax.reduce_precision(x, 8, 7),
          np.array([1.00390625, 1.01171875, 1.0078125, 3e38, 3.3e38, 0.1, -7.3, INF, -INF, NAN, 0.0], np.float32)),
     case("f16", lambda x: lax.reduce_precision(x, 5, 10),
@@ -764,10 +782,16 @@ def _fast_or(fast, exact):
     return lower
 
 
+_EXACT_WIDER = {tf.int8: tf.int32, tf.int16: tf.int32, tf.uint8: tf.int32, tf.uint16: tf.int32,
+                tf.uint32: tf.int64}
+
+
 def _extremum(tf_fn, bool_fn):
     def lower(ctx, x, y):
         if x.dtype == tf.bool:
             return bool_fn(x, y)
+        if x.dtype in _EXACT_WIDER:  # TFLite's MAXIMUM/MINIMUM lack narrow and unsigned ints
+            x, y = tf.cast(x, _EXACT_WIDER[x.dtype]), tf.cast(y, _EXACT_WIDER[x.dtype])
         x, y = _wide(x), _wide(y)
         result = tf_fn(x, y)
         return _as_out(ctx, _where_nan_either(x, y, result) if _is_float(x) else result)
@@ -870,7 +894,7 @@ _NEXTAFTER_F16_Y = np.array([2.0, 0.0, 0.0, -1.0, 1.0, 0.0, 0.0, INF, 0.0, 0.0, 
 
 
 # The result is one ulp from x: the cases compare exactly (atol = rtol = 0).
-@lowering(lax.nextafter_p, cases=[
+@lowering(lax.nextafter_p, dtypes=_FLOAT32_SERIES, cases=[
     case("f32_edges", lax.nextafter, _NEXTAFTER_X, _NEXTAFTER_Y, atol=0.0, rtol=0.0),
     case("f32_random", lax.nextafter, f32(4, 6, low=-100, high=100), f32(4, 6, low=-100, high=100),
          atol=0.0, rtol=0.0),
@@ -915,7 +939,7 @@ for _prim, _combine_bits, _combine_bools, _jax_fn in (
         (lax.and_p, _and_bits, tf.logical_and, lax.bitwise_and),
         (lax.or_p, _or_bits, tf.logical_or, lax.bitwise_or),
         (lax.xor_p, _xor_bits, _logical_xor, lax.bitwise_xor)):
-    register(_prim, _bitwise_rule(_combine_bits, _combine_bools), cases=[
+    register(_prim, _bitwise_rule(_combine_bits, _combine_bools), dtypes=_AT_MOST_32_BITS, cases=[
         case("bool", _jax_fn, np.array([True, True, False, False]), np.array([True, False, True, False])),
         case("i32", _jax_fn, np.array([0, -1, 12, -12, 2 ** 31 - 1, -(2 ** 31), 0x5555], np.int32),
              np.array([5, 7, 10, -1, -(2 ** 31), -(2 ** 31), 0x0FF0], np.int32)),
@@ -974,7 +998,7 @@ for _prim, _lower, _jax_fn, _limitations in (
         (lax.shift_right_arithmetic_p, lower_shift_right_arithmetic, lax.shift_right_arithmetic,
          (_TFJS_WASM_INT32_BITS,)),
         (lax.shift_right_logical_p, lower_shift_right_logical, lax.shift_right_logical, ())):
-    register(_prim, _lower, limitations=_limitations, cases=[
+    register(_prim, _lower, limitations=_limitations, dtypes=_AT_MOST_32_BITS, cases=[
         case("i32_edges", _jax_fn, _SHIFT_X, _SHIFT_S),
         case("i32_random", _jax_fn, i32(4, 5, low=-(2 ** 31), high=2 ** 31 - 1), i32(4, 5, low=0, high=31)),
         case("i8", _jax_fn, np.array([1, 3, -1, -128, 127, -7, 64], np.int8),
@@ -1249,7 +1273,7 @@ for _prim, _fn, _cases in (
                  f32(6, 8, low=0.1, high=15)),
             case("edges", lax.polygamma, _POLYGAMMA_N, _POLYGAMMA_X),
             case("f16", lax.polygamma, np.array([1.0, 2.0, 1.0, 0.0], np.float16), f16(4, low=1, high=4))])):
-    register(_prim, binary(_fn), cases=_cases)
+    register(_prim, binary(_fn), cases=_cases, dtypes=_DTYPES.get(_prim, ALL))
 
 
 # ----------------------------------------------------------------------------- cases for the tables

@@ -58,6 +58,24 @@ KEY_DATA_PRIMITIVES = frozenset({"random_seed", "random_wrap", "random_unwrap", 
                                  "random_fold_in", "random_bits"})
 
 
+# Rules that only move whole values around, so applying them per key word (``apply_per_word``) is
+# exact, and rules whose sub-programs receive the keys as they are. With KEY_DATA_PRIMITIVES, these
+# are the rules that take PRNG key arrays; any other rule seeing one is rejected up front (a
+# comparison, sort or max applied per word would compare words, not keys).
+KEY_MOVERS = frozenset({
+    "broadcast_in_dim", "concatenate", "copy", "copy_p", "device_put", "dynamic_slice",
+    "dynamic_update_slice", "gather", "optimization_barrier", "pad", "reshape", "rev", "scatter",
+    "select_n", "slice", "split", "squeeze", "stack", "tile", "transpose",
+    "jit", "pjit", "closed_call", "remat2", "checkpoint", "cond", "while", "scan",
+    "custom_jvp_call", "custom_vjp_call", "name", "sharding_constraint", "reshard",
+    "layout_constraint", "stop_gradient",
+})
+
+
+def takes_keys(primitive: str) -> bool:
+    return primitive in KEY_DATA_PRIMITIVES or primitive in KEY_MOVERS
+
+
 def moves_keys(primitive: str, params: dict, avals_in, avals_out) -> bool:
     """Whether a primitive application only moves keys around, so it is lowered per key word.
 

@@ -5,7 +5,7 @@ import tensorflow as tf
 import jax.numpy as jnp
 from jax import lax
 
-from lowering_rules.cases import case, f16, f32, i8, i32
+from lowering_rules.cases import boolean, case, f16, f32, i8, i32
 from lowering_rules.registry import lowering
 
 
@@ -47,6 +47,7 @@ def _int_matmul(lhs, rhs):
     case("attention_einsum", lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k),
          f32(2, 3, 4, 5), f32(2, 6, 4, 5)),
     case("int32", lambda a, b: a @ b, i32(3, 4), i32(4, 2)),
+    case("bool", lambda a, b: a @ b, boolean(3, 4), boolean(4, 2)),
     case("int8_to_int32", lambda a, b: lax.dot(a, b, preferred_element_type=jnp.int32),
          i8(3, 4), i8(4, 2)),
     case("f16", lambda a, b: a @ b, f16(3, 4, low=-1, high=1), f16(4, 2, low=-1, high=1)),
@@ -71,12 +72,15 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     # precision is computed in float32 (as XLA's CPU dot accumulates): TFLite has no float16
     # transpose or matmul kernels.
     compute_dtype = tf.float32 if ctx.out_dtype in (tf.float16, tf.bfloat16) else ctx.out_dtype
+    if ctx.out_dtype == tf.bool:  # a bool dot is an OR of ANDs: count the true products
+        compute_dtype = tf.int32
     lhs = ctx.prepare_operand(lhs, ("dot_lhs", compute_dtype, *map(tuple, (lhs_batch, lhs_free, lhs_contract))), lambda x: (
         _as_batched_matrix(ctx, tf.cast(x, compute_dtype), lhs_aval, lhs_batch, lhs_free, lhs_contract)))
     rhs = ctx.prepare_operand(rhs, ("dot_rhs", compute_dtype, *map(tuple, (rhs_batch, rhs_contract, rhs_free))), lambda x: (
         _as_batched_matrix(ctx, tf.cast(x, compute_dtype), rhs_aval, rhs_batch, rhs_contract, rhs_free)))
-    if ctx.out_dtype.is_integer:
+    if compute_dtype.is_integer:
         out = _int_matmul(lhs, rhs)
     else:
         out = tf.linalg.matmul(lhs, rhs)
-    return tf.cast(tf.reshape(out, ctx.out_shape()), ctx.out_dtype)
+    out = tf.reshape(out, ctx.out_shape())
+    return out > 0 if ctx.out_dtype == tf.bool else tf.cast(out, ctx.out_dtype)

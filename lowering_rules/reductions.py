@@ -21,7 +21,7 @@ from jax.extend import core
 from limitations.targets import ALL_TARGETS
 from lowering_rules import fusion
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
-from lowering_rules.registry import Limitation, lowering
+from lowering_rules.registry import Limitation, Target, dtypes, gap, lowering
 
 NAN_ROW = np.array([[1.0, np.nan, 3.0, 2.0], [-1.0, 5.0, 5.0, -2.0], [np.nan, np.nan, 0.0, 9.0]],
                    np.float32)
@@ -251,8 +251,9 @@ def _arg_cases(jnp_fn):
     ]
 
 
-lowering(lax.argmax_p, cases=_arg_cases(jnp.argmax))(_arg_rule("max"))
-lowering(lax.argmin_p, cases=_arg_cases(jnp.argmin))(_arg_rule("min"))
+_ARG_DTYPES = dtypes(gaps=[gap((Target.TFLITE,), {"uint32"}, "TFLite's REDUCE_MAX/MIN have no uint32 kernel")])
+lowering(lax.argmax_p, cases=_arg_cases(jnp.argmax), dtypes=_ARG_DTYPES)(_arg_rule("max"))
+lowering(lax.argmin_p, cases=_arg_cases(jnp.argmin), dtypes=_ARG_DTYPES)(_arg_rule("min"))
 
 
 # --------------------------------------------------------------------------- generic reduce
@@ -347,6 +348,9 @@ def _arg_pair_reduce(ctx, values, indices, init_value, init_index, dimensions, k
     folded_shape = [ctx.dim(aval.shape[d]) for d in kept] + [count]
     fold = lambda t: tf.reshape(tf.transpose(t, kept + list(dimensions)), folded_shape)
     values, indices = fold(values), fold(indices)
+    boolean = values.dtype == tf.bool
+    if boolean:  # TF's ArgMax and the masked sum below have no bool kernels: False < True as 0 < 1
+        values, init_value = tf.cast(values, tf.int32), tf.cast(init_value, tf.int32)
     axis = len(kept)
     position = first_extreme_index(values, axis, axis + 1, count, kind)
     # A masked sum rather than tf.gather(batch_dims=...), which TF.js's wasm backend gets wrong.
@@ -356,7 +360,8 @@ def _arg_pair_reduce(ctx, values, indices, init_value, init_index, dimensions, k
     # The initial pair is one more candidate; on a tie the elements' first extreme is kept.
     init_wins = (tf.math.greater if kind == "max" else tf.math.less)(init_value, best_value)
     # Same-shape branches: broadcasting tf.where crashes TF.js's wasm backend.
-    return [tf.where(init_wins, tf.zeros_like(best_value) + init_value, best_value),
+    best_value = tf.where(init_wins, tf.zeros_like(best_value) + init_value, best_value)
+    return [tf.cast(best_value, tf.bool) if boolean else best_value,
             tf.where(init_wins, tf.zeros_like(best_index) + init_index, best_index)]
 
 

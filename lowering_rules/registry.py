@@ -15,10 +15,25 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from limitations.dtypes import (  # noqa: F401  (re-exported: rule files declare their dtypes with these)
+    ALL,
+    BOOL,
+    COMPLEX,
+    FLOATS,
+    INTEGERS,
+    KEY,
+    NUMERIC,
+    SIGNED,
+    UNSIGNED,
+    DtypeSupport,
+    dtype_name,
+    dtypes,
+    gap,
+)
 from limitations.targets import Target
 from lowering_rules.cases import Case
 from lowering_rules.fusion import FastVariant
-from lowering_rules.key_types import physical_dtype
+from lowering_rules.key_types import physical_dtype, takes_keys
 
 # Placement annotations: meaningless for one device, so every rule accepts them.
 PLACEMENT_PARAMS = frozenset({"sharding", "out_sharding"})
@@ -34,8 +49,17 @@ class EqnView:
 
     @property
     def dtypes(self) -> set:
-        # A PRNG key counts as its key data's dtype (uint32).
-        return {physical_dtype(a.dtype) for a in (*self.avals_in, *self.avals_out) if hasattr(a, "dtype")}
+        """The numpy dtypes of operands and results; a PRNG key counts as its key data's (uint32).
+        ``dtype_names`` tells keys apart."""
+        return {physical_dtype(d) for d in self._all_dtypes()}
+
+    @property
+    def dtype_names(self) -> set[str]:
+        """Every operand and result dtype by name, key dtypes included (``key<fry>``)."""
+        return {dtype_name(d) for d in self._all_dtypes()}
+
+    def _all_dtypes(self) -> list:
+        return [a.dtype for a in (*self.avals_in, *self.avals_out) if getattr(a, "dtype", None) is not None]
 
     @property
     def dtype_in(self):
@@ -81,6 +105,7 @@ class Rule:
     # COMPONENTWISE, PASS_THROUGH or a lowering taking ComplexPair operands.
     complex: Callable[..., Any] | str | None = None
     fast: FastVariant | None = None   # where the default (non-strict) lowering may differ from JAX
+    dtypes: DtypeSupport = ALL  # the dtypes the lowering computes exactly, per target
 
     def unknown_params(self, params: dict) -> list[str]:
         return sorted(set(params) - self.params - PLACEMENT_PARAMS)
@@ -102,22 +127,25 @@ def _understood_params(lower: Callable) -> frozenset[str]:
 
 
 def register(primitive, lower: Callable, *, limitations: Sequence[Limitation] = (),
-             cases: Sequence[Case] = (), fast: FastVariant | None = None) -> Rule:
+             cases: Sequence[Case] = (), fast: FastVariant | None = None,
+             dtypes: DtypeSupport = ALL) -> Rule:
     name = _primitive_name(primitive)
     if name in RULES:
         raise ValueError(f"a rule for {name} is already registered")
+    if takes_keys(name):  # key_types.KEY_MOVERS: the rules that move PRNG keys as key data
+        dtypes = dataclasses.replace(dtypes, computes=dtypes.computes | {KEY})
     rule = Rule(name, lower, _understood_params(lower), tuple(limitations),
-                tuple(c.for_primitive(name) for c in cases), fast=fast)
+                tuple(c.for_primitive(name) for c in cases), fast=fast, dtypes=dtypes)
     RULES[name] = rule
     return rule
 
 
 def lowering(*primitives, limitations: Sequence[Limitation] = (), cases: Sequence[Case] = (),
-             fast: FastVariant | None = None):
+             fast: FastVariant | None = None, dtypes: DtypeSupport = ALL):
     """Decorator form of ``register`` for rules with logic of their own."""
     def decorate(lower):
         for primitive in primitives:
-            register(primitive, lower, limitations=limitations, cases=cases, fast=fast)
+            register(primitive, lower, limitations=limitations, cases=cases, fast=fast, dtypes=dtypes)
         return lower
     return decorate
 

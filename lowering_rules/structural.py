@@ -34,7 +34,7 @@ def _reshape(ctx, x, sizes):
 # Exact stand-ins for dtypes some TFLite data-movement kernels lack (every kernel lacks float16;
 # PAD and SPLIT_V also lack bool). Moving values around in a wider type is lossless.
 # TFLite's SplitV (and most of its kernels) have no uint32: Cast to int32 and back wraps exactly.
-_CARRIERS = {tf.float16: tf.float32, tf.bool: tf.int32, tf.uint32: tf.int32}
+_CARRIERS = {tf.float16: tf.float32, tf.bool: tf.int32, tf.uint32: tf.int32, tf.uint16: tf.int32, tf.int16: tf.int32}
 
 
 def _carried(*dtypes):
@@ -106,7 +106,7 @@ BROADCAST_IN_DIM_CASES = [
 
 
 @lowering(lax.broadcast_in_dim_p, cases=BROADCAST_IN_DIM_CASES)
-@_carried(tf.float16)
+@_carried(tf.float16, tf.int16, tf.uint16)  # TFLite's SLICE/CONCATENATION lack 16-bit ints
 def lower_broadcast_in_dim(ctx, x, *, shape, broadcast_dimensions, sharding):
     operand_shape = ctx.avals_in[0].shape
     # Put each operand dimension at its place in the result, size 1 elsewhere; then broadcast.
@@ -205,7 +205,7 @@ TILE_CASES = [
 
 
 @lowering(lax.tile_p, cases=TILE_CASES)
-@_carried(tf.float16)
+@_carried(tf.float16, tf.uint16)  # TF's CPU Tile has no uint16 kernel
 def lower_tile(ctx, x, *, reps):
     return tf.tile(x, [int(r) for r in reps])
 
@@ -277,7 +277,7 @@ CONCATENATE_CASES = [
 
 
 @lowering(lax.concatenate_p, cases=CONCATENATE_CASES)
-@_carried(tf.float16)
+@_carried(tf.float16, tf.int16, tf.uint16)  # TFLite's SLICE/CONCATENATION lack 16-bit ints
 def lower_concatenate(ctx, *xs, dimension):
     return tf.concat(list(xs), axis=dimension)
 

@@ -39,13 +39,15 @@ _DIRECT_WINDOW_LIMIT = 4  # wider windows are reduced by doubling
 def _lowest(dtype: np.dtype):
     if dtype == np.bool_:
         return False
-    return -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+    # jnp.issubdtype: numpy does not count ml_dtypes' bfloat16 as floating.
+    return -np.inf if jnp.issubdtype(dtype, jnp.floating) else dtype.type(np.iinfo(dtype).min)
 
 
 def _highest(dtype: np.dtype):
     if dtype == np.bool_:
         return True
-    return np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).max
+    # A numpy scalar of the dtype: a Python int beyond int64 (uint64's max) would not convert.
+    return np.inf if jnp.issubdtype(dtype, jnp.floating) else dtype.type(np.iinfo(dtype).max)
 
 
 def _monoid(name: str, dtype) -> tuple[Callable, object]:

@@ -19,6 +19,7 @@ import os
 from typing import Callable, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 
@@ -47,7 +48,7 @@ def assert_matches(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
         default_atol, default_rtol = default_tolerance(e.dtype)
         tol_a = max(floor, default_atol if atol is None else atol)
         tol_r = max(floor, default_rtol if rtol is None else rtol)
-        if not np.issubdtype(e.dtype, np.inexact):
+        if not jnp.issubdtype(e.dtype, jnp.inexact):  # jnp: numpy does not count bfloat16 as inexact
             np.testing.assert_array_equal(a.astype(e.dtype), e, err_msg=f"{where}: output {name}")
             continue
         e64, a64 = as_real(e), as_real(a)
@@ -62,6 +63,11 @@ def assert_matches(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
 def runtime_tolerance(runtime: str) -> float:
     """The float tolerance a runtime is held to at least: a browser backend's (see BROWSER_TOLERANCE)."""
     return BROWSER_TOLERANCE[runtime.split("_", 1)[1]] if runtime in BROWSER_RUNTIMES else 0.0
+
+
+def _numpy(x) -> np.ndarray:
+    # .numpy(): np.asarray fails on a bfloat16 scalar tensor ("__array__ not producing an array").
+    return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
 
 
 class Runtimes:
@@ -94,11 +100,11 @@ class Runtimes:
             polymorphic_shapes=None, strict: bool = False, key: str | None = None) -> list[np.ndarray]:
         if runtime == "tf_eager":
             out = noxla.convert(fun, polymorphic_shapes=polymorphic_shapes, strict=strict)(*args)
-            return [np.asarray(x) for x in jax.tree_util.tree_leaves(out)]
+            return [_numpy(x) for x in jax.tree_util.tree_leaves(out)]
         if runtime == "tf_graph":
             graph_fn = tf.function(noxla.convert(fun, polymorphic_shapes=polymorphic_shapes, strict=strict),
                                    input_signature=input_signature(program), autograph=False)
-            return [np.asarray(x) for x in jax.tree_util.tree_leaves(graph_fn(*args))]
+            return [_numpy(x) for x in jax.tree_util.tree_leaves(graph_fn(*args))]
         named = dict(zip(program.in_names, args))
         if runtime == "tflite":
             outs = run_tflite(tflite_bytes(serving_function(program, strict=strict)), named)
