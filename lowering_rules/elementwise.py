@@ -85,6 +85,8 @@ def log(x):
 
 
 def negative(x):
+    if x.dtype in (tf.uint8, tf.uint16):  # TF has no 8/16-bit unsigned Sub kernel: wrap an int32 result
+        return tf.cast(-tf.cast(x, tf.int32), x.dtype)
     # 0 - x: TF.js's wasm Neg goes through float32 and rounds int32 values beyond 2^24.
     return tf.zeros_like(x) - x
 

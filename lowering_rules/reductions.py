@@ -396,7 +396,13 @@ def _sum_and_max(x):
         (0, 2)), f32(2, 3, 4)),
     case("argmax_pair_init_wins", lambda x: _argmax_by_reduce(x - 100.0, "max")[0], f32(2, 3)),
     case("unrecognised_body", lambda x: lax.reduce(x, 0.0, lambda a, b: a * 0.5 + b, (1,)), f32(3, 4)),
+    case("argmax_pair_bool_rejected", lambda x: _argmax_by_reduce(x, "max"), boolean(3, 8)),
 ], limitations=[
+    Limitation(ALL_TARGETS, "a (value, index) argmax/argmin pair reduction over bool values",
+               "bool values tie almost everywhere, and the pair body keeps the later operand on a tie, "
+               "so the index depends on XLA's reduction order",
+               param="jaxpr", when=lambda eqn: _body_pattern(eqn)[0] == "arg" and eqn.dtype_in == np.bool_,
+               workaround="use jnp.argmax/argmin (first index on ties), or reduce int32 values"),
     Limitation(ALL_TARGETS, "the reduction body is neither a monoid (add, mul, max, min, and, or, "
                "xor per operand) nor a (value, index) argmax/argmin pair",
                "noxla lowers a general reduce only for bodies it recognises; an arbitrary body "
