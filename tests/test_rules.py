@@ -17,6 +17,18 @@ FAST_RUNTIMES = ("tf_eager", "tf_graph")
 # runs the zoo models, tests/test_zoo.py).
 BROWSER_CASES = [rule.cases[0] for rule in RULES.values() if rule.cases]
 BROWSER_CASE_RUNTIMES = ("chromium_webgl",)
+# Known WebGL failures (strict: a fix shows up as an unexpected pass). TF.js's WebGL backend keeps
+# int32 tensors in float32 textures, exact only below 2**24: 32-bit word arithmetic (threefry,
+# bit patterns of uint32 carried as int32) loses its low bits. The WebGL sub-target of the
+# limitations engine should reject these up front; until it does, they are listed here.
+WEBGL_INT32_BITS = {"bitcast_convert_type", "threefry2x32", "random_seed", "random_fold_in", "random_split",
+                    "random_bits"}
+
+
+def _browser_case_params():
+    reason = "WebGL keeps int32 in float32 textures: 32-bit word arithmetic is inexact above 2**24"
+    return [pytest.param(c, marks=pytest.mark.xfail(reason=reason, strict=True)
+                         if c.primitive in WEBGL_INT32_BITS else (), id=c.id) for c in BROWSER_CASES]
 
 
 def _runtime_params():
@@ -40,7 +52,7 @@ def test_case_strict(case, runtime, runtimes):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("runtime", BROWSER_CASE_RUNTIMES)
-@pytest.mark.parametrize("case", BROWSER_CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", _browser_case_params())
 def test_case_in_chromium(case, runtime, runtimes):
     run_case(case, runtime, runtimes)
 
