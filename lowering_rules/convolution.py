@@ -21,6 +21,7 @@ from jax import lax
 from lowering_rules.cases import case, f16, f32, i8, i32
 from lowering_rules.helpers import axis_slice, interior_pad, pad_or_crop, size_vector
 from limitations.targets import Target
+from lowering_rules.fusion import FastVariant
 from lowering_rules.registry import Limitation, register
 
 # ----------------------------------------------------------------------------------------------
@@ -120,6 +121,58 @@ def _grouped_conv(x, w, x_dims, w_dims, groups, strides, dilations, out_spatial,
     return tf.concat(outs, axis=-1)
 
 
+def _same_transpose_pads(n: int, k: int, s: int, m: int):
+    """(before, after) crop TF's SAME transposed convolution takes from the full output when it
+    makes ``m`` outputs from ``n`` inputs, or None when SAME cannot make that size."""
+    total = (n - 1) * s + k - m
+    if -(-m // s) != n or total < 0:
+        return None
+    return total // 2, total - total // 2
+
+
+def _transposed_conv(x, w, x_dims, w_dims, lhs_dilation, padding):
+    """An lhs-dilated convolution (stride 1, no rhs dilation, one group, 1 or 2 spatial dims) as
+    Conv2DBackpropInput (TFLite TRANSPOSE_CONV, TF.js conv2dTranspose), else None.
+
+    The transposed convolution with the spatially flipped kernel scatters each input element
+    times the kernel: its full output (n - 1) * s + k per axis is the dilated input padded by
+    k - 1 on both sides, convolved. JAX's padding (lo, hi) then crops (or pads) k - 1 - lo before
+    and k - 1 - hi after; TF's SAME padding is that crop in the common cases (flax's SAME), else
+    VALID and an explicit crop. It skips the zeros the dilated input would multiply: only an
+    inf/NaN kernel tap can make that differ from JAX (0 * inf)."""
+    sizes = [x_dims[1:-1], w_dims[:-2]]
+    one_d = len(lhs_dilation) == 1
+    if one_d:  # 1D as 2D over a unit height
+        x, w = tf.expand_dims(x, 1), tf.expand_dims(w, 0)
+        sizes = [[1, *sizes[0]], [1, *sizes[1]]]
+        lhs_dilation, padding = (1, *lhs_dilation), [(0, 0), *padding]
+    if not all(isinstance(d, (int, np.integer)) for d in (*sizes[0], *sizes[1])):
+        return None
+    axes = list(zip(*sizes, lhs_dilation, padding))
+    outs = [(n - 1) * s + 1 + lo + hi - k + 1 for n, k, s, (lo, hi) in axes]
+    crops = [(k - 1 - lo, k - 1 - hi) for n, k, s, (lo, hi) in axes]
+    same = [_same_transpose_pads(n, k, s, m) for (n, k, s, _), m in zip(axes, outs)]
+    if same == crops:
+        mode, full, rest = "SAME", outs, [(0, 0)] * 2
+    else:
+        mode, rest = "VALID", crops
+        full = [(n - 1) * s + k for n, k, s, _ in axes]
+    filters = tf.transpose(tf.reverse(w, [0, 1]), [0, 1, 3, 2])  # [kh, kw, out, in]
+    y = tf.nn.conv2d_transpose(x, filters, size_vector([x_dims[0], *full, w_dims[-1]]),
+                               [1, *lhs_dilation, 1], mode)
+    y = pad_or_crop(y, [(0, 0), *((-a, -b) for a, b in rest), (0, 0)])
+    return tf.squeeze(y, 1) if one_d else y
+
+
+def transposes(params, out_dtype) -> bool:
+    """Whether the default lowering runs this convolution as a transposed convolution."""
+    p = params
+    return (jnp.issubdtype(np.dtype(out_dtype), jnp.floating)
+            and any(d > 1 for d in p["lhs_dilation"]) and len(p["window_strides"]) in (1, 2)
+            and all(d == 1 for d in (*p["window_strides"], *p["rhs_dilation"]))
+            and p["feature_group_count"] == 1 and p["batch_group_count"] == 1)
+
+
 def _batch_groups_to_features(x, x_dims, groups):
     """[B*n, *S, C] -> [n, *S, B*C]: batch group g (the g-th block of the batch) becomes
     feature group g, which then meets the g-th block of output features as in JAX."""
@@ -155,6 +208,10 @@ def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_di
     if batch_group_count > 1:
         x, x_dims = _batch_groups_to_features(x, x_dims, batch_group_count)
         groups = batch_group_count
+    if not ctx.strict and transposes(ctx.eqn.params, out_aval.dtype):
+        y = _transposed_conv(x, w, x_dims, w_dims, lhs_dilation, padding)
+        if y is not None:
+            return tf.cast(tf.transpose(y, np.argsort([out_spec[0], *out_spec[2:], out_spec[1]])), ctx.out_dtype)
     for a, factor in enumerate(lhs_dilation):
         x = interior_pad(x, x_dims, 1 + a, factor)
         x_dims[1 + a] = _dilated(x_dims[1 + a], factor)
@@ -231,6 +288,13 @@ CONV_CASES = [
     case("flax_conv_transpose", flax_conv_transpose, f32(2, 4, 5, 2), f32(4, 3, 2, 3)),
     case("conv_transpose_1d_valid", lambda x, k: lax.conv_transpose(
         x, k, (3,), "VALID", dimension_numbers=("NWC", "WIO", "NWC")), f32(1, 5, 2), f32(4, 2, 3)),
+    # Transposed convolutions whose padding is no TF SAME: VALID, then crops and pads beyond the kernel.
+    case("transpose_padding_beyond_kernel", conv((1, 1), [(3, 0), (0, 4)], NHWC, lhs_dilation=(2, 3)),
+         f32(1, 3, 4, 2), f32(2, 2, 2, 3)),
+    case("transpose_negative_padding", conv((1, 1), [(-1, 1), (1, -2)], NHWC, lhs_dilation=(2, 2)),
+         f32(2, 4, 5, 3), f32(3, 3, 3, 2)),
+    case("polymorphic_batch_transpose", lambda x, k: lax.conv_transpose(x, k, (2, 2), "SAME", dimension_numbers=NHWC),
+         f32(3, 4, 3, 2), f32(3, 3, 2, 2), polymorphic_shapes=("(b, ...)", None)),
     case("lhs_and_rhs_dilation_strides", conv((2, 1), [(1, 0), (2, -1)], NHWC, lhs_dilation=(2, 3),
                                               rhs_dilation=(1, 2)), f32(1, 6, 5, 2), f32(2, 3, 2, 2)),
     case("asymmetric_padding", conv((1, 1), [(2, 0), (1, 3)], NHWC), f32(1, 5, 5, 2), f32(3, 2, 2, 2)),
@@ -291,5 +355,11 @@ CONV_LIMITATIONS = [
         when=lambda eqn: len(eqn.params["window_strides"]) > 3),
 ]
 
+TRANSPOSED = FastVariant(
+    "an lhs-dilated float convolution (stride 1, 1-2 spatial dims, one group) runs as a transposed "
+    "convolution (TRANSPOSE_CONV), which never multiplies the dilation's zeros: an inf/NaN kernel tap "
+    "may give finite entries where JAX's 0 * inf or 0 * NaN gives NaN",
+    lambda eqn: transposes(eqn.params, eqn.avals_out[0].dtype))
+
 register(lax.conv_general_dilated_p, lower_conv_general_dilated, cases=CONV_CASES,
-         limitations=CONV_LIMITATIONS)
+         limitations=CONV_LIMITATIONS, fast=TRANSPOSED)

@@ -74,14 +74,29 @@ def exp(x):
     return tf.where(_isnan(x), x, tf.where(big, half * half, half))
 
 
-def log(x):
-    """log(x) whatever LOG kernel XNNPACK picked. On AVX2 (measured on an AMD EPYC) it clamps x
-    above about 2^127.5 to log = 88.38, inf included, and maps NaN to 88.78; its AVX-512 kernel
-    does not. Large x are scaled by an exact 2^-64 first; +inf and NaN are their own log."""
+def log_of_finite(x):
+    """log(x) for finite x whatever LOG kernel XNNPACK picked. On AVX2 (measured on an AMD EPYC)
+    it clamps x above about 2^127.5 to log = 88.38, inf included, and maps NaN to 88.78; its
+    AVX-512 kernel does not. Large x are scaled by an exact 2^-64 first."""
     big = x > 2.0 ** 64
-    r = tf.math.log(tf.where(big, x * 2.0 ** -64, x)) + tf.cast(big, x.dtype) * (64 * math.log(2.0))
+    offset = tf.where(big, tf.constant(64 * math.log(2.0), x.dtype), tf.constant(0.0, x.dtype))
+    return tf.math.log(tf.where(big, x * 2.0 ** -64, x)) + offset
+
+
+def log(x):
+    """log(x) whatever LOG kernel XNNPACK picked (see log_of_finite); +inf and NaN are their own log."""
     # x <= max is false exactly at +inf and NaN (an inf constant would become FLT_MAX in TFLite).
-    return tf.where(x <= np.finfo(x.dtype.as_numpy_dtype).max, r, x)
+    return tf.where(x <= np.finfo(x.dtype.as_numpy_dtype).max, log_of_finite(x), x)
+
+
+FAST_LOG = fusion.FastVariant("log(+inf) and log(NaN) may come out finite (float32: XNNPACK's AVX2 LOG "
+                              "kernel clamps them to 88.38 and 88.78)", fusion.float32_out)
+
+
+def lower_log(ctx, x, *, accuracy):
+    """log; by default without the +inf/NaN pass-through (two ops fewer), see FAST_LOG."""
+    x = _wide(x)
+    return _as_out(ctx, log(x) if ctx.strict or x.dtype != tf.float32 else log_of_finite(x))
 
 
 def negative(x):
@@ -486,7 +501,6 @@ UNARY = {
 TRANSCENDENTAL = {
     lax.exp_p: exp,
     lax.exp2_p: exp2,
-    lax.log_p: log,
     lax.log1p_p: log1p,
     lax.expm1_p: expm1,
     lax.tanh_p: tf.tanh,
@@ -519,6 +533,7 @@ for _prim, _fn in UNARY.items():
     register(_prim, unary(_fn), dtypes=_DTYPES.get(_prim, ALL))
 for _prim, _fn in TRANSCENDENTAL.items():
     register(_prim, unary(_fn, transcendental=True), dtypes=_DTYPES.get(_prim, ALL))
+register(lax.log_p, lower_log, fast=FAST_LOG)
 
 
 @lowering(lax.round_p, cases=[

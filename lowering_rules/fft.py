@@ -2,8 +2,9 @@
 
 Each transformed axis is one matrix product with a constant DFT matrix: the (real, imaginary)
 parts are concatenated along the axis and multiplied by the real block matrix
-[[C, S], [-S, C]] of W = C + iS, so a complex transform is ONE real matmul per axis and a real
-input (RFFT) multiplies [C | S] directly. Only Reshape/Transpose/Concat/MatMul are emitted: every
+[[C, S], [-S, C]] of W = C + iS, so a complex transform is one real matmul per axis and output
+part (the real and imaginary columns of the block matrix), and a real input (RFFT) multiplies
+C and S directly. Only Reshape/Transpose/Concat/MatMul are emitted: every
 target runs them, the audio pattern (frames -> window -> rfft -> |.|^2 -> mel -> log) has no
 complex tensor anywhere, and TF.js's wasm backend (no FFT kernel) runs it too.
 
@@ -80,8 +81,10 @@ def _transform_axis(ctx, x, dims, axis: int, matrix_for, real_in: bool, real_out
     joined = parts[0] if real_in else tf.concat(parts, axis=-1)
     matrix = matrix_for(moved[-1])
     out_len = matrix.shape[1] if real_out else matrix.shape[1] // 2
-    y = _on_last_axis(ctx, joined, moved[:-1] + [matrix.shape[0]], matrix)
-    outs = [y] if real_out else [y[..., :out_len], y[..., out_len:]]
+    joined_dims = moved[:-1] + [matrix.shape[0]]
+    # Complex outputs: one product per part (two FULLY_CONNECTED, not one and two slices).
+    blocks = [matrix] if real_out else [matrix[:, :out_len], matrix[:, out_len:]]
+    outs = [_on_last_axis(ctx, joined, joined_dims, block) for block in blocks]
     if axis != rank - 1:
         outs = [tf.transpose(o, inverse_perm) for o in outs]
     new_dims = list(dims)

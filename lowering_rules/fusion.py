@@ -75,17 +75,24 @@ def is_float32(aval) -> bool:
 
 # --------------------------------------------------------------------------- softmax
 
+def _non_unit(shape) -> list:
+    return [d for d in shape if d != 1]
+
+
 def _unit_axes_only(eqn) -> bool:
-    """A broadcast or reshape that only adds or drops size-1 axes (the elements stay in order)."""
-    shape_in = [d for d in eqn.invars[0].aval.shape if d != 1]
-    shape_out = [d for d in eqn.outvars[0].aval.shape if d != 1]
-    return shape_in == shape_out
+    """A broadcast, reshape or transpose that only adds, drops or moves size-1 axes (the elements
+    stay in order: nnx's attention moves a unit axis around its softmax)."""
+    shape_in = eqn.invars[0].aval.shape
+    if eqn.primitive.name == "transpose":
+        moved = [p for p in eqn.params["permutation"] if shape_in[p] != 1]
+        return moved == sorted(moved)
+    return _non_unit(shape_in) == _non_unit(eqn.outvars[0].aval.shape)
 
 
 def through_views(ctx, atom):
-    """Follows stop_gradient and unit-axis broadcasts/reshapes back to the array they show."""
+    """Follows stop_gradient and unit-axis broadcasts/reshapes/transposes back to the array they show."""
     while True:
-        eqn = producer(ctx, atom, "stop_gradient", "broadcast_in_dim", "reshape")
+        eqn = producer(ctx, atom, "stop_gradient", "broadcast_in_dim", "reshape", "transpose")
         if eqn is None or (eqn.primitive.name != "stop_gradient" and not _unit_axes_only(eqn)):
             return atom
         atom = eqn.invars[0]
@@ -108,29 +115,38 @@ def reduced_column(ctx, atom, primitive: str, keepdims: bool = True):
 
 
 def _row_max(ctx, atom):
-    """If ``atom`` is the keepdims column ``max(x, axis)`` (with jax.nn's max(-inf, .) guard for
-    empty rows), (x, axis)."""
+    """If ``atom`` shows ``max(x, axis)`` in a unit-axis view (with jax.nn's max(-inf, .) guard
+    for empty rows), (x, axis)."""
     column = through_views(ctx, atom)
     guard = producer(ctx, column, "max")
     if guard is not None and -np.inf in [literal(a) for a in guard.invars]:
-        inner = guard.invars[1] if literal(guard.invars[0]) == -np.inf else guard.invars[0]
-        hit = reduced_column(ctx, inner, "reduce_max", keepdims=False)
-        if hit is None:
-            return None
-        x, axis = hit
-        return (x, axis) if tuple(atom.aval.shape) == _keepdims_shape(x, axis) else None
-    return reduced_column(ctx, atom, "reduce_max")
+        column = guard.invars[1] if literal(guard.invars[0]) == -np.inf else guard.invars[0]
+    return reduced_column(ctx, column, "reduce_max", keepdims=False)
+
+
+def _view_axis(view_shape, shape, axis: int):
+    """The axis of a unit-axis view (``view_shape``) of an array of ``shape`` where the array's
+    non-unit ``axis`` lies, else None."""
+    if shape[axis] == 1:
+        return None
+    position = sum(1 for d in shape[:axis] if d != 1)
+    return [a for a, d in enumerate(view_shape) if d != 1][position]
 
 
 def shifted_logits(ctx, atom):
-    """If ``atom`` is ``x - max(x, axis)`` (JAX's stabilised logits), (x, axis); else None."""
+    """If ``atom`` is ``x - max(x, axis)`` (JAX's stabilised logits; x and the max column maybe
+    in unit-axis views of the reduced array), (x, axis) with axis in x's shape; else None."""
     sub = producer(ctx, atom, "sub")
     if sub is None or sub.outvars[0].aval.shape != sub.invars[0].aval.shape:
         return None
     hit = _row_max(ctx, sub.invars[1])
-    if hit is None or hit[0] is not sub.invars[0]:
+    data = sub.invars[0]
+    if hit is None or through_views(ctx, data) is not through_views(ctx, hit[0]):
         return None
-    return hit
+    axis = _view_axis(data.aval.shape, hit[0].aval.shape, hit[1])
+    if axis is None or tuple(sub.invars[1].aval.shape) != _keepdims_shape(data, axis):
+        return None
+    return data, axis
 
 
 def softmax_input(ctx, numerator, denominator):
@@ -282,6 +298,13 @@ def _not_own_max(x, y):
     return e / jnp.sum(e, axis=1, keepdims=True)
 
 
+def _shift_by_transposed_max(x):
+    """exp(x.T - max(x, axis=0)) / sum: x.T's rows shifted by x's column maxima, which vary along
+    each row (x.T swaps non-unit axes, so it is no view of x): not a softmax, not fused."""
+    e = jnp.exp(x.T - jnp.max(x, axis=0, keepdims=True))
+    return e / jnp.sum(e, axis=1, keepdims=True)
+
+
 _SOFTMAX_EDGES = np.array([[np.inf, 1.0, 2.0], [-np.inf, -np.inf, -np.inf], [np.nan, 1.0, 0.0],
                            [-np.inf, 0.0, 3.0], [1e30, -1e30, 0.0]], np.float32)
 
@@ -291,6 +314,9 @@ SOFTMAX_CASES = [
     case("softmax_attention_rows", lambda x: jax.nn.softmax(x * 4.0, axis=-1), f32(2, 2, 5, 5)),
     case("softmax_edges", jax.nn.softmax, _SOFTMAX_EDGES),
     case("softmax_shift_of_other_array", _not_own_max, f32(3, 4), f32(3, 4)),
+    # nnx's attention: the softmax's logits and max column behind transposes of a unit axis.
+    case("softmax_behind_unit_transposes", jax.vmap(jax.nn.softmax, in_axes=3, out_axes=0), f32(1, 2, 3, 1, 5)),
+    case("softmax_shift_by_transposed_max", _shift_by_transposed_max, f32(4, 4)),
     case("softmax_polymorphic", jax.nn.softmax, f32(3, 4), polymorphic_shapes=("(b, 4)",)),
 ]
 

@@ -59,7 +59,10 @@ def _is_empty(aval) -> bool:
 def _start_columns(ctx, indices):
     """The index vectors' components as int32 tensors of the batch shape (index_vector_dim is last)."""
     indices = tf.cast(indices, tf.int32)
-    return [indices[..., k] for k in range(ctx.avals_in[1].shape[-1])]
+    count = ctx.avals_in[1].shape[-1]
+    if count == 1:  # a reshape, which the converters merge with the one that made the vectors
+        return [tf.squeeze(indices, -1)]
+    return [indices[..., k] for k in range(count)]
 
 
 def _in_window_range(start, dim_size, window_size):
@@ -106,6 +109,10 @@ def lower_gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, uniqu
     coord_dims = indexed + batching
     free_dims = [d for d in range(rank) if d not in coord_dims]
     operand = tf.cast(operand, _compute_dtype(operand.dtype))
+    starts = _start_columns(ctx, indices)
+    gathered = _take(ctx, operand, starts, dn, slice_sizes)
+    if gathered is not None:
+        return _masked(ctx, gathered, starts, dn, mode, fill_value, op_dims, sizes)
 
     # Dimensions the indices never touch are windows starting at 0: one static slice, and
     # GatherNd then takes them whole, as trailing dimensions of each gathered slice.
@@ -116,7 +123,6 @@ def lower_gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, uniqu
     if order != list(range(rank)):
         operand = tf.transpose(operand, order)
 
-    starts = _start_columns(ctx, indices)
     window = [sizes[d] for d in coord_dims]
     nc = len(coord_dims)
     if nc:
@@ -155,14 +161,47 @@ def lower_gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, uniqu
     if perm != list(range(out_rank)):
         gathered = tf.transpose(gathered, perm)
 
+    return _masked(ctx, gathered, starts, dn, mode, fill_value, op_dims, sizes)
+
+
+def _masked(ctx, gathered, starts, dn, mode, fill_value, op_dims, sizes):
+    """The gathered slices in the output's layout, FILL_OR_DROP's out-of-range ones filled."""
     if mode == Mode.FILL_OR_DROP:
-        valid = _all(_in_window_range(starts[k], op_dims[d], sizes[d]) for k, d in enumerate(indexed))
+        valid = _all(_in_window_range(starts[k], op_dims[d], sizes[d]) for k, d in enumerate(dn.start_index_map))
         if valid is not None:
             for o in sorted(dn.offset_dims):
                 valid = tf.expand_dims(valid, o)
             fill = tf.cast(tf.constant(np.asarray(fill_value, dtype=ctx.aval_out.dtype)), gathered.dtype)
             gathered = tf.where(valid, gathered, fill)
     return tf.cast(gathered, ctx.out_dtype)
+
+
+def _take(ctx, operand, starts, dn, slice_sizes):
+    """Whole slices at single indices along one axis (x[i], jnp.take, an embedding lookup) as one
+    GatherV2 (TFLite GATHER) on the clamped indices, in the output's layout; else None.
+    GatherNd would need the coordinates built, and reshapes around it. Not for half floats: the
+    TFLite converter moves their widening cast behind GATHER, which has no float16 kernel."""
+    op_shape = ctx.avals_in[0].shape
+    if np.dtype(ctx.avals_in[0].dtype) in (np.float16, jnp.bfloat16):
+        return None
+    if len(dn.start_index_map) != 1 or dn.operand_batching_dims or tuple(dn.collapsed_slice_dims) != tuple(
+            dn.start_index_map):
+        return None
+    axis = dn.start_index_map[0]
+    if slice_sizes[axis] != 1 or any(slice_sizes[d] != op_shape[d] for d in range(len(op_shape)) if d != axis):
+        return None
+    gathered = tf.gather(operand, _clamp_start(starts[0], ctx.dim(op_shape[axis]), 1), axis=axis)
+    nb = len(ctx.avals_in[1].shape) - 1
+    # tf.gather puts the index dims at ``axis``; JAX puts the kept operand dims at offset_dims.
+    perm, next_batch = [], 0
+    for o in range(nb + len(op_shape) - 1):
+        if o in dn.offset_dims:
+            kept = list(dn.offset_dims).index(o)
+            perm.append(kept if kept < axis else kept + nb)
+        else:
+            perm.append(axis + next_batch)
+            next_batch += 1
+    return gathered if perm == sorted(perm) else tf.transpose(gathered, perm)
 
 
 _ONE_HOT_MODE = Limitation(
