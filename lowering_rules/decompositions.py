@@ -23,8 +23,14 @@ import tensorflow as tf
 from jax import lax
 
 from limitations.targets import ALL_TARGETS
+from lowering_rules import linalg_factor
 from lowering_rules.cases import case, f32
 from lowering_rules.helpers import axis_slice
+from lowering_rules.matrices import cols as _cols
+from lowering_rules.matrices import eye_like as _eye_like
+from lowering_rules.matrices import index as _index
+from lowering_rules.matrices import rows as _rows
+from lowering_rules.matrices import swap_last as _t
 from lowering_rules.registry import Limitation, lowering
 
 # Largest matrix dimension each rule unrolls. Measured at the limit (float32, batch 1, TFLite
@@ -59,34 +65,6 @@ def _last_two(aval):
 
 
 # ----------------------------------------------------------------------------- small helpers
-
-def _rows(x, start, stop=None):
-    rank = len(x.shape)
-    return axis_slice(x, rank, rank - 2, start, stop)
-
-
-def _cols(x, start, stop=None):
-    rank = len(x.shape)
-    return axis_slice(x, rank, rank - 1, start, stop)
-
-
-def _t(x):
-    """Swap the last two axes."""
-    rank = len(x.shape)
-    return tf.transpose(x, [*range(rank - 2), rank - 1, rank - 2])
-
-
-def _index(n: int, axis: int) -> np.ndarray:
-    """0..n-1 along ``axis`` of a rank-2 shape ((n, 1) for rows, (1, n) for columns)."""
-    return np.arange(n, dtype=np.int32).reshape((n, 1) if axis == 0 else (1, n))
-
-
-def _eye_like(x, n: int):
-    """The identity, broadcast to x's batch dimensions."""
-    eye = tf.constant(np.eye(n, dtype=x.dtype.as_numpy_dtype))
-    batch = tf.shape(x)[:-2]
-    return tf.broadcast_to(eye, tf.concat([batch, [n, n]], 0))
-
 
 def _nan_where_not(ok, x):
     nan = tf.constant(np.nan, x.dtype)
@@ -293,8 +271,6 @@ def _qr_invariants(mode):
 
 @lowering(lax.linalg.qr_p, limitations=[
     _size_limit("qr", _last_two, "about 20 min(m, n) ops"),
-    Limitation(ALL_TARGETS, "pivoting=True", "column-pivoted QR is not lowered", param="pivoting",
-               when=lambda eqn: eqn.params.get("pivoting"), workaround="use QR without pivoting"),
 ], cases=[
     case("square", _qr_invariants("reduced"), f32(5, 5)),
     case("tall_reduced", _qr_invariants("reduced"), f32(6, 3)),
@@ -303,13 +279,17 @@ def _qr_invariants(mode):
     case("batched", _qr_invariants("reduced"), f32(2, 4, 4)),
     case("zero_column", _qr_invariants("reduced"), np.array([[0, 1], [0, 2], [0, 3]], np.float32)),
     case("r_only", lambda x: jnp.linalg.qr(x, mode="r"), f32(4, 3)),
-    case("pivoting", lambda x: jsl.qr(x, pivoting=True)[0], f32(3, 3)),
+    case("pivoting", lambda x: jsl.qr(x, pivoting=True), f32(4, 3)),
+    case("pivoting_economic_wide", lambda x: jsl.qr(x, pivoting=True, mode="economic"), f32(2, 3, 4)),
+    case("pivoting_economic_tall", lambda x: jsl.qr(x, pivoting=True, mode="economic"), f32(4, 2)),
     case("too_large", _qr_invariants("reduced"), f32(33, 4)),
 ])
 def lower_qr(ctx, x, *, full_matrices, pivoting, use_magma):
     # use_magma picks a GPU library: meaningless here.
     m, n = ctx.avals_in[0].shape[-2:]
     _check_size("qr", m, n)
+    if pivoting:  # geqp3's rules, JAX's own composition
+        return linalg_factor.pivoted_qr(x, m, n, full_matrices)
     return list(_householder(x, m, n, full_matrices))
 
 
