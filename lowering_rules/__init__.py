@@ -1,7 +1,9 @@
 """Per-primitive lowering rules. Importing this package registers every rule family."""
 from lowering_rules import (  # noqa: F401
     annotations,
+    approx_top_k,
     bitcast,
+    calls,
     control_flow,
     convolution,
     decompositions,
@@ -9,11 +11,15 @@ from lowering_rules import (  # noqa: F401
     indexing,
     linalg,
     linalg_factor,
+    mulhi,
     prng,
+    ragged_dot,
     reductions,
+    select_and_scatter,
     sorting,
     special_math,
     structural,
+    total_order,
     uninitialized,
     windows,
 )

@@ -21,8 +21,8 @@ from jax import lax
 import jax.numpy as jnp
 
 from limitations.targets import Target
-from lowering_rules import fusion, limbs
-from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
+from lowering_rules import fusion, limbs, words
+from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8, u32
 from lowering_rules.registry import ALL, NUMERIC, Limitation, add_cases, dtypes, gap, lowering, register
 
 NAN, INF = float("nan"), float("inf")
@@ -667,6 +667,8 @@ def lower_add(ctx, x, y):
 
 
 def lower_sub(ctx, x, y):
+    if ctx.avals_in[0].dtype == np.uint32:  # TFLite has no uint32 Sub (words.py)
+        return tf.cast(words.unsigned_sub(x, y), ctx.out_dtype)
     fused = fusion.log_softmax(ctx)
     return binary(tf.math.subtract)(ctx, x, y) if fused is None else fused
 
@@ -724,6 +726,8 @@ def _truncating_div(x, y, bits: int, signed: bool):
 
 _DIV_INT_EDGES = (np.array([7, -7, 7, -7, 5, -(2 ** 31), 0, -5, 2 ** 31 - 1], np.int32),
                   np.array([2, 2, -2, -2, 0, -1, 0, 3, -1], np.int32))
+_U32_EDGES = (np.array([0, 1, 7, 2 ** 32 - 1, 2 ** 32 - 1, 2 ** 31, 3000000000, 123456789, 5, 0x9E3779B9], np.uint32),
+               np.array([3, 0, 7, 1, 2 ** 32 - 1, 2 ** 31 + 1, 65535, 10, 0, 0x1BD11BDA], np.uint32))
 _REM_FLOAT_EDGES = (np.array([7.5, -7.5, 7.5, -7.5, 5.0, INF, 1.0, -0.0, 3.0, 1e30, NAN], np.float32),
                     np.array([2.0, 2.0, -2.0, -2.0, 0.0, 1.0, INF, 1.0, 1.5, 3.0, 1.0], np.float32))
 
@@ -735,6 +739,8 @@ _REM_FLOAT_EDGES = (np.array([7.5, -7.5, 7.5, -7.5, 5.0, INF, 1.0, -0.0, 3.0, 1e
     case("i32_truncates", lax.div, *_DIV_INT_EDGES),
     case("i32_random", lax.div, i32(4, 5, low=-50, high=50), i32(4, 5, low=-7, high=7)),
     case("u8", lax.div, np.array([7, 5, 255, 0], np.uint8), np.array([0, 2, 16, 3], np.uint8)),
+    case("u32_edges", lax.div, *_U32_EDGES),
+    case("u32_small_divisors", lax.div, u32(3, 4, low=0, high=2 ** 32 - 1), u32(3, 4, low=1, high=300)),
     case("f16", lax.div, f16(5), f16(5, low=0.5, high=2.0)),
     *fusion.SOFTMAX_CASES,
 ])
@@ -745,6 +751,8 @@ def lower_div(ctx, x, y):
         return fused
     if _is_float(x):
         return _as_out(ctx, tf.math.divide(_wide(x), _wide(y)))
+    if ctx.avals_in[0].dtype == np.uint32:  # TFLite has no uint32 FloorDiv (words.py)
+        return tf.cast(words.unsigned_divmod(x, y, ctx.out_shape())[0], ctx.out_dtype)
     bits, signed = _int_info(x.dtype)
     if bits < 32:
         x, y = _as_int32(x), _as_int32(y)
@@ -758,6 +766,8 @@ def lower_div(ctx, x, y):
     case("i32_random", lax.rem, i32(4, 5, low=-50, high=50), i32(4, 5, low=-7, high=7)),
     case("jnp_mod_i32", jnp.remainder, i32(8, low=-20, high=20), i32(8, low=1, high=6)),
     case("u8", lax.rem, np.array([7, 5, 255, 0], np.uint8), np.array([0, 2, 16, 3], np.uint8)),
+    case("u32_edges", lax.rem, *_U32_EDGES),
+    case("randint", lambda k: jax.random.randint(k, (3, 4), -5, 9), np.array([0x12345678, 0x9ABCDEF0], np.uint32)),
     case("f16", lax.rem, f16(5, low=-8, high=8), f16(5, low=0.5, high=2.0)),
 ])
 def lower_rem(ctx, x, y):
@@ -766,6 +776,8 @@ def lower_rem(ctx, x, y):
         x, y = _wide(x), _wide(y)
         magnitude = tf.math.floormod(tf.abs(x), tf.abs(y))
         return _as_out(ctx, tf.where(x < 0, -magnitude, magnitude))
+    if ctx.avals_in[0].dtype == np.uint32:  # TFLite has no uint32 FloorMod (words.py)
+        return tf.cast(words.unsigned_divmod(x, y, ctx.out_shape())[1], ctx.out_dtype)
     bits, signed = _int_info(x.dtype)
     if bits < 32:
         x, y = _as_int32(x), _as_int32(y)
@@ -1375,7 +1387,8 @@ add_cases(lax.add_p, case("f32", lax.add, f32(3, 4), f32(3, 4)),
 add_cases(lax.sub_p, case("f32", lax.sub, f32(3, 4), f32(3, 4)),
           case("i32_wraps", lax.sub, np.array([-(2 ** 31), 5], np.int32), np.array([1, 3], np.int32)),
           case("f16", lax.sub, f16(3, 4), f16(3, 4)),
-          case("u8", lax.sub, u8(5), u8(5)))
+          case("u8", lax.sub, u8(5), u8(5)),
+          case("u32_wraps", lax.sub, *_U32_EDGES))
 add_cases(lax.atan2_p, case("f32", lax.atan2, f32(3, 4), f32(3, 4)),
           case("edges", lax.atan2, np.array([0.0, -0.0, 0.0, -0.0, 1.0, INF, INF, NAN], np.float32),
                np.array([-0.0, -0.0, 1.0, 1.0, 0.0, INF, -1.0, 1.0], np.float32)),

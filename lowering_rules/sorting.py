@@ -117,12 +117,13 @@ def _ascending_pass(key, rows: Rows):
 
 
 def _sorted_length_too_long(eqn) -> bool:
-    dimension = eqn.params.get("dimension", eqn.params.get("axis"))
+    params = eqn.params  # sort's dimension, top_k's axis, approx_top_k's reduction_dimension
+    dimension = params.get("dimension", params.get("axis", params.get("reduction_dimension")))
     size = eqn.avals_in[0].shape[dimension]
     return not isinstance(size, (int, np.integer)) or size > MAX_SORTED_LENGTH
 
 
-_TOO_LONG = Limitation(
+TOO_LONG = Limitation(
     ALL_TARGETS, f"the sorted dimension is longer than {MAX_SORTED_LENGTH} or symbolic",
     "the stable order uses int32 keys rank * n + position, which would overflow (a symbolic length "
     "could exceed the bound at run time, where TFLite and TF.js cannot check it)",
@@ -135,7 +136,7 @@ _WIDE_KEYS = dtype_limitation(  # TF.js has none of these dtypes at all (limitat
     workaround="cast keys to int32 or float32 when their values fit")
 
 
-@lowering(lax.sort_p, limitations=[_TOO_LONG, _WIDE_KEYS], cases=[
+@lowering(lax.sort_p, limitations=[TOO_LONG, _WIDE_KEYS], cases=[
     case("f32_last", lambda x: jnp.sort(x, axis=-1), f32(3, 7)),
     case("f32_axis0", lambda x: jnp.sort(x, axis=0), f32(6, 2, 3)),
     case("f32_middle_axis", lambda x: jnp.sort(x, axis=1), f32(2, 5, 3)),
@@ -195,7 +196,7 @@ def _descending_total_order(x, rows: Rows):
     return stable_order(tf.where(nan, tf.zeros_like(x), x), rows, rank_of)
 
 
-@lowering(lax.top_k_p, limitations=[_TOO_LONG, _WIDE_KEYS], cases=[
+@lowering(lax.top_k_p, limitations=[TOO_LONG, _WIDE_KEYS], cases=[
     case("f32_k3", lambda x: lax.top_k(x, 3), f32(4, 9)),
     case("k_equals_n", lambda x: lax.top_k(x, 6), f32(2, 6)),
     case("k0", lambda x: lax.top_k(x, 0)[0].sum() + x, f32(2, 3)),

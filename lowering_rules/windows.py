@@ -300,17 +300,22 @@ def lower_select_and_scatter_add(ctx, source, operand, *, select_prim, window_di
     zeros = tf.zeros_like(source)
     total = None
     for tap, hit in zip(taps, chosen):
-        # Window i's chosen element sits at i * stride + tap: spread with zeros, then shift.
-        placed = tf.where(hit, source, zeros)
-        placed_dims = list(out_dims)
-        for a, stride in enumerate(window_strides):
-            placed = interior_pad(placed, placed_dims, a, stride)
-            placed_dims[a] = (placed_dims[a] - 1) * stride + 1
-        after = [p - t - n for t, p, n in zip(tap, padded_dims, placed_dims)]
-        paddings = tf.reshape(size_vector([v for pair in zip(tap, after) for v in pair]), [rank, 2])
-        placed = tf.pad(placed, paddings)
+        placed = place_at_tap(tf.where(hit, source, zeros), tap, window_strides, out_dims, padded_dims)
         total = placed if total is None else total + placed
     return pad_or_crop(total, [(-lo, -hi) for lo, hi in padding])
+
+
+def place_at_tap(t, tap, strides, grid, padded_dims):
+    """A tensor over the windows' grid spread over the padded operand: window i's value lands at
+    ``i * stride + tap`` (spread with zeros, then shifted), zeros elsewhere."""
+    rank = len(tap)
+    placed_dims = list(grid)
+    for axis, stride in enumerate(strides):
+        t = interior_pad(t, placed_dims, axis, stride)
+        placed_dims[axis] = (placed_dims[axis] - 1) * stride + 1
+    after = [p - o - n for o, p, n in zip(tap, padded_dims, placed_dims)]
+    paddings = tf.reshape(size_vector([v for pair in zip(tap, after) for v in pair]), [rank, 2])
+    return tf.pad(t, paddings)
 
 
 # ----------------------------------------------------------------------------------------------

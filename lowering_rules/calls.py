@@ -1,0 +1,196 @@
+"""Call-like primitives whose body is all that runs once lowered, and primitives that compute nothing.
+
+- ``composite`` (``lax.composite``): a named operation with its decomposition; backends without a
+  kernel for the name run the decomposition, as JAX's CPU backend does.
+- ``linear_call`` (``jax.custom_derivatives.linear_call``): the callee; the transpose only
+  matters to autodiff.
+- ``remat_opt`` (``custom_vjp(..., optimize_remat=True)`` under differentiation): the forward
+  function, which returns the primal outputs and the residuals.
+- ``call_hi_primitive`` (``jax.experimental.hijax.VJPHiPrimitive``): the primitive's ``expand``,
+  traced on its input types, is what JAX's CPU backend runs.
+- ``dce_sink`` (``lax.dce_sink``) only keeps a value alive against dead-code elimination, and
+  ``inspect_sharding`` (``jax.debug.inspect_array_sharding``) hands the value's sharding to a Python
+  callback while JAX compiles; neither computes anything at run time.
+- ``rng_uniform`` (``lax.rng_uniform``) draws from XLA's stateful generator, whose state lives in
+  the JAX process: the same program returns different numbers on every call, so no export can match
+  it; it is rejected up front.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax._src import custom_derivatives, debugging, hijax
+from jax._src.lax import lax as lax_internal
+from jax.experimental.hijax import VJPHiPrimitive
+
+from limitations.targets import ALL_TARGETS
+from lowering_rules.cases import case, f32, i32
+from lowering_rules.prng import _lower_through_impl
+from lowering_rules.registry import Limitation, lowering
+
+WEIGHT = np.linspace(-1.0, 1.5, 12, dtype=np.float32).reshape(3, 4)
+
+
+def _call(ctx, closed_jaxpr, args):
+    return ctx.sub_program(closed_jaxpr)(*args)
+
+
+# ----------------------------------------------------------------------------- composite
+
+@functools.partial(lax.composite, name="noxla.scaled_tanh")
+def _scaled_tanh(x, /, *, scale):
+    return jnp.tanh(x) * scale
+
+
+@functools.partial(lax.composite, name="noxla.affine", version=2)
+def _affine(x, y):
+    return x @ WEIGHT + y, jnp.sum(x, axis=1)
+
+
+@lowering(lax_internal.composite_p, cases=[
+    case("tangent", lambda x: lax.composite(lambda y: jnp.sin(y) / jnp.cos(y), name="my.tangent")(x), f32(2, 5)),
+    case("attribute", lambda x: _scaled_tanh(x, scale=np.float32(2.5)), f32(3, 4)),
+    case("closed_over_weight_two_outputs", _affine, f32(2, 3), f32(2, 4)),
+    case("i32", lambda x: lax.composite(lambda y: y * 3 - 1, name="my.affine_int")(x), i32(5)),
+])
+def lower_composite(ctx, *args, name, attributes, version, jaxpr):
+    # name, attributes and version identify the operation to backends with a kernel for it.
+    return _call(ctx, jaxpr, args)
+
+
+# ----------------------------------------------------------------------------- linear_call
+
+def _scale_by(r, y):
+    return y * r
+
+
+def _linear_call(r, x):
+    return custom_derivatives.linear_call(_scale_by, _scale_by, r, x)
+
+
+@lowering(custom_derivatives.linear_call_p, cases=[
+    case("scale", _linear_call, np.float32(2.5), f32(3, 4)),
+    case("transposed_under_grad", jax.grad(lambda r, x: jnp.sum(jnp.sin(_linear_call(r, x))), argnums=1),
+         np.float32(-1.5), f32(4)),
+])
+def lower_linear_call(ctx, *args, callee, transpose_thunk, num_callee_consts, num_res):
+    # The operands are the callee's constants, then its residual and linear arguments.
+    return _call(ctx, callee, args)
+
+
+# ----------------------------------------------------------------------------- remat_opt
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=())
+def _sin_with_weight(x):
+    return jnp.sin(x) * WEIGHT
+
+
+def _sin_with_weight_fwd(x):
+    return _sin_with_weight(x), jnp.cos(x)
+
+
+def _sin_with_weight_bwd(cos_x, g):
+    return (g * WEIGHT * cos_x,)
+
+
+_sin_with_weight.defvjp(_sin_with_weight_fwd, _sin_with_weight_bwd, optimize_remat=True)
+
+
+@lowering(custom_derivatives.remat_opt_p, cases=[
+    case("value_and_grad", jax.value_and_grad(lambda x: jnp.sum(_sin_with_weight(x))), f32(3, 4, low=-1, high=1)),
+    case("grad", jax.grad(lambda x: jnp.sum(_sin_with_weight(x) ** 2)), f32(3, 4)),
+])
+def lower_remat_opt(ctx, *args, num_consts, num_res, fwd_jaxpr, fun_jaxpr_thunk):
+    # As JAX runs it: the forward function on the constants and arguments, giving the residuals
+    # and the primal outputs; fun_jaxpr_thunk is only asked for when rematerialising.
+    return _call(ctx, fwd_jaxpr, args)
+
+
+# ----------------------------------------------------------------------------- call_hi_primitive
+
+class _ScaledSin(VJPHiPrimitive):
+    """A user-defined hijax primitive: sin(x) * factor, with its own gradient."""
+
+    def __init__(self, aval, factor):
+        self.in_avals, self.out_aval, self.params = (aval,), aval, {"factor": factor}
+        super().__init__()
+
+    def expand(self, x):
+        return jnp.sin(x) * self.factor
+
+    def vjp_fwd(self, nzs_in, x):
+        return self(x), x
+
+    def vjp_bwd_retval(self, x, g):
+        return (g * jnp.cos(x) * self.factor,)
+
+
+class _SplitSum(VJPHiPrimitive):
+    """A hijax primitive on a pytree: (a, b) -> {"total": a + b, "diff": a - b}."""
+
+    def __init__(self, aval):
+        self.in_avals, self.out_aval, self.params = ((aval, aval),), {"total": aval, "diff": aval}, {}
+        super().__init__()
+
+    def expand(self, pair):
+        a, b = pair
+        return {"total": a + b, "diff": a - b}
+
+
+@lowering(hijax.call_hi_primitive_p, cases=[
+    case("scaled_sin", lambda x: _ScaledSin(jax.typeof(x), 3.0)(x) + 1.0, f32(2, 5)),
+    case("pytree_int", lambda a, b: _SplitSum(jax.typeof(a))((a, b)), i32(4), i32(4)),
+])
+def lower_call_hi_primitive(ctx, *args, _prim):
+    return _lower_through_impl(ctx, functools.partial(hijax._call_hi_primitive_to_lojax, _prim=_prim), *args)
+
+
+# ----------------------------------------------------------------------------- no computation
+
+def _kept_alive(x):
+    lax.dce_sink(jnp.sin(x))
+    return x * 2.0
+
+
+@lowering(lax_internal.dce_sink_p, cases=[
+    case("unused_value", _kept_alive, f32(3)),
+    case("pytree", lambda x, y: (lax.dce_sink({"a": x, "b": y}), x - y)[1], i32(4), i32(4)),
+])
+def lower_dce_sink(ctx, x, *, prevent_mlir_dce):
+    return []
+
+
+def _inspected(x):
+    jax.debug.inspect_array_sharding(x, callback=lambda sharding: None)
+    return jnp.cos(x)
+
+
+@lowering(debugging.inspect_sharding_p, cases=[
+    case("callback", _inspected, f32(2, 3)),
+    case("under_jit", jax.jit(_inspected), f32(4)),
+])
+def lower_inspect_sharding(ctx, x, *, callback):
+    # JAX calls the callback while it compiles, with the array's sharding; at run time there is
+    # nothing to compute.
+    return []
+
+
+# ----------------------------------------------------------------------------- rng_uniform
+
+_STATEFUL = Limitation(
+    ALL_TARGETS, "always",
+    "lax.rng_uniform draws from XLA's stateful generator, whose state lives in the JAX process: JAX "
+    "returns different numbers on every call of the same program, so no exported model can match it",
+    param="shape", when=lambda eqn: True,
+    workaround="draw with jax.random (uniform, bits, ...) from a key or seed the program takes as input")
+
+
+@lowering(lax_internal.rng_uniform_p, limitations=[_STATEFUL], cases=[
+    case("rejected", lambda a: lax.rng_uniform(np.float32(0), np.float32(1), (3,)) + a, f32(3)),
+])
+def lower_rng_uniform(ctx, a, b, *, shape):
+    raise NotImplementedError(_STATEFUL.reason)
