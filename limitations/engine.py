@@ -4,23 +4,26 @@ Support is decided only by what rules declare (their known parameters and
 their ``Limitation``s) and by the per-target dtype table; nothing else in
 noxla decides it. Every violation is collected, then reported at once.
 
-For TF.js one backstop follows when the declarations pass: the program is
-lowered once into a scratch graph and its op types are compared with the op
-list of the installed TF.js converter (``limitations.tfjs_ops``). A hit there
-is a rule that should declare a limitation (``Violation.declared`` is false).
+A caller may add a backstop for one target (``OpBackstop``), run when the
+declarations pass: the exporters pass ``noxla.tfjs_ops.TFJS_BACKSTOP``, which
+lowers the program once into a scratch graph and compares its op types with the
+op list of the installed TF.js converter. A hit there is a rule that should
+declare a limitation (``Violation.declared`` is false). The engine itself knows
+no exporter.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 import numpy as np
 from jax.extend import core
 
-from limitations import tfjs_ops
-from limitations.dtypes import (
+from lowering_rules import registry
+from lowering_rules.dtype_support import (
     boundary_dtype_reason,
     carries_uint32,
     dtype_name,
@@ -28,8 +31,8 @@ from limitations.dtypes import (
     target_lacks,
     unsupported_dtypes,
 )
-from limitations.targets import Target
-from lowering_rules import registry
+from lowering_rules.vocabulary import EqnView, Target, rule_params
+from noxla.errors import source_line as user_line
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,12 +108,27 @@ def iter_eqns_with_sources(jaxpr, enclosing: str = UNKNOWN_SOURCE) -> Iterator[t
             yield from iter_eqns_with_sources(sub, source)
 
 
-def eqn_view(eqn) -> registry.EqnView:
-    return registry.EqnView(eqn.primitive.name, dict(eqn.params),
-                            tuple(v.aval for v in eqn.invars), tuple(v.aval for v in eqn.outvars))
+def eqn_view(eqn) -> EqnView:
+    """The application as its rule and limitations see it (placement parameters removed)."""
+    return EqnView(eqn.primitive.name, rule_params(eqn.params),
+                   tuple(v.aval for v in eqn.invars), tuple(v.aval for v in eqn.outvars))
 
 
-def violations_of(view: registry.EqnView, target: Target, source: str = "") -> list[Violation]:
+class EmittedOp(Protocol):
+    op_type: str
+    primitive: str     # the primitive whose lowering emitted it, or "" when none did
+
+
+class OpBackstop(Protocol):
+    """Lowers a program and names the emitted TF ops one target lacks (provided by the exporters)."""
+    target: Target
+
+    def unsupported_ops(self, closed_jaxpr) -> Iterable[EmittedOp]: ...
+
+    def eqn_emits(self, eqn, op_types: Iterable[str]) -> bool: ...
+
+
+def violations_of(view: EqnView, target: Target, source: str = "") -> list[Violation]:
     """What stops one primitive application from running on ``target``."""
     rule = registry.rule_for(view.primitive)
     if rule is None:
@@ -156,10 +174,11 @@ def violations_of(view: registry.EqnView, target: Target, source: str = "") -> l
     return found
 
 
-def check_jaxpr(closed_jaxpr, target: Target | str, *, tf_ops: bool = True) -> Report:
+def check_jaxpr(closed_jaxpr, target: Target | str, *, tf_ops: OpBackstop | None = None) -> Report:
     """Every violation in the program for ``target``.
 
-    ``tf_ops=False`` skips the TF.js op-list backstop (declarations and dtypes only).
+    Declarations and dtypes only, unless ``tf_ops`` is a backstop for ``target``, which then
+    runs when they pass.
     """
     target = Target.parse(target)
     seen, found = set(), list(_boundary_violations(closed_jaxpr, target))
@@ -169,8 +188,8 @@ def check_jaxpr(closed_jaxpr, target: Target | str, *, tf_ops: bool = True) -> R
             if key not in seen:
                 seen.add(key)
                 found.append(v)
-    if not found and tf_ops and target is Target.TFJS:
-        found.extend(tfjs_op_violations(closed_jaxpr))
+    if not found and tf_ops is not None and tf_ops.target is target:
+        found.extend(op_violations(closed_jaxpr, tf_ops))
     return Report(target, tuple(found))
 
 
@@ -189,14 +208,14 @@ def _boundary_violations(closed_jaxpr, target: Target) -> Iterator[Violation]:
 
 
 @functools.lru_cache(maxsize=8)  # programs hold their weights; the harness asks twice per case
-def tfjs_op_violations(closed_jaxpr) -> tuple[Violation, ...]:
-    """TF ops the lowering emits that TF.js lacks, each at the user's lines that emit it.
+def op_violations(closed_jaxpr, backstop: OpBackstop) -> tuple[Violation, ...]:
+    """TF ops the lowering emits that the backstop's target lacks, each at the user's lines that emit it.
 
     Only meaningful once the declared check passed (every primitive has a rule). A lowering
     that fails here is left to fail again, with its own message, when the program is exported.
     """
     try:
-        unsupported = tfjs_ops.unsupported_tfjs_ops(closed_jaxpr)
+        unsupported = list(backstop.unsupported_ops(closed_jaxpr))
     except Exception:  # noqa: BLE001 - a rule bug; the export reports it with the user's line
         return ()
     by_primitive: dict[str, set[str]] = defaultdict(set)
@@ -204,30 +223,28 @@ def tfjs_op_violations(closed_jaxpr) -> tuple[Violation, ...]:
         by_primitive[op.primitive].add(op.op_type)
     found = []
     for primitive, op_types in sorted(by_primitive.items()):
-        for source in _sources_emitting(closed_jaxpr, primitive, op_types):
+        for source in _sources_emitting(closed_jaxpr, primitive, op_types, backstop):
             found.append(Violation(
-                primitive or "(program)", Target.TFJS, "tf_op", ",".join(sorted(op_types)),
-                f"noxla's lowering emits TF op(s) {', '.join(sorted(op_types))}, which TF.js does not "
-                "implement, and the rule declares no limitation for this case (a noxla bug)",
+                primitive or "(program)", backstop.target, "tf_op", ",".join(sorted(op_types)),
+                f"noxla's lowering emits TF op(s) {', '.join(sorted(op_types))}, which {backstop.target.label} "
+                "does not implement, and the rule declares no limitation for this case (a noxla bug)",
                 "export for TF or TFLite instead, or rewrite this computation with other JAX operations",
                 source))
     return tuple(found)
 
 
-def _sources_emitting(closed_jaxpr, primitive: str, op_types: set[str]) -> list[str]:
+def _sources_emitting(closed_jaxpr, primitive: str, op_types: set[str], backstop: OpBackstop) -> list[str]:
     """The user's lines of the applications of ``primitive`` whose own lowering emits ``op_types``."""
     eqns = [(e, source) for e, source in iter_eqns_with_sources(closed_jaxpr) if e.primitive.name == primitive]
     if len(eqns) > 1:
         try:
-            eqns = [(e, source) for e, source in eqns if tfjs_ops.eqn_emits(e, op_types)] or eqns
+            eqns = [(e, source) for e, source in eqns if backstop.eqn_emits(e, op_types)] or eqns
         except Exception:  # noqa: BLE001 - e.g. a size only solvable from the whole program
             pass
     return sorted({source for _, source in eqns}) or [UNKNOWN_SOURCE]
 
 
 def source_line(source_info) -> str:
-    # Imported here: noxla's package imports this module, so a module-level import would be circular.
-    from noxla.errors import source_line as user_line
     return user_line(source_info)
 
 

@@ -16,7 +16,9 @@ import ml_dtypes
 import numpy as np
 from jax.extend import core
 
-from limitations.dtypes import (
+from limitations.engine import check_jaxpr, eqn_view, iter_eqns
+from limitations.targets import ALL_TARGETS, RUNTIMES, Target
+from lowering_rules.dtype_support import (
     KEY,
     ORDER,
     SHORT,
@@ -25,8 +27,6 @@ from limitations.dtypes import (
     target_lacks,
     unsupported_dtypes,
 )
-from limitations.engine import check_jaxpr, eqn_view, iter_eqns
-from limitations.targets import ALL_TARGETS, RUNTIMES, Target
 
 TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "LIMITATIONS.md")
 REGENERATE = "python tools/gen_limitations.py"
@@ -93,7 +93,7 @@ def accepted_cases(rule, target: Target) -> list:
     tests/test_limitations.py, so it would not change these counts.
     """
     return [c for c in rule.cases if case_program(c) is not None
-            and check_jaxpr(case_program(c).closed_jaxpr, target, tf_ops=False).ok]
+            and check_jaxpr(case_program(c).closed_jaxpr, target).ok]
 
 
 # --------------------------------------------------------------------------- support per rule
@@ -179,7 +179,7 @@ def _limitation_section(table: Sequence[Row], rules) -> list[str]:
         if not declared:
             continue
         lines += [f"### `{row.primitive}`", ""]
-        for lim in sorted(declared, key=lambda l: (tuple(t.value for t in l.targets), l.param, l.condition)):
+        for lim in sorted(declared, key=lambda lim: (tuple(t.value for t in lim.targets), lim.param, lim.condition)):
             targets = ", ".join(t.label for t in ALL_TARGETS if t in lim.targets)
             triggered = {t: len(triggering_cases(rules[row.primitive], lim, t)) for t in lim.targets}
             lines.append(f"- **{targets}** (`{lim.param}`): {_escape(lim.condition)}")

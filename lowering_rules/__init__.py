@@ -3,6 +3,7 @@ from lowering_rules import (  # noqa: F401
     annotations,
     approx_top_k,
     bitcast,
+    bitwise,
     calls,
     control_flow,
     convolution,
@@ -17,14 +18,17 @@ from lowering_rules import (  # noqa: F401
     reductions,
     select_and_scatter,
     sorting,
+    special,
     special_math,
     structural,
     total_order,
     uninitialized,
     windows,
 )
+
+# isort: split
 # Complex support is declared on the rules above, so these come last.
-from lowering_rules import complex, fft  # noqa: F401,E402
+from lowering_rules import complex, fft  # noqa: F401
 from lowering_rules.registry import RULES, rule_for
 
 __all__ = ["RULES", "rule_for"]

@@ -39,7 +39,8 @@ def _resharded(x):
         x, SingleDeviceSharding(jax.devices()[0])) * 3, i32(5)),
     case("polymorphic_batch", _constrained, f32(3, 4), polymorphic_shapes=("(b, 4)",)),
 ])
-def lower_sharding_constraint(ctx, x, *, sharding, layout, context_mesh, unconstrained_dims):
+def lower_sharding_constraint(ctx, x, *, layout, context_mesh, unconstrained_dims):
+    # ``sharding`` is a placement parameter, removed before the call (vocabulary.PLACEMENT_PARAMS).
     return tf.identity(x)
 
 

@@ -20,7 +20,8 @@ from jax import lax
 from jax._src.lax import ann
 
 from lowering_rules.cases import case, f16, f32
-from lowering_rules.registry import FLOATS, dtypes, lowering
+from lowering_rules.dtype_support import FLOATS, dtypes
+from lowering_rules.registry import lowering
 from lowering_rules.sorting import MAX_SORTED_LENGTH, TOO_LONG, Rows, stable_order
 
 # A bfloat16 row of distinct values (bfloat16 has 8 significant bits: few random draws are distinct).
@@ -29,7 +30,8 @@ _BF16_ROW = (np.arange(12, dtype=np.float32).reshape(2, 6) * 0.25 - 1.0)[:, ::-1
 
 # int32: the indices (JAX takes floating operands only).
 @lowering(ann.approx_top_k_p, limitations=[TOO_LONG], dtypes=dtypes(
-    FLOATS - {"float64"}, {"int32"}, missing="keys are ordered through float32 top_k, which cannot hold float64 exactly"),
+    FLOATS - {"float64"}, {"int32"},
+    missing="keys are ordered through float32 top_k, which cannot hold float64 exactly"),
     cases=[
     case("max_k3", lambda x: lax.approx_max_k(x, 3), f32(4, 9)),
     case("min_k2_recall", lambda x: lax.approx_min_k(x, 2, recall_target=0.5), f32(3, 7)),

@@ -10,10 +10,10 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from limitations.targets import ALL_TARGETS
 from lowering_rules.cases import case, u32
 from lowering_rules.limbs import to_limbs
 from lowering_rules.registry import Limitation, lowering
+from lowering_rules.vocabulary import ALL_TARGETS
 
 _INTS32 = (np.dtype(np.int32), np.dtype(np.uint32))
 

@@ -27,10 +27,10 @@ from jax._src import custom_derivatives, debugging, hijax
 from jax._src.lax import lax as lax_internal
 from jax.experimental.hijax import VJPHiPrimitive
 
-from limitations.targets import ALL_TARGETS
 from lowering_rules.cases import case, f32, i32
 from lowering_rules.prng import _lower_through_impl
 from lowering_rules.registry import Limitation, lowering
+from lowering_rules.vocabulary import ALL_TARGETS
 
 WEIGHT = np.linspace(-1.0, 1.5, 12, dtype=np.float32).reshape(3, 4)
 

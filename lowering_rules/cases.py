@@ -89,6 +89,13 @@ class Case:
         return [a.materialize(rng) if isinstance(a, ArgSpec) else np.asarray(a) for a in self.args]
 
 
+def flax_linen():
+    """``flax.linen``, imported when a case runs: flax is a test extra, and importing noxla (or
+    building the registry) must not import it."""
+    import flax.linen
+    return flax.linen
+
+
 def case(name: str, fun: Callable, *args, atol: float | None = None, rtol: float | None = None,
          polymorphic_shapes: Sequence[str | None] | None = None) -> Case:
     return Case(name, fun, tuple(args), atol, rtol, polymorphic_shapes)

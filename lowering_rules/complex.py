@@ -25,7 +25,7 @@ from lowering_rules.registry import (
     COMPONENTWISE,
     PASS_THROUGH,
     add_complex,
-    register,
+    lowering,
     rule_for,
 )
 
@@ -38,7 +38,7 @@ def _parts(z):
 def _complex_rule(primitive, cases):
     """A primitive that exists only for complex values: its rule takes and returns pairs."""
     def decorate(lower):
-        register(primitive, lower, cases=cases)
+        lowering(primitive, cases=cases)(lower)
         add_complex(primitive, lower)
         return lower
     return decorate
@@ -187,7 +187,7 @@ def lower_ne(ctx, x, y):
     return tf.logical_not(_equal_parts(ctx, x, y))
 
 
-def lower_convert_element_type(ctx, x, *, new_dtype, weak_type, sharding):
+def lower_convert_element_type(ctx, x, *, new_dtype, weak_type):
     dtype = tf.as_dtype(part_dtype(new_dtype)) if ctx.out_dtype.is_complex else ctx.out_dtype
     if not isinstance(x, ComplexPair):  # real -> complex: a zero imaginary part
         re = tf.cast(x, dtype)
@@ -205,10 +205,10 @@ def lower_dot_general(ctx, lhs, rhs, **params):
 
 
 def _dot_general_signature(ctx, lhs, rhs, *, dimension_numbers, precision=None,
-                           preferred_element_type=None, out_sharding=None):
+                           preferred_element_type=None):
     return lower_dot_general(ctx, lhs, rhs, dimension_numbers=dimension_numbers, precision=precision,
                              preferred_element_type=None if preferred_element_type is None else
-                             part_dtype(preferred_element_type), out_sharding=out_sharding)
+                             part_dtype(preferred_element_type))
 
 
 _C = (f32(3, 4), f32(3, 4), f32(3, 4), f32(3, 4))  # two complex operands as four real arrays
@@ -244,9 +244,11 @@ add_complex(lax.sign_p, lower_sign,
             case("complex", _parts_of(lambda a, b: jnp.sign(_z(a, b))),
                  np.array([3.0, 0.0, -1.0, 0.0], np.float32), np.array([4.0, 0.0, 1.0, -2.0], np.float32)))
 add_complex(lax.eq_p, lower_eq,
-            case("complex", lambda a, b, c: _z(a, b) == _z(a, c), f32(6), f32(6), np.array([0, 1, 2, 3, 4, 5], np.float32)))
+            case("complex", lambda a, b, c: _z(a, b) == _z(a, c), f32(6), f32(6),
+                 np.array([0, 1, 2, 3, 4, 5], np.float32)))
 add_complex(lax.ne_p, lower_ne,
-            case("complex", lambda a, b, c: _z(a, b) != _z(c, b), f32(6), f32(6), np.array([0, 1, 2, 3, 4, 5], np.float32)))
+            case("complex", lambda a, b, c: _z(a, b) != _z(c, b), f32(6), f32(6),
+                 np.array([0, 1, 2, 3, 4, 5], np.float32)))
 add_complex(lax.convert_element_type_p, lower_convert_element_type,
             case("to_complex", _parts_of(lambda a: a.astype(jnp.complex64) * (1 + 2j)), f32(3, 4)),
             case("int_to_complex", _parts_of(lambda a: a.astype(jnp.complex64) * (1 + 2j)), i32(5)),

@@ -14,10 +14,10 @@ import tensorflow as tf
 from jax import lax
 from jax._src import core as jax_core
 
-from limitations.targets import Target
 from lowering_rules.cases import case, f16, f32, i32
 from lowering_rules.helpers import tf_dtype
 from lowering_rules.registry import Limitation, lowering
+from lowering_rules.vocabulary import Target
 
 # A fixed weight the cases close over: it becomes a constant of the (sub-)program.
 WEIGHT = np.linspace(-1.5, 2.0, 12, dtype=np.float32).reshape(3, 4)
@@ -110,10 +110,9 @@ def _call(ctx, jaxpr, args):
     case("polymorphic", jax.jit(lambda x: jax.jit(lambda y: jnp.sin(y) * WEIGHT[0])(x) - x), f32(3, 4),
          polymorphic_shapes=("(b, 4)",)),
 ])
-def lower_jit(ctx, *args, jaxpr, in_shardings, out_shardings, in_layouts, out_layouts,
-              donated_invars, ctx_mesh, name, keep_unused, inline, compiler_options_kvs):
-    # Everything but the jaxpr is a compilation hint for XLA (placement, buffer donation,
-    # inlining, compiler flags); TF compiles the inlined ops its own way.
+def lower_jit(ctx, *args, jaxpr, donated_invars, name, keep_unused, inline, compiler_options_kvs):
+    # Everything but the jaxpr is a compilation hint for XLA (buffer donation, inlining, compiler
+    # flags; placement was removed before the call); TF compiles the inlined ops its own way.
     return _call(ctx, jaxpr, args)
 
 

@@ -11,34 +11,20 @@ from __future__ import annotations
 
 import itertools
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from lowering_rules.cases import case, f16, f32, i8, i32
-from lowering_rules.helpers import axis_slice, interior_pad, pad_or_crop, size_vector
-from limitations.targets import Target
+from lowering_rules.cases import case, f16, f32, flax_linen, i8, i32
 from lowering_rules.fusion import FastVariant
+from lowering_rules.helpers import axis_slice, compute_dtype, dilated_size, interior_pad, pad_or_crop, size_vector
 from lowering_rules.registry import Limitation, register
+from lowering_rules.vocabulary import Target
 
 # ----------------------------------------------------------------------------------------------
 # The lowering
-
-
-def _compute_dtype(out_dtype: np.dtype) -> tf.DType:
-    """Half floats are convolved in float32 (TFLite's CONV_2D has no float16 kernel, and XLA
-    accumulates them in float32 too); narrow integers in int32, which wraps like them."""
-    out_dtype = np.dtype(out_dtype)
-    if jnp.issubdtype(out_dtype, jnp.floating):  # numpy's issubdtype misses bfloat16
-        return tf.float64 if out_dtype == np.float64 else tf.float32
-    return tf.int64 if out_dtype.itemsize == 8 else tf.int32
-
-
-def _dilated(n, factor: int):
-    return n if factor == 1 or (isinstance(n, int) and n == 0) else (n - 1) * factor + 1
 
 
 def _dilate_kernel_axis(w, w_dims, axis, factor):
@@ -48,7 +34,7 @@ def _dilate_kernel_axis(w, w_dims, axis, factor):
         return w, w_dims
     view = [_product(w_dims[:axis]), w_dims[axis], _product(w_dims[axis + 1:])]
     w = interior_pad(tf.reshape(w, size_vector(view)), view, 1, factor)
-    w_dims = [*w_dims[:axis], _dilated(w_dims[axis], factor), *w_dims[axis + 1:]]
+    w_dims = [*w_dims[:axis], dilated_size(w_dims[axis], factor), *w_dims[axis + 1:]]
     return tf.reshape(w, size_vector(w_dims)), w_dims
 
 
@@ -186,7 +172,7 @@ def _batch_groups_to_features(x, x_dims, groups):
 
 def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                                dimension_numbers, feature_group_count, batch_group_count, precision,
-                               preferred_element_type, out_sharding=None):
+                               preferred_element_type):
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     lhs_aval, rhs_aval = ctx.avals_in
     out_aval = ctx.aval_out
@@ -195,7 +181,11 @@ def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_di
     if 0 in out_aval.shape or 0 in contraction:  # nothing to compute, or empty sums
         return tf.zeros(ctx.out_shape(), ctx.out_dtype)
 
-    compute = _compute_dtype(out_aval.dtype)
+    # Half floats are convolved in float32 (TFLite's CONV_2D has no float16 kernel, and XLA
+    # accumulates them in float32 too); narrow integers and booleans in int32, which wraps like them.
+    compute = compute_dtype(out_aval.dtype, bools=True)
+    if compute.is_unsigned:  # products and sums wrap the same in the signed type TF's kernels have
+        compute = tf.int64 if compute.size == 8 else tf.int32
     lhs_perm = [lhs_spec[0], *lhs_spec[2:], lhs_spec[1]]
     rhs_perm = [*rhs_spec[2:], rhs_spec[1], rhs_spec[0]]
     x = tf.transpose(tf.cast(lhs, compute), lhs_perm)
@@ -214,7 +204,7 @@ def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_di
             return tf.cast(tf.transpose(y, np.argsort([out_spec[0], *out_spec[2:], out_spec[1]])), ctx.out_dtype)
     for a, factor in enumerate(lhs_dilation):
         x = interior_pad(x, x_dims, 1 + a, factor)
-        x_dims[1 + a] = _dilated(x_dims[1 + a], factor)
+        x_dims[1 + a] = dilated_size(x_dims[1 + a], factor)
     x = pad_or_crop(x, [(0, 0), *padding, (0, 0)])
     x_dims = [x_dims[0], *(n + lo + hi for n, (lo, hi) in zip(x_dims[1:-1], padding)), x_dims[-1]]
 
@@ -257,13 +247,13 @@ def input_grad(forward):
 
 
 def flax_conv_transpose(x, k):
-    module = nn.ConvTranspose(features=k.shape[-1], kernel_size=k.shape[:2], strides=(2, 2),
+    module = flax_linen().ConvTranspose(features=k.shape[-1], kernel_size=k.shape[:2], strides=(2, 2),
                               padding="SAME", use_bias=False)
     return module.apply({"params": {"kernel": k}}, x)
 
 
 def flax_conv(x, k):
-    module = nn.Conv(features=k.shape[-1], kernel_size=k.shape[:2], strides=(2, 1), padding="SAME",
+    module = flax_linen().Conv(features=k.shape[-1], kernel_size=k.shape[:2], strides=(2, 1), padding="SAME",
                      use_bias=False)
     return module.apply({"params": {"kernel": k}}, x)
 

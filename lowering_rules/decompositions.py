@@ -22,7 +22,6 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from limitations.targets import ALL_TARGETS
 from lowering_rules import linalg_factor
 from lowering_rules.cases import case, f32
 from lowering_rules.helpers import axis_slice
@@ -32,6 +31,7 @@ from lowering_rules.matrices import index as _index
 from lowering_rules.matrices import rows as _rows
 from lowering_rules.matrices import swap_last as _t
 from lowering_rules.registry import Limitation, lowering
+from lowering_rules.vocabulary import ALL_TARGETS
 
 # Largest matrix dimension each rule unrolls. Measured at the limit (float32, batch 1, TFLite
 # builtins, LiteRT 1 thread, on a shared 2-core AMD EPYC, one primitive per model): cholesky 32:

@@ -26,7 +26,7 @@ from lowering_rules.cases import c64, case, f32
 from lowering_rules.complex import _parts_of
 from lowering_rules.complex_values import ComplexPair, part_dtype
 from lowering_rules.helpers import size_vector
-from lowering_rules.registry import add_complex, register
+from lowering_rules.registry import add_complex, lowering
 
 
 def _angles(rows: int, cols: int, n: int, sign: float) -> np.ndarray:
@@ -142,5 +142,5 @@ def lower_fft(ctx, x, *, fft_type, fft_lengths):
     return x
 
 
-register(lax.fft_p, lower_fft, cases=_CASES)
+lowering(lax.fft_p, cases=_CASES)(lower_fft)
 add_complex(lax.fft_p, lower_fft)

@@ -4,13 +4,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
+import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 
 # TF.js has no uint32 tensors. Lowering for it, a uint32 value is carried as the int32 with the
 # same bits: set by the TF.js export, read through tf_dtype/constant by everything that makes a
 # tensor. The check admits uint32 on TF.js only where the rule computes on bit patterns alone
-# (limitations/dtypes.py), so no rule meets a carried value whose sign it would misread.
+# (lowering_rules/dtype_support.py), so no rule meets a carried value whose sign it would misread.
 _UINT32_AS_INT32 = contextvars.ContextVar("noxla_uint32_as_int32", default=False)
 
 
@@ -108,10 +109,138 @@ def _product(dims):
     return total
 
 
-def runtime_infinity(x) -> tf.Tensor:
-    """+inf as a scalar of x's (floating) dtype, computed from x at run time.
+# --- Dtypes ------------------------------------------------------------------------------------
 
-    The TFLite converter stores an infinite constant as the largest finite float, so an infinity
-    that must survive conversion is made as 1 / (a zero the converter cannot fold)."""
-    finite = tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
-    return 1.0 / tf.reduce_sum(tf.abs(finite) * 0.0)
+HALF_FLOATS = (tf.float16, tf.bfloat16)
+
+
+def wide(x):
+    """Half-precision values computed in float32 (TFLite builtins have no float16 arithmetic)."""
+    return tf.cast(x, tf.float32) if x.dtype in HALF_FLOATS else x
+
+
+def as_out(ctx, y):
+    """``y`` in the rule's output dtype."""
+    return y if y.dtype == ctx.out_dtype else tf.cast(y, ctx.out_dtype)
+
+
+def compute_dtype(dtype, *, bools: bool = False) -> tf.DType:
+    """The dtype values are computed in: half floats in float32, integers narrower than 32 bits in
+    int32 (and booleans as 0/1 in int32 when ``bools``). Exact: TFLite's kernels lack most float16
+    and 8/16-bit arithmetic, and integer results wrap back to the narrow type on the final cast as
+    JAX's narrow arithmetic wraps."""
+    dtype = tf_dtype(dtype) if not isinstance(dtype, tf.DType) else dtype
+    if dtype in HALF_FLOATS:
+        return tf.float32
+    if (dtype.is_integer and dtype.size < 4) or (bools and dtype == tf.bool):
+        return tf.int32
+    return dtype
+
+
+# --- NaN and infinity ---------------------------------------------------------------------------
+
+def is_nan(x):
+    # x != x: the same answer in every runtime, without an IsNan kernel.
+    return tf.math.not_equal(x, x)
+
+
+def is_inf(x):
+    # Not x == inf: the TFLite converter stores an infinite constant as the largest float.
+    return tf.logical_and(tf.logical_not(tf.math.is_finite(x)), tf.equal(x, x))
+
+
+def where_nan_either(x, y, result):
+    """``result``, or the NaN where either operand is NaN: JAX's max/min (and scatter-min/max)
+    propagate NaN; TFLite's and TF.js's Maximum/Minimum may not."""
+    return tf.where(tf.math.logical_or(is_nan(x), is_nan(y)), x + y, result)
+
+
+def _runtime_zeros(x):
+    """Zeros computed from x at run time (0 * |x| where x is finite): a value no converter folds."""
+    return tf.abs(tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))) * 0.0
+
+
+# Infinity is made ONE way: 1 / (a zero computed at run time). The TFLite converter stores an
+# infinite constant as the largest finite float, so a plain tf.constant(np.inf) is wrong there.
+# Rules with a context use ``ctx.runtime_infinity()``, made once from the program's inputs so it
+# stays a run-time value even where the tensor needing it is a constant.
+
+def runtime_infinity(x) -> tf.Tensor:
+    """+inf as a scalar of x's (floating) dtype, computed from x at run time."""
+    return 1.0 / tf.reduce_sum(_runtime_zeros(x))
+
+
+def infinity_like(x) -> tf.Tensor:
+    """+inf in x's shape and (floating) dtype, computed from x at run time."""
+    return 1.0 / _runtime_zeros(x)
+
+
+def convertible_constant(ctx, value, dtype: tf.DType):
+    """A scalar constant of ``dtype`` that survives every converter: infinities are run-time values."""
+    value = np.asarray(value)
+    if np.issubdtype(value.dtype, np.floating) and np.isinf(value):
+        return tf.cast(float(np.sign(value)) * ctx.runtime_infinity(), dtype)
+    return tf.constant(value, dtype)
+
+
+# --- Integers up to 32 bits, as int32 -------------------------------------------------------------
+
+def int_info(dtype: tf.DType):
+    info = np.iinfo(dtype.as_numpy_dtype)
+    return info.bits, info.min < 0
+
+
+def bit_pattern_info(dtype: tf.DType):
+    """Like _int_info, but a uint32 is handled as the int32 with the same bits (its values do
+    not fit an int32, its bit pattern does; bitwise ops and shifts only see the pattern)."""
+    bits, signed = int_info(dtype)
+    return bits, signed or bits == 32
+
+
+def powers_of_two(n: int):
+    return tf.constant([2 ** k for k in range(n)], tf.int32)
+
+
+def as_int32(x):
+    """Integers up to 32 bits are handled as int32 (values fit), then cast back."""
+    return tf.cast(x, tf.int32) if x.dtype != tf.int32 else x
+
+
+def wrap_to(ctx, value, bits: int, signed: bool):
+    """int32 value reduced modulo 2^bits into the output type (XLA wraps narrow integers)."""
+    if bits == 32:
+        return as_out(ctx, value)
+    unsigned = tf.math.floormod(value, 2 ** bits)
+    if signed:
+        unsigned = tf.where(unsigned >= 2 ** (bits - 1), unsigned - 2 ** bits, unsigned)
+    return as_out(ctx, unsigned)
+
+
+# --- Monoids -----------------------------------------------------------------------------------
+
+def identity_element(kind: str, dtype) -> np.ndarray:
+    """The neutral element of a commutative monoid (add/sum, mul/prod, max, min, and, or, xor) on
+    ``dtype``, as a NumPy scalar; infinite for float max/min (see ``convertible_constant``)."""
+    np_dtype = np.dtype(dtype.as_numpy_dtype if isinstance(dtype, tf.DType) else dtype)
+    boolean = np_dtype == np.bool_
+    if kind in ("add", "sum", "or", "xor"):
+        return np.zeros((), np_dtype)
+    if kind in ("mul", "prod"):
+        return np.ones((), np_dtype)
+    if kind == "and":
+        return np.array(True if boolean else -1).astype(np_dtype)
+    if kind in ("max", "min"):
+        if boolean:
+            return np.array(kind == "min")
+        if jnp.issubdtype(np_dtype, jnp.floating):  # numpy's issubdtype misses bfloat16
+            return np.array(-np.inf if kind == "max" else np.inf, np_dtype)
+        info = np.iinfo(np_dtype)
+        return np.array(info.min if kind == "max" else info.max, np_dtype)
+    raise ValueError(f"no identity for {kind}")
+
+
+# --- Window arithmetic -------------------------------------------------------------------------
+
+def dilated_size(n, factor: int):
+    """The size of ``n`` elements with ``factor - 1`` holes between neighbours (static or symbolic)."""
+    return n if factor == 1 or (isinstance(n, int) and n == 0) else (n - 1) * factor + 1

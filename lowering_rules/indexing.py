@@ -25,10 +25,17 @@ import tensorflow as tf
 from jax import lax
 from jax.extend import core
 
-from limitations.targets import ALL_TARGETS
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
-from lowering_rules.helpers import size_vector
-from lowering_rules.registry import Limitation, lowering, register
+from lowering_rules.helpers import (
+    compute_dtype,
+    convertible_constant,
+    identity_element,
+    is_nan,
+    size_vector,
+    where_nan_either,
+)
+from lowering_rules.registry import Limitation, lowering
+from lowering_rules.vocabulary import ALL_TARGETS
 
 Mode = lax.GatherScatterMode
 
@@ -81,18 +88,6 @@ def _all(masks):
     return result
 
 
-def _compute_dtype(dtype: tf.DType) -> tf.DType:
-    """The dtype values move and combine in. Exact for every dtype it widens: TFLite lacks
-    float16 GatherNd/ScatterNd/Transpose/Select and 8/16-bit Add/Minimum/Select kernels, and
-    integer results wrap back to the narrow type on the final cast as JAX's arithmetic wraps.
-    Booleans become 0/1: min is "and", max "or", as JAX defines them (JAX refuses add/mul)."""
-    if dtype in (tf.float16, tf.bfloat16):
-        return tf.float32
-    if dtype in (tf.bool, tf.int8, tf.uint8, tf.int16, tf.uint16):
-        return tf.int32
-    return dtype
-
-
 # ---------------------------------------------------------------- gather
 
 def lower_gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, unique_indices,
@@ -108,7 +103,7 @@ def lower_gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, uniqu
     indexed, batching = list(dn.start_index_map), list(dn.operand_batching_dims)
     coord_dims = indexed + batching
     free_dims = [d for d in range(rank) if d not in coord_dims]
-    operand = tf.cast(operand, _compute_dtype(operand.dtype))
+    operand = tf.cast(operand, compute_dtype(operand.dtype, bools=True))
     starts = _start_columns(ctx, indices)
     gathered = _take(ctx, operand, starts, dn, slice_sizes)
     if gathered is not None:
@@ -297,14 +292,6 @@ def _element_count(aval):
     return count
 
 
-def _identity(kind: str, dtype: tf.DType):
-    if kind == "mul":
-        return tf.ones([], dtype)
-    if dtype.is_floating:
-        return tf.constant(np.inf if kind == "min" else -np.inf, dtype)
-    return tf.constant(dtype.max if kind == "min" else dtype.min, dtype)
-
-
 _REDUCE = {"mul": tf.reduce_prod, "min": tf.reduce_min, "max": tf.reduce_max}
 _COMBINE = {"add": tf.add, "sub": tf.subtract, "mul": tf.multiply,
             "min": tf.minimum, "max": tf.maximum}
@@ -318,18 +305,18 @@ def _propagates_nan(kind, dtype) -> bool:
 def _combine(kind, a, b):
     result = _COMBINE[kind](a, b)
     if _propagates_nan(kind, a.dtype):
-        result = tf.where(tf.logical_or(tf.math.is_nan(a), tf.math.is_nan(b)), a + b, result)
+        result = where_nan_either(a, b, result)
     return result
 
 
-def _combine_duplicates(kind, values, positions):
+def _combine_duplicates(ctx, kind, values, positions):
     """Per update: the combination of every update sharing its position; and whether it is the
     first of them (the one that carries the result). O(#updates^2)."""
     same = tf.equal(tf.expand_dims(positions, 1), tf.expand_dims(positions, 0))
-    identity = _identity(kind, values.dtype)
+    identity = convertible_constant(ctx, identity_element(kind, values.dtype), values.dtype)
     combined = _REDUCE[kind](tf.where(same, tf.expand_dims(values, 0), identity), axis=1)
     if _propagates_nan(kind, values.dtype):
-        nan_among = tf.reduce_any(tf.logical_and(same, tf.expand_dims(tf.math.is_nan(values), 0)), axis=1)
+        nan_among = tf.reduce_any(tf.logical_and(same, tf.expand_dims(is_nan(values), 0)), axis=1)
         combined = tf.where(nan_among, tf.constant(np.nan, values.dtype), combined)
     ordinal = tf.range(tf.size(positions), dtype=tf.int32)
     earlier = tf.expand_dims(ordinal, 0) < tf.expand_dims(ordinal, 1)
@@ -341,7 +328,9 @@ def _scatter(kind, ctx, operand, indices, updates, dn, mode, unique_indices, app
     if _is_empty(ctx.avals_in[0]) or _is_empty(ctx.avals_in[2]):
         return operand
     dtype = operand.dtype
-    compute = _compute_dtype(dtype)
+    # The dtype values move and combine in. Booleans become 0/1: min is "and", max "or", as JAX
+    # defines them (JAX refuses add/mul on booleans).
+    compute = compute_dtype(dtype, bools=True)
     positions, values, size = _scatter_positions(ctx, indices, tf.cast(updates, compute), dn, mode)
     flat = tf.reshape(tf.cast(operand, compute), [-1])
 
@@ -355,7 +344,7 @@ def _scatter(kind, ctx, operand, indices, updates, dn, mode, unique_indices, app
         elif kind == "set":
             carrier = _last_writers(positions, size, _element_count(ctx.avals_in[2]))
         else:
-            values, carrier = _combine_duplicates(kind, values, positions)
+            values, carrier = _combine_duplicates(ctx, kind, values, positions)
         if carrier is not None:   # one update per position carries the result to ScatterNd
             positions = tf.where(carrier, positions, size)
         written = _scatter_sum(values, positions, size)
@@ -556,6 +545,9 @@ MUL_CASES = [
 
 _NAN_OPERAND = np.array([np.nan, 1, 2, 3], np.float32)
 _NAN_UPDATES = np.array([5, np.nan, 0, -1, 4], np.float32)
+# Infinite updates at a repeated position: duplicates are combined against the monoid's identity,
+# which must be a real infinity in TFLite too (its converter stores an infinite constant as FLT_MAX).
+_INF = np.float32(np.inf)
 
 MIN_CASES = [
     case("nan_propagates", lambda x, i, v: x.at[i].min(v), _NAN_OPERAND, _idx(0, 1, 1, 2, 3), _NAN_UPDATES),
@@ -565,6 +557,8 @@ MIN_CASES = [
     case("columns_clip", lambda x, i, v: x.at[:, i].min(v, mode="clip"), f32(2, 4), _idx(3, 7, 0), f32(2, 3)),
     case("bool", lambda x, i, v: x.at[i].min(v), boolean(4), _idx(1, 1, 3), boolean(3)),
     case("u8", lambda x, i, v: x.at[i].min(v), u8(4), _idx(0, 3, 0), u8(3)),
+    case("infinities", lambda x, i, v: x.at[i].min(v), np.array([_INF, _INF, 1, -_INF], np.float32),
+         _idx(0, 0, 1, 3), np.array([_INF, _INF, _INF, 5], np.float32)),
 ]
 
 MAX_CASES = [
@@ -573,6 +567,8 @@ MAX_CASES = [
     case("i32_extremes", lambda x, i, v: x.at[i].max(v), np.array([-2**31, 3, 0], np.int32), _idx(0, 0, 2),
          np.array([-2**31, -2**31, -2**31], np.int32)),
     case("vmap_rows", jax.vmap(lambda x, i, v: x.at[i].max(v)), f32(2, 5), i32(2, 3, low=0, high=4), f32(2, 3)),
+    case("infinities", lambda x, i, v: x.at[i].max(v), np.array([-_INF, -_INF, 1, _INF], np.float32),
+         _idx(0, 0, 1, 3), np.array([-_INF, -_INF, -_INF, 5], np.float32)),
 ]
 
 def _scatter_with_update_reading_combiner(x, indices, updates):
@@ -593,8 +589,8 @@ APPLY_CASES = [
          _idx(0, 9, 3, 3)),
 ]
 
-register(lax.scatter_p, lower_scatter, limitations=[_CUSTOM_COMBINER], cases=SET_CASES + APPLY_CASES)
+lowering(lax.scatter_p, limitations=[_CUSTOM_COMBINER], cases=SET_CASES + APPLY_CASES)(lower_scatter)
 for _prim, _kind, _cases in [(lax.scatter_add_p, "add", ADD_CASES), (lax.scatter_sub_p, "sub", SUB_CASES),
                              (lax.scatter_mul_p, "mul", MUL_CASES), (lax.scatter_min_p, "min", MIN_CASES),
                              (lax.scatter_max_p, "max", MAX_CASES)]:
-    register(_prim, _scatter_rule(_kind), cases=_cases)
+    lowering(_prim, cases=_cases)(_scatter_rule(_kind))

@@ -14,9 +14,7 @@ import numpy as np
 import tensorflow as tf
 from jax._src import core as jax_core
 
-
-def is_key_dtype(dtype) -> bool:
-    return not isinstance(dtype, np.dtype) and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+from lowering_rules.vocabulary import is_key_dtype, physical_dtype  # noqa: F401  (key_types is where rules look)
 
 
 def is_key(aval) -> bool:
@@ -26,13 +24,6 @@ def is_key(aval) -> bool:
 def physical_aval(aval):
     """The aval of a key array's data (uint32, shape + key_shape); other avals unchanged."""
     return jax_core.physical_aval(aval) if is_key(aval) else aval
-
-
-def physical_dtype(dtype) -> np.dtype:
-    """What the dtype tables see: a key's data dtype (uint32) for a key, else the dtype itself."""
-    if is_key_dtype(dtype):
-        return np.dtype(jax_core.physical_element_aval(dtype).dtype)
-    return np.dtype(dtype)
 
 
 def key_impl(aval):

@@ -1,8 +1,8 @@
 """dot_general as one batched matrix multiplication (never tf.einsum: TF.js wasm has no Einsum)."""
 from __future__ import annotations
 
-import tensorflow as tf
 import jax.numpy as jnp
+import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32
@@ -63,7 +63,7 @@ def _int_matmul(lhs, rhs):
          polymorphic_shapes=("(b, 2, 4)", None)),
 ])
 def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
-                      preferred_element_type=None, out_sharding=None):
+                      preferred_element_type=None):
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
     lhs_aval, rhs_aval = ctx.avals_in
     lhs_free = [d for d in range(lhs_aval.ndim) if d not in (*lhs_contract, *lhs_batch)]
@@ -71,14 +71,14 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     # preferred_element_type asks for products and sums in the (wider) output type. Half
     # precision is computed in float32 (as XLA's CPU dot accumulates): TFLite has no float16
     # transpose or matmul kernels.
-    compute_dtype = tf.float32 if ctx.out_dtype in (tf.float16, tf.bfloat16) else ctx.out_dtype
+    compute = tf.float32 if ctx.out_dtype in (tf.float16, tf.bfloat16) else ctx.out_dtype
     if ctx.out_dtype == tf.bool:  # a bool dot is an OR of ANDs: count the true products
-        compute_dtype = tf.int32
-    lhs = ctx.prepare_operand(lhs, ("dot_lhs", compute_dtype, *map(tuple, (lhs_batch, lhs_free, lhs_contract))), lambda x: (
-        _as_batched_matrix(ctx, tf.cast(x, compute_dtype), lhs_aval, lhs_batch, lhs_free, lhs_contract)))
-    rhs = ctx.prepare_operand(rhs, ("dot_rhs", compute_dtype, *map(tuple, (rhs_batch, rhs_contract, rhs_free))), lambda x: (
-        _as_batched_matrix(ctx, tf.cast(x, compute_dtype), rhs_aval, rhs_batch, rhs_contract, rhs_free)))
-    if compute_dtype.is_integer:
+        compute = tf.int32
+    lhs = ctx.prepare_operand(lhs, ("dot_lhs", compute, *map(tuple, (lhs_batch, lhs_free, lhs_contract))), lambda x: (
+        _as_batched_matrix(ctx, tf.cast(x, compute), lhs_aval, lhs_batch, lhs_free, lhs_contract)))
+    rhs = ctx.prepare_operand(rhs, ("dot_rhs", compute, *map(tuple, (rhs_batch, rhs_contract, rhs_free))), lambda x: (
+        _as_batched_matrix(ctx, tf.cast(x, compute), rhs_aval, rhs_batch, rhs_contract, rhs_free)))
+    if compute.is_integer:
         out = _int_matmul(lhs, rhs)
     else:
         out = tf.linalg.matmul(lhs, rhs)

@@ -19,7 +19,6 @@ import tensorflow as tf
 from jax import lax
 from jax._src.lax import linalg as lapack_like  # geqrf and geqp3 are not public
 
-from limitations.targets import ALL_TARGETS
 from lowering_rules.cases import case, f32
 from lowering_rules.matrices import cols as _cols
 from lowering_rules.matrices import eye_like as _eye_like
@@ -27,6 +26,7 @@ from lowering_rules.matrices import index as _index
 from lowering_rules.matrices import rows as _rows
 from lowering_rules.matrices import swap_last as _t
 from lowering_rules.registry import Limitation, lowering
+from lowering_rules.vocabulary import ALL_TARGETS
 
 # Largest matrix dimension each rule unrolls (the graph grows with n; see _size_limit's costs).
 MAX_SIZE = {"geqrf": 32, "geqp3": 32, "householder_product": 32, "ormqr": 32, "hessenberg": 32,
@@ -101,7 +101,8 @@ def householder_qr(w, m: int, n: int, steps):
         w = _apply_left(w, v, tau)
         # Column j is exactly (top, 0, ...) from row j down: store it so, and keep the reflector.
         at_j = tf.equal(col, j)
-        w = tf.where(tf.logical_and(at_j, row >= j), tf.where(tf.equal(row, j), top, tf.zeros_like(top)) + tf.zeros_like(w), w)
+        column = tf.where(tf.equal(row, j), top, tf.zeros_like(top)) + tf.zeros_like(w)
+        w = tf.where(tf.logical_and(at_j, row >= j), column, w)
         stored = tf.where(tf.logical_and(at_j, row > j), v + tf.zeros_like(w), stored)
         taus.append(tau[..., 0])
     return tf.where(row <= col, w, stored), tf.concat(taus, axis=-1)
@@ -277,7 +278,7 @@ def two_sided(w, n: int, reflect, symmetric: bool):
     new pivot values) and the reflectors as (v, tau) pairs."""
     row, col = _masks(n, n)
     stored, taus, tops, reflectors = tf.zeros_like(w), [], [], []
-    for j, (c, pivot_row, tail) in enumerate(reflect):
+    for c, pivot_row, tail in reflect:
         v, tau, top = _larfg(_cols(w, c, c + 1), tf.equal(row, pivot_row), tail(row))
         w = _apply_right(_apply_left(w, v, tau), v, tau)
         # Column c is exactly top at the pivot and 0 on the tail (and so is row c if symmetric).

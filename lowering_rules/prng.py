@@ -22,9 +22,10 @@ from jax._src.random import prng as jax_prng
 from jax._src.random import threefry2x32 as jax_threefry
 
 from lowering_rules.cases import case, u32
+from lowering_rules.dtype_support import NUMERIC, dtypes
 from lowering_rules.key_types import physical_aval
 from lowering_rules.limbs import as_word, from_bits, rotate_left_bits, to_bits, xor_bits
-from lowering_rules.registry import NUMERIC, dtypes, lowering
+from lowering_rules.registry import lowering
 
 # Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"):
 # the rotation schedule, and the key-schedule parity constant.

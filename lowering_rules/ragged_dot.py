@@ -54,7 +54,7 @@ def _moe_layer(tokens, router, experts):
     case("moe_layer", _moe_layer, f32(8, 4), f32(4, 3), f32(3, 4, 6)),
 ])
 def lower_ragged_dot_general(ctx, lhs, rhs, group_sizes, *, ragged_dot_dimension_numbers, precision,
-                             preferred_element_type, group_offset, out_sharding):
+                             preferred_element_type, group_offset):
     # group_offset is always None in a jaxpr: JAX 0.10.2 refuses an array as a primitive parameter
     # (unhashable), and its CPU decomposition raises NotImplementedError for any other value.
     impl = functools.partial(lax_internal._ragged_dot_general_impl,

@@ -11,17 +11,19 @@ Conventions shared by the rules here:
 """
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
-import jax.numpy as jnp
 from jax import lax
 from jax.core import ShapedArray
 from jax.extend import core
 
-from limitations.targets import ALL_TARGETS
 from lowering_rules import fusion
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
-from lowering_rules.registry import Limitation, Target, dtypes, gap, lowering
+from lowering_rules.dtype_support import dtypes, gap
+from lowering_rules.helpers import compute_dtype, convertible_constant, identity_element, is_nan
+from lowering_rules.registry import Limitation, Target, lowering
+from lowering_rules.vocabulary import ALL_TARGETS
 
 NAN_ROW = np.array([[1.0, np.nan, 3.0, 2.0], [-1.0, 5.0, 5.0, -2.0], [np.nan, np.nan, 0.0, 9.0]],
                    np.float32)
@@ -30,43 +32,6 @@ SIGNED_ZEROS = np.array([[0.0, -0.0, -1.0], [-0.0, 0.0, 2.0]], np.float32)
 
 
 # --------------------------------------------------------------------------- shared helpers
-
-def _is_half(dtype: tf.DType) -> bool:
-    return dtype in (tf.float16, tf.bfloat16)
-
-
-def _compute_dtype(dtype: tf.DType) -> tf.DType:
-    """Half floats and narrow integers widen: TFLite's reduce/scan kernels lack them (integer
-    results are the same after casting back, which wraps like XLA's narrow arithmetic)."""
-    if _is_half(dtype):
-        return tf.float32
-    if dtype.is_integer and dtype.size < 4:
-        return tf.int32
-    return dtype
-
-
-def _is_nan(x):
-    return tf.math.not_equal(x, x)
-
-
-def _identity(kind: str, dtype: tf.DType):
-    """The neutral element of a monoid, as a NumPy scalar of ``dtype``."""
-    np_dtype = dtype.as_numpy_dtype
-    if kind in ("sum", "or", "xor"):
-        return np.zeros((), np_dtype)
-    if kind == "prod":
-        return np.ones((), np_dtype)
-    if kind == "and":
-        return np.array(True if dtype == tf.bool else -1, np_dtype)
-    if kind in ("max", "min"):
-        if dtype == tf.bool:
-            return np.array(kind == "min")
-        if dtype.is_floating:
-            return np.array(-np.inf if kind == "max" else np.inf, np_dtype)
-        info = np.iinfo(np_dtype)
-        return np.array(info.min if kind == "max" else info.max, np_dtype)
-    raise ValueError(f"no identity for {kind}")
-
 
 def _propagate_nan(x, result, nan_seen):
     """JAX's max/min turn NaN on any NaN seen; TFLite/TF.js kernels may drop it."""
@@ -117,10 +82,7 @@ def monoid_reduce(ctx, x, axes, kind: str, aval, exact_nan: bool = True):
         return x
     out_shape = ctx.shape([d for i, d in enumerate(aval.shape) if i not in axes])
     if any(aval.shape[a] == 0 for a in axes):  # TFLite and TF.js mishandle empty reductions
-        identity = _identity(kind, dtype)
-        if np.isinf(identity):  # an infinite constant would become FLT_MAX in TFLite
-            identity = tf.cast(float(np.sign(identity)) * ctx.runtime_infinity(), dtype)
-        return tf.fill(out_shape, tf.cast(identity, dtype))
+        return tf.fill(out_shape, convertible_constant(ctx, identity_element(kind, dtype), dtype))
     if dtype == tf.bool:
         kind = {"max": "or", "min": "and"}.get(kind, kind)
         if kind == "and":
@@ -132,12 +94,12 @@ def monoid_reduce(ctx, x, axes, kind: str, aval, exact_nan: bool = True):
             return tf.math.equal(tf.math.floormod(count, 2), 1)
     if kind in ("and", "or", "xor"):
         return tf.cast(_bitwise_reduce(x, axes, kind), dtype)
-    work = tf.cast(x, _compute_dtype(dtype))
+    work = tf.cast(x, compute_dtype(dtype))
     reduce_fn = {"sum": tf.reduce_sum, "prod": tf.reduce_prod,
                  "max": tf.reduce_max, "min": tf.reduce_min}[kind]
     out = reduce_fn(work, axis=axes)
     if kind in ("max", "min") and work.dtype.is_floating and exact_nan:
-        out = _propagate_nan(work, out, tf.reduce_any(_is_nan(work), axis=axes))
+        out = _propagate_nan(work, out, tf.reduce_any(is_nan(work), axis=axes))
     return tf.cast(out, dtype)
 
 
@@ -149,12 +111,12 @@ def first_extreme_index(x, axis: int, rank: int, n, kind: str):
     """
     if x.dtype == tf.bool:
         x = tf.cast(x, tf.int32)
-    x = tf.cast(x, _compute_dtype(x.dtype))
+    x = tf.cast(x, compute_dtype(x.dtype))
     extreme = (tf.reduce_max if kind == "max" else tf.reduce_min)(x, axis=axis, keepdims=True)
     hit = tf.math.equal(x, extreme)
     # Broadcasting tf.where crashes TF.js's wasm backend: logical and integer ops only here.
     if x.dtype.is_floating:
-        nan = _is_nan(x)
+        nan = is_nan(x)
         row_has_nan = tf.reduce_any(nan, axis=axis, keepdims=True)
         hit = tf.logical_or(tf.logical_and(row_has_nan, nan),
                             tf.logical_and(tf.logical_not(row_has_nan), hit))
@@ -166,7 +128,7 @@ def first_extreme_index(x, axis: int, rank: int, n, kind: str):
 # --------------------------------------------------------------------------- plain reductions
 
 def _monoid_rule(kind):
-    def lower(ctx, x, *, axes, out_sharding=None):
+    def lower(ctx, x, *, axes):
         return monoid_reduce(ctx, x, axes, kind, ctx.avals_in[0], exact_nan=ctx.strict)
     lower.__name__ = f"lower_reduce_{kind}"
     return lower
@@ -225,7 +187,7 @@ for _prim, _fn, _kind in ((lax.reduce_and_p, jnp.bitwise_and.reduce, "and"),
 # --------------------------------------------------------------------------- argmax / argmin
 
 def _arg_rule(kind):
-    def lower(ctx, x, *, axes, index_dtype, out_sharding=None):
+    def lower(ctx, x, *, axes, index_dtype):
         axis, = axes
         aval = ctx.avals_in[0]
         index = first_extreme_index(x, axis, aval.ndim, ctx.dim(aval.shape[axis]), kind)
@@ -411,7 +373,7 @@ def _sum_and_max(x):
                workaround="express the reduction with jnp.sum/max/min/prod/argmax/argmin, "
                "or with lax.scan/fori_loop if the order matters"),
 ])
-def lower_reduce(ctx, *operands_and_inits, computation, jaxpr, dimensions, out_sharding=None):
+def lower_reduce(ctx, *operands_and_inits, computation, jaxpr, dimensions):
     n = len(operands_and_inits) // 2
     operands, inits = operands_and_inits[:n], operands_and_inits[n:]
     pattern, detail = _body_pattern(ctx.eqn)
@@ -491,12 +453,12 @@ def _scan_rule(name):
         if isinstance(n, int) and n == 0:
             return x
         dtype = x.dtype
-        work = tf.cast(x, _compute_dtype(dtype))
+        work = tf.cast(x, compute_dtype(dtype))
         if reverse:
             work = tf.reverse(work, [axis])
         out = doubling_scan(work, axis, aval.ndim, n, combine)
         if work.dtype.is_floating and name != "cumprod":
-            nan_seen = tf.math.cumsum(tf.cast(_is_nan(work), tf.int32), axis=axis) > 0
+            nan_seen = tf.math.cumsum(tf.cast(is_nan(work), tf.int32), axis=axis) > 0
             out = _propagate_nan(work, out, nan_seen)
         if reverse:
             out = tf.reverse(out, [axis])
@@ -534,7 +496,7 @@ _NAN_SCAN_CASES = lambda fn: [case("nan_propagates", lambda x: fn(x, axis=1), NA
 ])
 def lower_cumsum(ctx, x, *, axis, reverse):
     dtype = x.dtype
-    out = tf.math.cumsum(tf.cast(x, _compute_dtype(dtype)), axis=axis, reverse=reverse)
+    out = tf.math.cumsum(tf.cast(x, compute_dtype(dtype)), axis=axis, reverse=reverse)
     return tf.cast(out, dtype)
 
 

@@ -11,86 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
-import numpy as np
-
-from limitations.dtypes import (  # noqa: F401  (re-exported: rule files declare their dtypes with these)
-    ALL,
-    BOOL,
-    COMPLEX,
-    FLOATS,
-    INTEGERS,
-    KEY,
-    NUMERIC,
-    SIGNED,
-    UNSIGNED,
-    DtypeSupport,
-    dtype_name,
-    dtypes,
-    gap,
-)
-from limitations.targets import Target
 from lowering_rules.cases import Case
+from lowering_rules.dtype_support import ALL, KEY, DtypeSupport
 from lowering_rules.fusion import FastVariant
-from lowering_rules.key_types import physical_dtype, takes_keys
-
-# Placement annotations: meaningless for one device, so every rule accepts them.
-PLACEMENT_PARAMS = frozenset({"sharding", "out_sharding"})
-
-
-@dataclasses.dataclass(frozen=True)
-class EqnView:
-    """What a limitation predicate may look at: a primitive application, before lowering."""
-    primitive: str
-    params: dict
-    avals_in: tuple
-    avals_out: tuple
-
-    @property
-    def dtypes(self) -> set:
-        """The numpy dtypes of operands and results; a PRNG key counts as its key data's (uint32).
-        ``dtype_names`` tells keys apart."""
-        return {physical_dtype(d) for d in self._all_dtypes()}
-
-    @property
-    def dtype_names(self) -> set[str]:
-        """Every operand and result dtype by name, key dtypes included (``key<fry>``)."""
-        return {dtype_name(d) for d in self._all_dtypes()}
-
-    def _all_dtypes(self) -> list:
-        return [a.dtype for a in (*self.avals_in, *self.avals_out) if getattr(a, "dtype", None) is not None]
-
-    @property
-    def dtype_in(self):
-        return physical_dtype(self.avals_in[0].dtype)
-
-
-@dataclasses.dataclass(frozen=True)
-class Limitation:
-    """A declared case that a target cannot run: data, not code paths.
-
-    ``when(eqn)`` returns true when the application falls in the unsupported case.
-    ``param`` names the parameter (or "dtype") that is out of range.
-    """
-    targets: tuple[Target, ...]
-    condition: str
-    reason: str
-    when: Callable[[EqnView], bool]
-    param: str = "dtype"
-    workaround: str = ""
-
-    def applies(self, eqn: EqnView, target: Target) -> bool:
-        return target in self.targets and bool(self.when(eqn))
-
-
-def dtype_limitation(targets: Sequence[Target], dtypes: Iterable, reason: str,
-                     workaround: str = "") -> Limitation:
-    """The common limitation: some operand or result has one of ``dtypes``."""
-    bad = frozenset(np.dtype(d) for d in dtypes)
-    names = ", ".join(sorted(d.name for d in bad))
-    return Limitation(tuple(targets), f"dtype is {names}", reason,
-                      when=lambda eqn: bool(eqn.dtypes & bad), workaround=workaround)
+from lowering_rules.key_types import takes_keys
+from lowering_rules.vocabulary import (  # noqa: F401  (re-exported: rule files import the vocabulary from here)
+    ALL_TARGETS,
+    PLACEMENT_PARAMS,
+    EqnView,
+    Limitation,
+    Target,
+    dtype_limitation,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +42,8 @@ class Rule:
     dtypes: DtypeSupport = ALL  # the dtypes the lowering computes exactly, per target
 
     def unknown_params(self, params: dict) -> list[str]:
-        return sorted(set(params) - self.params - PLACEMENT_PARAMS)
+        """Parameters (placement ones already removed by ``vocabulary.rule_params``) the rule does not name."""
+        return sorted(set(params) - self.params)
 
 
 RULES: dict[str, Rule] = {}
@@ -123,7 +58,11 @@ def _understood_params(lower: Callable) -> frozenset[str]:
     if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         raise TypeError(f"{lower.__qualname__}: a rule names the parameters it understands; "
                         "**kwargs would hide new JAX parameters")
-    return frozenset(n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY)
+    named = frozenset(n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY)
+    if named & PLACEMENT_PARAMS:
+        raise TypeError(f"{lower.__qualname__}: {', '.join(sorted(named & PLACEMENT_PARAMS))} never reach a "
+                        "rule (vocabulary.rule_params removes placement parameters before the check and the call)")
+    return named
 
 
 def register(primitive, lower: Callable, *, limitations: Sequence[Limitation] = (),
@@ -142,20 +81,13 @@ def register(primitive, lower: Callable, *, limitations: Sequence[Limitation] = 
 
 def lowering(*primitives, limitations: Sequence[Limitation] = (), cases: Sequence[Case] = (),
              fast: FastVariant | None = None, dtypes: DtypeSupport = ALL):
-    """Decorator form of ``register`` for rules with logic of their own."""
+    """How rule files register: ``@lowering(prim, cases=[...])`` above a rule, or
+    ``lowering(prim, cases=...)(make_rule(...))`` for a rule made from a table entry."""
     def decorate(lower):
         for primitive in primitives:
             register(primitive, lower, limitations=limitations, cases=cases, fast=fast, dtypes=dtypes)
         return lower
     return decorate
-
-
-def add_cases(primitive, *cases: Case) -> None:
-    """Attach cases to a rule registered from a table."""
-    name = _primitive_name(primitive)
-    rule = RULES[name]
-    RULES[name] = dataclasses.replace(
-        rule, cases=rule.cases + tuple(c.for_primitive(name) for c in cases))
 
 
 # The rule, applied to the real parts and to the imaginary parts separately, is the complex result

@@ -32,10 +32,11 @@ import tensorflow as tf
 from jax import lax
 from jax._src.lax import windowed_reductions
 
-from limitations.targets import ALL_TARGETS, Target
 from lowering_rules.cases import case, f32, i32
+from lowering_rules.dtype_support import NUMERIC, dtypes, gap
 from lowering_rules.helpers import pad_or_crop, size_vector
-from lowering_rules.registry import NUMERIC, Limitation, dtypes, gap, lowering
+from lowering_rules.registry import Limitation, lowering
+from lowering_rules.vocabulary import ALL_TARGETS, Target
 from lowering_rules.windows import _window_taps, place_at_tap
 
 

@@ -13,14 +13,15 @@ index order.
 """
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
-import jax.numpy as jnp
 from jax import lax
 
-from limitations.targets import ALL_TARGETS, Target
 from lowering_rules.cases import boolean, case, f16, f32, i32, u8
+from lowering_rules.helpers import is_nan
 from lowering_rules.registry import Limitation, dtype_limitation, lowering
+from lowering_rules.vocabulary import ALL_TARGETS, Target
 
 # The stable order's int32 keys rank * n + position stay below n^2 <= 2^31 up to n = 46340
 # (measured: a row of 46341 with NaNs, or of 70000 without, comes out misordered).
@@ -88,10 +89,6 @@ def stable_order(t, rows: Rows, rank_of):
     return rows.take(perm, by_key)
 
 
-def _is_nan(x):
-    return tf.math.not_equal(x, x)
-
-
 def _numeric(x):
     """Keys as the dtypes top_k and gather have everywhere: float32 or int32."""
     if x.dtype.is_floating:
@@ -107,7 +104,7 @@ def _ascending_pass(key, rows: Rows):
     if not key.dtype.is_floating:
         # -1 - k reverses the order without overflowing at INT32_MIN (unlike -k).
         return stable_order(-1 - key, rows, lambda run, perm: run)
-    nan = _is_nan(key)
+    nan = is_nan(key)
     descending = -tf.where(nan, tf.zeros_like(key), key)
     nan_flags = tf.cast(nan, tf.int32)
 
@@ -130,7 +127,7 @@ TOO_LONG = Limitation(
     param="dimension", when=_sorted_length_too_long,
     workaround=f"sort rows of a known length of at most {MAX_SORTED_LENGTH} (batch dimensions may stay symbolic)")
 
-_WIDE_KEYS = dtype_limitation(  # TF.js has none of these dtypes at all (limitations/dtypes.py)
+_WIDE_KEYS = dtype_limitation(  # TF.js has none of these dtypes at all (lowering_rules/dtype_support.py)
     (Target.TF, Target.TFLITE, Target.TFLITE_FLEX), [np.uint32, np.int64, np.uint64, np.float64],
     reason="keys are ordered through int32/float32 top_k, which cannot hold these exactly",
     workaround="cast keys to int32 or float32 when their values fit")
@@ -186,7 +183,7 @@ def _descending_total_order(x, rows: Rows):
     x = _numeric(x)
     if not x.dtype.is_floating:
         return stable_order(x, rows, lambda run, perm: run)
-    nan = _is_nan(x)
+    nan = is_nan(x)
     zero = tf.math.equal(x, 0.0)
     negative_zero = tf.cast(tf.logical_and(zero, tf.math.less(1.0 / x, 0.0)), tf.int32)
     not_nan = 1 - tf.cast(nan, tf.int32)

@@ -13,18 +13,11 @@ from jax import lax
 from jax.scipy import special as jss
 
 from lowering_rules.cases import case, f16, f32
-from lowering_rules.elementwise import (
-    _as_out,
-    _is_inf,
-    _isnan,
-    _wide,
-    digamma,
-    exp,
-    lgamma,
-    log,
-    log1p,
-)
-from lowering_rules.registry import NUMERIC, dtypes, lowering
+from lowering_rules.dtype_support import NUMERIC, dtypes
+from lowering_rules.elementwise import exp, log, log1p
+from lowering_rules.helpers import as_out, is_inf, is_nan, wide
+from lowering_rules.registry import lowering
+from lowering_rules.special import digamma, lgamma
 
 _EPS = float(np.finfo(np.float32).eps)
 _TINY = float(np.finfo(np.float32).tiny)
@@ -77,16 +70,16 @@ def _lentz_betainc(a, b, x):
 
 
 def betainc(a, b, x):
-    a_is_zero = tf.logical_or(tf.equal(a, 0.0), _is_inf(b))
-    b_is_zero = tf.logical_or(tf.equal(b, 0.0), _is_inf(a))
+    a_is_zero = tf.logical_or(tf.equal(a, 0.0), is_inf(b))
+    b_is_zero = tf.logical_or(tf.equal(b, 0.0), is_inf(a))
     x_is_zero, x_is_one = tf.equal(x, 0.0), tf.equal(x, 1.0)
-    is_nan = tf.logical_or(tf.logical_or(_isnan(a), _isnan(b)), _isnan(x))
+    nan_in = tf.logical_or(tf.logical_or(is_nan(a), is_nan(b)), is_nan(x))
     result_is_zero = tf.logical_or(tf.logical_and(b_is_zero, tf.logical_not(x_is_one)),
                                    tf.logical_and(a_is_zero, x_is_zero))
     result_is_one = tf.logical_or(tf.logical_and(a_is_zero, tf.logical_not(x_is_zero)),
                                   tf.logical_and(b_is_zero, x_is_one))
     out_of_domain = tf.logical_or(tf.logical_or(a < 0.0, b < 0.0), tf.logical_or(x < 0.0, x > 1.0))
-    result_is_nan = tf.logical_or(out_of_domain, tf.logical_or(tf.logical_and(a_is_zero, b_is_zero), is_nan))
+    result_is_nan = tf.logical_or(out_of_domain, tf.logical_or(tf.logical_and(a_is_zero, b_is_zero), nan_in))
     # The fraction converges fast for x < (a + 1) / (a + b + 2); elsewhere I_x(a, b) = 1 - I_{1-x}(b, a).
     direct = x < (a + 1.0) / (a + b + 2.0)
     a, b, x = tf.where(direct, a, b), tf.where(direct, b, a), tf.where(direct, x, 1.0 - x)
@@ -114,7 +107,7 @@ _BETA_X = np.array([0.5, 0.5, 0.5, 0.5, 0.3, 0.5, 0.0, 1.0, 0.5, 0.5, 1.5, 0.999
     case("f16", jss.betainc, f16(4, low=0.5, high=4), f16(4, low=0.5, high=4), f16(4, low=0.05, high=0.95)),
 ])
 def lower_regularized_incomplete_beta(ctx, a, b, x):
-    return _as_out(ctx, betainc(_wide(a), _wide(b), _wide(x)))
+    return as_out(ctx, betainc(wide(a), wide(b), wide(x)))
 
 
 # ----------------------------------------------------------------------------- igamma_grad_a
@@ -182,19 +175,19 @@ def _fraction_derivative(ax, x, a, enabled):
 
 
 def igamma_grad_a(a, x):
-    is_nan = tf.logical_or(_isnan(a), _isnan(x))
+    nan_in = tf.logical_or(is_nan(a), is_nan(x))
     x_is_zero = tf.equal(x, 0.0)
     domain_error = tf.logical_or(x < 0.0, a <= 0.0)
     use_fraction = tf.logical_and(x > 1.0, x > a)
     ax = a * log(x) - x - lgamma(a)
     underflow = ax < -_LOG_MAX
     ax = exp(ax)
-    enabled = tf.logical_not(tf.logical_or(tf.logical_or(x_is_zero, domain_error), tf.logical_or(underflow, is_nan)))
+    enabled = tf.logical_not(tf.logical_or(tf.logical_or(x_is_zero, domain_error), tf.logical_or(underflow, nan_in)))
     out = tf.where(use_fraction,
                    -_fraction_derivative(ax, x, a, tf.logical_and(enabled, use_fraction)),
                    _series_derivative(ax, x, a, tf.logical_and(enabled, tf.logical_not(use_fraction))))
     out = tf.where(x_is_zero, tf.zeros_like(out), out)
-    return tf.where(tf.logical_or(domain_error, is_nan), _fill(out, NAN), out)
+    return tf.where(tf.logical_or(domain_error, nan_in), _fill(out, NAN), out)
 
 
 _GRAD_A = np.array([1.0, 1.0, 0.0, -1.0, 2.0, np.nan, 1.0, 0.5, 3.0, 20.0, 1e-3], np.float32)
@@ -207,4 +200,4 @@ _GRAD_X = np.array([0.0, -1.0, 1.0, 1.0, np.inf, 1.0, np.nan, 40.0, 2.9, 21.0, 1
     case("gamma_sample_grad", lambda a: lax.igamma_grad_a(a, 2.0 * a), f16(4, low=0.5, high=4)),
 ])
 def lower_igamma_grad_a(ctx, a, x):
-    return _as_out(ctx, igamma_grad_a(_wide(a), _wide(x)))
+    return as_out(ctx, igamma_grad_a(wide(a), wide(x)))

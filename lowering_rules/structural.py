@@ -107,7 +107,7 @@ BROADCAST_IN_DIM_CASES = [
 
 @lowering(lax.broadcast_in_dim_p, cases=BROADCAST_IN_DIM_CASES)
 @_carried(tf.float16, tf.int16, tf.uint16)  # TFLite's SLICE/CONCATENATION lack 16-bit ints
-def lower_broadcast_in_dim(ctx, x, *, shape, broadcast_dimensions, sharding):
+def lower_broadcast_in_dim(ctx, x, *, shape, broadcast_dimensions):
     operand_shape = ctx.avals_in[0].shape
     # Put each operand dimension at its place in the result, size 1 elsewhere; then broadcast.
     aligned = [1] * len(shape)
@@ -136,7 +136,7 @@ RESHAPE_CASES = [
 
 
 @lowering(lax.reshape_p, cases=RESHAPE_CASES)
-def lower_reshape(ctx, x, *, new_sizes, dimensions, sharding):
+def lower_reshape(ctx, x, *, new_sizes, dimensions):
     if dimensions is not None:  # reshape reads the operand in this dimension order
         x = tf.transpose(x, perm=list(dimensions))
     return _reshape(ctx, x, [ctx.dim(d) for d in new_sizes])
@@ -226,7 +226,7 @@ IOTA_CASES = [
 
 
 @lowering(lax.iota_p, cases=IOTA_CASES)
-def lower_iota(ctx, *, dtype, shape, dimension, sharding):
+def lower_iota(ctx, *, dtype, shape, dimension):
     # Counted in int32 (TFLite's RANGE has no float16) and converted once.
     values = tf.range(ctx.dim(shape[dimension]), dtype=tf.int32)
     values = tf.cast(values, ctx.out_dtype) if ctx.out_dtype != tf.int32 else values

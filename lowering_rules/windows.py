@@ -17,37 +17,30 @@ from __future__ import annotations
 import itertools
 from typing import Callable
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from limitations.targets import ALL_TARGETS
 from lowering_rules import fusion
-from lowering_rules.cases import boolean, case, f16, f32, i32
-from lowering_rules.helpers import axis_slice, interior_pad, pad_or_crop, runtime_infinity, size_vector
-from lowering_rules.registry import Limitation, register
+from lowering_rules.cases import boolean, case, f16, f32, flax_linen, i32
+from lowering_rules.helpers import (
+    axis_slice,
+    convertible_constant,
+    dilated_size,
+    identity_element,
+    interior_pad,
+    pad_or_crop,
+    size_vector,
+)
+from lowering_rules.registry import Limitation, lowering
+from lowering_rules.vocabulary import ALL_TARGETS
 
 # ----------------------------------------------------------------------------------------------
 # Monoids
 
 _DIRECT_WINDOW_LIMIT = 4  # wider windows are reduced by doubling
-
-
-def _lowest(dtype: np.dtype):
-    if dtype == np.bool_:
-        return False
-    # jnp.issubdtype: numpy does not count ml_dtypes' bfloat16 as floating.
-    return -np.inf if jnp.issubdtype(dtype, jnp.floating) else dtype.type(np.iinfo(dtype).min)
-
-
-def _highest(dtype: np.dtype):
-    if dtype == np.bool_:
-        return True
-    # A numpy scalar of the dtype: a Python int beyond int64 (uint64's max) would not convert.
-    return np.inf if jnp.issubdtype(dtype, jnp.floating) else dtype.type(np.iinfo(dtype).max)
 
 
 def _monoid(name: str, dtype) -> tuple[Callable, object]:
@@ -59,9 +52,9 @@ def _monoid(name: str, dtype) -> tuple[Callable, object]:
     if name == "mul":
         return (tf.math.logical_and if boolean_dtype else tf.math.multiply), 1
     if name == "max":
-        return (tf.math.logical_or if boolean_dtype else tf.math.maximum), _lowest(dtype)
+        return (tf.math.logical_or if boolean_dtype else tf.math.maximum), identity_element(name, dtype)
     if name == "min":
-        return (tf.math.logical_and if boolean_dtype else tf.math.minimum), _highest(dtype)
+        return (tf.math.logical_and if boolean_dtype else tf.math.minimum), identity_element(name, dtype)
     raise ValueError(name)
 
 
@@ -69,15 +62,9 @@ def _monoid(name: str, dtype) -> tuple[Callable, object]:
 # Reducing one axis
 
 
-def _convertible(x, fill):
-    """A padding value that survives the TFLite converter: infinities are made at run time."""
-    if isinstance(fill, (float, np.floating)) and np.isinf(fill):
-        return float(np.sign(fill)) * runtime_infinity(x)
-    return fill
-
-
 def _pad_axis(x, dims, axis, pad, fill):
-    """Pads one axis with ``fill`` by concatenating filled blocks (a negative amount crops): TFLite's
+    """Pads one axis with ``fill`` (a scalar tensor, see ``convertible_constant``) by concatenating
+    filled blocks (a negative amount crops): TFLite's
     PADV2 turns an infinite pad value into the largest finite float, and TF.js wasm's rounds int32
     extremes through float32."""
     lo, hi = pad
@@ -89,7 +76,7 @@ def _pad_axis(x, dims, axis, pad, fill):
         block = None
         if amount > 0:
             block = tf.fill(size_vector([amount if a == axis else d for a, d in enumerate(dims)]),
-                            tf.cast(_convertible(x, fill), x.dtype))
+                            fill)
         parts.append(block)
     parts.insert(1, x)
     parts = [p for p in parts if p is not None]
@@ -98,10 +85,6 @@ def _pad_axis(x, dims, axis, pad, fill):
 
 def _has_zero(dims) -> bool:
     return any(isinstance(d, int) and d == 0 for d in dims)
-
-
-def _dilated(n, factor: int):
-    return n if factor == 1 or (isinstance(n, int) and n == 0) else (n - 1) * factor + 1
 
 
 def _window_taps(x, rank, axis, taps, dilation, stride, out_size):
@@ -157,13 +140,15 @@ def reduce_window(ctx, x, name, window_dimensions, window_strides, padding, base
     dtype = np.dtype(aval.dtype)
     if combine is None:
         combine, fill = _monoid(name, dtype)
+    if fill is not None:  # infinities as run-time values (TFLite's converter would store FLT_MAX)
+        fill = convertible_constant(ctx, fill, x.dtype)
     dims = [ctx.dim(d) for d in aval.shape]
     out_dims = [ctx.dim(d) for d in ctx.aval_out.shape]
     if _has_zero(out_dims):
         return tf.zeros(size_vector(out_dims), ctx.out_dtype)
     for a, factor in enumerate(base_dilation):
-        x = interior_pad(x, dims, a, factor, _convertible(x, fill))
-        dims[a] = _dilated(dims[a], factor)
+        x = interior_pad(x, dims, a, factor, fill)
+        dims[a] = dilated_size(dims[a], factor)
 
     cumulative = tf.math.cumsum if name == "add" else None
     for a in range(rank):
@@ -249,18 +234,18 @@ def _selection(x, rank, valid, window, strides, dilation, out_dims, select_prim)
     return taps, chosen, tap_slice
 
 
-def _prepare_operand(x, dims, select_prim, padding, base_dilation):
+def _prepare_operand(ctx, x, dims, select_prim, padding, base_dilation):
     """Operand with base dilation and padding, and where that left real elements (None: all)."""
-    fill = _lowest(np.dtype(x.dtype.as_numpy_dtype)) if select_prim is lax.ge_p else \
-        _highest(np.dtype(x.dtype.as_numpy_dtype))
+    fill = convertible_constant(ctx, identity_element("max" if select_prim is lax.ge_p else "min", x.dtype),
+                                x.dtype)
     trivial = all(f == 1 for f in base_dilation) and all(p == (0, 0) for p in padding)
     valid = None if trivial else tf.ones_like(x, tf.bool)
     for a, factor in enumerate(base_dilation):
-        x = interior_pad(x, dims, a, factor, _convertible(x, fill))
+        x = interior_pad(x, dims, a, factor, fill)
         if valid is not None:
             valid = interior_pad(valid, dims, a, factor, False)
-        dims[a] = _dilated(dims[a], factor)
-    x = pad_or_crop(x, padding, _convertible(x, fill))
+        dims[a] = dilated_size(dims[a], factor)
+    x = pad_or_crop(x, padding, fill)
     if valid is not None:
         valid = pad_or_crop(valid, padding, False)
     return x, valid, [n + lo + hi for n, (lo, hi) in zip(dims, padding)]
@@ -274,7 +259,7 @@ def lower_select_and_gather_add(ctx, tangents, operand, *, select_prim, window_d
     if _has_zero(out_dims):
         return tf.zeros(size_vector(out_dims), ctx.out_dtype)
     tangent_dims = list(dims)
-    x, valid, _ = _prepare_operand(operand, dims, select_prim, padding, base_dilation)
+    x, valid, _ = _prepare_operand(ctx, operand, dims, select_prim, padding, base_dilation)
     for a, factor in enumerate(base_dilation):
         tangents = interior_pad(tangents, tangent_dims, a, factor)
     tangents = pad_or_crop(tangents, padding)
@@ -294,7 +279,7 @@ def lower_select_and_scatter_add(ctx, source, operand, *, select_prim, window_di
     out_dims = [ctx.dim(d) for d in ctx.avals_in[0].shape]  # the windows' grid
     if _has_zero(out_dims) or _has_zero(dims):
         return tf.zeros(ctx.out_shape(), ctx.out_dtype)
-    x, valid, padded_dims = _prepare_operand(operand, dims, select_prim, padding, (1,) * rank)
+    x, valid, padded_dims = _prepare_operand(ctx, operand, dims, select_prim, padding, (1,) * rank)
     taps, chosen, _ = _selection(x, rank, valid, window_dimensions, window_strides, (1,) * rank,
                                  out_dims, select_prim)
     zeros = tf.zeros_like(source)
@@ -341,14 +326,21 @@ def jvp_of(forward):
     return lambda x, t: jax.jvp(forward, (x,), (t,))[1]
 
 
-max_pool_2x2 = lambda x: nn.max_pool(x, (2, 2), strides=(2, 2), padding="VALID")
-max_pool_3x3_same = lambda x: nn.max_pool(x, (3, 3), strides=(1, 1), padding="SAME")
+def max_pool_2x2(x):
+    return flax_linen().max_pool(x, (2, 2), strides=(2, 2), padding="VALID")
+
+
+def max_pool_3x3_same(x):
+    return flax_linen().max_pool(x, (3, 3), strides=(1, 1), padding="SAME")
+
+
+
 INF = np.inf
 
 SUM_CASES = [
-    case("flax_avg_pool_same", lambda x: nn.avg_pool(x, (3, 3), strides=(2, 2), padding="SAME"),
+    case("flax_avg_pool_same", lambda x: flax_linen().avg_pool(x, (3, 3), strides=(2, 2), padding="SAME"),
          f32(2, 7, 6, 3)),
-    case("flax_avg_pool_valid_1d", lambda x: nn.avg_pool(x, (3,), strides=(2,)), f32(2, 9, 3)),
+    case("flax_avg_pool_valid_1d", lambda x: flax_linen().avg_pool(x, (3,), strides=(2,)), f32(2, 9, 3)),
     case("explicit_asymmetric_padding_int32", window(lax.add, 0, (2, 3), (1, 2), ((1, 0), (2, 3))),
          i32(5, 6)),
     case("base_and_window_dilation", window(lax.add, 0., (1, 2, 2), (1, 1, 2), ((0, 0), (1, 1), (0, 2)),
@@ -361,13 +353,13 @@ SUM_CASES = [
     case("reverse_cumsum_pattern_int32", cumulative(lax.add, 0, 9, reverse=True), i32(2, 9)),
     case("f16", window(lax.add, np.float16(0), (2, 2), (1, 1), "SAME"), f16(4, 5)),
     case("size_one_dims", window(lax.add, 0., (1, 1, 1)), f32(1, 1, 1)),
-    case("polymorphic_batch", lambda x: nn.avg_pool(x, (2, 2), strides=(2, 2)), f32(3, 6, 4, 2),
+    case("polymorphic_batch", lambda x: flax_linen().avg_pool(x, (2, 2), strides=(2, 2)), f32(3, 6, 4, 2),
          polymorphic_shapes=("(b, ...)",)),
 ]
 
 MAX_CASES = [
     case("flax_max_pool_nhwc", max_pool_2x2, f32(2, 6, 7, 3)),
-    case("flax_max_pool_same_strided", lambda x: nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME"),
+    case("flax_max_pool_same_strided", lambda x: flax_linen().max_pool(x, (3, 3), strides=(2, 2), padding="SAME"),
          f32(1, 7, 8, 2)),
     case("nhwc_explicit_asymmetric_padding", window(lax.max, -INF, (1, 3, 2, 1), (1, 2, 1, 1),
                                                     ((0, 0), (2, 0), (0, 3), (0, 0))), f32(2, 5, 4, 3)),
@@ -375,8 +367,8 @@ MAX_CASES = [
     case("int32", window(lax.max, np.iinfo(np.int32).min, (1, 2, 2, 1), (1, 2, 2, 1), "SAME"),
          i32(2, 5, 5, 2)),
     case("bool", window(lax.max, False, (2, 2), (1, 1)), boolean(4, 5)),
-    case("1d", lambda x: nn.max_pool(x, (3,), strides=(2,), padding="SAME"), f32(2, 10, 3)),
-    case("3d", lambda x: nn.max_pool(x, (2, 2, 2), strides=(2, 1, 2)), f32(1, 4, 5, 6, 2)),
+    case("1d", lambda x: flax_linen().max_pool(x, (3,), strides=(2,), padding="SAME"), f32(2, 10, 3)),
+    case("3d", lambda x: flax_linen().max_pool(x, (2, 2, 2), strides=(2, 1, 2)), f32(1, 4, 5, 6, 2)),
     case("base_and_window_dilation", window(lax.max, -INF, (2, 3), (2, 1), ((1, 0), (0, 1)),
                                             base_dilation=(2, 1), window_dilation=(1, 2)), f32(5, 8)),
     case("cummax_pattern", cumulative(lax.max, -INF, 40), f32(2, 40)),
@@ -410,7 +402,7 @@ GENERIC_CASES = [
 SCATTER_CASES = [
     case("grad_flax_max_pool", vjp_of(max_pool_2x2), f32(2, 6, 7, 3), f32(2, 3, 3, 3)),
     case("grad_overlapping_same", vjp_of(max_pool_3x3_same), f32(1, 5, 6, 2), f32(1, 5, 6, 2)),
-    case("grad_strided_padded_1d", vjp_of(lambda x: nn.max_pool(x, (3,), strides=(2,), padding="SAME")),
+    case("grad_strided_padded_1d", vjp_of(lambda x: flax_linen().max_pool(x, (3,), strides=(2,), padding="SAME")),
          f32(2, 9, 2), f32(2, 5, 2)),
     case("grad_min_pool", vjp_of(window(lax.min, INF, (2, 3), (2, 1), ((0, 1), (1, 1)))), f32(5, 6),
          f32(3, 6)),
@@ -429,9 +421,9 @@ GATHER_CASES = [
 for _prim, _name, _cases in ((lax.reduce_window_sum_p, "add", SUM_CASES),
                              (lax.reduce_window_max_p, "max", MAX_CASES),
                              (lax.reduce_window_min_p, "min", MIN_CASES)):
-    register(_prim, _monoid_rule(_name), cases=_cases, fast=fusion.MAX_POOL if _name == "max" else None)
+    lowering(_prim, cases=_cases, fast=fusion.MAX_POOL if _name == "max" else None)(_monoid_rule(_name))
 
-register(lax.reduce_window_p, lower_reduce_window, cases=GENERIC_CASES, limitations=[
+lowering(lax.reduce_window_p, cases=GENERIC_CASES, limitations=[
     Limitation(ALL_TARGETS, param="jaxpr", condition="more than one operand (variadic reduce_window)",
                reason="only single-operand window reductions are lowered",
                workaround="reduce each operand with its own lax.reduce_window",
@@ -443,6 +435,6 @@ register(lax.reduce_window_p, lower_reduce_window, cases=GENERIC_CASES, limitati
                workaround="write the body as lax.add/mul/max/min, or pad the operand with jnp.pad first",
                when=lambda eqn: _body_monoid(eqn.params["jaxpr"]) is None and (
                    any(p != (0, 0) for p in eqn.params["padding"])
-                   or any(d != 1 for d in eqn.params["base_dilation"])))])
-register(lax.select_and_scatter_add_p, lower_select_and_scatter_add, cases=SCATTER_CASES)
-register(lax.select_and_gather_add_p, lower_select_and_gather_add, cases=GATHER_CASES)
+                   or any(d != 1 for d in eqn.params["base_dilation"])))])(lower_reduce_window)
+lowering(lax.select_and_scatter_add_p, cases=SCATTER_CASES)(lower_select_and_scatter_add)
+lowering(lax.select_and_gather_add_p, cases=GATHER_CASES)(lower_select_and_gather_add)

@@ -100,10 +100,10 @@ def _example_args(inputs: Sequence[InputSpec]):
 
 
 def cmd_export(args) -> int:
+    from limitations.targets import Target
     from noxla import export as ex
     from noxla.api import require_supported
     from noxla.tracing import trace
-    from limitations.targets import Target
 
     fun, inputs = _function_and_inputs(args)
     if not (args.tflite or args.tfjs or args.saved_model):

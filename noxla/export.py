@@ -13,50 +13,29 @@ import shutil
 import tempfile
 from typing import Callable, Iterator
 
-import numpy as np
 import tensorflow as tf
 
-from limitations.engine import eqn_view, iter_eqns
-from limitations.targets import Target
-from lowering_rules.helpers import tf_dtype
-from lowering_rules.helpers import uint32_as_int32 as carry_uint32
-from lowering_rules.key_types import physical_dtype
+from limitations.engine import Report, check_jaxpr
+from lowering_rules.vocabulary import Target
 from noxla import quantize as quantization
-from noxla.api import lower_program, require_supported
-from noxla.errors import ExportError
-from noxla.shapes import is_static
+from noxla.errors import ExportError, UnsupportedError
+from noxla.lowering import input_signature, serving_function, uses_uint32  # noqa: F401  (part of this module's API)
+from noxla.tfjs_ops import TFJS_BACKSTOP
 from noxla.tracing import Program, trace
 
 DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
 
 
-def input_signature(program: Program, uint32_as_int32: bool = False) -> list[tf.TensorSpec]:
-    with carry_uint32(uint32_as_int32):
-        return [tf.TensorSpec([d if is_static([d]) else None for d in aval.shape], tf_dtype(aval.dtype),
-                              name=name)
-                for aval, name in zip(program.in_avals, program.in_names)]
+def full_check(closed_jaxpr, target: Target | str) -> Report:
+    """The up-front check as the exporters run it: declarations, dtypes, and for TF.js the op-list
+    backstop (the program lowered once into a scratch graph)."""
+    return check_jaxpr(closed_jaxpr, target, tf_ops=TFJS_BACKSTOP)
 
 
-def uses_uint32(program: Program) -> bool:
-    """Whether any input, output or intermediate value of the program is uint32 (or a PRNG key)."""
-    return np.dtype(np.uint32) in {d for e in iter_eqns(program.closed_jaxpr) for d in eqn_view(e).dtypes} \
-        or any(physical_dtype(a.dtype) == np.uint32 for a in (*program.in_avals, *program.out_avals))
-
-
-def serving_function(program: Program, check_shapes: bool = False, strict: bool = False,
-                     uint32_as_int32: bool = False) -> tf.types.experimental.ConcreteFunction:
-    """The program as one concrete TF function: flat named inputs, a dict of named outputs.
-
-    ``check_shapes`` adds run-time checks of the inputs against polymorphic shapes (TF only);
-    ``strict`` keeps JAX's NaN/inf semantics exactly instead of fused ops (see ``convert``).
-    ``uint32_as_int32`` (TF.js, which has no uint32) carries uint32 inputs, values and outputs as
-    the int32s with the same bits."""
-    def serve(*flat_args):
-        with carry_uint32(uint32_as_int32):
-            outs = lower_program(program, flat_args, check_shapes=check_shapes, strict=strict)
-        return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
-    signature = input_signature(program, uint32_as_int32)
-    return tf.function(serve, input_signature=signature, autograph=False).get_concrete_function()
+def require_supported(program: Program, target: Target | str) -> None:
+    report = full_check(program.closed_jaxpr, target)
+    if not report.ok:
+        raise UnsupportedError(report)
 
 
 def prepare(fun: Callable, example_args, polymorphic_shapes, target: Target) -> Program:

@@ -15,6 +15,7 @@ from jax.extend import core
 
 from lowering_rules import complex_values, key_types, registry
 from lowering_rules.helpers import constant, runtime_infinity, tf_dtype
+from lowering_rules.vocabulary import rule_params
 from noxla.errors import LoweringError, NoxlaError, source_line
 from noxla.shapes import Dims
 
@@ -223,9 +224,10 @@ def lower_jaxpr(lowering: Lowering, jaxpr: core.Jaxpr, consts: Sequence, args: S
 
 def _apply_rule(lowering: Lowering, rule, eqn, invals, scope: Scope | None = None) -> list:
     name = eqn.primitive.name
+    params = rule_params(eqn.params)  # as the up-front check saw them: no placement parameters
 
     def lower(avals_in=None, avals_out=None, operands=invals) -> list:
-        outs = rule.lower(LoweringContext(lowering, eqn, avals_in, avals_out, scope), *operands, **eqn.params)
+        outs = rule.lower(LoweringContext(lowering, eqn, avals_in, avals_out, scope), *operands, **params)
         return list(outs) if eqn.primitive.multiple_results else [outs]
 
     avals_in, avals_out = [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars]
@@ -234,7 +236,7 @@ def _apply_rule(lowering: Lowering, rule, eqn, invals, scope: Scope | None = Non
             if key_types.moves_keys(name, eqn.params, avals_in, avals_out):
                 return key_types.apply_per_word(lower, avals_in, avals_out, invals)
             if _has_complex(eqn):
-                return _lower_complex(lowering, lower, rule, eqn, invals)
+                return _lower_complex(lowering, lower, rule, eqn, invals, params)
             return lower()
     except NoxlaError:
         raise
@@ -249,7 +251,7 @@ def _has_complex(eqn) -> bool:
     return any(complex_values.is_complex(v.aval) for v in (*eqn.invars, *eqn.outvars))
 
 
-def _lower_complex(lowering: Lowering, lower, rule, eqn, invals) -> list:
+def _lower_complex(lowering: Lowering, lower, rule, eqn, invals, params: dict) -> list:
     """A rule applied to (real, imaginary) pairs, as its declared complex support says."""
     how = rule.complex
     if how is None:  # the up-front check rejects this; a guard only
@@ -258,7 +260,7 @@ def _lower_complex(lowering: Lowering, lower, rule, eqn, invals) -> list:
     if how == registry.PASS_THROUGH:
         return lower()
     if how != registry.COMPONENTWISE:
-        outs = how(LoweringContext(lowering, eqn), *invals, **eqn.params)
+        outs = how(LoweringContext(lowering, eqn), *invals, **params)
         return list(outs) if eqn.primitive.multiple_results else [outs]
     part_avals = [[complex_values.real_aval(v.aval) for v in vs] for vs in (eqn.invars, eqn.outvars)]
     re, im = (lower(*part_avals, operands=[getattr(v, part, v) for v in invals]) for part in ("re", "im"))

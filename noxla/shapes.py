@@ -13,8 +13,8 @@ import jax
 import numpy as np
 import tensorflow as tf
 from jax._src.core import is_constant_dim
-from jax.core import ShapedArray
 from jax._src.export import shape_poly
+from jax.core import ShapedArray
 
 from noxla.errors import ShapeMismatchError
 

@@ -12,7 +12,7 @@ import numpy as np
 from jax._src.interpreters import partial_eval
 from jax.extend.core import InconclusiveDimensionOperation
 
-from noxla.errors import TracingError, _LIBRARY_DIRS
+from noxla.errors import _LIBRARY_DIRS, TracingError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,7 +35,7 @@ def verify_artifacts(fun: Callable, program, args: Sequence[np.ndarray], written
     import tensorflow as tf
 
     from noxla import runtimes
-    from noxla.api import lower_program
+    from noxla.lowering import lower_program
 
     expected = jax_outputs(fun, args)
     named = dict(zip(program.in_names, args))

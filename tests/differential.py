@@ -24,11 +24,11 @@ import numpy as np
 import tensorflow as tf
 
 import noxla
-from limitations.engine import Report, check_jaxpr
+from limitations.engine import Report
 from limitations.targets import BROWSER_RUNTIMES, RUNTIMES, Target
 from lowering_rules import RULES
 from lowering_rules.cases import ArgSpec, Case, default_tolerance
-from noxla.export import input_signature, serving_function, tflite_bytes, write_tfjs
+from noxla.export import full_check, input_signature, serving_function, tflite_bytes, write_tfjs
 from noxla.runtimes import BROWSER_TOLERANCE, BrowserRunner, TfjsRunner, run_tflite
 from noxla.tracing import Program, trace
 from noxla.verify import as_real, jax_outputs, relative_error
@@ -205,7 +205,7 @@ def run_case(case: Case, runtime: str, runtimes: Runtimes, strict: bool = False)
     Returns "passed" or "rejected" (declared, checked up front)."""
     program, args, expected = traced(case) if strict else default_mode_inputs(case)
     where = f"{case.id} [{runtime}{', strict' if strict else ''}]"
-    report = check_jaxpr(program.closed_jaxpr, RUNTIMES[runtime])
+    report = full_check(program.closed_jaxpr, RUNTIMES[runtime])
     if not report.ok:
         assert_declared_rejection(report, where)
         return "rejected"
@@ -241,7 +241,7 @@ def run_unchecked(runtime: str, program: Program, args: Sequence[np.ndarray],
                   runtimes: Runtimes) -> list[np.ndarray]:
     """Lower, convert and run a traced program in one runtime without asking the check first."""
     if runtime == "tf_eager":
-        from noxla.api import lower_program
+        from noxla.lowering import lower_program
         return [np.asarray(x) for x in lower_program(program, args)]
     if runtime == "tf_graph":
         outs = serving_function(program)(*args)

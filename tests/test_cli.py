@@ -9,9 +9,14 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def noxla(*args, cwd):
+    # The checkout under test comes first, whichever checkout the editable install points at.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
     return subprocess.run([sys.executable, "-m", "noxla.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env=env)
 
 
 def test_export_with_no_function_exports_and_verifies_the_builtin_example(tmp_path):

@@ -25,12 +25,14 @@ from jax.extend import core
 from jax.interpreters import mlir
 
 import noxla
-from limitations import table, tfjs_ops
-from limitations.engine import check_jaxpr, iter_eqns, tfjs_op_violations
+from limitations import table
+from limitations.engine import check_jaxpr, iter_eqns, op_violations
 from limitations.targets import ALL_TARGETS, Target
 from lowering_rules import RULES
 from lowering_rules.cases import case, f32
 from lowering_rules.registry import Limitation, register
+from noxla import tfjs_ops
+from noxla.tfjs_ops import TFJS_BACKSTOP
 from tests.differential import FORCED_RUNTIMES, forced_failure, traced
 from tools import gen_limitations
 
@@ -279,8 +281,8 @@ def test_tfjs_backstop_is_silent_where_declarations_accept(name):
         program = table.case_program(c)
         if program is None:  # tests/test_rules.py reports cases that do not trace
             continue
-        if check_jaxpr(program.closed_jaxpr, Target.TFJS, tf_ops=False).ok:
-            found += [f"{c.id}: {v.format().strip()}" for v in tfjs_op_violations(program.closed_jaxpr)]
+        if check_jaxpr(program.closed_jaxpr, Target.TFJS).ok:
+            found += [f"{c.id}: {v.format().strip()}" for v in op_violations(program.closed_jaxpr, TFJS_BACKSTOP)]
     assert not found, "emitted TF ops TF.js does not implement, with no declared limitation:\n" + "\n".join(found)
 
 

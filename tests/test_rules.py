@@ -21,8 +21,8 @@ BROWSER_CASE_RUNTIMES = ("chromium_webgl",)
 # int32 tensors in float32 textures, exact only below 2**24: 32-bit word arithmetic (threefry,
 # bit patterns of uint32 carried as int32) loses its low bits. The WebGL sub-target of the
 # limitations engine should reject these up front; until it does, they are listed here.
-WEBGL_INT32_BITS = {"bitcast_convert_type", "threefry2x32", "random_seed", "random_fold_in", "random_split", "mulhi",
-                    "random_bits"}
+WEBGL_INT32_BITS = {"bitcast_convert_type", "threefry2x32", "random_seed", "random_fold_in", "random_split",
+                    "random_bits", "mulhi", "shift_right_logical"}
 
 
 def _browser_case_params():

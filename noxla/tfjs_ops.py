@@ -6,7 +6,8 @@ installed package, never copied. Rules declare their limitations up front; this
 module is the backstop that lowers the program once into a scratch graph and
 compares the op types it emits (function library and control-flow bodies
 included) with that list, naming the primitive whose ``tf.name_scope`` emitted
-each unsupported op.
+each unsupported op. It lives on the export side (it lowers), and the exporters
+hand ``TFJS_BACKSTOP`` to the limitations engine's check.
 """
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ import re
 from typing import Iterable
 
 from jax.extend import core
+
+from limitations.engine import iter_eqns
+from lowering_rules.vocabulary import Target
+from noxla.lowering import serving_function
+from noxla.tracing import Program
 
 # Call wrappers the converter's graph optimisation inlines before it checks op types;
 # their bodies are in the function library, which is checked op by op.
@@ -51,7 +57,6 @@ class EmittedOp:
 
 def _as_program(program_or_jaxpr):
     """A ``Program`` for a closed jaxpr, so it lowers exactly as the exporters lower it."""
-    from noxla.tracing import Program
     if isinstance(program_or_jaxpr, Program):
         return program_or_jaxpr
     closed = program_or_jaxpr
@@ -72,7 +77,6 @@ def _graph_nodes(concrete) -> Iterable:
 
 
 def _primitives_in(closed_jaxpr) -> frozenset[str]:
-    from limitations.engine import iter_eqns
     return frozenset(e.primitive.name for e in iter_eqns(closed_jaxpr))
 
 
@@ -92,7 +96,6 @@ def emitting_primitive(node_name: str, primitives: Iterable[str]) -> str:
 
 def emitted_ops(program_or_jaxpr) -> list[EmittedOp]:
     """Every op the lowering of a program emits, sorted by node name."""
-    from noxla.export import serving_function
     program = _as_program(program_or_jaxpr)
     primitives = _primitives_in(program.closed_jaxpr)
     concrete = serving_function(program)
@@ -121,3 +124,20 @@ def eqn_emits(eqn, op_types: Iterable[str]) -> bool:
     outvars = [v for v in eqn.outvars if not isinstance(v, core.DropVar)]
     jaxpr = core.Jaxpr([], invars, outvars, [eqn])
     return bool(emitted_tf_ops(core.ClosedJaxpr(jaxpr, ())) & set(op_types))
+
+
+class _TfjsBackstop:
+    """The TF.js op-list backstop in the shape ``limitations.engine.OpBackstop`` asks for."""
+    target = Target.TFJS
+
+    def unsupported_ops(self, closed_jaxpr) -> list[EmittedOp]:
+        return unsupported_tfjs_ops(closed_jaxpr)
+
+    def eqn_emits(self, eqn, op_types: Iterable[str]) -> bool:
+        return eqn_emits(eqn, op_types)
+
+    def __repr__(self) -> str:
+        return "TFJS_BACKSTOP"
+
+
+TFJS_BACKSTOP = _TfjsBackstop()

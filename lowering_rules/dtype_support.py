@@ -19,7 +19,7 @@ from collections.abc import Iterable
 import jax
 import numpy as np
 
-from limitations.targets import Target
+from lowering_rules.vocabulary import Target, dtype_name  # noqa: F401  (dtype_name is re-exported)
 
 KEY = "key"  # the class of every PRNG key dtype
 
@@ -41,15 +41,6 @@ SHORT = dict(zip(ORDER, ("bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", 
 def is_key(dtype) -> bool:
     return isinstance(dtype, str) and dtype.startswith("key") or (
         not isinstance(dtype, str) and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key))
-
-
-def dtype_name(dtype) -> str:
-    """A dtype's name: ``float32``, ``bfloat16``, ``key<fry>``. Never raises for a JAX dtype."""
-    if isinstance(dtype, str):
-        return dtype
-    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
-        return str(dtype)
-    return np.dtype(dtype).name
 
 
 def dtype_class(dtype) -> str:
@@ -150,7 +141,7 @@ def dtypes(*groups: Iterable[str], gaps: Iterable[DtypeGap] = (), missing: str =
     computes = frozenset().union(*map(frozenset, groups)) if groups else NUMERIC
     unknown = computes - set(ORDER)
     if unknown:
-        raise ValueError(f"unknown dtype names {sorted(unknown)}; use the names in limitations.dtypes.ORDER")
+        raise ValueError(f"unknown dtype names {sorted(unknown)}; use the names in lowering_rules.dtype_support.ORDER")
     return DtypeSupport(computes, tuple(gaps), missing)
 
 

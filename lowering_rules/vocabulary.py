@@ -1,0 +1,141 @@
+"""The words the rules and the limitations engine share, and nothing else.
+
+A leaf: it imports neither ``lowering_rules`` nor ``limitations`` nor ``noxla``, so both the rules
+(which declare limitations) and the engine (which reads them) can import it without importing each
+other. Targets, a declared ``Limitation`` and the ``EqnView`` its predicate sees live here, with
+the one list of parameters no rule ever sees.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+
+class Target(str, enum.Enum):
+    TF = "tf"                    # TensorFlow itself: eager, tf.function, SavedModel
+    TFLITE = "tflite"            # .tflite with TFLITE_BUILTINS only
+    TFLITE_FLEX = "tflite_flex"  # .tflite that may also use SELECT_TF_OPS (Flex)
+    TFJS = "tfjs"                # TF.js graph model
+
+    @property
+    def label(self) -> str:
+        return _LABELS[self]
+
+    @classmethod
+    def parse(cls, name: "str | Target") -> "Target":
+        if isinstance(name, Target):
+            return name
+        try:
+            return cls(name.lower().replace("-", "_"))
+        except ValueError:
+            choices = ", ".join(t.value for t in cls)
+            raise ValueError(f"unknown target {name!r}; choose one of: {choices}") from None
+
+
+_LABELS = {
+    Target.TF: "TF",
+    Target.TFLITE: "TFLite (builtins)",
+    Target.TFLITE_FLEX: "TFLite (Flex)",
+    Target.TFJS: "TF.js",
+}
+
+ALL_TARGETS = tuple(Target)
+
+
+# Placement and annotation parameters: meaningless for one device and one TF graph. They are
+# removed here, once, before both the up-front check and the rule call, so no rule names them and
+# none can be surprised when JAX adds one to another primitive.
+PLACEMENT_PARAMS = frozenset({"sharding", "out_sharding", "in_shardings", "out_shardings", "in_layouts",
+                              "out_layouts", "ctx_mesh"})
+
+
+def rule_params(params: Mapping) -> dict:
+    """A primitive application's parameters as its rule (and its limitations) see them."""
+    return {k: v for k, v in params.items() if k not in PLACEMENT_PARAMS}
+
+
+def is_key_dtype(dtype) -> bool:
+    """Whether ``dtype`` is a PRNG key type (``key<fry>``), which has no TF dtype."""
+    import jax
+    return not isinstance(dtype, np.dtype) and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
+def physical_dtype(dtype) -> np.dtype:
+    """What the dtype tables see: a key's data dtype (uint32) for a key, else the dtype itself."""
+    if is_key_dtype(dtype):
+        from jax._src import core
+        return np.dtype(core.physical_element_aval(dtype).dtype)
+    return np.dtype(dtype)
+
+
+def dtype_name(dtype) -> str:
+    """A dtype's name: ``float32``, ``bfloat16``, ``key<fry>``. Never raises for a JAX dtype."""
+    import jax
+    if isinstance(dtype, str):
+        return dtype
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
+        return str(dtype)
+    return np.dtype(dtype).name
+
+
+@dataclasses.dataclass(frozen=True)
+class EqnView:
+    """What a limitation predicate may look at: a primitive application, before lowering.
+
+    ``params`` are already without placement parameters (``rule_params``)."""
+    primitive: str
+    params: dict
+    avals_in: tuple
+    avals_out: tuple
+
+    @property
+    def dtypes(self) -> set:
+        """The numpy dtypes of operands and results; a PRNG key counts as its key data's (uint32).
+        ``dtype_names`` tells keys apart."""
+        return {physical_dtype(d) for d in self._all_dtypes()}
+
+    @property
+    def dtype_names(self) -> set[str]:
+        """Every operand and result dtype by name, key dtypes included (``key<fry>``)."""
+        return {dtype_name(d) for d in self._all_dtypes()}
+
+    def _all_dtypes(self) -> list:
+        return [a.dtype for a in (*self.avals_in, *self.avals_out) if getattr(a, "dtype", None) is not None]
+
+    @property
+    def dtype_in(self):
+        return physical_dtype(self.avals_in[0].dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limitation:
+    """A declared case that a target cannot run: data, not code paths.
+
+    ``when(eqn)`` returns true when the application falls in the unsupported case.
+    ``param`` names the parameter (or "dtype") that is out of range.
+    """
+    targets: tuple[Target, ...]
+    condition: str
+    reason: str
+    when: Callable[[EqnView], bool]
+    param: str = "dtype"
+    workaround: str = ""
+
+    def applies(self, eqn: EqnView, target: Target) -> bool:
+        return target in self.targets and bool(self.when(eqn))
+
+
+def dtype_limitation(targets: Sequence[Target], dtypes: Iterable, reason: str,
+                     workaround: str = "") -> Limitation:
+    """The common limitation: some operand or result has one of ``dtypes``."""
+    bad = frozenset(np.dtype(d) for d in dtypes)
+    names = ", ".join(sorted(d.name for d in bad))
+    return Limitation(tuple(targets), f"dtype is {names}", reason,
+                      when=lambda eqn: bool(eqn.dtypes & bad), workaround=workaround)
+
+
+__all__ = ["Target", "ALL_TARGETS", "PLACEMENT_PARAMS", "rule_params", "is_key_dtype", "physical_dtype", "dtype_name",
+           "EqnView", "Limitation", "dtype_limitation"]

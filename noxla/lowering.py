@@ -1,0 +1,71 @@
+"""A traced ``Program`` as TF ops: on given tensors, or as one named ``tf.function``.
+
+Below the exporters and the public API, above the primitive-agnostic interpreter.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from limitations.engine import eqn_view, iter_eqns
+from lowering_rules import complex_values
+from lowering_rules.helpers import uint32_as_int32 as carry_uint32
+from lowering_rules.key_types import physical_dtype
+from noxla.interpreter import Lowering, lower_jaxpr, tf_dtype
+from noxla.shapes import Dims, is_static
+from noxla.tracing import Program
+
+
+def lower_program(program: Program, flat_args: Sequence, check_shapes: bool = False,
+                  strict: bool = False) -> list[tf.Tensor]:
+    """Emit the TF ops of a traced program on flat TF inputs (eagerly or into the current graph).
+
+    ``check_shapes`` verifies inputs against their polymorphic shapes (TF only: Assert ops).
+    ``strict`` keeps the IEEE-exact lowerings (see ``noxla.api.convert``).
+    """
+    flat_args = [tf.convert_to_tensor(a, dtype_hint=tf_dtype(aval.dtype)) for a, aval in
+                 zip(flat_args, program.in_avals)]
+    flat_args = [a if a.dtype == tf_dtype(aval.dtype) else tf.cast(a, tf_dtype(aval.dtype))
+                 for a, aval in zip(flat_args, program.in_avals)]
+    dims = Dims.solve(program.in_avals, flat_args)
+    if check_shapes:
+        checks = dims.check_inputs(program.in_avals, flat_args, program.in_names)
+        if checks:
+            with tf.control_dependencies(checks):
+                flat_args = [tf.identity(a) for a in flat_args]
+    # Complex values travel between rules as (real, imaginary) pairs; see complex_values.
+    lowering = Lowering(dims, [a for a in flat_args if not a.dtype.is_complex], strict=strict)
+    args = [complex_values.split(a) if a.dtype.is_complex else a for a in flat_args]
+    outs = lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, args)
+    return [complex_values.join(out) for out in outs]
+
+
+def input_signature(program: Program, uint32_as_int32: bool = False) -> list[tf.TensorSpec]:
+    with carry_uint32(uint32_as_int32):
+        return [tf.TensorSpec([d if is_static([d]) else None for d in aval.shape], tf_dtype(aval.dtype),
+                              name=name)
+                for aval, name in zip(program.in_avals, program.in_names)]
+
+
+def uses_uint32(program: Program) -> bool:
+    """Whether any input, output or intermediate value of the program is uint32 (or a PRNG key)."""
+    return np.dtype(np.uint32) in {d for e in iter_eqns(program.closed_jaxpr) for d in eqn_view(e).dtypes} \
+        or any(physical_dtype(a.dtype) == np.uint32 for a in (*program.in_avals, *program.out_avals))
+
+
+def serving_function(program: Program, check_shapes: bool = False, strict: bool = False,
+                     uint32_as_int32: bool = False) -> tf.types.experimental.ConcreteFunction:
+    """The program as one concrete TF function: flat named inputs, a dict of named outputs.
+
+    ``check_shapes`` adds run-time checks of the inputs against polymorphic shapes (TF only);
+    ``strict`` keeps JAX's NaN/inf semantics exactly instead of fused ops (see ``convert``).
+    ``uint32_as_int32`` (TF.js, which has no uint32) carries uint32 inputs, values and outputs as
+    the int32s with the same bits."""
+    def serve(*flat_args):
+        with carry_uint32(uint32_as_int32):
+            outs = lower_program(program, flat_args, check_shapes=check_shapes, strict=strict)
+        return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
+    signature = input_signature(program, uint32_as_int32)
+    return tf.function(serve, input_signature=signature, autograph=False).get_concrete_function()

@@ -1,0 +1,128 @@
+"""The code's own shape: one direction of dependencies, no import cycles.
+
+Dependencies point one way: CLI -> API -> exporters -> lowering -> interpreter -> rules. The
+limitations engine reads the rules and knows no exporter (the exporters hand it the TF.js op-list
+backstop); the rules and the engine share the ``lowering_rules.vocabulary`` leaf (targets,
+``Limitation``, ``EqnView``) and the rules' dtype data (``lowering_rules.dtype_support``). Every ``import`` in the
+source counts, function-level ones included: a lazy import hides a cycle, it does not remove it.
+"""
+from __future__ import annotations
+
+import ast
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("lowering_rules", "limitations", "noxla")
+
+# noxla's modules from the top down; a module may import only modules at its rank or below.
+# Modules not listed (errors, shapes, tracing, runtimes, example) are leaves used by all.
+NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.api": 5, "noxla.verify": 5,
+              "noxla.demo": 5, "noxla.export": 4,
+              "noxla.tfjs_ops": 3, "noxla.lowering": 2, "noxla.interpreter": 1}
+# What of noxla the limitations package may read: the user's source line and tracing (for cases).
+LIMITATIONS_MAY_IMPORT = {"noxla", "noxla.errors", "noxla.tracing", "noxla.shapes"}
+
+
+def _modules() -> dict[str, str]:
+    found = {}
+    for package in PACKAGES:
+        for dirpath, _, files in os.walk(os.path.join(ROOT, package)):
+            for f in files:
+                if f.endswith(".py"):
+                    rel = os.path.relpath(os.path.join(dirpath, f), ROOT)[:-3].replace(os.sep, ".")
+                    found[rel.removesuffix(".__init__")] = os.path.join(dirpath, f)
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: str) -> set[str]:
+    """Our modules that ``name`` imports anywhere in its source."""
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against this module's package
+                package = name.split(".") if path.endswith("__init__.py") else name.split(".")[:-1]
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        else:
+            continue
+        out.update(t for t in targets if t in MODULES and t != name)
+    return out
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def test_the_graph_sees_the_packages():
+    assert {"lowering_rules.vocabulary", "lowering_rules.registry", "limitations.engine", "noxla.interpreter",
+            "noxla.export", "noxla.cli"} <= set(GRAPH)
+    assert "lowering_rules.registry" in GRAPH["noxla.interpreter"]
+
+
+def _cycle() -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(GRAPH[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(GRAPH):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_no_import_cycles():
+    cycle = _cycle()
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def _edges(from_prefix: str):
+    return [(a, b) for a, bs in sorted(GRAPH.items()) if a == from_prefix or a.startswith(from_prefix + ".")
+            for b in sorted(bs)]
+
+
+def test_vocabulary_is_a_leaf():
+    assert not GRAPH["lowering_rules.vocabulary"]
+    assert GRAPH["lowering_rules.dtype_support"] <= {"lowering_rules.vocabulary"}
+
+
+def test_rules_import_only_rules():
+    bad = [(a, b) for a, b in _edges("lowering_rules") if not b.startswith("lowering_rules")]
+    assert not bad, f"rules must not import the engine or noxla: {bad}"
+
+
+def test_limitations_engine_knows_no_exporter():
+    bad = [(a, b) for a, b in _edges("limitations") if b.startswith("noxla") and b not in LIMITATIONS_MAY_IMPORT]
+    assert not bad, f"the limitations package imports noxla's lowering or export side: {bad}"
+
+
+@pytest.mark.parametrize("module", sorted(NOXLA_RANK))
+def test_noxla_dependencies_point_down(module):
+    up = [b for b in sorted(GRAPH[module]) if NOXLA_RANK.get(b, 0) > NOXLA_RANK[module]]
+    assert not up, f"{module} imports {up}, which sit above it (CLI -> API -> exporters -> interpreter -> rules)"
+
+
+def test_leaves_of_noxla_import_no_layer():
+    leaves = [m for m in GRAPH if m.startswith("noxla.") and m not in NOXLA_RANK]
+    bad = [(m, b) for m in leaves for b in sorted(GRAPH[m])
+           if b in NOXLA_RANK or b.startswith(("limitations", "lowering_rules"))]
+    assert not bad, f"noxla's leaf modules import a layer: {bad}"
