@@ -27,6 +27,7 @@ from lowering_rules.dtype_support import (
     target_lacks,
     unsupported_dtypes,
 )
+from lowering_rules.jax_compat import PRIMITIVE_MODULES
 
 TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "LIMITATIONS.md")
 REGENERATE = "python tools/gen_limitations.py"
@@ -38,13 +39,6 @@ DTYPES = tuple(np.dtype(d) for d in (
     np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
     np.float16, ml_dtypes.bfloat16, np.float32, np.float64, np.complex64, np.complex128))
 
-# Where JAX defines primitives beyond ``jax.lax`` and ``jax.lax.linalg``: jit, custom derivatives,
-# checkpointing, PRNG and autodiff helpers all appear in the jaxprs users hand to noxla.
-_OTHER_PRIMITIVE_MODULES = (
-    "jax._src.pjit", "jax._src.custom_derivatives", "jax._src.ad_checkpoint", "jax._src.ad_util",
-    "jax._src.random.prng", "jax._src.random.threefry2x32", "jax._src.lax.lax", "jax._src.lax.linalg",
-    "jax._src.lax.parallel", "jax._src.callback", "jax._src.debugging", "jax._src.core",
-)
 
 
 # --------------------------------------------------------------------------- traced cases
@@ -136,7 +130,7 @@ def jax_primitives() -> dict[str, str]:
     """Every primitive JAX defines in ``jax.lax``, ``jax.lax.linalg`` and the known other modules,
     mapped to the module it was found in."""
     found: dict[str, str] = {}
-    for module_name in ("jax.lax", "jax.lax.linalg", *_OTHER_PRIMITIVE_MODULES):
+    for module_name in ("jax.lax", "jax.lax.linalg", *PRIMITIVE_MODULES):
         try:
             module = importlib.import_module(module_name)
         except ImportError:  # JAX moves its internals between versions

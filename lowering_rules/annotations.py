@@ -10,13 +10,13 @@ import jax
 import jax.numpy as jnp
 import tensorflow as tf
 from jax import lax
-from jax._src import pjit  # reshard_p and layout_constraint_p are not in jax.extend
 from jax.ad_checkpoint import checkpoint_name
 from jax.experimental.layout import Layout, with_layout_constraint
 from jax.extend.core import primitives
 from jax.sharding import AxisType, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from lowering_rules.cases import boolean, case, f32, i32
+from lowering_rules.jax_compat import pjit  # reshard_p and layout_constraint_p are not in jax.extend
 from lowering_rules.registry import lowering
 
 

@@ -12,10 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 from jax import lax
-from jax._src import core as jax_core
+from jax.extend import core as jax_core
 
 from lowering_rules.cases import case, f16, f32, i32
 from lowering_rules.helpers import tf_dtype
+from lowering_rules.jax_compat import is_constant_dim
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import Target
 
@@ -269,7 +270,7 @@ def lower_custom_linear_solve(ctx, *args, const_lengths, jaxprs):
 def _shape_invariant(aval) -> tf.TensorShape:
     # Symbolic dimensions are unknown to TF's shape inference: leave them open so the loop
     # does not reject a body output whose static shape is less precise than the input's.
-    return tf.TensorShape([d if jax_core.is_constant_dim(d) else None for d in aval.shape])
+    return tf.TensorShape([d if is_constant_dim(d) else None for d in aval.shape])
 
 
 @lowering("while", cases=[
@@ -378,7 +379,7 @@ def _unrolls(length, unroll, jaxpr) -> bool:
     A partial unroll (1 < unroll < length) is only a hint for XLA's loop pipelining and is not
     reproduced: the loop runs one step per iteration.
     """
-    if not jax_core.is_constant_dim(length):
+    if not is_constant_dim(length):
         return False
     return unroll is True or unroll >= length or length * _equation_count(jaxpr.jaxpr) <= UNROLL_BUDGET
 

@@ -18,11 +18,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
-from jax._src.random import prng as jax_prng
-from jax._src.random import threefry2x32 as jax_threefry
 
 from lowering_rules.cases import case, u32
 from lowering_rules.dtype_support import NUMERIC, dtypes
+from lowering_rules.jax_compat import prng as jax_prng
+from lowering_rules.jax_compat import threefry2x32 as jax_threefry
 from lowering_rules.key_types import physical_aval
 from lowering_rules.limbs import as_word, from_bits, rotate_left_bits, to_bits, xor_bits
 from lowering_rules.registry import lowering

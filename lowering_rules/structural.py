@@ -13,11 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 from jax import lax
-from jax._src import dispatch
-from jax._src.export import shape_poly
 
 from lowering_rules.cases import boolean, case, f16, f32, i32
 from lowering_rules.helpers import size_vector, tf_dtype
+from lowering_rules.jax_compat import device_put_p, dim_as_value_p
 from lowering_rules.registry import lowering
 
 
@@ -243,7 +242,7 @@ DEVICE_PUT_CASES = [
 ]
 
 
-@lowering(dispatch.device_put_p, cases=DEVICE_PUT_CASES)
+@lowering(device_put_p, cases=DEVICE_PUT_CASES)
 def lower_device_put(ctx, *xs, devices, srcs, copy_semantics):
     # One device and immutable tensors: placement and copy semantics have nothing to do.
     return list(xs)
@@ -256,7 +255,7 @@ DIM_AS_VALUE_CASES = [
 ]
 
 
-@lowering(shape_poly.dim_as_value_p, cases=DIM_AS_VALUE_CASES)
+@lowering(dim_as_value_p, cases=DIM_AS_VALUE_CASES)
 def lower_dim_as_value(ctx, *, dim):
     # A symbolic size used as a number (e.g. the count in a mean under polymorphic shapes).
     return tf.cast(ctx.dim(dim), ctx.out_dtype)

@@ -7,7 +7,7 @@ __version__ = "0.1.0"
 # the limitations engine can import noxla.errors without a cycle through the public API.
 _EXPORTS = {
     "convert": "noxla.api", "check": "noxla.api",
-    "export_saved_model": "noxla.export", "export_tflite": "noxla.export", "export_tfjs": "noxla.export",
+    "export_saved_model": "noxla.api", "export_tflite": "noxla.api", "export_tfjs": "noxla.api",
     "NoxlaError": "noxla.errors", "TracingError": "noxla.errors", "UnsupportedError": "noxla.errors",
     "LoweringError": "noxla.errors", "ExportError": "noxla.errors", "ShapeMismatchError": "noxla.errors",
 }

@@ -1,4 +1,4 @@
-"""``convert`` and ``check``: the in-process entry points."""
+"""The public API: ``convert``, ``check`` and the ``export_*`` functions."""
 from __future__ import annotations
 
 from typing import Callable
@@ -9,7 +9,7 @@ import tensorflow as tf
 import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
 from lowering_rules.vocabulary import Target
-from noxla.export import full_check, require_supported
+from noxla.export import DEFAULT_SHARD_BYTES, OnStep, export, full_check, require_supported
 from noxla.lowering import lower_program
 from noxla.tracing import check_callable, trace
 
@@ -49,3 +49,32 @@ def convert(fun: Callable, *, polymorphic_shapes=None, strict: bool = False) -> 
     converted.__name__ = f"noxla_{getattr(fun, '__name__', 'fun')}"
     converted.__doc__ = getattr(fun, "__doc__", None)
     return converted
+
+
+def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shapes=None,
+                       overwrite: bool = False, strict: bool = False, on_step: OnStep | None = None) -> str:
+    """A SavedModel whose ``serving_default`` signature computes ``fun`` (inputs checked against
+    ``polymorphic_shapes`` at run time). ``strict``: JAX's NaN/inf semantics exactly (see ``convert``)."""
+    return export(fun, example_args, saved_model=path, polymorphic_shapes=polymorphic_shapes,
+                  overwrite=overwrite, strict=strict, on_step=on_step).written["saved_model"]
+
+
+def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=None, allow_flex: bool = False,
+                  overwrite: bool = False, strict: bool = False, quantize: str | None = None,
+                  on_step: OnStep | None = None) -> str:
+    """A .tflite using TFLITE_BUILTINS only (plus SELECT_TF_OPS when ``allow_flex``).
+    ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
+    ``quantize``: None, "float16" or "dynamic_int8" (see noxla.quantize)."""
+    return export(fun, example_args, tflite=path, polymorphic_shapes=polymorphic_shapes, allow_flex=allow_flex,
+                  overwrite=overwrite, strict=strict, quantize=quantize, on_step=on_step).written["tflite"]
+
+
+def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None, overwrite: bool = False,
+                strict: bool = False, quantize: str | None = None,
+                weight_shard_size_bytes: int = DEFAULT_SHARD_BYTES, on_step: OnStep | None = None) -> str:
+    """A TF.js graph model directory (model.json and weight shards of at most ``weight_shard_size_bytes``).
+    ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
+    ``quantize``: None, "uint8", "uint16" or "float16" weight storage (dequantized when loaded)."""
+    return export(fun, example_args, tfjs=path, polymorphic_shapes=polymorphic_shapes, overwrite=overwrite,
+                  strict=strict, tfjs_quantize=quantize, tfjs_shard_bytes=weight_shard_size_bytes,
+                  on_step=on_step).written["tfjs"]

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import importlib.resources
 import os
 import re
 import sys
-import time
+import tempfile
 from typing import Callable, Sequence
 
 import numpy as np
@@ -60,25 +62,58 @@ def load_function(ref: str) -> Callable:
     return obj
 
 
-class Steps:
-    """Prints each step as it starts and how long it took."""
+class Progress:
+    """The pipeline's ``on_step``: prints each step as it starts, then how long it took."""
 
-    def __init__(self, out=sys.stdout):
+    def __init__(self, out):
         self.out = out
 
-    def __call__(self, name: str, fn: Callable, *args, **kwargs):
-        print(f"[{name}] ...", end="", flush=True, file=self.out)
-        start = time.perf_counter()
-        result = fn(*args, **kwargs)
-        print(f" done in {time.perf_counter() - start:.2f}s", file=self.out, flush=True)
-        return result
+    def __call__(self, name: str, seconds: float | None) -> None:
+        if seconds is None:
+            print(f"[{name}] ...", end="", flush=True, file=self.out)
+        else:
+            print(f" done in {seconds:.2f}s", file=self.out, flush=True)
 
 
-def _function_and_inputs(args) -> tuple[Callable, list[InputSpec]]:
+@contextlib.contextmanager
+def own_output():
+    """The command's output is its own: TF, XLA, absl and the converters write log lines from C++
+    straight to file descriptors 1 and 2 (TF_CPP_MIN_LOG_LEVEL does not reach absl's early
+    logging). Both descriptors point at a scratch file while the command runs; the command prints
+    to the streams yielded, which keep the real ones. The scratch is replayed on stderr when the
+    command fails with an unexpected exception (a noxla bug), where it may explain what went wrong."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    out = os.fdopen(os.dup(saved[0]), "w", buffering=1)
+    err = os.fdopen(os.dup(saved[1]), "w", buffering=1)
+    with tempfile.TemporaryFile() as scratch:
+        os.dup2(scratch.fileno(), 1)
+        os.dup2(scratch.fileno(), 2)
+        replay = False
+        try:
+            yield out, err
+        except Exception:
+            replay = True
+            raise
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, original in zip((1, 2), saved):
+                os.dup2(original, fd)
+                os.close(original)
+            out.close()
+            err.close()
+            if replay:
+                scratch.seek(0)
+                sys.stderr.write(scratch.read().decode(errors="replace"))
+
+
+def _function_and_inputs(args, out) -> tuple[Callable, list[InputSpec]]:
     if args.function is None:
         from noxla import example
         print(f"noxla: no MODULE:FUNCTION given; exporting the built-in example "
-              f"noxla.example:mnist_cnn with --input {example.INPUT}")
+              f"noxla.example:mnist_cnn with --input {example.INPUT}", file=out)
         return example.mnist_cnn, args.input or [InputSpec(example.INPUT)]
     if not args.input:
         raise SystemExit("noxla: give one --input per positional argument, e.g. --input f32[1,28,28,1]")
@@ -99,57 +134,24 @@ def _example_args(inputs: Sequence[InputSpec]):
     return [jax.ShapeDtypeStruct(tuple(int(d) if d.isdigit() else 1 for d in i.dims), i.dtype) for i in inputs]
 
 
-def cmd_export(args) -> int:
-    from limitations.targets import Target
-    from noxla import export as ex
-    from noxla.api import require_supported
-    from noxla.tracing import trace
+def cmd_export(args, out, err) -> int:
+    from noxla.export import export
 
-    fun, inputs = _function_and_inputs(args)
+    fun, inputs = _function_and_inputs(args, out)
     if not (args.tflite or args.tfjs or args.saved_model):
         args.tflite = "model.tflite"
-        print("noxla: no output given; writing --tflite model.tflite")
-    for path in (args.tflite, args.tfjs, args.saved_model):
-        if path:  # before any work, so nothing is half-done when one output is in the way
-            ex.ensure_writable(path, args.force)
-    poly = _polymorphic_shapes(args, inputs)
-    step = Steps()
-    program = step("trace", trace, fun, _example_args(inputs), poly)
-    targets = [t for t, wanted in ((Target.TF, args.saved_model),
-                                   (Target.TFLITE_FLEX if args.allow_flex else Target.TFLITE, args.tflite),
-                                   (Target.TFJS, args.tfjs)) if wanted]
-    for target in targets:
-        require_supported(program, target)
-    concrete = step("lower", ex.serving_function, program, strict=args.strict)
-    written = {}
-    if args.tflite:  # converting and writing are separate steps here; the other converters write
-        data = step("convert tflite", ex.tflite_bytes, concrete, args.allow_flex, args.quantize)
-        step(f"write {args.tflite}", _write_bytes, data, args.tflite, args.force)
-        written["tflite"] = args.tflite
-    write_tfjs = lambda concrete, path: ex.write_tfjs(concrete, path, args.tfjs_quantize, args.tfjs_shard_bytes)
-    for kind, path, writer in (("tfjs", args.tfjs, write_tfjs), ("saved_model", args.saved_model,
-                                                                 ex.write_saved_model)):
-        if path:
-            lowered = concrete
-            if kind == "tfjs" and ex.uses_uint32(program):  # TF.js carries uint32 as int32 bits
-                lowered = step("lower for TF.js", ex.serving_function, program, uint32_as_int32=True)
-            step(f"convert+write {kind} {path}", _write_with, writer, lowered, path, args.force)
-            written[kind] = path
-    errors = {} if args.no_verify else step("verify", verify, fun, program, inputs, written, args.strict)
-    _summary(program, written, errors)
+        print("noxla: no output given; writing --tflite model.tflite", file=out)
+    progress = Progress(out)
+    exported = export(fun, _example_args(inputs), tflite=args.tflite, tfjs=args.tfjs, saved_model=args.saved_model,
+                      polymorphic_shapes=_polymorphic_shapes(args, inputs), allow_flex=args.allow_flex,
+                      overwrite=args.force, strict=args.strict, quantize=args.quantize,
+                      tfjs_quantize=args.tfjs_quantize, tfjs_shard_bytes=args.tfjs_shard_bytes, on_step=progress)
+    errors = {}
+    if not args.no_verify:
+        from noxla.export import run_step
+        errors = run_step(progress, "verify", verify, fun, exported.program, inputs, exported.written, args.strict)
+    _summary(exported.program, {kind: getattr(args, kind) for kind in exported.written}, errors, out)
     return 0
-
-
-def _write_bytes(data: bytes, path: str, force: bool) -> None:
-    from noxla.export import atomic_output
-    with atomic_output(path, force) as scratch, open(scratch, "wb") as f:
-        f.write(data)
-
-
-def _write_with(writer, concrete, path: str, force: bool) -> None:
-    from noxla.export import atomic_output
-    with atomic_output(path, force) as scratch:
-        writer(concrete, scratch)
 
 
 def verify(fun, program, inputs: Sequence[InputSpec], written: dict, strict: bool = False) -> dict:
@@ -158,22 +160,24 @@ def verify(fun, program, inputs: Sequence[InputSpec], written: dict, strict: boo
     return verify_artifacts(fun, program, [i.sample(rng) for i in inputs], written, strict=strict)
 
 
-def _summary(program, written: dict, errors: dict) -> None:
+def _summary(program, written: dict, errors: dict, out) -> None:
     from noxla.runtimes import tflite_op_names
-    print("\nsummary")
-    print(f"  inputs:  {', '.join(f'{n}: {a.str_short()}' for n, a in zip(program.in_names, program.in_avals))}")
-    print(f"  outputs: {', '.join(f'{n}: {a.str_short()}' for n, a in zip(program.out_names, program.out_avals))}")
-    print(f"  jaxpr equations: {sum(1 for _ in _eqns(program))}")
+    print("\nsummary", file=out)
+    print(f"  inputs:  {', '.join(f'{n}: {a.str_short()}' for n, a in zip(program.in_names, program.in_avals))}",
+          file=out)
+    print(f"  outputs: {', '.join(f'{n}: {a.str_short()}' for n, a in zip(program.out_names, program.out_avals))}",
+          file=out)
+    print(f"  jaxpr equations: {sum(1 for _ in _eqns(program))}", file=out)
     for kind, path in written.items():
         size = _size(path)
         line = f"  {kind:12s} {path}  {size / 1024:.1f} KiB"
         if kind == "tflite":
             ops = tflite_op_names(path)
             line += f"  {len(ops)} ops ({', '.join(sorted(set(ops)))})"
-        print(line)
-    for runtime, err in errors.items():
-        shown = err if isinstance(err, str) else f"{err:.2e} (relative to output scale)"
-        print(f"  max error vs JAX on random inputs [{runtime}]: {shown}")
+        print(line, file=out)
+    for runtime, error in errors.items():
+        shown = error if isinstance(error, str) else f"{error:.2e} (relative to output scale)"
+        print(f"  max error vs JAX on random inputs [{runtime}]: {shown}", file=out)
 
 
 def _eqns(program):
@@ -187,18 +191,19 @@ def _size(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
-def cmd_check(args) -> int:
+def cmd_check(args, out, err) -> int:
     from noxla.api import check
-    fun, inputs = _function_and_inputs(args)
+    fun, inputs = _function_and_inputs(args, out)
     report = check(fun, *_example_args(inputs), target=args.target,
                    polymorphic_shapes=_polymorphic_shapes(args, inputs))
-    print(report.format())
+    print(report.format(), file=out)
     return 0 if report.ok else 1
 
 
-def cmd_limitations(args) -> int:
-    from limitations.table import render
-    print(render())
+def cmd_limitations(args, out, err) -> int:
+    # The table generated from the registry and shipped with the package (a test keeps it
+    # fresh): printing it costs nothing, re-tracing every case would cost a minute.
+    print(importlib.resources.files("limitations").joinpath("LIMITATIONS.md").read_text(), end="", file=out)
     return 0
 
 
@@ -245,15 +250,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # TF's C++ start-up chatter (CUDA plugin registration on a CPU machine) is noise to a CLI user.
+    # TF's C++ start-up chatter (CUDA plugin registration on a CPU machine) is noise to a CLI user;
+    # what this setting does not silence, own_output keeps off the terminal.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     args = build_parser().parse_args(argv)
-    from noxla.errors import NoxlaError
-    try:
-        return args.run(args)
-    except NoxlaError as e:
-        print(f"noxla: error: {e}" if not str(e).startswith("noxla") else str(e), file=sys.stderr)
-        return 1
+    if args.command == "limitations":  # no TF, nothing to silence
+        return args.run(args, sys.stdout, sys.stderr)
+    with own_output() as (out, err):
+        _quiet_python_logging()
+        from noxla.errors import NoxlaError
+        try:
+            return args.run(args, out, err)
+        except NoxlaError as e:
+            print(f"noxla: error: {e}" if not str(e).startswith("noxla") else str(e), file=err)
+            return 1
+
+
+def _quiet_python_logging() -> None:
+    """absl's and TF's Python loggers write to stderr, which is scratch now; they also buffer."""
+    import logging
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
 
 if __name__ == "__main__":

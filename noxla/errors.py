@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from jax._src import source_info_util
+from lowering_rules.jax_compat import user_frames
 
 
 class NoxlaError(Exception):
@@ -55,7 +55,7 @@ def user_frame(source_info):
     if traceback is None:
         return None
     fallback = None
-    for frame in source_info_util.user_frames(traceback):
+    for frame in user_frames(traceback):
         fallback = fallback or frame
         if not frame.file_name.startswith(_LIBRARY_DIRS):
             return frame

@@ -1,17 +1,20 @@
 """Exporters: SavedModel, .tflite (builtins only unless Flex is allowed) and TF.js graph models.
 
-Every exporter traces, runs the up-front check for its target, lowers into one
-``tf.function`` with named inputs and outputs, and writes beside the final path
-before renaming into place: a failed export leaves nothing at ``path``.
+One pipeline (``export``) serves the public ``export_*`` functions and the CLI: it traces, runs
+the up-front check for each target, lowers into one ``tf.function`` with named inputs and
+outputs, and writes beside the final path before renaming into place: a failed export leaves
+nothing at ``path``. ``on_step`` reports each step as it runs (the CLI prints them).
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import tempfile
-from typing import Callable, Iterator
+import time
+from typing import Callable, Iterator, Sequence
 
 import tensorflow as tf
 
@@ -20,6 +23,7 @@ from lowering_rules.vocabulary import Target
 from noxla import quantize as quantization
 from noxla.errors import ExportError, UnsupportedError
 from noxla.lowering import input_signature, serving_function, uses_uint32  # noqa: F401  (part of this module's API)
+from noxla.shapes import dim_vars
 from noxla.tfjs_ops import TFJS_BACKSTOP
 from noxla.tracing import Program, trace
 
@@ -36,12 +40,6 @@ def require_supported(program: Program, target: Target | str) -> None:
     report = full_check(program.closed_jaxpr, target)
     if not report.ok:
         raise UnsupportedError(report)
-
-
-def prepare(fun: Callable, example_args, polymorphic_shapes, target: Target) -> Program:
-    program = trace(fun, example_args, polymorphic_shapes)
-    require_supported(program, target)
-    return program
 
 
 def ensure_writable(path: str, overwrite: bool) -> str:
@@ -182,40 +180,92 @@ def write_tflite(concrete, path: str, allow_flex: bool = False, quantize: str | 
         f.write(data)
 
 
-def _export(fun, example_args, polymorphic_shapes, target: Target, path: str, overwrite: bool, write,
-            strict: bool) -> str:
-    program = prepare(fun, example_args, polymorphic_shapes, target)
-    with atomic_output(path, overwrite) as scratch:
-        write(serving_function(program, check_shapes=target is Target.TF, strict=strict,
-                               uint32_as_int32=target is Target.TFJS), scratch)
+# --------------------------------------------------------------------------- the pipeline
+
+# ``on_step(name, None)`` when a step starts, ``on_step(name, seconds)`` when it has finished.
+OnStep = Callable[[str, "float | None"], None]
+
+
+def run_step(on_step: OnStep | None, name: str, fn: Callable, *args, **kwargs):
+    """``fn(*args, **kwargs)`` reported to ``on_step`` as the step ``name``."""
+    if on_step is None:
+        return fn(*args, **kwargs)
+    on_step(name, None)
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    on_step(name, time.perf_counter() - start)
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    program: Program
+    written: dict[str, str]   # "tflite" / "tfjs" / "saved_model" -> absolute path
+
+
+def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, tfjs: str | None = None,
+           saved_model: str | None = None, polymorphic_shapes=None, allow_flex: bool = False,
+           overwrite: bool = False, strict: bool = False, quantize: str | None = None,
+           tfjs_quantize: str | None = None, tfjs_shard_bytes: int = DEFAULT_SHARD_BYTES,
+           on_step: OnStep | None = None) -> Exported:
+    """The one export pipeline, for the API and the CLI: trace once, check every requested target
+    up front, lower, then convert and write each output beside its path and rename it into place.
+
+    The SavedModel is lowered with run-time checks of the inputs against ``polymorphic_shapes``
+    (Assert ops); the .tflite and TF.js models without them (neither runs Assert). ``strict``
+    keeps JAX's NaN/inf semantics exactly instead of fused ops (see ``noxla.api.convert``).
+    ``quantize`` (.tflite: "float16", "dynamic_int8") and ``tfjs_quantize`` (TF.js weight storage:
+    "uint8", "uint16", "float16") are checked before anything is traced (see ``noxla.quantize``).
+    TF.js has no uint32: a program that uses uint32 (or PRNG keys) is lowered for it a second time,
+    carrying those values as the int32s with the same bits.
+    """
+    wanted = {kind: path for kind, path in (("tflite", tflite), ("tfjs", tfjs), ("saved_model", saved_model))
+              if path is not None}
+    if not wanted:
+        raise ExportError("nothing to export: give a path for tflite, tfjs or saved_model")
+    quantization.check_mode(quantize, quantization.TFLITE_MODES, "TFLite")
+    quantization.check_mode(tfjs_quantize, quantization.TFJS_MODES, "TF.js")
+    for path in wanted.values():  # before any work, so nothing is half-done when one output is in the way
+        ensure_writable(path, overwrite)
+    program = run_step(on_step, "trace", trace, fun, tuple(example_args), polymorphic_shapes)
+    targets = {"tflite": Target.TFLITE_FLEX if allow_flex else Target.TFLITE, "tfjs": Target.TFJS,
+               "saved_model": Target.TF}
+    for kind in wanted:
+        require_supported(program, targets[kind])
+
+    polymorphic = bool(dim_vars(program.in_avals))
+    lowered: dict[tuple[bool, bool], object] = {}
+
+    def concrete_for(kind: str):
+        key = (polymorphic and kind == "saved_model", kind == "tfjs" and uses_uint32(program))
+        if key not in lowered:
+            name = "lower"
+            if lowered:
+                name += " (with input shape checks)" if key[0] else " (uint32 as int32 for TF.js)"
+            lowered[key] = run_step(on_step, name, serving_function, program, key[0], strict, key[1])
+        return lowered[key]
+
+    written = {}
+    for kind, path in wanted.items():
+        concrete = concrete_for(kind)
+        if kind == "tflite":  # converting and writing are separate steps; the other converters write
+            data = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize)
+            written[kind] = run_step(on_step, f"write {path}", _write_bytes, data, path, overwrite)
+        else:
+            writer = write_saved_model if kind == "saved_model" else (
+                lambda concrete, scratch: write_tfjs(concrete, scratch, tfjs_quantize, tfjs_shard_bytes))
+            written[kind] = run_step(on_step, f"convert+write {kind} {path}", _write_with, writer, concrete,
+                                     path, overwrite)
+    return Exported(program, written)
+
+
+def _write_bytes(data: bytes, path: str, overwrite: bool) -> str:
+    with atomic_output(path, overwrite) as scratch, open(scratch, "wb") as f:
+        f.write(data)
     return os.path.abspath(path)
 
 
-def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shapes=None,
-                       overwrite: bool = False, strict: bool = False) -> str:
-    """A SavedModel whose ``serving_default`` signature computes ``fun`` (inputs checked against
-    ``polymorphic_shapes`` at run time). ``strict``: JAX's NaN/inf semantics exactly (see ``convert``)."""
-    return _export(fun, example_args, polymorphic_shapes, Target.TF, path, overwrite, write_saved_model, strict)
-
-
-def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=None, allow_flex: bool = False,
-                  overwrite: bool = False, strict: bool = False, quantize: str | None = None) -> str:
-    """A .tflite using TFLITE_BUILTINS only (plus SELECT_TF_OPS when ``allow_flex``).
-    ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
-    ``quantize``: None, "float16" or "dynamic_int8" (see noxla.quantize)."""
-    quantization.check_mode(quantize, quantization.TFLITE_MODES, "TFLite")
-    target = Target.TFLITE_FLEX if allow_flex else Target.TFLITE
-    return _export(fun, example_args, polymorphic_shapes, target, path, overwrite,
-                   lambda concrete, scratch: write_tflite(concrete, scratch, allow_flex, quantize), strict)
-
-
-def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None, overwrite: bool = False,
-                strict: bool = False, quantize: str | None = None,
-                weight_shard_size_bytes: int = DEFAULT_SHARD_BYTES) -> str:
-    """A TF.js graph model directory (model.json and weight shards of at most ``weight_shard_size_bytes``).
-    ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
-    ``quantize``: None, "uint8", "uint16" or "float16" weight storage (dequantized when loaded)."""
-    quantization.check_mode(quantize, quantization.TFJS_MODES, "TF.js")
-    def write(concrete, scratch):
-        write_tfjs(concrete, scratch, quantize, weight_shard_size_bytes)
-    return _export(fun, example_args, polymorphic_shapes, Target.TFJS, path, overwrite, write, strict)
+def _write_with(writer, concrete, path: str, overwrite: bool) -> str:
+    with atomic_output(path, overwrite) as scratch:
+        writer(concrete, scratch)
+    return os.path.abspath(path)

@@ -12,10 +12,9 @@ from typing import Sequence
 import jax
 import numpy as np
 import tensorflow as tf
-from jax._src.core import is_constant_dim
-from jax._src.export import shape_poly
 from jax.core import ShapedArray
 
+from lowering_rules.jax_compat import is_constant_dim, solve_dim_vars
 from noxla.errors import ShapeMismatchError
 
 DimSize = "int | tf.Tensor"
@@ -43,7 +42,7 @@ class Dims:
             return cls()
         avals = tuple(ShapedArray(a.shape, a.dtype) for a in in_avals)
         tree = jax.tree_util.tree_structure((tuple(range(len(avals))), {}))
-        solution, _, synthetic = shape_poly.solve_dim_vars(avals, tree)
+        solution, _, synthetic = solve_dim_vars(avals, tree)
         sizes = {name: _Size(tf.shape(tf_args[arg], out_type=tf.int32)[axis]) for name, arg, axis in synthetic}
         return cls({var: _Size(_as_int32(expr._evaluate(sizes))) for var, expr in solution.items()})
 

@@ -9,9 +9,9 @@ from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
-from jax._src.interpreters import partial_eval
 from jax.extend.core import InconclusiveDimensionOperation
 
+from lowering_rules.jax_compat import dce_jaxpr
 from noxla.errors import _LIBRARY_DIRS, TracingError
 
 
@@ -172,7 +172,7 @@ def _without_dead_code(closed_jaxpr):
     """Drop equations whose results are unused (e.g. PRNG splits Flax makes for a zeros carry):
     they would otherwise need rules, and cost ops, for nothing. Inputs and constants are kept."""
     jaxpr = closed_jaxpr.jaxpr
-    live, _ = partial_eval.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
+    live, _ = dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
     return closed_jaxpr.replace(jaxpr=live.replace(constvars=jaxpr.constvars, invars=jaxpr.invars))
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -22,6 +24,8 @@ NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.api": 5, "noxla.verify
               "noxla.demo": 5, "noxla.export": 4,
               "noxla.tfjs_ops": 3, "noxla.lowering": 2, "noxla.interpreter": 1}
 # What of noxla the limitations package may read: the user's source line and tracing (for cases).
+# Leaves of the rules package that every layer may use: JAX's internals, the shared vocabulary.
+SHARED_LEAVES = {"lowering_rules.jax_compat", "lowering_rules.vocabulary"}
 LIMITATIONS_MAY_IMPORT = {"noxla", "noxla.errors", "noxla.tracing", "noxla.shapes"}
 
 
@@ -101,8 +105,9 @@ def _edges(from_prefix: str):
 
 
 def test_vocabulary_is_a_leaf():
-    assert not GRAPH["lowering_rules.vocabulary"]
-    assert GRAPH["lowering_rules.dtype_support"] <= {"lowering_rules.vocabulary"}
+    assert not GRAPH["lowering_rules.jax_compat"]
+    assert GRAPH["lowering_rules.vocabulary"] <= {"lowering_rules.jax_compat"}
+    assert GRAPH["lowering_rules.dtype_support"] <= {"lowering_rules.vocabulary", "lowering_rules.jax_compat"}
 
 
 def test_rules_import_only_rules():
@@ -124,5 +129,52 @@ def test_noxla_dependencies_point_down(module):
 def test_leaves_of_noxla_import_no_layer():
     leaves = [m for m in GRAPH if m.startswith("noxla.") and m not in NOXLA_RANK]
     bad = [(m, b) for m in leaves for b in sorted(GRAPH[m])
-           if b in NOXLA_RANK or b.startswith(("limitations", "lowering_rules"))]
+           if b in NOXLA_RANK or b.startswith(("limitations", "lowering_rules")) and b not in SHARED_LEAVES]
     assert not bad, f"noxla's leaf modules import a layer: {bad}"
+
+
+def _source_files():
+    for package in (*PACKAGES, "tests", "tools"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, package)):
+            yield from (os.path.join(dirpath, f) for f in files if f.endswith(".py"))
+
+
+def test_no_source_file_over_45_kb():
+    big = {os.path.relpath(p, ROOT): os.path.getsize(p) for p in _source_files() if os.path.getsize(p) > 45_000}
+    assert not big, f"split these files: {big}"
+
+
+def test_jax_internals_are_imported_in_one_place():
+    compat = os.path.join(ROOT, "lowering_rules", "jax_compat.py")
+    users = []
+    for path in _source_files():
+        if path == compat:
+            continue
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            users += [f"{os.path.relpath(path, ROOT)}:{node.lineno}" for n in names if n.startswith("jax._src")]
+    assert not users, f"import JAX internals through lowering_rules/jax_compat.py: {users}"
+
+
+def test_importing_noxla_loads_no_test_library():
+    """flax is a test extra: the rules import it inside case functions only."""
+    code = ("import sys, noxla.api, noxla.export, noxla.cli; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in {'flax', 'pytest'}))")
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_our_deprecation_warnings_fail_and_others_do_not():
+    """pyproject's filterwarnings: a deprecated API used from noxla's code fails the tests."""
+    import warnings
+    with pytest.raises(DeprecationWarning):
+        warnings.warn_explicit("old API", DeprecationWarning, "noxla/x.py", 1, module="noxla.export")
+    with pytest.raises(DeprecationWarning):
+        warnings.warn_explicit("old API", DeprecationWarning, "lowering_rules/x.py", 1, module="lowering_rules")
+    warnings.warn_explicit("old API", DeprecationWarning, "site-packages/jax/x.py", 1, module="jax._src.core")

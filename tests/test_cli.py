@@ -1,10 +1,13 @@
 """The `noxla` command, run as a user would."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from limitations.table import TABLE_PATH
 
 pytestmark = pytest.mark.slow
 
@@ -30,6 +33,17 @@ def test_export_with_no_function_exports_and_verifies_the_builtin_example(tmp_pa
     errors = [line for line in result.stdout.splitlines() if "max error vs JAX" in line]
     assert len(errors) == 4, result.stdout  # SavedModel, TFLite, TF.js cpu and wasm
     assert all(float(line.split(": ")[1].split()[0]) < 1e-5 for line in errors), errors
+    assert_only_our_output(result)
+
+
+# What TF, XLA, absl and the converters print on their own (C++ log lines, Python warnings).
+FOREIGN = re.compile(r"^[IWEF]\d{4} |^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|WARNING: All log messages|absl|"
+                     r"computation placer|cuda|cuDNN|cuBLAS|oneDNN|MLIR|output_format|Warning:|warn\(")
+
+
+def assert_only_our_output(result):
+    foreign = [line for line in (result.stdout + result.stderr).splitlines() if FOREIGN.search(line)]
+    assert not foreign, "lines that are not noxla's:\n" + "\n".join(foreign[:20])
 
 
 def test_export_refuses_to_overwrite_without_force(tmp_path):
@@ -59,11 +73,42 @@ def test_export_user_function_with_symbolic_batch(tmp_path):
     (tmp_path / "usermodel.py").write_text(USER_MODULE)
     # --strict here (the built-in example covers the default mode): lowered, converted and verified.
     result = noxla("export", "usermodel:predict", "--input", "f32[b,4]", "--input", "i32[b,5]",
-                   "--tflite", "m.tflite", "--strict", cwd=tmp_path)
+                   "--tflite", "m.tflite", "--saved-model", "sm", "--strict", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    assert_only_our_output(result)
     from ai_edge_litert.interpreter import Interpreter
     details = Interpreter(model_path=str(tmp_path / "m.tflite")).get_input_details()
     assert all(d["shape_signature"][0] == -1 for d in details)
+
+    # The CLI and the API share one pipeline: the same run-time checks of the symbolic batch.
+    import jax
+    import numpy as np
+
+    from noxla.api import export_saved_model
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import usermodel
+    finally:
+        sys.path.remove(str(tmp_path))
+    api_path = export_saved_model(usermodel.predict, jax.ShapeDtypeStruct((1, 4), np.float32),
+                                  jax.ShapeDtypeStruct((1, 5), np.int32), path=str(tmp_path / "api_sm"),
+                                  polymorphic_shapes=["(b, _)", "(b, _)"])
+    cli_asserts, api_asserts = _assert_ops(tmp_path / "sm"), _assert_ops(api_path)
+    assert cli_asserts and cli_asserts == api_asserts
+    import tensorflow as tf
+    serve = tf.saved_model.load(str(tmp_path / "sm")).signatures["serving_default"]
+    with pytest.raises(tf.errors.InvalidArgumentError):  # b = 2 for one input, 3 for the other
+        serve(x=tf.zeros((2, 4)), tokens=tf.zeros((3, 5), tf.int32))
+
+
+def _assert_ops(saved_model_dir) -> int:
+    from tensorflow.core.protobuf import saved_model_pb2
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    graph = proto.meta_graphs[0].graph_def
+    nodes = [*graph.node, *(n for fn in graph.library.function for n in fn.node_def)]
+    return sum(n.op == "Assert" for n in nodes)
 
 
 def test_check_exit_code_and_report(tmp_path):
@@ -81,9 +126,11 @@ def test_bad_input_spec_is_a_usage_error(tmp_path):
     assert result.returncode == 2 and "DTYPE[DIMS]" in result.stderr
 
 
-def test_limitations_prints_the_table(tmp_path):
+def test_limitations_prints_the_packaged_table(tmp_path):
     result = noxla("limitations", cwd=tmp_path)
-    assert result.returncode == 0 and "conv_general_dilated" in result.stdout
+    with open(TABLE_PATH) as f:
+        assert result.returncode == 0 and result.stdout == f.read()
+    assert "tensorflow" not in result.stderr
 
 
 def test_console_script_is_installed():

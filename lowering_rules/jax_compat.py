@@ -1,0 +1,40 @@
+"""Every JAX internal (``jax._src``) noxla relies on, in one place.
+
+JAX moves its internals between versions; when an upgrade breaks one of these names, this is the
+only file to change. It imports nothing of noxla's, so rules, the engine and noxla may all use it.
+"""
+from __future__ import annotations
+
+from jax._src import core, dispatch, pjit, source_info_util
+from jax._src.core import is_constant_dim
+from jax._src.export import shape_poly
+from jax._src.interpreters import partial_eval
+from jax._src.lax import lax as lax_internal
+from jax._src.random import prng, threefry2x32
+
+# Modules whose primitives and helpers rules use directly: core (physical avals of PRNG keys),
+# pjit (reshard_p, layout_constraint_p), lax_internal (empty_p), prng and threefry2x32 (the PRNG
+# primitives and the key implementations' vmapped functions). None of these is in jax.extend.
+
+# Primitives users' programs contain that jax.lax does not export.
+device_put_p = dispatch.device_put_p
+dim_as_value_p = shape_poly.dim_as_value_p
+
+# Shapes: whether a dimension is an int, and solving dimension variables from input shapes.
+solve_dim_vars = shape_poly.solve_dim_vars
+
+# Tracing: dead-code elimination of a jaxpr, and the user's frames of an equation's source.
+dce_jaxpr = partial_eval.dce_jaxpr
+user_frames = source_info_util.user_frames
+
+# Where JAX defines primitives beyond ``jax.lax`` and ``jax.lax.linalg``: jit, custom derivatives,
+# checkpointing, PRNG and autodiff helpers all appear in the jaxprs users hand to noxla.
+PRIMITIVE_MODULES = (
+    "jax._src.pjit", "jax._src.custom_derivatives", "jax._src.ad_checkpoint", "jax._src.ad_util",
+    "jax._src.random.prng", "jax._src.random.threefry2x32", "jax._src.lax.lax", "jax._src.lax.linalg",
+    "jax._src.lax.parallel", "jax._src.callback", "jax._src.debugging", "jax._src.core",
+)
+
+__all__ = ["core", "pjit", "lax_internal", "prng", "threefry2x32", "device_put_p", "dim_as_value_p",
+           "is_constant_dim", "solve_dim_vars", "dce_jaxpr", "user_frames",
+           "PRIMITIVE_MODULES"]
