@@ -17,9 +17,9 @@ import jax.scipy.linalg as jsl
 import numpy as np
 import tensorflow as tf
 from jax import lax
-from jax._src.lax import linalg as lapack_like  # geqrf and geqp3 are not public
 
 from lowering_rules.cases import case, f32
+from lowering_rules.jax_compat import linalg_internal as lapack_like  # geqrf and geqp3 are not public
 from lowering_rules.matrices import cols as _cols
 from lowering_rules.matrices import eye_like as _eye_like
 from lowering_rules.matrices import index as _index
