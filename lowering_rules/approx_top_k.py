@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 from jax import lax
-from jax._src.lax import ann
 
 from lowering_rules.cases import case, f16, f32
 from lowering_rules.dtype_support import FLOATS, dtypes
+from lowering_rules.jax_compat import ann
 from lowering_rules.registry import lowering
 from lowering_rules.sorting import MAX_SORTED_LENGTH, TOO_LONG, Rows, stable_order
 

@@ -23,11 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax._src import custom_derivatives, debugging, hijax
-from jax._src.lax import lax as lax_internal
 from jax.experimental.hijax import VJPHiPrimitive
 
 from lowering_rules.cases import case, f32, i32
+from lowering_rules.jax_compat import custom_derivatives, debugging, hijax, lax_internal
 from lowering_rules.prng import _lower_through_impl
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import ALL_TARGETS

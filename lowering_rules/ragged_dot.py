@@ -14,9 +14,9 @@ import functools
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax._src.lax import lax as lax_internal
 
 from lowering_rules.cases import case, f16, f32, i32
+from lowering_rules.jax_compat import lax_internal
 from lowering_rules.prng import _lower_through_impl
 from lowering_rules.registry import lowering
 
