@@ -108,6 +108,12 @@ def rsqrt(x):
     return tf.where(tf.equal(x, 0.0), 1.0 / x, tf.math.rsqrt(x))
 
 
+def lower_rsqrt(ctx, x, *, accuracy):
+    """rsqrt; plain Rsqrt where the operand cannot be 0 (a norm's variance + epsilon), both modes."""
+    x = wide(x)
+    return as_out(ctx, tf.math.rsqrt(x) if fusion.positive(ctx, ctx.eqn.invars[0]) else rsqrt(x))
+
+
 def unary(tf_fn, *, transcendental=False):
     """A rule applying ``tf_fn``; transcendental primitives also carry an ``accuracy`` hint, which
     only asks for a tolerance: TF has one implementation of each, so it is accepted and ignored."""
@@ -293,7 +299,6 @@ TRANSCENDENTAL = {
     lax.cos_p: (tf.cos, _unary_cases(lax.cos, edges=[0.0, 3.14159265, 100.0, INF, NAN])),
     lax.tan_p: (tan, _unary_cases(lax.tan, low=-1.5, high=1.5, edges=[0.0, 1.0, -1.0, INF, NAN])),
     lax.sqrt_p: (tf.sqrt, _unary_cases(lax.sqrt, low=0, high=100, edges=[0.0, -1.0, INF, NAN, 1e-30])),
-    lax.rsqrt_p: (rsqrt, _unary_cases(lax.rsqrt, low=0.01, high=100, edges=[0.0, -1.0, INF, NAN, 4.0])),
     lax.cbrt_p: (cbrt, _unary_cases(lax.cbrt, low=-100, high=100, edges=[0.0, 8.0, -27.0, INF, -INF, NAN, 1e-30])),
 }
 
@@ -310,6 +315,13 @@ for _prim, (_fn, _cases) in TRANSCENDENTAL.items():
     lowering(_prim, cases=_cases, dtypes=_DTYPES.get(_prim, ALL))(unary(_fn, transcendental=True))
 lowering(lax.log_p, fast=FAST_LOG, cases=_unary_cases(
     lax.log, low=0.01, high=100, edges=[0.0, -1.0, INF, 1.0, NAN, 1e-30, 3e38, 2.5e38, -INF, 2.0 ** 64]))(lower_log)
+lowering(lax.rsqrt_p, cases=[
+    *_unary_cases(lax.rsqrt, low=0.01, high=100, edges=[0.0, -1.0, INF, NAN, 4.0]),
+    case("norm_variance_plus_epsilon", lambda x: lax.rsqrt(jnp.maximum(jnp.mean(x * x, axis=1), 0.0) + 1e-6),
+         np.array([[0.0, 0.0], [1.0, 3.0], [INF, 1.0]], np.float32)),
+    case("difference_plus_epsilon", lambda x, y: lax.rsqrt(x - y + 1e-6), np.array([0.0, 1.0, 2.0], np.float32),
+         np.array([1e-6, 0.5, 4.0], np.float32)),
+])(lower_rsqrt)
 
 
 @lowering(lax.round_p, cases=[
@@ -443,7 +455,8 @@ for _prim, (_fn, _jax_fn) in COMPARISONS.items():
     ])(_compare(_fn))
 
 
-@lowering(lax.mul_p, cases=[
+@lowering(lax.mul_p, fast=fusion.GELU, cases=[
+    *fusion.GELU_CASES,
     case("f32", lax.mul, f32(3, 4), f32(3, 4)),
     case("i32_wraps", lax.mul, np.array([2 ** 30, 65537, -3], np.int32), np.array([4, 65537, 7], np.int32)),
     case("f16", lax.mul, f16(3, 4), f16(3, 4)),
@@ -452,6 +465,9 @@ for _prim, (_fn, _jax_fn) in COMPARISONS.items():
     case("u8_wraps", lax.mul, np.array([100, 255, 7, 16], np.uint8), np.array([3, 255, 20, 16], np.uint8)),
 ])
 def lower_mul(ctx, x, y, *, out_dtype):
+    fused = fusion.gelu(ctx)
+    if fused is not None:
+        return fused
     # out_dtype asks for the product in a wider type (e.g. int8 x int8 -> int32): widen first.
     if out_dtype is not None:
         x, y = tf.cast(x, ctx.out_dtype), tf.cast(y, ctx.out_dtype)
@@ -492,10 +508,12 @@ _REM_FLOAT_EDGES = (np.array([7.5, -7.5, 7.5, -7.5, 5.0, INF, 1.0, -0.0, 3.0, 1e
     case("u32_small_divisors", lax.div, u32(3, 4, low=0, high=2 ** 32 - 1), u32(3, 4, low=1, high=300)),
     case("f16", lax.div, f16(5), f16(5, low=0.5, high=2.0)),
     *fusion.SOFTMAX_CASES,
+    *fusion.MEAN_CASES,
 ])
 def lower_div(ctx, x, y):
     fused = fusion.avg_pool(ctx)
     fused = fusion.softmax(ctx) if fused is None else fused
+    fused = fusion.mean(ctx) if fused is None else fused
     if fused is not None:
         return fused
     if _is_float(x):

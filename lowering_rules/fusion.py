@@ -260,6 +260,120 @@ def avg_pool(ctx):
     return pool(ctx.value(window_sum.invars[0]), plan, "avg")
 
 
+# --------------------------------------------------------------------------- gelu
+
+def _by_literal(ctx, atom, primitive: str, value: float):
+    """If ``atom`` is ``primitive(c, other)`` or ``primitive(other, c)`` for the float32 literal
+    c == value, other; else None."""
+    eqn = producer(ctx, atom, primitive)
+    if eqn is None:
+        return None
+    target = float(np.float32(value))
+    for c, other in (eqn.invars, eqn.invars[::-1]):
+        if literal(c) == target:
+            return other
+    return None
+
+
+def gelu(ctx):
+    """tf.nn.gelu(approximate=True) for the ``mul`` ending jax.nn.gelu's tanh approximation
+    x * (0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))) (float32; TFLite GELU), else None."""
+    if ctx.strict or not is_float32(ctx.aval_out):
+        return None
+    for x, half in (ctx.eqn.invars, ctx.eqn.invars[::-1]):
+        tanh = _by_literal(ctx, _by_literal(ctx, half, "mul", 0.5), "add", 1.0)
+        inner = producer(ctx, tanh, "tanh") if tanh is not None else None
+        sum_ = _by_literal(ctx, inner.invars[0], "mul", np.sqrt(2 / np.pi)) if inner is not None else None
+        add = producer(ctx, sum_, "add") if sum_ is not None else None
+        if add is None or x not in add.invars or x.aval.shape != ctx.aval_out.shape:
+            continue
+        cube = producer(ctx, _by_literal(ctx, add.invars[1] if add.invars[0] is x else add.invars[0],
+                                         "mul", 0.044715), "integer_pow")
+        if cube is not None and cube.invars[0] is x and cube.params["y"] == 3:
+            return tf.nn.gelu(ctx.value(x), approximate=True)
+    return None
+
+
+GELU = FastVariant("jax.nn.gelu's tanh approximation becomes Gelu (float32): -inf gives 0 (JAX: NaN), and "
+                   "NaN/inf elsewhere may differ", float32_out)
+
+GELU_CASES = [
+    case("gelu_tanh", jax.nn.gelu, f32(3, 5, low=-6, high=6)),
+    case("gelu_edges", jax.nn.gelu, np.array([0.0, -0.0, 1e-30, 10.0, -10.0, 3e38, np.inf, -np.inf, np.nan],
+                                             np.float32)),
+    # 0.5 * (1 + tanh(...)) times another array than the one inside: not a gelu, not fused.
+    case("gelu_of_other_array", lambda x, y: y * (0.5 * (1.0 + jnp.tanh(
+        np.float32(np.sqrt(2 / np.pi)) * (x + 0.044715 * x ** 3)))), f32(4), f32(4)),
+]
+
+
+# --------------------------------------------------------------------------- mean
+
+def mean(ctx):
+    """tf.reduce_mean for ``div`` of a float32 reduce_sum (maybe in a unit-axis view) by its element
+    count, as jnp.mean spells it: TFLite MEAN, one op for two. Both modes: the same quotient of the
+    same sum (rounding aside), NaN and inf included."""
+    numerator, denominator = ctx.eqn.invars
+    total = producer(ctx, through_views(ctx, numerator), "reduce_sum")
+    if total is None or not is_float32(ctx.aval_out) or not is_float32(total.invars[0].aval):
+        return None
+    shape, axes = total.invars[0].aval.shape, total.params["axes"]
+    if not axes or any(not isinstance(shape[a], int) for a in axes):
+        return None
+    count = int(np.prod([shape[a] for a in axes]))
+    if count == 0 or literal(denominator) != float(count) or ctx.avals_in[1].shape != ():
+        return None
+    result = tf.reduce_mean(ctx.value(total.invars[0]), axis=[int(a) for a in axes])
+    if tuple(numerator.aval.shape) != tuple(total.outvars[0].aval.shape):
+        result = tf.reshape(result, ctx.out_shape())
+    return result
+
+
+MEAN_CASES = [
+    case("mean", lambda x: jnp.mean(x, axis=1), f32(3, 4)),
+    case("mean_all_axes_keepdims", lambda x: jnp.mean(x, axis=(0, 2), keepdims=True), f32(2, 3, 4)),
+    case("mean_square_rms", lambda x: jnp.mean(jnp.square(x), axis=-1, keepdims=True), f32(2, 3, 5)),
+    case("sum_over_other_count", lambda x: jnp.sum(x, axis=1) / 3.0, f32(3, 4)),
+]
+
+
+# --------------------------------------------------------------------------- positivity
+
+def nonnegative(ctx, atom) -> bool:
+    """Whether ``atom`` is >= 0 (or NaN) whatever the inputs, from the equations that made it:
+    max with a literal >= 0, squares, and sums, views and positive scalings of those."""
+    value = literal(atom)
+    if value is not None:
+        return value >= 0
+    eqn = producer(ctx, through_views(ctx, atom))
+    if eqn is None:
+        return False
+    name, args = eqn.primitive.name, eqn.invars
+    if name == "max":
+        return any(literal(a) is not None and literal(a) >= 0 for a in args)
+    if name == "square" or (name == "integer_pow" and eqn.params["y"] % 2 == 0):
+        return True
+    if name == "mul" and args[0] is args[1]:
+        return True
+    if name in ("reduce_sum", "add"):
+        return all(nonnegative(ctx, a) for a in args)
+    if name in ("mul", "div"):
+        return nonnegative(ctx, args[0]) and literal(args[1]) is not None and literal(args[1]) > 0
+    return False
+
+
+def positive(ctx, atom) -> bool:
+    """Whether ``atom`` is > 0 (or NaN) whatever the inputs: a nonnegative value plus a literal > 0
+    (a norm's variance + epsilon)."""
+    eqn = producer(ctx, atom, "add")
+    if eqn is None:
+        return False
+    for a, b in (eqn.invars, eqn.invars[::-1]):
+        if literal(b) is not None and literal(b) > 0 and nonnegative(ctx, a):
+            return True
+    return False
+
+
 # --------------------------------------------------------------------------- activations
 
 def maximum(ctx, x, y):
