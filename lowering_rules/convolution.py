@@ -2,10 +2,11 @@
 
 The rule brings operands to channels-last (``[N, *spatial, C]`` and ``[*window, I, O]``),
 turns batch groups into feature groups, applies lhs dilation (zeros between input elements: a
-transposed convolution) and explicit padding itself, and is left with a VALID convolution with
-strides, rhs dilation and feature groups. Float convolutions of up to 3 spatial dims use
-Conv2D / Conv3D / DepthwiseConv2dNative (1D runs as 2D with a unit dim); integer ones, which
-TFLite and TF.js convolve only in floats, and 4+ spatial dims are summed tap by tap.
+transposed convolution) and explicit padding itself (or lets the convolution pad where that is
+TF's SAME), and is left with a VALID convolution with strides, rhs dilation and feature groups.
+Float convolutions of up to 3 spatial dims use Conv2D / Conv3D / DepthwiseConv2dNative (1D runs
+as 2D with a unit dim); integer ones, which TFLite and TF.js convolve only in floats, and 4+
+spatial dims are summed tap by tap.
 """
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ def _product(dims):
     return total
 
 
-def _native_conv(x, w, w_dims, strides, dilations, depthwise: bool):
-    """A VALID Conv2D/Conv3D/DepthwiseConv2dNative on channels-last operands.
+def _native_conv(x, w, w_dims, strides, dilations, depthwise: bool, mode: str = "VALID"):
+    """A Conv2D/Conv3D/DepthwiseConv2dNative on channels-last operands (``mode``: VALID, or SAME
+    where JAX's padding is TF's SAME, which TF.js runs without a Pad of its own).
 
     Only features every TF CPU kernel has: without oneDNN (TF turns it on only on some x86 CPUs,
     e.g. not on AMD EPYC without AVX-512), Conv3D takes no dilation and DepthwiseConv2dNative
@@ -68,10 +70,10 @@ def _native_conv(x, w, w_dims, strides, dilations, depthwise: bool):
     if depthwise:
         # Dilation through space-to-batch (TF's own way; the TFLite converter folds it back into
         # one dilated DEPTHWISE_CONV_2D when shapes are static).
-        return tf.nn.depthwise_conv2d(x, w, [1, *strides, 1], "VALID",
+        return tf.nn.depthwise_conv2d(x, w, [1, *strides, 1], mode,
                                       dilations=dilations if dilated else None)
     conv = tf.nn.conv2d if len(strides) == 2 else tf.nn.conv3d
-    return conv(x, w, strides=[1, *strides, 1], padding="VALID", dilations=[1, *dilations, 1])
+    return conv(x, w, strides=[1, *strides, 1], padding=mode, dilations=[1, *dilations, 1])
 
 
 def _tap_by_tap_conv(x, w, w_dims, strides, dilations, out_spatial):
@@ -87,12 +89,12 @@ def _tap_by_tap_conv(x, w, w_dims, strides, dilations, out_spatial):
     return total
 
 
-def _grouped_conv(x, w, x_dims, w_dims, groups, strides, dilations, out_spatial, tap_by_tap):
+def _grouped_conv(x, w, x_dims, w_dims, groups, strides, dilations, out_spatial, tap_by_tap, mode="VALID"):
     in_per_group, out_features = w_dims[-2], w_dims[-1]
     if tap_by_tap:
         conv = lambda xg, wg, wg_dims: _tap_by_tap_conv(xg, wg, wg_dims, strides, dilations, out_spatial)
     else:
-        conv = lambda xg, wg, wg_dims: _native_conv(xg, wg, wg_dims, strides, dilations, False)
+        conv = lambda xg, wg, wg_dims: _native_conv(xg, wg, wg_dims, strides, dilations, False, mode)
     if groups == 1:
         return conv(x, w, w_dims)
     if not tap_by_tap and in_per_group == 1 and len(strides) == 2:
@@ -100,7 +102,7 @@ def _grouped_conv(x, w, x_dims, w_dims, groups, strides, dilations, out_spatial,
         # group's output count (output channel c * M + m is exactly JAX's group-major order).
         multiplier = out_features // groups
         filt = tf.reshape(w, size_vector([*w_dims[:-2], groups, multiplier]))
-        return _native_conv(x, filt, [*w_dims[:-2], groups, multiplier], strides, dilations, True)
+        return _native_conv(x, filt, [*w_dims[:-2], groups, multiplier], strides, dilations, True, mode)
     group_dims = [*w_dims[:-1], out_features // groups]
     outs = [conv(xg, wg, group_dims)
             for xg, wg in zip(tf.split(x, groups, axis=-1), tf.split(w, groups, axis=-1))]
@@ -148,6 +150,17 @@ def _transposed_conv(x, w, x_dims, w_dims, lhs_dilation, padding):
                                [1, *lhs_dilation, 1], mode)
     y = pad_or_crop(y, [(0, 0), *((-a, -b) for a, b in rest), (0, 0)])
     return tf.squeeze(y, 1) if one_d else y
+
+
+def _is_tf_same(x_dims, w_dims, strides, dilations, padding) -> bool:
+    """Whether JAX's explicit padding is what TF's SAME pads (static sizes only)."""
+    for n, k, s, d, pads in zip(x_dims[1:-1], w_dims[:-2], strides, dilations, padding):
+        if not isinstance(n, (int, np.integer)) or not isinstance(k, (int, np.integer)):
+            return False
+        total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        if tuple(pads) != (total // 2, total - total // 2):
+            return False
+    return True
 
 
 def transposes(params, out_dtype) -> bool:
@@ -202,19 +215,25 @@ def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_di
         y = _transposed_conv(x, w, x_dims, w_dims, lhs_dilation, padding)
         if y is not None:
             return tf.cast(tf.transpose(y, np.argsort([out_spec[0], *out_spec[2:], out_spec[1]])), ctx.out_dtype)
+    tap_by_tap = compute.is_integer or nsp > 3
+    # SAME in the convolution itself (TF.js would run the Pad separately; TFLite folds either);
+    # not where unequal depthwise strides run at their gcd, whose SAME pads differently.
+    mode = "SAME" if (not tap_by_tap and all(f == 1 for f in lhs_dilation) and any(p != (0, 0) for p in padding)
+                      and (groups == 1 or len(set(window_strides)) == 1)
+                      and _is_tf_same(x_dims, w_dims, window_strides, rhs_dilation, padding)) else "VALID"
     for a, factor in enumerate(lhs_dilation):
         x = interior_pad(x, x_dims, 1 + a, factor)
         x_dims[1 + a] = dilated_size(x_dims[1 + a], factor)
-    x = pad_or_crop(x, [(0, 0), *padding, (0, 0)])
-    x_dims = [x_dims[0], *(n + lo + hi for n, (lo, hi) in zip(x_dims[1:-1], padding)), x_dims[-1]]
+    if mode == "VALID":
+        x = pad_or_crop(x, [(0, 0), *padding, (0, 0)])
+        x_dims = [x_dims[0], *(n + lo + hi for n, (lo, hi) in zip(x_dims[1:-1], padding)), x_dims[-1]]
 
     strides, dilations = list(window_strides), list(rhs_dilation)
     if nsp == 1:  # 1D runs as 2D over a unit height, whose stride is free: equal to the width's
         x, w = tf.expand_dims(x, 1), tf.expand_dims(w, 0)
         x_dims, w_dims = [x_dims[0], 1, *x_dims[1:]], [1, *w_dims]
         strides, dilations, out_spatial = [*strides, *strides], [1, *dilations], [1, *out_spatial]
-    tap_by_tap = compute.is_integer or nsp > 3
-    y = _grouped_conv(x, w, x_dims, w_dims, groups, strides, dilations, out_spatial, tap_by_tap)
+    y = _grouped_conv(x, w, x_dims, w_dims, groups, strides, dilations, out_spatial, tap_by_tap, mode)
     if nsp == 1:
         y = tf.squeeze(y, 1)
     # y is [N, *spatial, O]; put each axis where out_spec wants it.
