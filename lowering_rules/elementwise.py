@@ -425,7 +425,8 @@ COMPARISONS = {
 }
 
 def lower_add(ctx, x, y):
-    fused = fusion.bias_add(ctx, x, y)
+    fused = fusion.batch_norm(ctx, x, y)
+    fused = fusion.bias_add(ctx, x, y) if fused is None else fused
     return binary(tf.math.add)(ctx, x, y) if fused is None else fused
 
 
@@ -440,7 +441,8 @@ for _prim, (_fn, _cases) in BINARY.items():
     if _prim is lax.sub_p:
         lowering(_prim, fast=fusion.LOG_SOFTMAX, cases=[*_cases, *fusion.LOG_SOFTMAX_CASES])(lower_sub)
     elif _prim is lax.add_p:
-        lowering(_prim, cases=[*_cases, *fusion.BIAS_ADD_CASES])(lower_add)
+        lowering(_prim, fast=fusion.BATCH_NORM, cases=[*_cases, *fusion.BIAS_ADD_CASES,
+                                                       *fusion.BATCH_NORM_CASES])(lower_add)
     else:
         lowering(_prim, cases=_cases)(binary(_fn))
 for _prim, (_fn, _jax_fn) in COMPARISONS.items():

@@ -464,6 +464,61 @@ def bias_add(ctx, x, y):
     return None
 
 
+def _channel_constant(ctx, atom, channels: int):
+    """A constant shown as [1, ..., 1, C] (a per-channel parameter), as a [C] tensor; else None."""
+    shape = tuple(atom.aval.shape)
+    if (not is_float32(atom.aval) or not shape or shape[-1] != channels or any(d != 1 for d in shape[:-1])
+            or not ctx.is_constant(atom)):
+        return None
+    return tf.reshape(ctx.value(atom), [channels])
+
+
+def batch_norm(ctx, x, y):
+    """BiasAdd(z * scale, bias - mean * scale) for ``(z - mean) * scale + bias`` with per-channel
+    constants (an inference BatchNorm after a convolution or dense layer): the TF.js converter then
+    folds the scale into the convolution's weights and fuses the rest (_FusedConv2D), as TFLite's
+    converter does. Default mode only: the same value up to rounding (declared with BATCH_NORM)."""
+    out = ctx.aval_out
+    if ctx.strict or not is_float32(out) or len(out.shape) < 2 or not isinstance(out.shape[-1], int):
+        return None
+    channels = out.shape[-1]
+    for scaled, bias in (ctx.eqn.invars, ctx.eqn.invars[::-1]):
+        mul = producer(ctx, scaled, "mul")
+        b = _channel_constant(ctx, bias, channels)
+        if mul is None or b is None or tuple(scaled.aval.shape) != tuple(out.shape):
+            continue
+        for centred, scale in (mul.invars, mul.invars[::-1]):
+            sub = producer(ctx, centred, "sub")
+            k = _channel_constant(ctx, scale, channels)
+            if sub is None or k is None or tuple(sub.invars[0].aval.shape) != tuple(out.shape):
+                continue
+            m = _channel_constant(ctx, sub.invars[1], channels)
+            if m is not None:
+                return tf.nn.bias_add(ctx.value(sub.invars[0]) * k, b - m * k)
+    return None
+
+
+BATCH_NORM = FastVariant("(z - mean) * scale + bias with per-channel constants (BatchNorm) is computed as "
+                         "z * scale + (bias - mean * scale), folded into the convolution: rounding differs, "
+                         "and an inf/NaN parameter may give other NaN/inf entries", float32_out)
+
+
+def _conv_batch_norm(x, w, mean, scale, bias):
+    y = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return jax.nn.relu((y - mean.reshape(1, 1, 1, -1)) * scale.reshape(1, 1, 1, -1) + bias.reshape(1, 1, 1, -1))
+
+
+BATCH_NORM_CASES = [
+    case("conv_batch_norm_relu", lambda x: _conv_batch_norm(
+        x, np.linspace(-1, 1, 3 * 3 * 3 * 4, dtype=np.float32).reshape(3, 3, 3, 4),
+        np.array([0.1, -0.2, 0.3, 0.0], np.float32), np.array([1.5, 0.5, -2.0, 1.0], np.float32),
+        np.array([0.0, 1.0, -1.0, 0.5], np.float32)), f32(2, 5, 5, 3)),
+    # The same spelling with a mean that is a program input, not a constant: not folded.
+    case("batch_norm_of_input_mean", lambda z, m: (z - m.reshape(1, -1)) * np.array([[1.5, 0.5, -2.0, 1.0]], np.float32)
+         + np.array([[0.0, 1.0, -1.0, 0.5]], np.float32), f32(3, 4), f32(4)),
+]
+
+
 def _dense(x, w, b):
     return jnp.dot(x, w) + b.reshape(1, -1)
 

@@ -143,6 +143,11 @@ class LoweringContext:
         """The TF value of a variable of the enclosing jaxpr that is already lowered."""
         return _read(self.lowering, self.scope.values, atom)
 
+    def is_constant(self, atom) -> bool:
+        """Whether an (already lowered) operand derives from weights and literals only: the
+        converters fold whatever a rule computes from it."""
+        return isinstance(atom, core.Literal) or id(self.value(atom)) in self.lowering._constant_derived
+
     @property
     def aval_out(self):
         return self.avals_out[0]
