@@ -150,7 +150,33 @@ def cmd_export(args, out, err) -> int:
     if not args.no_verify:
         from noxla.export import run_step
         errors = run_step(progress, "verify", verify, fun, exported.program, inputs, exported.written, args.strict)
+    if args.verify_browser and "tfjs" in exported.written:
+        from noxla.demo import verify_in_browser
+        from noxla.export import run_step
+        browser = run_step(progress, "verify in Chromium", verify_in_browser, exported.written["tfjs"],
+                           args.screenshot)
+        errors.update(_browser_errors(browser))
     _summary(exported.program, {kind: getattr(args, kind) for kind in exported.written}, errors, out)
+    return 0
+
+
+def _browser_errors(results) -> dict:
+    """verify_in_browser's answer as summary rows: the max error per Chromium backend, or why not."""
+    if isinstance(results, str):
+        return {"chromium": results}
+    return {f"chromium_{backend}": r.get("error") or r["max_error"] for backend, r in results.items()}
+
+
+def cmd_serve(args, out, err) -> int:
+    from noxla.demo import serve
+    try:
+        serve(args.directory, port=args.port, ready=lambda url: print(f"serving {args.directory} at {url} "
+                                                                     "(Ctrl-C stops)", file=out, flush=True))
+    except KeyboardInterrupt:
+        pass
+    except FileNotFoundError as e:
+        print(f"noxla: error: {e}", file=err)
+        return 1
     return 0
 
 
@@ -234,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="largest TF.js weight file (default 4 MiB)")
     export.add_argument("--force", action="store_true", help="replace existing outputs")
     export.add_argument("--no-verify", action="store_true", help="skip running the outputs against JAX")
+    export.add_argument("--verify-browser", action="store_true",
+                        help="also run the TF.js export's demo page in headless Chromium (webgl, wasm, cpu)")
+    export.add_argument("--screenshot", metavar="PNG", help="with --verify-browser: save the WebGL page's screenshot")
     export.add_argument("--strict", action="store_true",
                         help="keep JAX's NaN/inf semantics exactly (more ops); by default fused ops such as "
                              "MaxPool and Softmax may treat NaN/inf differently (see `noxla limitations`)")
@@ -243,6 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_program_args(check)
     check.add_argument("--target", default="tflite", choices=["tf", "tflite", "tflite_flex", "tfjs"])
     check.set_defaults(run=cmd_check)
+
+    serve = sub.add_parser("serve", help="serve a TF.js export's demo page (index.html) and TF.js on localhost")
+    serve.add_argument("directory", metavar="DIR", help="a directory written by `noxla export --tfjs DIR`")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.set_defaults(run=cmd_serve)
 
     limitations = sub.add_parser("limitations", help="print the generated limitations table")
     limitations.set_defaults(run=cmd_limitations)

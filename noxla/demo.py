@@ -50,7 +50,7 @@ def write_demo(model_dir: str, fun: Callable, program, example_args: Sequence, t
     args = example_inputs(example_args)
     try:
         data = {
-            "title": title or f"noxla: {getattr(fun, '__name__', 'model')}",
+            "title": title or f"noxla: {_model_name(fun, model_dir)}",
             "inputs": {n: runtimes._encode(a) for n, a in zip(program.in_names, args)},
             "expected": {n: runtimes._encode(a) for n, a in zip(program.out_names, jax_outputs(fun, args))},
             "tolerance": runtimes.BROWSER_TOLERANCE,
@@ -59,6 +59,11 @@ def write_demo(model_dir: str, fun: Callable, program, example_args: Sequence, t
         return
     with open(os.path.join(model_dir, DEMO_DATA), "w") as f:
         json.dump(data, f)
+
+
+def _model_name(fun: Callable, model_dir: str) -> str:
+    name = getattr(fun, "__name__", "")
+    return name if name.isidentifier() else os.path.basename(os.path.normpath(model_dir))
 
 
 def verify_in_browser(model_dir: str, screenshot: str | None = None) -> dict[str, dict] | str:

@@ -21,6 +21,7 @@ import tensorflow as tf
 from limitations.engine import Report, check_jaxpr
 from lowering_rules.vocabulary import Target
 from noxla import quantize as quantization
+from noxla.demo import write_demo
 from noxla.errors import ExportError, UnsupportedError
 from noxla.lowering import input_signature, serving_function, uses_uint32  # noqa: F401  (part of this module's API)
 from noxla.shapes import dim_vars
@@ -207,7 +208,7 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
            saved_model: str | None = None, polymorphic_shapes=None, allow_flex: bool = False,
            overwrite: bool = False, strict: bool = False, quantize: str | None = None,
            tfjs_quantize: str | None = None, tfjs_shard_bytes: int = DEFAULT_SHARD_BYTES,
-           on_step: OnStep | None = None) -> Exported:
+           demo_page: bool = True, on_step: OnStep | None = None) -> Exported:
     """The one export pipeline, for the API and the CLI: trace once, check every requested target
     up front, lower, then convert and write each output beside its path and rename it into place.
 
@@ -217,7 +218,9 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     ``quantize`` (.tflite: "float16", "dynamic_int8") and ``tfjs_quantize`` (TF.js weight storage:
     "uint8", "uint16", "float16") are checked before anything is traced (see ``noxla.quantize``).
     TF.js has no uint32: a program that uses uint32 (or PRNG keys) is lowered for it a second time,
-    carrying those values as the int32s with the same bits.
+    carrying those values as the int32s with the same bits. Beside a TF.js model, ``demo_page``
+    writes index.html and demo_data.json (example inputs and JAX's outputs on them): the page runs
+    the model on every backend the browser offers and shows the error against JAX (``noxla serve``).
     """
     wanted = {kind: path for kind, path in (("tflite", tflite), ("tfjs", tfjs), ("saved_model", saved_model))
               if path is not None}
@@ -252,8 +255,12 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
             data = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize)
             written[kind] = run_step(on_step, f"write {path}", _write_bytes, data, path, overwrite)
         else:
-            writer = write_saved_model if kind == "saved_model" else (
-                lambda concrete, scratch: write_tfjs(concrete, scratch, tfjs_quantize, tfjs_shard_bytes))
+            def writer(concrete, scratch, kind=kind):
+                if kind == "saved_model":
+                    return write_saved_model(concrete, scratch)
+                write_tfjs(concrete, scratch, tfjs_quantize, tfjs_shard_bytes)
+                if demo_page:  # the page a user opens (or `noxla serve`s) to run the model in a browser
+                    write_demo(scratch, fun, program, example_args)
             written[kind] = run_step(on_step, f"convert+write {kind} {path}", _write_with, writer, concrete,
                                      path, overwrite)
     return Exported(program, written)

@@ -126,6 +126,20 @@ def test_bad_input_spec_is_a_usage_error(tmp_path):
     assert result.returncode == 2 and "DTYPE[DIMS]" in result.stderr
 
 
+def test_serve_needs_a_tfjs_export(tmp_path):
+    result = noxla("serve", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 1 and "has no model.json" in result.stderr and "noxla export --tfjs" in result.stderr
+
+
+def test_export_verifies_the_demo_page_in_chromium(tmp_path):
+    result = noxla("export", "--tfjs", "m_js", "--verify-browser", "--no-verify", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert os.path.exists(tmp_path / "m_js" / "index.html")
+    for backend in ("webgl", "wasm", "cpu"):
+        row = re.search(rf"\[chromium_{backend}\]: ([0-9.e+-]+)", result.stdout)
+        assert row and float(row.group(1)) < 1e-4, result.stdout
+
+
 def test_limitations_prints_the_packaged_table(tmp_path):
     result = noxla("limitations", cwd=tmp_path)
     with open(TABLE_PATH) as f:

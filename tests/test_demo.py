@@ -1,0 +1,67 @@
+"""The demo page written beside every TF.js export, run as a user runs it: in headless Chromium.
+
+``export_tfjs`` writes index.html and demo_data.json (example inputs, JAX's outputs on them); the
+page loads the model, runs it on each backend and reports its error against JAX. The WebGL run's
+screenshot is what a user sees. Set NOXLA_UPDATE_SCREENSHOT=1 to refresh the committed copy,
+tools/demo_screenshot.png, from this test.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+
+import pytest
+
+import noxla
+from noxla import runtimes
+from noxla.demo import DEMO_DATA, verify_in_browser
+from tests import zoo
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMMITTED_SCREENSHOT = os.path.join(ROOT, "tools", "demo_screenshot.png")
+
+
+def _png_size(path: str) -> tuple[int, int]:
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_tfjs_export_writes_the_demo_page(tmp_path):
+    model = zoo.build()["cnn"]
+    path = noxla.export_tfjs(model.fun, *model.inputs(1), path=str(tmp_path / "cnn"))
+    assert os.path.exists(os.path.join(path, "index.html"))
+    with open(os.path.join(path, DEMO_DATA)) as f:
+        data = json.load(f)
+    assert set(data["inputs"]) and set(data["expected"]) and data["tolerance"]["webgl"] > 0
+
+
+@pytest.mark.slow
+def test_demo_page_matches_jax_in_chromium(tmp_path):
+    try:
+        runtimes.BrowserRunner().close()
+    except runtimes.BrowserUnavailable as e:  # the README's test command installs Chromium
+        pytest.fail(f"Chromium is required for the browser tests: {e}")
+    model = zoo.build()["cnn"]
+    path = noxla.export_tfjs(model.fun, *model.inputs(1), path=str(tmp_path / "cnn"))
+    screenshot = str(tmp_path / "demo.png")
+    results = verify_in_browser(path, screenshot=screenshot)
+    assert isinstance(results, dict), results
+    assert {"webgl", "wasm", "cpu"} <= set(results), results
+    for backend in ("webgl", "wasm", "cpu"):
+        result = results[backend]
+        assert "error" not in result, (backend, result)
+        assert result["max_error"] <= runtimes.BROWSER_TOLERANCE[backend], (backend, result)
+        assert result["ms"] > 0
+    width, height = _png_size(screenshot)
+    assert width >= 200 and height >= 100
+    if os.environ.get("NOXLA_UPDATE_SCREENSHOT"):
+        shutil.copyfile(screenshot, COMMITTED_SCREENSHOT)
+
+
+def test_committed_screenshot_is_a_png():
+    width, height = _png_size(COMMITTED_SCREENSHOT)
+    assert width >= 200 and height >= 100
