@@ -11,6 +11,7 @@ from lowering_rules import (  # noqa: F401
     elementwise,
     indexing,
     linalg,
+    linalg_eigen,
     linalg_factor,
     mulhi,
     prng,

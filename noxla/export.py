@@ -25,6 +25,7 @@ from noxla.demo import write_demo
 from noxla.errors import ExportError, UnsupportedError
 from noxla.lowering import input_signature, serving_function, uses_uint32  # noqa: F401  (part of this module's API)
 from noxla.shapes import dim_vars
+from noxla.tfjs_converter_fixes import exact_constant_renames
 from noxla.tfjs_ops import TFJS_BACKSTOP
 from noxla.tracing import Program, trace
 
@@ -138,7 +139,7 @@ def write_tfjs(concrete, path: str, quantize: str | None = None,
     with tempfile.TemporaryDirectory(prefix="noxla-sm-") as saved_model:
         write_saved_model(concrete, saved_model)
         try:
-            with _bias_add_only_for_vectors(), quantization.tfjs_finite_weights_only():
+            with _bias_add_only_for_vectors(), quantization.tfjs_finite_weights_only(), exact_constant_renames():
                 tfjs_conversion.convert_tf_saved_model(
                     saved_model, path, use_structured_outputs_names=True, control_flow_v2=True,
                     quantization_dtype_map=quantization.tfjs_dtype_map(quantize),
