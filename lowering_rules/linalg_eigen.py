@@ -16,7 +16,11 @@ what is unique: Z T Z^T = A, Z^T Z = I, T quasi-upper-triangular, and the eigenv
 on inputs with real eigenvalues). eig reads the eigenvalues off the Schur form, in its diagonal
 order (LAPACK's geev does the same with its own Schur form, so the order may differ from JAX's):
 its cases compare the power sums sum_i w_i^k (k = 1..n), which fix the eigenvalues whatever
-their order, and sorted parts.
+their order, and sorted parts. Right eigenvectors come from inverse iteration (not LAPACK's
+dtrevc back substitution), normalized as geev does (unit 2-norm, largest component real); their
+phase (a sign, for real ones) may differ from JAX's, so cases compare A V - V diag(w), the norms
+and |V| ordered by eigenvalue. Repeated eigenvalues give repeated vectors (where LAPACK may give
+independent ones): the vectors are meant for distinct eigenvalues.
 """
 from __future__ import annotations
 
@@ -268,6 +272,72 @@ def _eigenvalues(t, n: int):
     return ComplexPair(diag, tf.where(starts, im, tf.where(ends, -im_prev, tf.zeros_like(im))))
 
 
+def _solve(aug, m: int):
+    """Gaussian elimination with partial pivoting on augmented systems (..., m, m + 1)."""
+    row = tf.constant(index(m, 0))
+    for j in range(m):
+        column = aug[..., :, j]                                          # (..., m)
+        size = tf.where(tf.squeeze(row, -1) >= j, tf.abs(column), -tf.ones_like(column))
+        largest = tf.equal(size, tf.reduce_max(size, axis=-1, keepdims=True))
+        candidates = tf.where(largest, tf.zeros_like(size, tf.int32) + tf.constant(np.arange(m, dtype=np.int32)), m)
+        aug = _swap_rows(aug, j, tf.reduce_min(candidates, axis=-1), m)
+        pivot = aug[..., j:j + 1, j:j + 1]
+        tiny = tf.constant(float(np.finfo(np.float32).tiny), aug.dtype)
+        pivot = tf.where(tf.abs(pivot) < tiny, tiny + tf.zeros_like(pivot), pivot)
+        factor = tf.where(row > j, aug[..., :, j:j + 1] / pivot, tf.zeros_like(aug[..., :, j:j + 1]))
+        aug = aug - factor * aug[..., j:j + 1, :]
+    solution = [None] * m
+    for i in reversed(range(m)):
+        value = aug[..., i, m]
+        for k in range(i + 1, m):
+            value = value - aug[..., i, k] * solution[k]
+        pivot = aug[..., i, i]
+        tiny = tf.constant(float(np.finfo(np.float32).tiny), aug.dtype)
+        solution[i] = value / tf.where(tf.abs(pivot) < tiny, tiny + tf.zeros_like(pivot), pivot)
+    return tf.stack(solution, -1)                                         # (..., m)
+
+
+def _swap_rows(x, j: int, p, m: int):
+    """Rows j and p (int32, the batch shape) of x swapped, by selection."""
+    i = tf.constant(index(m, 0))
+    p = p[..., None, None]
+    at_p = tf.equal(i, p)
+    row_p = tf.reduce_sum(tf.where(at_p, x, tf.zeros_like(x)), axis=-2, keepdims=True)
+    row_j = x[..., j:j + 1, :]
+    return tf.where(tf.equal(i, j), row_p + tf.zeros_like(x), tf.where(at_p, row_j + tf.zeros_like(x), x))
+
+
+def _eigenvectors(a, w: ComplexPair, n: int) -> ComplexPair:
+    """Unit right eigenvectors (columns) for the eigenvalues w, by two steps of inverse iteration on
+    the real form [[A - Re w, Im w], [-Im w, A - Re w]] of A - w I, its shift nudged off the
+    eigenvalue by 1e-5 |A|; then, as LAPACK's geev, each scaled to unit 2-norm and rotated so that
+    its largest component is real (here: positive)."""
+    eye = tf.constant(np.eye(n, dtype=np.float32))
+    scale = tf.reduce_max(tf.abs(a), axis=[-2, -1], keepdims=True)[..., None]     # (..., 1, 1, 1)
+    scale = tf.where(scale > 0, scale, tf.ones_like(scale))
+    re = w.re[..., :, None, None] + 1e-5 * scale                                  # (..., n, 1, 1)
+    im = w.im[..., :, None, None]
+    m = tf.expand_dims(a, -3) - re * eye                                            # (..., n, n, n)
+    big = tf.concat([tf.concat([m, im * eye], -1), tf.concat([-im * eye, m], -1)], -2)   # (..., n, 2n, 2n)
+    b = tf.ones_like(big[..., :, :1])
+    for _ in range(2):
+        x = _solve(tf.concat([big, b], -1), 2 * n)                                   # (..., n, 2n)
+        x = x / tf.sqrt(tf.reduce_sum(x * x, axis=-1, keepdims=True))
+        b = tf.expand_dims(x, -1)
+    vr, vi = x[..., :n], x[..., n:]                                                 # (..., eig, comp)
+    size = vr * vr + vi * vi
+    largest = tf.equal(size, tf.reduce_max(size, axis=-1, keepdims=True))
+    position = tf.zeros_like(size, tf.int32) + tf.constant(np.arange(n, dtype=np.int32))
+    first = tf.reduce_min(tf.where(largest, position, tf.zeros_like(position) + n), axis=-1, keepdims=True)
+    pick = tf.equal(position, first)   # the first largest (no cumsum: TF.js's is wrong on these ranks)
+    pr = tf.reduce_sum(tf.where(pick, vr, tf.zeros_like(vr)), axis=-1, keepdims=True)
+    pi = tf.reduce_sum(tf.where(pick, vi, tf.zeros_like(vi)), axis=-1, keepdims=True)
+    modulus = tf.sqrt(pr * pr + pi * pi)
+    cr, ci = pr / modulus, -pi / modulus                                            # conj(v_k) / |v_k|
+    vr, vi = vr * cr - vi * ci, vr * ci + vi * cr
+    return ComplexPair(swap_last(vr), swap_last(vi))
+
+
 def _power_sums(x):
     """sum_i w_i^k for k = 1..n: they fix the eigenvalues w whatever their order."""
     w = jnp.linalg.eigvals(x)
@@ -283,6 +353,19 @@ def _rotation_spectrum(x):
     return jnp.sort(jnp.imag(w)), jnp.sort(jnp.abs(w))
 
 
+def _eigenpair_invariants(x):
+    """A V - V diag(w) (= 0) and the columns' norms (= 1): they hold whatever the order and phases."""
+    w, v = jnp.linalg.eig(x)
+    residual = x.astype(v.dtype) @ v - v * w[..., None, :]
+    return jnp.abs(residual), jnp.sqrt(jnp.sum(jnp.abs(v) ** 2, axis=-2))
+
+
+def _vectors_by_eigenvalue(x):
+    """|V| with columns ordered by the (real, distinct) eigenvalues: sign and order set aside."""
+    w, v = jnp.linalg.eig(_real_spectrum(x))
+    return jnp.abs(v)[..., jnp.argsort(jnp.real(w))]
+
+
 def _vector_limitation(side: str) -> Limitation:
     param = f"compute_{side}_eigenvectors"
     return Limitation(ALL_TARGETS, f"{param}=True", f"only eigenvalues are lowered; {side} eigenvectors "
@@ -292,7 +375,7 @@ def _vector_limitation(side: str) -> Limitation:
 
 
 @lowering(lax.linalg.eig_p, dtypes=_FLOAT32_ITERATION, limitations=[
-    _size_limit("eig"), _vector_limitation("left"), _vector_limitation("right"),
+    _size_limit("eig"), _vector_limitation("left"),
     Limitation(ALL_TARGETS, "the matrix is complex", "the Schur iteration is real (complex QR steps are "
                "not lowered)", when=lambda eqn: is_complex(eqn.avals_in[0]),
                workaround="split a complex matrix M = A + iB into the real [[A, -B], [B, A]], whose "
@@ -304,7 +387,9 @@ def _vector_limitation(side: str) -> Limitation:
     case("batched", _power_sums, f32(2, 3, 3)),
     case("one", lambda x: jnp.real(jnp.linalg.eigvals(x)), f32(1, 1)),
     case("too_large", lambda x: jnp.real(jnp.linalg.eigvals(x)), f32(9, 9)),
-    case("vectors", lambda x: jnp.real(jnp.linalg.eig(x)[1]), f32(2, 2)),
+    case("eigenpairs", _eigenpair_invariants, f32(4, 4)),
+    case("eigenpairs_batched", _eigenpair_invariants, f32(2, 3, 3)),
+    case("vectors_real_spectrum", _vectors_by_eigenvalue, f32(3, 3)),
     case("left_vectors", lambda x: jnp.real(lax.linalg.eig(x, compute_right_eigenvectors=False)[1]), f32(2, 2)),
     case("complex_matrix", lambda x: jnp.real(jnp.linalg.eigvals(x)), c64(2, 2)),
 ])
@@ -312,10 +397,11 @@ def lower_eig(ctx, x, *, compute_left_eigenvectors, compute_right_eigenvectors, 
               implementation):
     # enable_eigvec_derivs only changes JAX's derivative; implementation picks a library.
     n = ctx.avals_in[0].shape[-1]
-    if compute_left_eigenvectors or compute_right_eigenvectors or isinstance(x, ComplexPair) or n > MAX_SIZE:
-        raise ValueError("eig is lowered for real matrices up to 8x8, eigenvalues only")
+    if compute_left_eigenvectors or isinstance(x, ComplexPair) or n > MAX_SIZE:
+        raise ValueError("eig is lowered for real matrices up to 8x8, without left eigenvectors")
     t, _ = real_schur(x, n)
-    return [_eigenvalues(t, n)]
+    w = _eigenvalues(t, n)
+    return [w, _eigenvectors(x, w, n)] if compute_right_eigenvectors else [w]
 
 
 add_complex(lax.linalg.eig_p, lower_eig)   # its result is complex whatever the input
