@@ -56,8 +56,9 @@ def _affine(x, y):
     case("closed_over_weight_two_outputs", _affine, f32(2, 3), f32(2, 4)),
     case("i32", lambda x: lax.composite(lambda y: y * 3 - 1, name="my.affine_int")(x), i32(5)),
 ])
-def lower_composite(ctx, *args, name, attributes, version, jaxpr):
-    # name, attributes and version identify the operation to backends with a kernel for it.
+def lower_composite(ctx, *args, jaxpr, name="", attributes=(), version=0):
+    # name, attributes and version identify the operation to backends with a kernel for it (JAX's
+    # abstract evaluation needs none of them).
     return _call(ctx, jaxpr, args)
 
 
@@ -76,7 +77,7 @@ def _linear_call(r, x):
     case("transposed_under_grad", jax.grad(lambda r, x: jnp.sum(jnp.sin(_linear_call(r, x))), argnums=1),
          np.float32(-1.5), f32(4)),
 ])
-def lower_linear_call(ctx, *args, callee, transpose_thunk, num_callee_consts, num_res):
+def lower_linear_call(ctx, *args, callee, transpose_thunk=None, num_callee_consts=0, num_res=0):
     # The operands are the callee's constants, then its residual and linear arguments.
     return _call(ctx, callee, args)
 
@@ -103,7 +104,7 @@ _sin_with_weight.defvjp(_sin_with_weight_fwd, _sin_with_weight_bwd, optimize_rem
     case("value_and_grad", jax.value_and_grad(lambda x: jnp.sum(_sin_with_weight(x))), f32(3, 4, low=-1, high=1)),
     case("grad", jax.grad(lambda x: jnp.sum(_sin_with_weight(x) ** 2)), f32(3, 4)),
 ])
-def lower_remat_opt(ctx, *args, num_consts, num_res, fwd_jaxpr, fun_jaxpr_thunk):
+def lower_remat_opt(ctx, *args, fwd_jaxpr, num_consts=0, num_res=0, fun_jaxpr_thunk=None):
     # As JAX runs it: the forward function on the constants and arguments, giving the residuals
     # and the primal outputs; fun_jaxpr_thunk is only asked for when rematerialising.
     return _call(ctx, fwd_jaxpr, args)
@@ -159,7 +160,7 @@ def _kept_alive(x):
     case("unused_value", _kept_alive, f32(3)),
     case("pytree", lambda x, y: (lax.dce_sink({"a": x, "b": y}), x - y)[1], i32(4), i32(4)),
 ])
-def lower_dce_sink(ctx, x, *, prevent_mlir_dce):
+def lower_dce_sink(ctx, x, *, prevent_mlir_dce=False):
     return []
 
 
@@ -172,7 +173,7 @@ def _inspected(x):
     case("callback", _inspected, f32(2, 3)),
     case("under_jit", jax.jit(_inspected), f32(4)),
 ])
-def lower_inspect_sharding(ctx, x, *, callback):
+def lower_inspect_sharding(ctx, x, *, callback=None):
     # JAX calls the callback while it compiles, with the array's sharding; at run time there is
     # nothing to compute.
     return []
