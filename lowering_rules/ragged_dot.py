@@ -15,10 +15,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from limitations.targets import Target
 from lowering_rules.cases import case, f16, f32, i32
 from lowering_rules.jax_compat import lax_internal
 from lowering_rules.prng import _lower_through_impl
-from lowering_rules.registry import lowering
+from lowering_rules.registry import NUMERIC, dtypes, gap, lowering
 
 
 def _ragged_contracting(lhs, rhs, sizes):
@@ -43,7 +44,10 @@ def _moe_layer(tokens, router, experts):
     return jnp.zeros_like(out).at[order].set(out)
 
 
-@lowering(lax_internal.ragged_dot_general_p, cases=[
+@lowering(lax_internal.ragged_dot_general_p, dtypes=dtypes(NUMERIC, gaps=[gap(
+    (Target.TFLITE,), {"int8", "int16", "uint8", "uint16"},
+    "the decomposition's masked copies and dot_general need Mul, Sum and Transpose kernels TFLite's "
+    "builtins lack for 8/16-bit integers (measured with TF 2.19's converter)")]), cases=[
     case("ragged_rows", lax.ragged_dot, f32(6, 4), f32(3, 4, 5), np.array([2, 0, 3], np.int32)),
     case("groups_overflow_rows", lax.ragged_dot, f32(5, 3), f32(2, 3, 4), np.array([4, 3], np.int32)),
     case("int32", lax.ragged_dot, i32(4, 3), i32(2, 3, 2), np.array([1, 3], np.int32)),

@@ -80,9 +80,12 @@ _WINDOW_ORDER = Limitation(
                "(max-pooling's gradient)")
 
 
-@lowering(windowed_reductions.select_and_scatter_p, limitations=[_WINDOW_ORDER], dtypes=dtypes(NUMERIC, gaps=[gap(
-    (Target.TFJS,), {"bool"}, "TF.js wasm's Select garbles bool tensors, and the selection keeps the "
-    "selected values with Select")]), cases=[
+@lowering(windowed_reductions.select_and_scatter_p, limitations=[_WINDOW_ORDER], dtypes=dtypes(NUMERIC, gaps=[
+    gap((Target.TFJS,), {"bool"}, "TF.js wasm's Select garbles bool tensors, and the selection keeps the "
+        "selected values with Select"),
+    gap((Target.TFLITE,), {"bool", "int8", "int16", "uint8", "uint16", "uint32", "float16"},
+        "TFLite's builtin PAD has no kernel for this dtype, and the source values are placed on the "
+        "operand with PAD (measured with TF 2.19's converter)")]), cases=[
     case("ge_add_padded_strided", _select_and_scatter(lax.ge, lax.add, 0.0, (1, 3), (2, 1), ((1, 0), (1, 1))),
          f32(5, 6), f32(3, 6)),
     case("gt_last_max_ordered_scatter_ties", _select_and_scatter(lax.gt, _double_minus, 7, (2, 1), (1, 1),

@@ -28,8 +28,7 @@ _QUERIES = np.array([-np.inf, -3.0, -1.0, -0.0, 0.0, 0.25, 3.0, 7.0, np.inf, np.
 
 
 def _floats(x, y):
-    """(x, y, x is NaN, y is NaN, x is -0.0, y is -0.0) as float32."""
-    x, y = tf.cast(x, tf.float32), tf.cast(y, tf.float32)
+    """(x, y, x is NaN, y is NaN, x is -0.0, y is -0.0)."""
     nan_x, nan_y = tf.math.not_equal(x, x), tf.math.not_equal(y, y)
     zero = tf.zeros_like(x)
     neg_zero_x = tf.logical_and(tf.equal(x, zero), tf.less(1.0 / x, zero))
@@ -55,12 +54,22 @@ def _is_float(ctx) -> bool:
     return bool(jnp.issubdtype(ctx.avals_in[0].dtype, jnp.floating))
 
 
+def _comparable(dtype) -> tf.DType:
+    """A dtype holding every value of ``dtype`` exactly, that TFLite's comparisons and broadcasts
+    take: TF orders no bools, and TFLite has no Less or BroadcastTo on 8/16-bit integers, uint32
+    or float16."""
+    dtype = np.dtype(dtype)
+    if jnp.issubdtype(dtype, jnp.floating):
+        return tf.float64 if dtype == np.float64 else tf.float32
+    if dtype == np.uint32:
+        return tf.int64
+    return tf.int64 if dtype.itemsize == 8 else tf.int32
+
+
 def _operands(ctx, x, y):
+    carrier = _comparable(ctx.avals_in[0].dtype)
     shape = ctx.out_shape()
-    x, y = tf.broadcast_to(x, shape), tf.broadcast_to(y, shape)
-    if ctx.avals_in[0].dtype == np.bool_:  # TF has no ordering comparison on bools
-        x, y = tf.cast(x, tf.int32), tf.cast(y, tf.int32)
-    return x, y
+    return tuple(tf.broadcast_to(tf.cast(v, carrier), shape) for v in (x, y))
 
 
 _ORDERED = dtypes(BOOL, INTEGERS, FLOATS)
