@@ -54,7 +54,7 @@ def lower_reshard(ctx, x, *, dst_sharding, concrete_mesh):
 @lowering(pjit.layout_constraint_p, cases=[
     case("column_major", lambda x: with_layout_constraint(x - 1.0, Layout(major_to_minor=(0, 1))), f32(3, 4)),
 ])
-def lower_layout_constraint(ctx, x, *, layout):
+def lower_layout_constraint(ctx, x, *, layout=None):
     return tf.identity(x)
 
 

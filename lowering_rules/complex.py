@@ -121,7 +121,7 @@ def lower_imag(ctx, z):
     # A complex result cannot leave a TFLite or TF.js program: rejected there, up front.
     case("complex_output", jnp.conj, c64(2, 3)),
 ])
-def lower_conj(ctx, z, *, input_dtype):
+def lower_conj(ctx, z, *, input_dtype=None):  # JAX's lowering reads the operand
     if not isinstance(z, ComplexPair):  # lax.conj of a real array is complex
         return ComplexPair(z, tf.zeros_like(z))
     return ComplexPair(z.re, -z.im)
@@ -129,7 +129,7 @@ def lower_conj(ctx, z, *, input_dtype):
 
 # ----------------------------------------------------------------------------- arithmetic on pairs
 
-def lower_mul(ctx, x, y, *, out_dtype):
+def lower_mul(ctx, x, y, *, out_dtype=None):
     return multiply(x, y)
 
 
@@ -153,13 +153,13 @@ def lower_integer_pow(ctx, x, *, y):
     return result
 
 
-def lower_exp(ctx, z, *, accuracy):
+def lower_exp(ctx, z, *, accuracy=None):
     # e^(a + bi) = e^a (cos b + i sin b)
     magnitude = tf.exp(z.re)
     return ComplexPair(magnitude * tf.cos(z.im), magnitude * tf.sin(z.im))
 
 
-def lower_log(ctx, z, *, accuracy):
+def lower_log(ctx, z, *, accuracy=None):
     # log(a + bi) = log|z| + i atan2(b, a)
     return ComplexPair(tf.math.log(hypot(z.re, z.im)), tf.math.atan2(z.im, z.re))
 

@@ -111,7 +111,8 @@ def _call(ctx, jaxpr, args):
     case("polymorphic", jax.jit(lambda x: jax.jit(lambda y: jnp.sin(y) * WEIGHT[0])(x) - x), f32(3, 4),
          polymorphic_shapes=("(b, 4)",)),
 ])
-def lower_jit(ctx, *args, jaxpr, donated_invars, name, keep_unused, inline, compiler_options_kvs):
+def lower_jit(ctx, *args, jaxpr, donated_invars=(), name="jit", keep_unused=False, inline=False,
+              compiler_options_kvs=()):
     # Everything but the jaxpr is a compilation hint for XLA (buffer donation, inlining, compiler
     # flags; placement was removed before the call); TF compiles the inlined ops its own way.
     return _call(ctx, jaxpr, args)
@@ -226,14 +227,14 @@ def _cpu_branch(platforms):
     tuple(Target), condition="no branch is for 'cpu' and there is no default", param="platforms",
     reason="a TF program runs the branch JAX runs on CPU; this program has none",
     workaround="give lax.platform_dependent a cpu= or default= branch",
-    when=lambda eqn: _cpu_branch(eqn.params["platforms"]) is None)],
+    when=lambda eqn: _cpu_branch(eqn.params.get("platforms", ())) is None)],
     cases=[case("cpu_branch", lambda x: lax.platform_dependent(x, tpu=jnp.cos, cpu=jnp.sin), f32(3)),
            # Without a cpu or default branch JAX itself cannot run on CPU, so the limitation has
            # no differential case: there is no reference result.
            case("default_branch", lambda x: lax.platform_dependent(x, cuda=jnp.cos, default=jnp.tanh), f32(3)),
            # JAX traces a program with no branch for the CPU but cannot run it: rejected everywhere.
            case("no_cpu_branch_rejected", lambda x: lax.platform_dependent(x, tpu=jnp.cos), f32(3))])
-def lower_platform_index(ctx, *, platforms):
+def lower_platform_index(ctx, *, platforms=()):  # none: no cpu branch, rejected up front
     # TF, TFLite and TF.js stand in for JAX's CPU: the reference results are JAX's on CPU.
     return tf.constant(_cpu_branch(platforms), tf.int32)
 

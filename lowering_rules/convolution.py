@@ -184,8 +184,8 @@ def _batch_groups_to_features(x, x_dims, groups):
 
 
 def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                               dimension_numbers, feature_group_count, batch_group_count, precision,
-                               preferred_element_type):
+                               dimension_numbers, feature_group_count, batch_group_count, precision=None,
+                               preferred_element_type=None):
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     lhs_aval, rhs_aval = ctx.avals_in
     out_aval = ctx.aval_out

@@ -145,7 +145,8 @@ def _triangular(x, lower=True, unit=False):
          f32(2, 5, 5), f32(2, 5, 2)),
     case("too_large", lambda a, b: jsl.solve_triangular(_triangular(a), b, lower=True), f32(33, 33), f32(33)),
 ])
-def lower_triangular_solve(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+def lower_triangular_solve(ctx, a, b, *, left_side=False, lower=False, transpose_a=False, conjugate_a=False,
+                           unit_diagonal=False):  # lax.linalg.triangular_solve's defaults
     # conjugate_a only matters for complex matrices, which this rule does not take.
     n = ctx.avals_in[0].shape[-1]
     _check_size("triangular_solve", n)
@@ -284,7 +285,7 @@ def _qr_invariants(mode):
     case("pivoting_economic_tall", lambda x: jsl.qr(x, pivoting=True, mode="economic"), f32(4, 2)),
     case("too_large", _qr_invariants("reduced"), f32(33, 4)),
 ])
-def lower_qr(ctx, x, *, full_matrices, pivoting, use_magma):
+def lower_qr(ctx, x, *, full_matrices, pivoting=False, use_magma=None):
     # use_magma picks a GPU library: meaningless here.
     m, n = ctx.avals_in[0].shape[-2:]
     _check_size("qr", m, n)
@@ -393,7 +394,7 @@ def _eigh_invariants(x):
     case("subset", lambda x: lax.linalg.eigh(x + x.T, subset_by_index=(0, 2))[1], f32(4, 4)),
     case("too_large", lambda x: jnp.linalg.eigvalsh(x + x.T), f32(33, 33)),
 ])
-def lower_eigh(ctx, x, *, lower, sort_eigenvalues, subset_by_index, algorithm):
+def lower_eigh(ctx, x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, algorithm=None):
     # algorithm picks among XLA's eigensolvers; any one gives the same decomposition.
     aval = ctx.avals_in[0]
     n = aval.shape[-1]
@@ -471,7 +472,7 @@ def _svd_invariants(full):
          f32(3, 3)),
     case("too_large", lambda x: jnp.linalg.svd(x, compute_uv=False), f32(33, 4)),
 ])
-def lower_svd(ctx, x, *, full_matrices, compute_uv, subset_by_index, algorithm):
+def lower_svd(ctx, x, *, full_matrices, compute_uv, subset_by_index=None, algorithm=None):
     aval = ctx.avals_in[0]
     m, n = aval.shape[-2:]
     _check_size("svd", m, n)
@@ -519,7 +520,7 @@ def _tridiagonal(dl, d, du, b):
         jnp.array([0.0, 1.0, 1.0]), jnp.array([1.0, 1.0, 1.0]), jnp.array([1.0, 1.0, 0.0]), b,
         perturb_singular=True), f32(3, 1)),
 ])
-def lower_tridiagonal_solve(ctx, dl, d, du, b, *, perturb_singular):
+def lower_tridiagonal_solve(ctx, dl, d, du, b, *, perturb_singular=False):
     # The Thomas algorithm (no pivoting): JAX's CPU result comes from LAPACK's gtsv, which
     # pivots; both solve the system, and agree to rounding on well-conditioned ones.
     n = ctx.avals_in[1].shape[-1]

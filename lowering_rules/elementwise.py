@@ -82,7 +82,7 @@ FAST_LOG = fusion.FastVariant("log(+inf) and log(NaN) may come out finite (float
                               "kernel clamps them to 88.38 and 88.78)", fusion.float32_out)
 
 
-def lower_log(ctx, x, *, accuracy):
+def lower_log(ctx, x, *, accuracy=None):
     """log; by default without the +inf/NaN pass-through (two ops fewer), see FAST_LOG."""
     x = wide(x)
     return as_out(ctx, log(x) if ctx.strict or x.dtype != tf.float32 else log_of_finite(x))
@@ -118,7 +118,7 @@ def unary(tf_fn, *, transcendental=False):
     """A rule applying ``tf_fn``; transcendental primitives also carry an ``accuracy`` hint, which
     only asks for a tolerance: TF has one implementation of each, so it is accepted and ignored."""
     if transcendental:
-        def lower(ctx, x, *, accuracy):
+        def lower(ctx, x, *, accuracy=None):
             return as_out(ctx, tf_fn(wide(x)))
     else:
         def lower(ctx, x):
@@ -333,7 +333,7 @@ lowering(lax.rsqrt_p, cases=[
     case("away_f16", lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
          np.array([0.5, 1.5, 2.5, -0.5, -2.5, 3.2], np.float16)),
 ])
-def lower_round(ctx, x, *, rounding_method):
+def lower_round(ctx, x, *, rounding_method=lax.RoundingMethod.AWAY_FROM_ZERO):  # lax.round's default
     x = wide(x)
     if rounding_method == lax.RoundingMethod.TO_NEAREST_EVEN:
         return as_out(ctx, tf.round(x))  # TF, TFLite and TF.js all round half to even
@@ -466,7 +466,7 @@ for _prim, (_fn, _jax_fn) in COMPARISONS.items():
     case("i8_wraps", lax.mul, np.array([100, -128, 7, 127], np.int8), np.array([3, -1, -20, 127], np.int8)),
     case("u8_wraps", lax.mul, np.array([100, 255, 7, 16], np.uint8), np.array([3, 255, 20, 16], np.uint8)),
 ])
-def lower_mul(ctx, x, y, *, out_dtype):
+def lower_mul(ctx, x, y, *, out_dtype=None):
     fused = fusion.gelu(ctx)
     if fused is not None:
         return fused

@@ -167,7 +167,7 @@ def _pivoted_multiply(a, c):
     case("fixed_columns", _pivoted_qr, f32(2, 4, 4), np.array([[0, 1, 0, 1], [0, 0, 0, 3]], np.int32)),
     case("too_large", _pivoted_qr, f32(33, 2), np.zeros(2, np.int32)),
 ])
-def lower_geqp3(ctx, x, jpvt, *, use_magma):
+def lower_geqp3(ctx, x, jpvt, *, use_magma=None):
     # use_magma picks a GPU library: meaningless here.
     m, n = ctx.avals_in[0].shape[-2:]
     _check_size("geqp3", m, n)
@@ -337,7 +337,7 @@ def _tridiagonal_parts(lower):
     case("one", _tridiagonal_parts(False), f32(1, 1)),
     case("too_large", _tridiagonal_parts(True), f32(33, 33)),
 ])
-def lower_tridiagonal(ctx, x, *, lower):
+def lower_tridiagonal(ctx, x, *, lower=True):  # lax.linalg.tridiagonal's default
     # LAPACK's sytrd reads only the named triangle and leaves the other one as it was.
     n = ctx.avals_in[0].shape[-1]
     _check_size("tridiagonal", n)
@@ -367,7 +367,7 @@ def lower_tridiagonal(ctx, x, *, lower):
     case("symmetrized_batched", lambda a, c: lax.linalg.symmetric_product(a, c, symmetrize_output=True),
          f32(2, 3, 4), f32(2, 3, 3)),
 ])
-def lower_symmetric_product(ctx, a, c, *, alpha, beta):
+def lower_symmetric_product(ctx, a, c, *, alpha=1.0, beta=0.0):  # lax.linalg's defaults
     # JAX's CPU lowering: alpha A A^T + beta C, the whole matrix (not only the lower triangle).
     return alpha * tf.linalg.matmul(a, a, transpose_b=True) + beta * c
 

@@ -172,7 +172,10 @@ def _without_dead_code(closed_jaxpr):
     """Drop equations whose results are unused (e.g. PRNG splits Flax makes for a zeros carry):
     they would otherwise need rules, and cost ops, for nothing. Inputs and constants are kept."""
     jaxpr = closed_jaxpr.jaxpr
-    live, _ = dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
+    try:
+        live, _ = dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars), instantiate=True)
+    except KeyError:  # a DCE rule reads a parameter the binding omitted (remat_opt's num_res): keep all
+        return closed_jaxpr
     return closed_jaxpr.replace(jaxpr=live.replace(constvars=jaxpr.constvars, invars=jaxpr.invars))
 
 
