@@ -108,7 +108,7 @@ def rsqrt(x):
     return tf.where(tf.equal(x, 0.0), 1.0 / x, tf.math.rsqrt(x))
 
 
-def lower_rsqrt(ctx, x, *, accuracy):
+def lower_rsqrt(ctx, x, *, accuracy=None):
     """rsqrt; plain Rsqrt where the operand cannot be 0 (a norm's variance + epsilon), both modes."""
     x = wide(x)
     return as_out(ctx, tf.math.rsqrt(x) if fusion.positive(ctx, ctx.eqn.invars[0]) else rsqrt(x))
