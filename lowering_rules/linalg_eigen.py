@@ -243,7 +243,7 @@ def _real_spectrum(x):
     case("too_large", lambda x: jsl.schur(x)[0], f32(9, 9)),
     case("sorted", lambda x: lax.linalg.schur(x, sort_eig_vals=True)[0], f32(2, 2)),
 ])
-def lower_schur(ctx, x, *, compute_schur_vectors, sort_eig_vals, select_callable):
+def lower_schur(ctx, x, *, compute_schur_vectors, sort_eig_vals=False, select_callable=None):  # lax.linalg's defaults
     # select_callable only matters with sort_eig_vals, which is refused.
     n = ctx.avals_in[0].shape[-1]
     if sort_eig_vals:
@@ -394,8 +394,8 @@ def _vector_limitation(side: str) -> Limitation:
     case("left_vectors", lambda x: jnp.real(lax.linalg.eig(x, compute_right_eigenvectors=False)[1]), f32(2, 2)),
     case("complex_matrix", lambda x: jnp.real(jnp.linalg.eigvals(x)), c64(2, 2)),
 ])
-def lower_eig(ctx, x, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs,
-              implementation):
+def lower_eig(ctx, x, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs=False,
+              implementation=None):  # lax.linalg.eig's defaults
     # enable_eigvec_derivs only changes JAX's derivative; implementation picks a library.
     n = ctx.avals_in[0].shape[-1]
     if compute_left_eigenvectors or isinstance(x, ComplexPair) or n > MAX_SIZE:
