@@ -327,10 +327,17 @@ def measure(name: str, model, args, work: str, pythons: dict) -> dict:
     in_names = trace(model.fun, example).in_names
     inputs = dict(zip(in_names, example))
     results = {"noxla": noxla_exports(name, work)}
-    if any(pythons.values()):
+    # The anchor venvs rebuild Flax modules from their weights; the sampling models are plain functions.
+    rebuildable = hasattr(model.fun, "flax")
+    if any(pythons.values()) and rebuildable:
         write_anchor_inputs(name, model, example, expected, work)
     for mode, python in pythons.items():
-        results[mode] = anchor_export(mode, python, name, work) if python else {"failure": "no venv"}
+        if not python:
+            results[mode] = {"failure": "no venv"}
+        elif not rebuildable:
+            results[mode] = {"failure": "not a Flax module (the anchors rebuild Flax models)"}
+        else:
+            results[mode] = anchor_export(mode, python, name, work)
     for path, r in results.items():
         for kind, counter in (("tflite", tflite_op_counts), ("tfjs", tfjs_op_counts)):
             if kind not in r:
