@@ -16,6 +16,7 @@ import socketserver
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+import jax
 import numpy as np
 
 from noxla import runtimes
@@ -33,7 +34,9 @@ def example_inputs(example_args: Sequence, seed: int = 0) -> list[np.ndarray]:
         if isinstance(arg, np.ndarray) or np.isscalar(arg) or hasattr(arg, "__array__"):
             out.append(np.asarray(arg))
             continue
-        shape, dtype = tuple(arg.shape), np.dtype(arg.dtype)
+        # A symbolic dimension (a polymorphic batch) takes size 1 on the page.
+        shape = tuple(d if isinstance(d, int) else 1 for d in arg.shape)
+        dtype = np.dtype(arg.dtype)
         if dtype == np.bool_:
             out.append(rng.random(shape) < 0.5)
         elif np.issubdtype(dtype, np.integer):
@@ -47,11 +50,14 @@ def write_demo(model_dir: str, fun: Callable, program, example_args: Sequence, t
     """index.html and demo_data.json beside model.json. The data is left out (the page then says
     so) when an input or output has a dtype TF.js tensors cannot hold."""
     shutil.copyfile(runtimes.DEMO_PAGE, os.path.join(model_dir, "index.html"))
-    args = example_inputs(example_args)
+    # The program's inputs are the leaves of the example arguments (dicts, lists, ... of arrays).
+    leaves, tree = jax.tree_util.tree_flatten(list(example_args))
+    inputs = example_inputs(leaves)
+    args = jax.tree_util.tree_unflatten(tree, inputs)
     try:
         data = {
             "title": title or f"noxla: {_model_name(fun, model_dir)}",
-            "inputs": {n: runtimes._encode(a) for n, a in zip(program.in_names, args)},
+            "inputs": {n: runtimes._encode(a) for n, a in zip(program.in_names, inputs)},
             "expected": {n: runtimes._encode(a) for n, a in zip(program.out_names, jax_outputs(fun, args))},
             "tolerance": runtimes.BROWSER_TOLERANCE,
         }

@@ -1,4 +1,5 @@
 """The public API's contract: inputs, outputs, names, errors, and exports that lose nothing."""
+import json
 import os
 
 import jax
@@ -47,6 +48,8 @@ def test_inputs_and_outputs_have_readable_names_in_every_format(tmp_path, tfjs_r
     js = noxla.export_tfjs(affine, X, PARAMS, path=str(tmp_path / "js"))
     outs_js = tfjs_runner.run(js, {"x": X, "params_scale": PARAMS["scale"], "params_shift": PARAMS["shift"]})
     assert set(outs_js) == {"y", "x_again"}  # both outputs share shape and dtype
+    with open(os.path.join(js, "demo_data.json")) as f:  # the demo page feeds the same flat names
+        assert set(json.load(f)["inputs"]) == {"x", "params_scale", "params_shift"}
     np.testing.assert_allclose(outs_js["y"], outs["y"], rtol=1e-6)
     sm = noxla.export_saved_model(affine, X, PARAMS, path=str(tmp_path / "sm"))
     serve = tf.saved_model.load(sm).signatures["serving_default"]
