@@ -49,8 +49,11 @@ def _error(expected: list, got: dict, names: list) -> float:
 
 
 def _size(path: str) -> int:
-    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)) if os.path.isdir(path) \
-        else os.path.getsize(path)
+    """The model's bytes: a .tflite, or a TF.js model.json and its weight shards (not the demo page)."""
+    if not os.path.isdir(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)
+               if f == "model.json" or f.endswith(".bin"))
 
 
 @pytest.fixture(scope="module")
