@@ -13,7 +13,7 @@ const fs = require('fs');
 const http = require('http');
 const os = require('os');
 const path = require('path');
-const readline = require('readline');
+const { serveJsonLines } = require('./jsonlines.js');
 const puppeteer = require('puppeteer-core');
 
 const PAGE = path.join(__dirname, 'index.html');
@@ -131,28 +131,15 @@ async function main() {
     });
   }
 
-  const lines = readline.createInterface({ input: process.stdin });
-  let queue = Promise.resolve();
-  lines.on('line', (line) => {
-    queue = queue.then(async () => {
-      let reply;
-      try {
-        reply = await handle(JSON.parse(line));
-      } catch (e) {
-        const message = String(e && e.message ? e.message : e).split('\n').slice(0, 3).join(' | ');
-        reply = { error: message + (log.length ? ` (console: ${log.slice(-3).join(' | ').slice(0, 500)})` : '') };
-        if (page) page.close().catch(() => {});
-        page = null;
-      }
-      process.stdout.write(JSON.stringify(reply) + '\n');
-    });
+  await serveJsonLines(handle, (e) => {
+    const message = String(e && e.message ? e.message : e).split('\n').slice(0, 3).join(' | ');
+    if (page) page.close().catch(() => {});
+    page = null;
+    return { error: message + (log.length ? ` (console: ${log.slice(-3).join(' | ').slice(0, 500)})` : '') };
   });
-  lines.on('close', async () => {
-    await queue;
-    await browser.close();
-    server.server.close();
-    fs.rmSync(profile, { recursive: true, force: true });
-  });
+  await browser.close();
+  server.server.close();
+  fs.rmSync(profile, { recursive: true, force: true });
 }
 
 main().catch((e) => {

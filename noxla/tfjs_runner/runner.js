@@ -6,7 +6,7 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const readline = require('readline');
+const { serveJsonLines } = require('./jsonlines.js');
 const tf = require('@tensorflow/tfjs');
 require('@tensorflow/tfjs-backend-wasm');
 
@@ -101,16 +101,4 @@ async function handle(request) {
 }
 
 tf.enableProdMode();
-const lines = readline.createInterface({ input: process.stdin });
-let queue = Promise.resolve();
-lines.on('line', (line) => {
-  queue = queue.then(async () => {
-    let reply;
-    try {
-      reply = await handle(JSON.parse(line));
-    } catch (e) {
-      reply = { error: String(e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e) };
-    }
-    process.stdout.write(JSON.stringify(reply) + '\n');
-  });
-});
+serveJsonLines(handle, (e) => ({ error: String(e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e) }));
