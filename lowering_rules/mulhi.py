@@ -38,9 +38,10 @@ def _digits(word):
             tf.math.floormod(hi, 256), tf.math.floordiv(hi, 256)]
 
 
-def _unsigned_high_word(a, b):
+def unsigned_product(a, b):
+    """(high, low): the words of the unsigned 64-bit product of two 32-bit words (int32 bits)."""
     da, db = _digits(a), _digits(b)
-    carry, high = None, []
+    carry, digits = None, []
     for k in range(7):
         column = [da[i] * db[k - i] for i in range(max(0, k - 3), min(3, k) + 1)]
         total = column[0]
@@ -49,15 +50,16 @@ def _unsigned_high_word(a, b):
         if carry is not None:
             total = total + carry
         carry = tf.math.floordiv(total, 256)
-        if k >= 4:
-            high.append(tf.math.floormod(total, 256))
+        digits.append(tf.math.floormod(total, 256))
     top = carry - 256 * tf.cast(carry >= 128, tf.int32)  # the top byte as the int32's signed top
-    return high[0] + high[1] * 256 + high[2] * 65536 + top * (1 << 24)
+    high = digits[4] + digits[5] * 256 + digits[6] * 65536 + top * (1 << 24)
+    low_top = digits[3] - 256 * tf.cast(digits[3] >= 128, tf.int32)
+    return high, digits[0] + digits[1] * 256 + digits[2] * 65536 + low_top * (1 << 24)
 
 
 def _high_word(a, b, signed: bool):
     a, b = as_word(a), as_word(b)
-    high = _unsigned_high_word(a, b)
+    high, _ = unsigned_product(a, b)
     if signed:
         zero = tf.zeros_like(a)
         high = high - tf.where(a < 0, b, zero) - tf.where(b < 0, a, zero)
