@@ -397,6 +397,10 @@ BINARY = {
         case("i32_wraps", lax.sub, np.array([-(2 ** 31), 5], np.int32), np.array([1, 3], np.int32)),
         case("f16", lax.sub, f16(3, 4), f16(3, 4)),
         case("u8", lax.sub, u8(5), u8(5)),
+        # 8/16-bit unsigned differences wrap (computed in int32, reduced modulo 2^bits).
+        case("u8_wraps", lax.sub, np.array([0, 1, 255, 0, 5], np.uint8), np.array([1, 255, 0, 255, 3], np.uint8)),
+        case("u16_wraps", lax.sub, np.array([0, 1, 65535, 0, 5], np.uint16),
+             np.array([1, 65535, 0, 65535, 3], np.uint16)),
         case("u32_wraps", lax.sub, *_U32_EDGES)]),
     lax.atan2_p: (tf.atan2, [
         case("f32", lax.atan2, f32(3, 4), f32(3, 4)),
@@ -499,7 +503,13 @@ _REM_FLOAT_EDGES = (np.array([7.5, -7.5, 7.5, -7.5, 5.0, INF, 1.0, -0.0, 3.0, 1e
                     np.array([2.0, 2.0, -2.0, -2.0, 0.0, 1.0, INF, 1.0, 1.5, 3.0, 1.0], np.float32))
 
 
-@lowering(lax.div_p, fast=fusion.SOFTMAX, cases=[
+# TFLite's builtins have no int64 FloorDiv (the converter refuses it); the integer quotient needs it.
+# An exact int64 quotient through float estimates would overflow at the ends of the range.
+_NO_INT64_QUOTIENT = dtypes(gaps=[gap((Target.TFLITE,), {"int64"},
+                                      "TFLite's builtins have no int64 FloorDiv, which the integer quotient needs")])
+
+
+@lowering(lax.div_p, fast=fusion.SOFTMAX, dtypes=_NO_INT64_QUOTIENT, cases=[
     case("f32", lax.div, f32(3, 4), f32(3, 4, low=0.5, high=2.0)),
     case("f32_edges", lax.div, np.array([1.0, -1.0, 0.0, INF, 1.0, NAN], np.float32),
          np.array([0.0, 0.0, 0.0, INF, -INF, 1.0], np.float32)),
@@ -528,7 +538,7 @@ def lower_div(ctx, x, y):
     return as_out(ctx, _truncating_div(x, y, bits, signed))
 
 
-@lowering(lax.rem_p, cases=[
+@lowering(lax.rem_p, dtypes=_NO_INT64_QUOTIENT, cases=[
     case("f32", lax.rem, f32(3, 4, low=-10, high=10), f32(3, 4, low=0.5, high=3)),
     case("f32_signs", lax.rem, *_REM_FLOAT_EDGES),
     case("i32_signs", lax.rem, *_DIV_INT_EDGES),

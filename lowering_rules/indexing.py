@@ -25,7 +25,7 @@ import tensorflow as tf
 from jax import lax
 from jax.extend import core
 
-from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
+from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8, u32
 from lowering_rules.helpers import (
     compute_dtype,
     convertible_constant,
@@ -103,7 +103,7 @@ def lower_gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, uniqu
     indexed, batching = list(dn.start_index_map), list(dn.operand_batching_dims)
     coord_dims = indexed + batching
     free_dims = [d for d in range(rank) if d not in coord_dims]
-    operand = tf.cast(operand, compute_dtype(operand.dtype, bools=True))
+    operand = tf.cast(operand, _moved_dtype(operand.dtype))
     starts = _start_columns(ctx, indices)
     gathered = _take(ctx, operand, starts, dn, slice_sizes)
     if gathered is not None:
@@ -159,6 +159,12 @@ def lower_gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, uniqu
     return _masked(ctx, gathered, starts, dn, mode, fill_value, op_dims, sizes)
 
 
+def _moved_dtype(dtype: tf.DType) -> tf.DType:
+    """The dtype gather moves values in: uint32 as the int32 with the same bits (TFLite has no
+    uint32 Transpose or GatherNd; the casts wrap exactly), the rest as ``compute_dtype``."""
+    return tf.int32 if dtype == tf.uint32 else compute_dtype(dtype, bools=True)
+
+
 def _masked(ctx, gathered, starts, dn, mode, fill_value, op_dims, sizes):
     """The gathered slices in the output's layout, FILL_OR_DROP's out-of-range ones filled."""
     if mode == Mode.FILL_OR_DROP:
@@ -174,10 +180,11 @@ def _masked(ctx, gathered, starts, dn, mode, fill_value, op_dims, sizes):
 def _take(ctx, operand, starts, dn, slice_sizes):
     """Whole slices at single indices along one axis (x[i], jnp.take, an embedding lookup) as one
     GatherV2 (TFLite GATHER) on the clamped indices, in the output's layout; else None.
-    GatherNd would need the coordinates built, and reshapes around it. Not for half floats: the
-    TFLite converter moves their widening cast behind GATHER, which has no float16 kernel."""
+    GatherNd would need the coordinates built, and reshapes around it. Not for half floats or
+    uint32: the TFLite converter moves their cast behind GATHER, which has no float16 or uint32
+    kernel."""
     op_shape = ctx.avals_in[0].shape
-    if np.dtype(ctx.avals_in[0].dtype) in (np.float16, jnp.bfloat16):
+    if np.dtype(ctx.avals_in[0].dtype) in (np.float16, jnp.bfloat16, np.uint32):
         return None
     if len(dn.start_index_map) != 1 or dn.operand_batching_dims or tuple(dn.collapsed_slice_dims) != tuple(
             dn.start_index_map):
@@ -471,6 +478,12 @@ GATHER_CASES = [
     case("size_one_dims", lambda x, i: x[i, 0], f32(1, 1), _idx(0, 0, -1)),
     case("f16", lambda x, i: jnp.take(x, i, axis=1), f16(3, 4), _idx(3, 0)),
     case("u8_fill_default", lambda x, i: x.at[i].get(mode="fill"), u8(4), _idx(3, 4, 0)),
+    # uint32 moves as int32 bits (no uint32 Transpose/GatherNd in TFLite): words above 2^31 and
+    # the fill value 2^32 - 1 must come back unchanged.
+    case("u32_take_along_axis1", lambda x, i: jnp.take_along_axis(x, i, axis=1),
+         u32(4, 5, low=0, high=2 ** 32 - 1), i32(4, 3, low=0, high=4)),
+    case("u32_fill_default_columns", lambda x, i: x.at[:, i].get(mode="fill"),
+         u32(3, 5, low=0, high=2 ** 32 - 1), _idx(4, 0, 7, 1)),
     case("polymorphic_rows", lambda x, i: jnp.take(x, i, axis=0), f32(5, 3), _idx(4, 0, 2),
          polymorphic_shapes=["(b, 3)", None]),
     # JAX traces ONE_HOT but cannot run it: every target must reject it up front.
