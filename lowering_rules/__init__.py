@@ -17,6 +17,7 @@ from lowering_rules import (  # noqa: F401
     prng,
     ragged_dot,
     reductions,
+    rng_bit_generator,
     select_and_scatter,
     sorting,
     special,

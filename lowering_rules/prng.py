@@ -139,6 +139,10 @@ def lower_random_fold_in(ctx, keys, msgs):
         np.array([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]], np.float32))),
     case("batched_keys", lambda k: jax.vmap(lambda k: jax.random.bits(k, (3,)))(k),
          u32(2, 2, low=0, high=2 ** 32 - 1)),
+    # The rbg key types draw their bits with rng_bit_generator (lowering_rules/rng_bit_generator.py).
+    case("rbg_normal", lambda s: jax.random.normal(jax.random.key(s, impl="rbg"), (3, 4)), _SEED),
+    case("unsafe_rbg_split_uniform", lambda s: jax.random.uniform(
+        jax.random.split(jax.random.key(s, impl="unsafe_rbg"))[1], (5,)), _SEED),
 ])
 def lower_random_bits(ctx, keys, *, bit_width, shape):
     impl = ctx.avals_in[0].dtype._impl
