@@ -16,7 +16,7 @@ from jax.extend.core import primitives
 from jax.sharding import AxisType, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from lowering_rules.cases import boolean, case, f32, i32
-from lowering_rules.jax_compat import pjit  # reshard_p and layout_constraint_p are not in jax.extend
+from lowering_rules.jax_compat import lax_internal, pjit  # reshard_p, layout_constraint_p, tie_p: not in jax.extend
 from lowering_rules.registry import lowering
 
 
@@ -64,3 +64,11 @@ def lower_layout_constraint(ctx, x, *, layout=None):
 ])
 def lower_name(ctx, x, *, name):
     return tf.identity(x)
+
+
+# ``tie(x, y)`` is ``y``, ordered after ``x`` for JAX's own scheduling; one device has nothing to order.
+@lowering(lax_internal.tie_p, cases=[
+    case("second_operand", lambda x, y: lax_internal.tie_p.bind(x * 2.0, y + 1), f32(3), i32(2, 2)),
+])
+def lower_tie(ctx, x, y):
+    return tf.identity(y)

@@ -194,3 +194,21 @@ _STATEFUL = Limitation(
 ])
 def lower_rng_uniform(ctx, a, b, *, shape):
     raise NotImplementedError(_STATEFUL.reason)
+
+
+_UNREACHABLE = Limitation(
+    ALL_TARGETS, "always", "it marks code that must never run: JAX itself raises its exception when it "
+    "compiles the program (the check reports the exception's message)", param="message", when=lambda eqn: True,
+    workaround="do not export the branch that reaches it; JAX's jit cannot compile it either")
+
+
+def _unreachable(x):
+    out = (jax.core.ShapedArray(x.shape, x.dtype),)
+    return custom_derivatives.unreachable_p.bind(x, out_avals=out, exc_type=TypeError, message="not here")[0]
+
+
+@lowering(custom_derivatives.unreachable_p, limitations=[_UNREACHABLE], cases=[
+    case("rejected", _unreachable, f32(3)),
+])
+def lower_unreachable(ctx, *args, out_avals, exc_type, message):
+    raise NotImplementedError(message)

@@ -200,7 +200,8 @@ def boundary_dtype_reason(target: Target, dtype, output: bool) -> str | None:
 _WORDS = frozenset(np.dtype(d) for d in (np.int32, np.uint32, np.bool_))
 TFJS_UINT32_AS_INT32 = frozenset({
     "random_seed", "random_wrap", "random_unwrap", "random_split", "random_fold_in", "random_bits",
-    "threefry2x32", "iota_2x32_shape", "rng_bit_generator", "shift_left", "shift_right_logical", "and", "or", "xor", "not",
+    "threefry2x32", "iota_2x32_shape", "rng_bit_generator", "shift_left", "shift_right_logical",
+    "and", "or", "xor", "not",
     "add", "sub", "eq", "ne", "select_n", "convert_element_type", "bitcast_convert_type",
     "broadcast_in_dim", "reshape", "squeeze", "slice", "concatenate", "stack", "split", "transpose",
     "copy", "jit",
