@@ -10,8 +10,8 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
+from lowering_rules import limb_values
 from lowering_rules.cases import case, u32
-from lowering_rules.limbs import to_limbs
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
 
@@ -19,9 +19,11 @@ _INTS32 = (np.dtype(np.int32), np.dtype(np.uint32))
 
 
 def _integer_to_float32(ctx, x):
-    hi, lo = to_limbs(x)
-    negative = hi < 0
-    hi = tf.math.floormod(hi, 1 << 16)
+    # From the word's 16-bit limbs (limb_values.py): every value below stays under 2^24, so WebGL's
+    # float32 textures hold it exactly.
+    x = limb_values.of(x)
+    hi, lo = x.hi, x.lo
+    negative = hi >= (1 << 15)
     exponent = tf.math.floordiv(tf.math.floormod(hi, 1 << 15), 1 << 7)   # bits 23..30
     mantissa = tf.math.floormod(hi, 1 << 7) * (1 << 16) + lo                # bits 0..22, < 2^23
     # 2^(e - 127) for a normal exponent e, 2^-126 for e = 0 (subnormal): exact float32 powers.
@@ -58,4 +60,8 @@ _BIT_PATTERNS = np.array([0, 0x80000000, 0x3F800000, 0x3FFFFFFF, 0x7F7FFFFF, 0xF
 def lower_bitcast_convert_type(ctx, x, *, new_dtype):
     if np.dtype(new_dtype) == np.float32:
         return _integer_to_float32(ctx, x)
-    return tf.cast(x, ctx.out_dtype)  # int32 <-> uint32: Cast wraps modulo 2^32 in every runtime
+    # int32 <-> uint32: Cast wraps modulo 2^32 in every runtime.
+    return tf.cast(limb_values.materialize(x), ctx.out_dtype)
+
+
+limb_values.register_native("bitcast_convert_type")

@@ -19,12 +19,14 @@ import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 
+from lowering_rules import limb_values
 from lowering_rules.cases import case, u32
 from lowering_rules.dtype_support import NUMERIC, dtypes
 from lowering_rules.jax_compat import prng as jax_prng
 from lowering_rules.jax_compat import threefry2x32 as jax_threefry
 from lowering_rules.key_types import physical_aval
-from lowering_rules.limbs import as_word, from_bits, rotate_left_bits, to_bits, xor_bits
+from lowering_rules.limb_values import Limbs, add, rotate_left, xor
+from lowering_rules.limbs import from_bits, rotate_left_bits, to_bits, xor_bits
 from lowering_rules.registry import lowering
 
 # Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"):
@@ -33,8 +35,25 @@ _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = 0x1BD11BDA
 
 
+def threefry2x32_limbs(ctx, k1: Limbs, k2: Limbs, x1: Limbs, x2: Limbs) -> tuple[Limbs, Limbs]:
+    """The Threefry-2x32 block function on words held as 16-bit limbs (limb_values.py): additions
+    carry between limbs, rotations move bits between them, xor looks bytes up; no intermediate
+    value reaches 2^24, so WebGL's float32 textures hold every one exactly."""
+    parity = limb_values.constant(_PARITY)
+    keys = (k1, k2, xor(ctx, xor(ctx, k1, k2), parity))
+    x0, x1 = add(x1, keys[0]), add(x2, keys[1])
+    for block in range(5):
+        for r in _ROTATIONS[block % 2]:
+            x0 = add(x0, x1)
+            x1 = xor(ctx, x0, rotate_left(x1, r))
+        x0 = add(x0, keys[(block + 1) % 3])
+        x1 = add(x1, add(keys[(block + 2) % 3], limb_values.constant(block + 1)))
+    return x0, x1
+
+
 def threefry2x32(k1, k2, x1, x2):
-    """The Threefry-2x32 block function on int32 words. A round is x0 += x1; x1 = rotl(x1, r) ^ x0:
+    """The Threefry-2x32 block function on int32 words (exact in every runtime but WebGL/WebGPU;
+    the rule uses ``threefry2x32_limbs``). A round is x0 += x1; x1 = rotl(x1, r) ^ x0:
     x0 stays a word (int32 Add wraps exactly), x1 stays a bit vector (rotation and xor are exact)."""
     parity = tf.constant(np.array(_PARITY, np.uint32).view(np.int32))
     keys = (k1, k2, from_bits(xor_bits(xor_bits(to_bits(k1), to_bits(k2)), to_bits(parity))))
@@ -64,10 +83,10 @@ def _threefry(k1, k2, x1, x2):
          np.array([0, 42], np.uint32), u32(2, 5, low=0, high=2 ** 32 - 1)),
 ])
 def lower_threefry2x32(ctx, k1, k2, x1, x2):
-    # Operands broadcast against each other (a scalar key with a counter array, ...).
+    # Operands (words or Limbs) broadcast against each other (a scalar key with a counter array, ...).
     shape = ctx.out_shape(0)
-    words = [as_word(tf.broadcast_to(v, shape)) for v in (k1, k2, x1, x2)]
-    return [tf.cast(y, ctx.out_dtype) for y in threefry2x32(*words)]
+    k1, k2, x1, x2 = map(limb_values.of, (k1, k2, x1, x2))
+    return list(threefry2x32_limbs(ctx, k1, k2, limb_values.broadcast(x1, shape), limb_values.broadcast(x2, shape)))
 
 
 @lowering(jax_prng.iota_2x32_shape_p, cases=[
@@ -163,3 +182,8 @@ def lower_random_wrap(ctx, data, *, impl):
 ])
 def lower_random_unwrap(ctx, keys):
     return keys
+
+
+# These rules take uint32 values as Limbs and hand them to their bodies (lowering_rules/limb_values.py).
+limb_values.register_native("threefry2x32", "random_seed", "random_split", "random_fold_in", "random_bits",
+                            "random_wrap", "random_unwrap")

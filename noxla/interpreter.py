@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 from jax.extend import core
 
-from lowering_rules import complex_values, key_types, registry
+from lowering_rules import complex_values, key_types, limb_values, registry
 from lowering_rules.helpers import constant, runtime_infinity, tf_dtype
 from lowering_rules.vocabulary import rule_params
 from noxla.errors import LoweringError, NoxlaError, source_line
@@ -122,6 +122,9 @@ class LoweringContext:
         self.scope = scope
         self.avals_in = tuple(v.aval for v in eqn.invars) if avals_in is None else tuple(avals_in)
         self.avals_out = tuple(v.aval for v in eqn.outvars) if avals_out is None else tuple(avals_out)
+        # Whether this rule takes uint32 values as Limbs (limb_values.py), so its sub-programs hand
+        # them back as they are; other rules' bodies (branches, loops) return words.
+        self.keeps_limbs = limb_values.keeps_limbs(eqn.primitive.name)
 
     def for_parts(self) -> LoweringContext:
         """This equation as a rule sees it when it lowers one part (real or imaginary) of complex values."""
@@ -181,7 +184,8 @@ class LoweringContext:
         consts = [self.lowering.constant(c) for c in closed_jaxpr.consts]
 
         def body(*args):
-            return lower_jaxpr(self.lowering, closed_jaxpr.jaxpr, consts, args)
+            outs = lower_jaxpr(self.lowering, closed_jaxpr.jaxpr, consts, args)
+            return outs if self.keeps_limbs else [limb_values.materialize(o) for o in outs]
         return body
 
 
@@ -235,14 +239,24 @@ def _apply_rule(lowering: Lowering, rule, eqn, invals, scope: Scope | None = Non
         outs = rule.lower(LoweringContext(lowering, eqn, avals_in, avals_out, scope), *operands, **params)
         return list(outs) if eqn.primitive.multiple_results else [outs]
 
+    def lower_moved(avals_in, avals_out, operands) -> list:
+        if key_types.moves_keys(name, eqn.params, avals_in, avals_out):
+            return key_types.apply_per_word(lower, avals_in, avals_out, operands)
+        return lower(avals_in, avals_out, operands)
+
     avals_in, avals_out = [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars]
     try:
         with tf.name_scope(name):
+            if limb_values.any_limbs(invals) and not limb_values.keeps_limbs(name):
+                outs = _lower_limbs(lowering, lower_moved, eqn, invals, params)
+                if outs is not None:
+                    return outs
+                invals = [limb_values.materialize(v) for v in invals]
             if key_types.moves_keys(name, eqn.params, avals_in, avals_out):
                 return key_types.apply_per_word(lower, avals_in, avals_out, invals)
             if _has_complex(eqn):
                 return _lower_complex(lowering, lower, rule, eqn, invals, params)
-            return lower()
+            return lower(operands=invals)
     except NoxlaError:
         raise
     except Exception as e:
@@ -250,6 +264,20 @@ def _apply_rule(lowering: Lowering, rule, eqn, invals, scope: Scope | None = Non
             f"lowering '{name}' failed at {source_line(eqn.source_info)}: {type(e).__name__}: {e}\n"
             f"parameters: {_short_params(eqn.params)}\n"
             "This is a noxla bug; please report it with this message.") from e
+
+
+def _lower_limbs(lowering: Lowering, lower_moved, eqn, invals, params: dict) -> list | None:
+    """A rule applied to uint32 values held as 16-bit limbs (limb_values.py): its Limbs variant, or
+    per limb for a rule that only moves values; None when neither applies (the caller then hands
+    the rule the words)."""
+    name = eqn.primitive.name
+    outs = limb_values.lower_with_limbs(name, LoweringContext(lowering, eqn), invals, params)
+    if outs is not NotImplemented:
+        return list(outs) if eqn.primitive.multiple_results else [outs]
+    if name in key_types.KEY_MOVERS and not any(True for _ in core.jaxprs_in_params(eqn.params)):
+        return limb_values.apply_per_limb(lower_moved, [v.aval for v in eqn.invars],
+                                          [v.aval for v in eqn.outvars], invals)
+    return None
 
 
 def _has_complex(eqn) -> bool:

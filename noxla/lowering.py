@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from limitations.engine import eqn_view, iter_eqns
-from lowering_rules import complex_values
+from lowering_rules import complex_values, limb_values
 from lowering_rules.helpers import uint32_as_int32 as carry_uint32
 from lowering_rules.key_types import physical_dtype
 from noxla.interpreter import Lowering, lower_jaxpr, tf_dtype
@@ -39,7 +39,8 @@ def lower_program(program: Program, flat_args: Sequence, check_shapes: bool = Fa
     lowering = Lowering(dims, [a for a in flat_args if not a.dtype.is_complex], strict=strict)
     args = [complex_values.split(a) if a.dtype.is_complex else a for a in flat_args]
     outs = lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, args)
-    return [complex_values.join(out) for out in outs]
+    # uint32 values computed as 16-bit limbs (limb_values.py) leave the program as words.
+    return [complex_values.join(limb_values.materialize(out)) for out in outs]
 
 
 def input_signature(program: Program, uint32_as_int32: bool = False) -> list[tf.TensorSpec]:

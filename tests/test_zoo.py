@@ -31,12 +31,6 @@ def _program(programs, model, batch):
 
 # Known failures, each with its reason; strict, so a fix shows up as an unexpected pass.
 KNOWN_FAILURES = {
-    # threefry's 32-bit word arithmetic: WebGL and WebGPU keep int32 tensors in float32 storage,
-    # exact only below 2**24, so the random bits (and the samples drawn from them) differ.
-    ("categorical_sampling_head", "chromium_webgl"): "int32 bit arithmetic beyond 2**24 in float32 textures",
-    ("categorical_sampling_head", "chromium_webgpu"): "int32 bit arithmetic beyond 2**24 in float32 storage",
-    ("sampling_vae_decoder", "chromium_webgl"): "int32 bit arithmetic beyond 2**24 in float32 textures",
-    ("sampling_vae_decoder", "chromium_webgpu"): "int32 bit arithmetic beyond 2**24 in float32 storage",
     ("llama", "chromium_webgpu"): "TF.js's WebGPU backend reads a tensor synchronously and Chromium's "
                                   "WebGPU refuses it ('A valid external Instance reference no longer exists')",
 }
