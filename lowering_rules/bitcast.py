@@ -50,6 +50,11 @@ _BIT_PATTERNS = np.array([0, 0x80000000, 0x3F800000, 0x3FFFFFFF, 0x7F7FFFFF, 0xF
                                      in (np.dtype(np.float32), *_INTS32)),
                workaround="compute the value with arithmetic instead of reinterpreting its bits"),
 ], cases=[
+    # A word joined from 16-bit halves in the graph: how a WebGL user passes bit patterns (WebGL
+    # rounds int32 inputs above 2^24; the limbs never form the word, lowering_rules/limb_values.py).
+    case("u32_halves_to_f32", lambda hi, lo: lax.bitcast_convert_type(lax.shift_left(hi, np.uint32(16)) | lo,
+                                                                      np.float32),
+         _BIT_PATTERNS >> 16, _BIT_PATTERNS & 0xFFFF),
     case("u32_to_f32_fields", lambda x: lax.bitcast_convert_type(x, np.float32), _BIT_PATTERNS),
     case("u32_to_i32", lambda x: lax.bitcast_convert_type(x, np.int32), _BIT_PATTERNS),
     case("uniform_pattern", lambda x: lax.bitcast_convert_type(

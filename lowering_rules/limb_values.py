@@ -176,7 +176,7 @@ def _static_shift(s):
 
 
 def _is_u32(aval) -> bool:
-    return np.dtype(aval.dtype) == np.uint32
+    return not is_key(aval) and np.dtype(aval.dtype) == np.uint32
 
 
 def _binary(ctx, x, y):
@@ -295,6 +295,15 @@ def apply_per_limb(lower_part, avals_in, avals_out, invals) -> list:
     return [Limbs(h, lo) if carried(a) else h for a, h, lo in zip(avals_out, *parts)]
 
 
+# Bit operations on uint32 words take the limb path even from plain words (a key's halves joined
+# by ``(hi << 16) | lo``, a mask): their results are then exact on WebGL too.
+_WORD_BIT_OPS = frozenset({"xor", "or", "and", "not", "shift_left", "shift_right_logical"})
+
+
+def computes_on_limbs(name: str, avals_in) -> bool:
+    return name in _WORD_BIT_OPS and any(_is_u32(a) for a in avals_in)
+
+
 def lower_with_limbs(name: str, ctx, invals, params):
     """The Limbs variant of a rule for these operands, or NotImplemented."""
     rule = LIMB_RULES.get(name)
@@ -303,4 +312,4 @@ def lower_with_limbs(name: str, ctx, invals, params):
 
 __all__ = ["Limbs", "is_limbs", "any_limbs", "of", "constant", "materialize", "add", "xor", "rotate_left",
            "shift_right", "shift_left", "to_float32", "LIMB_RULES", "NATIVE", "register_native", "keeps_limbs",
-           "apply_per_limb", "lower_with_limbs"]
+           "apply_per_limb", "lower_with_limbs", "computes_on_limbs"]

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
+from jax import lax
 
 from lowering_rules import limb_values
 from lowering_rules.cases import case, u32
@@ -69,6 +70,15 @@ def threefry2x32(k1, k2, x1, x2):
     return x0, x1
 
 
+def _as_uniform(bits):
+    """JAX's uniform sampler on 32 random bits: 23 of them as the mantissa of a float in [1, 2)."""
+    return lax.bitcast_convert_type(lax.shift_right_logical(bits, np.uint32(9)) | np.uint32(0x3F800000),
+                                    np.float32) - 1.0
+
+
+# Each PRNG rule's first case (the one tests/test_rules.py also runs on Chromium's WebGL) draws
+# samples as WebGL users must: from inputs below 2^24 (WebGL stores int32 in float32 textures and
+# rounds larger ones on upload), to float outputs, on enough elements to run on the GPU.
 _U32_EDGES = np.array([0, 1, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, 0x9E3779B9, 0x1BD11BDA, 65535, 65536],
                       np.uint32)
 
@@ -78,6 +88,8 @@ def _threefry(k1, k2, x1, x2):
 
 
 @lowering(jax_threefry.threefry2x32_p, cases=[
+    case("uniform_small_words", lambda k, x: jnp.stack([_as_uniform(y) for y in _threefry(k[0], k[1], x[0], x[1])]),
+         np.array([7, 42], np.uint32), u32(2, 256, low=0, high=2 ** 24 - 1)),
     case("edges", _threefry, _U32_EDGES, np.roll(_U32_EDGES, 1), np.roll(_U32_EDGES, 3), np.roll(_U32_EDGES, 5)),
     case("scalar_key", lambda k, x: _threefry(k[0], k[1], x[0], x[1]),
          np.array([0, 42], np.uint32), u32(2, 5, low=0, high=2 ** 32 - 1)),
@@ -112,12 +124,16 @@ def _lower_through_impl(ctx, fn, *operands):
 
 
 _SEED = np.array(20260522, np.int32)
+_SMALL_SEED = np.array(9_876_543, np.int32)  # below 2^24: exact in WebGL's float32 textures
 _KEY = np.array([0x12345678, 0x9ABCDEF0], np.uint32)
 
 
 # 64-bit seeds would need the implementation's 64-bit shifts, which noxla's bit rules do not lower.
 @lowering(jax_prng.random_seed_p, dtypes=dtypes(NUMERIC - {"int64", "uint64"}, missing=(
     "seeds are split into 32-bit words by shifts noxla lowers for integers of at most 32 bits")), cases=[
+    # Negative seeds above -2^24 too: the key word's int32 carrier is the seed itself.
+    case("normal_from_seeds", lambda s: jax.vmap(lambda k: jax.random.normal(jax.random.key(k), (64,)))(s),
+         np.array([0, 1, -5, 9_876_543, -(2 ** 24 - 1)], np.int32)),
     case("edges", lambda s: jax.random.key_data(jax.vmap(jax.random.key)(s)),
          np.array([0, 1, -1, 2 ** 31 - 1, -(2 ** 31), 123456789], np.int32)),
     case("legacy_uniform", lambda s: jax.random.uniform(jax.random.PRNGKey(s), (5,)), _SEED),
@@ -128,6 +144,8 @@ def lower_random_seed(ctx, seeds, *, impl):
 
 
 @lowering(jax_prng.random_split_p, cases=[
+    case("uniform_after_split", lambda s: jax.random.uniform(jax.random.split(jax.random.key(s), 3)[2], (256,)),
+         _SMALL_SEED),
     case("typed", lambda s: jax.random.key_data(jax.random.split(jax.random.key(s), 3)), _SEED),
     case("batched_keys", lambda k: jax.vmap(jax.random.split)(k), u32(4, 2, low=0, high=2 ** 32 - 1)),
 ])
@@ -138,6 +156,8 @@ def lower_random_split(ctx, keys, *, shape):
 
 
 @lowering(jax_prng.random_fold_in_p, cases=[
+    case("normal_after_fold_in", lambda s, m: jax.random.normal(jax.random.fold_in(jax.random.key(s), m), (256,)),
+         _SMALL_SEED, np.array(77, np.int32)),
     case("typed", lambda s, m: jax.random.key_data(jax.random.fold_in(jax.random.key(s), m)),
          _SEED, np.array(-5, np.int32)),
     case("legacy_big_message", lambda k, m: jax.random.fold_in(k, m), _KEY, np.array(4_000_000_000, np.uint32)),
@@ -149,6 +169,7 @@ def lower_random_fold_in(ctx, keys, msgs):
 
 
 @lowering(jax_prng.random_bits_p, cases=[
+    case("uniform_from_seed", lambda s: jax.random.uniform(jax.random.key(s), (16, 16)), _SMALL_SEED),
     case("u32", lambda k: jax.random.bits(k, (3, 5)), _KEY),
     case("u8", lambda k: jax.random.bits(k, (4, 3), jnp.uint8), _KEY),
     case("uniform", lambda k: jax.random.uniform(k, (4, 6)), _KEY),

@@ -247,7 +247,8 @@ def _apply_rule(lowering: Lowering, rule, eqn, invals, scope: Scope | None = Non
     avals_in, avals_out = [v.aval for v in eqn.invars], [v.aval for v in eqn.outvars]
     try:
         with tf.name_scope(name):
-            if limb_values.any_limbs(invals) and not limb_values.keeps_limbs(name):
+            if (limb_values.any_limbs(invals) or limb_values.computes_on_limbs(name, avals_in)) \
+                    and not limb_values.keeps_limbs(name):
                 outs = _lower_limbs(lowering, lower_moved, eqn, invals, params)
                 if outs is not None:
                     return outs
@@ -274,7 +275,9 @@ def _lower_limbs(lowering: Lowering, lower_moved, eqn, invals, params: dict) -> 
     outs = limb_values.lower_with_limbs(name, LoweringContext(lowering, eqn), invals, params)
     if outs is not NotImplemented:
         return list(outs) if eqn.primitive.multiple_results else [outs]
-    if name in key_types.KEY_MOVERS and not any(True for _ in core.jaxprs_in_params(eqn.params)):
+    # Not a gather that fills out-of-range rows: its fill is a word (2^32 - 1), not one per limb.
+    fills = "FILL" in str(eqn.params.get("mode", ""))
+    if name in key_types.KEY_MOVERS and not fills and not any(True for _ in core.jaxprs_in_params(eqn.params)):
         return limb_values.apply_per_limb(lower_moved, [v.aval for v in eqn.invars],
                                           [v.aval for v in eqn.outvars], invals)
     return None
