@@ -1,11 +1,14 @@
 """The judge: noxla against the official JAX -> TFLite path and the old no-XLA path, in one run.
 
-    python tools/benchmark.py [--repeats 50] [--out bench_out] [MODEL ...]
+    python tools/benchmark.py [--repeats 50] [--out bench_out] [--self-check] [MODEL ...]
 
 For every zoo model (batch 1) and every path, it measures op count (main graph + loop bodies),
 size, export time (cold: first export in a fresh process, after imports; warm: the next one),
-LiteRT latency (1 thread, XNNPACK, median of --repeats) and TF.js latency in Node (wasm and cpu,
-median, timed inside Node), and checks each artifact against JAX. The paths:
+LiteRT latency (1 thread, XNNPACK) and TF.js latency in Node (wasm and cpu, timed inside Node), and
+checks each artifact against JAX. Latencies are measured with all paths of a model interleaved in
+--repeats rounds (see `interleaved`): per path the median per-run time, and the ratio noxla / anchor
+as the median of the per-round ratios, so that load from other processes cancels out of the ratios.
+--self-check adds noxla against a copy of its own artifacts, which must measure 1.00. The paths:
 
 - noxla (this checkout), in this Python environment;
 - native: jax2tf's native serialization + TFLiteConverter on the newest TF that installs
@@ -47,10 +50,23 @@ VENV_PACKAGES = {
 
 
 # ---------------------------------------------------------------------------------------------
-# Latency columns: one function per runtime, (artifacts, named inputs, repeats) -> ms or None when
-# the path has no artifact for that runtime. Add a runtime by adding an entry (e.g. TF.js WebGL).
+# Latency columns. Latencies of 0.003-0.1 ms are far below this shared machine's noise (other
+# processes, frequency changes, cache state), so the paths are never timed one after another:
+# each column makes one *batch timer* per path (artifacts, named inputs -> a function running a
+# batch of k runs and returning ms per run: LiteRT the batch's mean, since one invoke can last
+# 3 us; TF.js, whose runs Node times one by one, the batch's median, which drops V8's garbage
+# collection pauses), and `interleaved` times them in rounds, every path once per round in
+# alternating order, each batch long enough (>= BATCH_MS) to be well above the timer's resolution.
+# A path's latency is the median over rounds; the ratio noxla / anchor is the median over rounds
+# of the per-round ratio, so a slow spell hits both sides of a ratio alike. Two copies of one
+# artifact measure 1.00 +- 0.02 this way on an idle machine (--self-check prints it per model).
+# Add a runtime by adding an entry (e.g. TF.js WebGL).
 
-def litert_ms(artifacts: dict, inputs: dict, repeats: int) -> float | None:
+BATCH_MS = {"LiteRT": 5.0, "TF.js wasm": 20.0, "TF.js cpu": 20.0}
+WARMUP_MS = {"LiteRT": 300.0, "TF.js wasm": 4000.0, "TF.js cpu": 8000.0}  # cpu: JS kernels JIT longer
+
+
+def litert_timer(artifacts: dict, inputs: dict) -> Callable[[int], float] | None:
     from ai_edge_litert.interpreter import Interpreter
     if "tflite" not in artifacts:
         return None
@@ -60,27 +76,64 @@ def litert_ms(artifacts: dict, inputs: dict, repeats: int) -> float | None:
     for detail, value in zip(details, inputs.values()):
         interpreter.set_tensor(detail["index"], value)
     interpreter.invoke()
-    times = []
-    for _ in range(repeats):
+
+    def time_batch(k: int) -> float:
         start = time.perf_counter()
-        interpreter.invoke()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+        for _ in range(k):
+            interpreter.invoke()
+        return (time.perf_counter() - start) * 1e3 / k
+    return time_batch
 
 
-def tfjs_ms(backend: str) -> Callable:
-    def measure(artifacts: dict, inputs: dict, repeats: int) -> float | None:
+def tfjs_timer(backend: str) -> Callable:
+    def make(artifacts: dict, inputs: dict) -> Callable[[int], float] | None:
         if "tfjs" not in artifacts:
             return None
-        return statistics.median(tfjs_runner().time(artifacts["tfjs"], inputs, backend, repeats))
-    return measure
+        # Timed inside Node, per run up to the outputs' data read back (the request's transfer is not).
+        return lambda k: statistics.median(tfjs_runner().time(artifacts["tfjs"], inputs, backend, k))
+    return make
 
 
 LATENCY_COLUMNS: dict[str, Callable] = {
-    "LiteRT": litert_ms,
-    "TF.js wasm": tfjs_ms("wasm"),
-    "TF.js cpu": tfjs_ms("cpu"),
+    "LiteRT": litert_timer,
+    "TF.js wasm": tfjs_timer("wasm"),
+    "TF.js cpu": tfjs_timer("cpu"),
 }
+
+
+def interleaved(timers: dict[str, Callable[[int], float]], rounds: int, batch_ms: float,
+                warmup_ms: float) -> tuple[dict, dict]:
+    """Per path, the median ms per run; per (path, other path), the median per-round ratio.
+
+    First a warm-up of warmup_ms: V8 tiers TF.js's wasm kernels and JS up over the first seconds
+    (a model's wasm latency halves twice meanwhile), so earlier runs would favour whichever path
+    ran last. Then each round times one batch of k runs of every path, in the order of the dict on
+    even rounds and reversed on odd ones. k is the same for all paths: enough runs that the fastest
+    path's batch lasts batch_ms, estimated from the last warm-up batch."""
+    per_run_ms = {p: max(t(1), 1e-4) for p, t in timers.items()}
+    start = time.perf_counter()
+    while (time.perf_counter() - start) * 1e3 < warmup_ms:
+        k = max(1, min(10000, round(batch_ms / min(per_run_ms.values()))))
+        per_run_ms = {p: max(t(k), 1e-5) for p, t in timers.items()}
+    k = max(1, min(10000, round(batch_ms / min(per_run_ms.values()))))
+    per_run: dict[str, list[float]] = {p: [] for p in timers}
+    order = list(timers)
+    for r in range(rounds):
+        for p in (order if r % 2 == 0 else order[::-1]):
+            per_run[p].append(timers[p](k))
+    ms = {p: statistics.median(v) for p, v in per_run.items()}
+    ratios = {(a, b): statistics.median(x / y for x, y in zip(per_run[a], per_run[b]))
+              for a in timers for b in timers if a != b}
+    return ms, ratios
+
+
+def alone_ms(column: str, artifacts: dict, inputs: dict, repeats: int) -> float | None:
+    """One path's latency in one column on its own (median ms per run over `repeats` batches)."""
+    timer = LATENCY_COLUMNS[column](artifacts, inputs)
+    if timer is None:
+        return None
+    return interleaved({"one": timer}, repeats, BATCH_MS[column], WARMUP_MS[column])[0]["one"]
+
 
 _runner = None
 
@@ -115,8 +168,11 @@ def tfjs_op_counts(path: str) -> tuple[int, int]:
 
 
 def size_bytes(path: str) -> int:
+    """A .tflite file's size; a TF.js model's is model.json and its weight shards (not the demo page)."""
     if os.path.isdir(path):
-        return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+        with open(os.path.join(path, "model.json")) as f:
+            shards = [p for group in json.load(f).get("weightsManifest", []) for p in group["paths"]]
+        return sum(os.path.getsize(os.path.join(path, f)) for f in ("model.json", *shards))
     return os.path.getsize(path)
 
 
@@ -300,7 +356,7 @@ def quantized_rows(name: str, model, work: str, repeats: int) -> list[list[str]]
                 rows.append([name, kind, mode or "float", f"fails: {type(e).__name__}", "-", "-", "-"])
                 continue
             error = max_error(run_artifact(kind, path, inputs), expected)
-            ms = (litert_ms if kind == "tflite" else tfjs_ms("wasm"))({kind: path}, inputs, repeats)
+            ms = alone_ms("LiteRT" if kind == "tflite" else "TF.js wasm", {kind: path}, inputs, repeats)
             rows.append([name, kind, mode or "float", f"{size_bytes(path) / 1024:.1f}",
                          f"{size_bytes(path) / size_bytes(base):.2f}", fmt(error, 6), fmt(ms)])
     return rows
@@ -318,7 +374,6 @@ def quantized_report(rows: list[list[str]]) -> str:
 # The run.
 
 def measure(name: str, model, args, work: str, pythons: dict) -> dict:
-    import numpy as np
 
     from noxla.tracing import trace
     from noxla.verify import jax_outputs
@@ -350,15 +405,51 @@ def measure(name: str, model, args, work: str, pythons: dict) -> dict:
                 r[f"{kind}_error"] = max_error(run_artifact(kind, r[kind], feed), expected)
             except Exception as e:
                 r[f"{kind}_error"] = f"fails: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
-        usable = {k: r[k] for k in ("tflite", "tfjs") if k in r and isinstance(r.get(f"{k}_error"), float)
-                  and r[f"{k}_error"] <= 1e-3 * max(1.0, max(float(np.max(np.abs(e))) for e in expected))}
-        feed = inputs if path == "noxla" else positional_feeds(usable, example)
-        for column, fn in LATENCY_COLUMNS.items():
+    latencies(results, inputs, example, expected, args)
+    return results
+
+
+def latencies(results: dict, inputs: dict, example: list, expected: list, args) -> None:
+    """Every latency column, all paths interleaved (see `interleaved`). Sets results[path][column]
+    (ms) and results["noxla"][column + " ratio"]: noxla / best anchor, i.e. the largest of the
+    per-anchor median round ratios. With --self-check, also noxla against a copy of its own artifacts."""
+    import numpy as np
+    scale = max(1.0, max(float(np.max(np.abs(e))) for e in expected))
+    if args.self_check:
+        copies = {k: copy_artifact(results["noxla"][k]) for k in ("tflite", "tfjs") if k in results["noxla"]}
+    for column, make in LATENCY_COLUMNS.items():
+        timers = {}
+        for path, r in results.items():
+            usable = {k: r[k] for k in ("tflite", "tfjs") if k in r and isinstance(r.get(f"{k}_error"), float)
+                      and r[f"{k}_error"] <= 1e-3 * scale}
+            feed = inputs if path == "noxla" else positional_feeds(usable, example)
             try:
-                r[column] = fn(usable, feed, args.repeats)
+                timer = make(usable, feed)
+                if timer is not None:
+                    timer(1)  # fails here rather than mid-round
+                    timers[path] = timer
             except Exception as e:
                 r[column] = f"fails: {type(e).__name__}"
-    return results
+        if args.self_check and "noxla" in timers:
+            timers["noxla copy"] = make(copies, inputs)
+        if not timers:
+            continue
+        ms, ratios = interleaved(timers, args.repeats, BATCH_MS[column], WARMUP_MS[column])
+        for path, value in ms.items():
+            if path in results:
+                results[path][column] = value
+        anchors = [p for p in timers if p not in ("noxla", "noxla copy")]
+        if "noxla" in timers and anchors:
+            results["noxla"][f"{column} ratio"] = max(ratios[("noxla", a)] for a in anchors)
+        if "noxla copy" in timers:
+            results["noxla"][f"{column} self ratio"] = ratios[("noxla", "noxla copy")]
+
+
+def copy_artifact(path: str) -> str:
+    import shutil
+    copy = path.rstrip("/") + "_copy" + (".tflite" if path.endswith(".tflite") else "")
+    (shutil.copytree if os.path.isdir(path) else shutil.copyfile)(path, copy)
+    return copy
 
 
 def positional_feed(path: str, kind: str, example: list) -> dict:
@@ -398,8 +489,12 @@ def ratio(ours, theirs: list) -> str:
 
 def report(all_results: dict, args) -> str:
     lines = ["# noxla benchmark", "",
-             (f"Batch 1. LiteRT: 1 thread, XNNPACK, median of {args.repeats} invokes. TF.js: Node "
-             f"{tfjs_version()}, median of {args.repeats} runs timed in Node (outputs read back). "
+             (f"Batch 1. LiteRT: 1 thread, XNNPACK. TF.js: Node {tfjs_version()}, timed in Node (outputs read "
+             f"back). Latency: all paths of a model interleaved in {args.repeats} rounds, each round one batch "
+             f"of k runs per path (k: the fastest path's batch lasts {BATCH_MS['LiteRT']:g} ms in LiteRT, "
+             f"{BATCH_MS['TF.js wasm']:g} ms in TF.js), after a warm-up; ms = median over rounds of the "
+             "batch's per-run ms (LiteRT: mean, TF.js: median), ratio = "
+             "median over rounds of the per-round ratio against each anchor, the largest of those. "
              "Ops: main graph + loop bodies/conditions. Export: cold = first export in a fresh process "
              "(after imports), warm = the next one. Error: max |artifact - JAX| on a random input "
              "(TF.js on wasm)."), ""]
@@ -431,7 +526,8 @@ def report(all_results: dict, args) -> str:
         anchors = [results.get(p, {}) for p in PATHS[1:]]
         row = [name, ratio(total_ops(ours), [total_ops(results.get("native", {}))])]
         for c in latency:
-            cell = ratio(ours.get(c), [a.get(c) for a in anchors])
+            measured = ours.get(f"{c} ratio")  # per-round ratios, interleaved (see `interleaved`)
+            cell = f"{measured:.2f}" if isinstance(measured, float) else ratio(ours.get(c), [a.get(c) for a in anchors])
             row.append(cell)
             if cell != "-":
                 geo.setdefault(c, []).append(float(cell))
@@ -441,6 +537,13 @@ def report(all_results: dict, args) -> str:
     for c, values in geo.items():
         lines.append(f"- geometric mean of the {c} latency ratio: {statistics.geometric_mean(values):.2f} "
                      f"over {len(values)} models")
+    checks = {name: [r.get("noxla", {}).get(f"{c} self ratio") for c in latency] for name, r in all_results.items()}
+    if any(isinstance(v, float) for row in checks.values() for v in row):
+        lines += ["", "## Measurement check: noxla against a copy of its own artifact (1.00 when the "
+                  "measurement is sound)", "", "| model | " + " | ".join(latency) + " |",
+                  "|" + "---|" * (len(latency) + 1)]
+        lines += [f"| {name} | " + " | ".join(fmt(v, 2) for v in row) + " |" for name, row in checks.items()]
+        lines.append("")
     imports = [r["noxla"]["import_s"] for r in all_results.values() if "import_s" in r.get("noxla", {})]
     if imports:
         lines.append(f"- `import noxla` in a fresh process: {statistics.median(imports):.2f} s (median)")
@@ -503,6 +606,8 @@ def main() -> int:
     parser.add_argument("--no-anchors", action="store_true", help="measure noxla only")
     parser.add_argument("--quantized", action="store_true",
                         help="also every quantized export: size and max error against float JAX")
+    parser.add_argument("--self-check", action="store_true",
+                        help="also time noxla against a copy of its own artifacts (should measure 1.00)")
     parser.add_argument("--export-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.export_child:

@@ -3,7 +3,7 @@
     python tools/op_census.py [--batch 1] [--tfjs] [--latency] [MODEL ...]
 
 Prints, per model, the TFLite op histogram (main graph and every subgraph) and, with --tfjs, the
-TF.js model.json op histogram. --latency adds the LiteRT median latency (1 thread, 200 invokes)
+TF.js model.json op histogram. --latency adds the LiteRT latency (1 thread, as tools/benchmark.py measures it)
 and TF.js wasm latency (Node round trip included). Used to find where ops come from; the
 side-by-side judge against the anchors is tools/benchmark.py.
 """
@@ -58,9 +58,10 @@ def main() -> int:
             ops = collections.Counter(tflite_op_names(path))
             line = f"{name}: tflite {sum(ops.values())} ops"
             if args.latency:
-                from tools.benchmark import litert_latency_ms
-                with open(path, "rb") as f:
-                    line += f", {litert_latency_ms(f.read(), example, 200):.3f} ms"
+                from noxla.tracing import trace
+                from tools.benchmark import alone_ms
+                named = dict(zip(trace(model.fun, example).in_names, example))
+                line += f", {alone_ms('LiteRT', {'tflite': path}, named, 50):.3f} ms"
             print(line + "\n  " + histogram(ops))
             if args.tfjs or args.latency:
                 js = noxla.export_tfjs(model.fun, *example, path=os.path.join(out, "js"), **kwargs)
