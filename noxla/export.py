@@ -25,21 +25,21 @@ from noxla.demo import write_demo
 from noxla.errors import ExportError, UnsupportedError
 from noxla.lowering import input_signature, serving_function, uses_uint32  # noqa: F401  (part of this module's API)
 from noxla.shapes import dim_vars
-from noxla.tfjs_converter_fixes import exact_constant_renames
-from noxla.tfjs_ops import TFJS_BACKSTOP
+from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
+from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
 from noxla.tracing import Program, trace
 
 DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
 
 
-def full_check(closed_jaxpr, target: Target | str) -> Report:
+def full_check(closed_jaxpr, target: Target | str, backstop=TFJS_BACKSTOP) -> Report:
     """The up-front check as the exporters run it: declarations, dtypes, and for TF.js the op-list
-    backstop (the program lowered once into a scratch graph)."""
-    return check_jaxpr(closed_jaxpr, target, tf_ops=TFJS_BACKSTOP)
+    backstop (the program lowered once into a scratch graph, or ``backstop``'s own lowering)."""
+    return check_jaxpr(closed_jaxpr, target, tf_ops=backstop)
 
 
-def require_supported(program: Program, target: Target | str) -> None:
-    report = full_check(program.closed_jaxpr, target)
+def require_supported(program: Program, target: Target | str, backstop=TFJS_BACKSTOP) -> None:
+    report = full_check(program.closed_jaxpr, target, backstop)
     if not report.ok:
         raise UnsupportedError(report)
 
@@ -102,7 +102,7 @@ def _bias_add_only_for_vectors():
     whose bias is not rank 1. Adds whose addend is not a rank-1 constant are hidden from
     that pass under a placeholder op name and restored after it.
     """
-    from tensorflowjs.converters import normalize_bias_add
+    normalize_bias_add = tfjs_module("tensorflowjs.converters.normalize_bias_add")
     original = normalize_bias_add.normalize_bias_add_op
     hidden = "NoxlaUnfusableAdd"
 
@@ -132,10 +132,7 @@ def _bias_add_only_for_vectors():
 
 def write_tfjs(concrete, path: str, quantize: str | None = None,
                weight_shard_size_bytes: int = DEFAULT_SHARD_BYTES) -> None:
-    # tensorflowjs imports TF Decision Forests, whose banner imports IPython whenever stdout is
-    # not a terminal (pytest, CI, pipes) and dies without it.
-    os.environ.setdefault("TFDF_DISABLE_WELCOME_MESSAGE", "1")
-    from tensorflowjs.converters import tf_saved_model_conversion_v2 as tfjs_conversion
+    tfjs_conversion = tfjs_module("tensorflowjs.converters.tf_saved_model_conversion_v2")
     with tempfile.TemporaryDirectory(prefix="noxla-sm-") as saved_model:
         write_saved_model(concrete, saved_model)
         try:
@@ -234,9 +231,6 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     program = run_step(on_step, "trace", trace, fun, tuple(example_args), polymorphic_shapes)
     targets = {"tflite": Target.TFLITE_FLEX if allow_flex else Target.TFLITE, "tfjs": Target.TFJS,
                "saved_model": Target.TF}
-    for kind in wanted:
-        require_supported(program, targets[kind])
-
     polymorphic = bool(dim_vars(program.in_avals))
     lowered: dict[tuple[bool, bool], object] = {}
 
@@ -248,6 +242,14 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
                 name += " (with input shape checks)" if key[0] else " (uint32 as int32 for TF.js)"
             lowered[key] = run_step(on_step, name, serving_function, program, key[0], strict, key[1])
         return lowered[key]
+
+    for kind in wanted:
+        backstop = TFJS_BACKSTOP
+        if kind == "tfjs" and not strict and not uses_uint32(program):
+            # The backstop would lower the program exactly as this export does: it reads the
+            # export's lowering instead (made only once the declarations have passed).
+            backstop = backstop_reading(program.closed_jaxpr, lambda: concrete_for("tfjs"))
+        require_supported(program, targets[kind], backstop)
 
     written = {}
     for kind, path in wanted.items():

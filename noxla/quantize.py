@@ -49,7 +49,8 @@ def tfjs_finite_weights_only():
     It rescales each float32 weight linearly between its min and max; a lowering's infinity
     constant would make that range infinite and every value NaN.
     """
-    from tensorflowjs import write_weights
+    from noxla.tfjs_converter_fixes import tfjs_module
+    write_weights = tfjs_module("tensorflowjs.write_weights")
     original = write_weights._quantize_entry
 
     def quantize_entry(entry, dtype):

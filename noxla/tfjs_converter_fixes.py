@@ -2,6 +2,61 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import types
+
+# What the converter's modules import but a graph-model conversion never uses: tensorflow_hub
+# (TF Hub modules) and TF Decision Forests (its custom ops, for TFDF SavedModels).
+_UNUSED_BY_GRAPH_CONVERSION = ("tensorflow_hub", "tensorflow_decision_forests")
+
+
+class _ImportedOnUse(types.ModuleType):
+    """Stands in for a module until an attribute is read, then imports the real one."""
+
+    def __getattr__(self, attribute):
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attribute)
+
+
+def tfjs_module(name: str) -> types.ModuleType:
+    """Import a module of the tensorflowjs package (``"tensorflowjs.converters.common"``) without
+    running the package's ``__init__`` files, which import the Keras converters (tf_keras), TF Hub
+    and TF Decision Forests: 1.7 s of a cold TF.js export, none of it used by a graph model.
+
+    While the module imports, ``tensorflowjs`` and ``tensorflowjs.converters`` are empty packages
+    (their directories, not their ``__init__``) and TF Hub / TFDF are imported only if used; the
+    stand-ins for the packages are removed afterwards, so a later ``import tensorflowjs`` runs the
+    real ``__init__`` files, which find the submodules already imported.
+    """
+    if name in sys.modules:
+        return sys.modules[name]
+    # tensorflowjs imports TF Decision Forests, whose banner imports IPython whenever stdout is
+    # not a terminal (pytest, CI, pipes) and dies without it.
+    os.environ.setdefault("TFDF_DISABLE_WELCOME_MESSAGE", "1")
+    added = []
+    try:
+        for package in ("tensorflowjs", "tensorflowjs.converters"):
+            if package in sys.modules:
+                continue
+            parent = sys.modules.get(package.rpartition(".")[0])
+            spec = (importlib.util.find_spec(package) if parent is None else
+                    importlib.machinery.PathFinder.find_spec(package, parent.__path__))
+            sys.modules[package] = importlib.util.module_from_spec(spec)  # not executed: no __init__
+            added.append(package)
+        for unused in _UNUSED_BY_GRAPH_CONVERSION:
+            if unused not in sys.modules:
+                sys.modules[unused] = _ImportedOnUse(unused)
+                added.append(unused)
+        return importlib.import_module(name)
+    finally:
+        for module in added:
+            if isinstance(sys.modules.get(module), _ImportedOnUse) or module.startswith("tensorflowjs"):
+                sys.modules.pop(module, None)
 
 
 @contextlib.contextmanager
@@ -15,7 +70,7 @@ def exact_constant_renames():
     properties of undefined (reading 'outputs')"). Large loop bodies (schur's QR steps) hit it.
     """
     from tensorflow.core.framework import node_def_pb2
-    from tensorflowjs.converters import graph_rewrite_util
+    graph_rewrite_util = tfjs_module("tensorflowjs.converters.graph_rewrite_util")
     original = graph_rewrite_util.rename_constants
 
     def rename_constants(node_list, prefix):

@@ -53,9 +53,10 @@ VENV_PACKAGES = {
 # Latency columns. Latencies of 0.003-0.1 ms are far below this shared machine's noise (other
 # processes, frequency changes, cache state), so the paths are never timed one after another:
 # each column makes one *batch timer* per path (artifacts, named inputs -> a function running a
-# batch of k runs and returning ms per run: LiteRT the batch's mean, since one invoke can last
-# 3 us; TF.js, whose runs Node times one by one, the batch's median, which drops V8's garbage
-# collection pauses), and `interleaved` times them in rounds, every path once per round in
+# batch of k runs and returning ms per run: LiteRT the batch's mean CPU time of the invoking
+# thread, since one invoke can last 3 us and LiteRT runs on that one thread; TF.js, whose runs
+# Node times one by one (wall clock), the batch's median, which drops V8's garbage collection
+# pauses), and `interleaved` times them in rounds, every path once per round in
 # alternating order, each batch long enough (>= BATCH_MS) to be well above the timer's resolution.
 # A path's latency is the median over rounds; the ratio noxla / anchor is the median over rounds
 # of the per-round ratio, so a slow spell hits both sides of a ratio alike. Two copies of one
@@ -78,10 +79,12 @@ def litert_timer(artifacts: dict, inputs: dict) -> Callable[[int], float] | None
     interpreter.invoke()
 
     def time_batch(k: int) -> float:
-        start = time.perf_counter()
+        # This thread's CPU time: with one thread, XNNPACK runs every op on the calling thread,
+        # so this is the invokes' compute without the time other processes take the core away.
+        start = time.thread_time()
         for _ in range(k):
             interpreter.invoke()
-        return (time.perf_counter() - start) * 1e3 / k
+        return (time.thread_time() - start) * 1e3 / k
     return time_batch
 
 
@@ -318,10 +321,9 @@ def anchor_export(mode: str, python: str, name: str, work: str) -> dict:
 
 def old_tfjs(saved_model: str, out: str) -> dict:
     """The old path's TF.js model: its SavedModel through this environment's tensorflowjs converter."""
-    os.environ.setdefault("TFDF_DISABLE_WELCOME_MESSAGE", "1")
-    from tensorflowjs.converters import tf_saved_model_conversion_v2 as conversion
-
     from noxla.export import _bias_add_only_for_vectors
+    from noxla.tfjs_converter_fixes import tfjs_module
+    conversion = tfjs_module("tensorflowjs.converters.tf_saved_model_conversion_v2")
     try:
         # With noxla's guard against the converter fusing non-vector addends, which TF.js's wasm
         # backend then rejects (the old path's Conv + broadcast Add hits it too).
@@ -493,7 +495,7 @@ def report(all_results: dict, args) -> str:
              f"back). Latency: all paths of a model interleaved in {args.repeats} rounds, each round one batch "
              f"of k runs per path (k: the fastest path's batch lasts {BATCH_MS['LiteRT']:g} ms in LiteRT, "
              f"{BATCH_MS['TF.js wasm']:g} ms in TF.js), after a warm-up; ms = median over rounds of the "
-             "batch's per-run ms (LiteRT: mean, TF.js: median), ratio = "
+             "batch's per-run ms (LiteRT: mean CPU time of its one thread, TF.js: median wall time), ratio = "
              "median over rounds of the per-round ratio against each anchor, the largest of those. "
              "Ops: main graph + loop bodies/conditions. Export: cold = first export in a fresh process "
              "(after imports), warm = the next one. Error: max |artifact - JAX| on a random input "
