@@ -147,6 +147,41 @@ def missing_primitives(rules=None) -> dict[str, str]:
     return {name: module for name, module in sorted(jax_primitives().items()) if name not in rules}
 
 
+# Why a JAX primitive has no rule. Each one either means nothing in a program that runs on one
+# device (collectives, host callbacks, mutable refs, effect tokens), or JAX 0.10.2 never stages it
+# into a jaxpr (tests/test_limitations.py checks each such claim).
+NEVER_STAGED = {
+    "custom_jvp_call_jaxpr": "a stub JAX keeps for old imports; it has no abstract evaluation, so no traced "
+                             "program contains it (custom_jvp functions stage custom_jvp_call)",
+    "zeros_like": "it has no abstract evaluation, so no traced program contains it (JAX builds zeros with "
+                  "broadcast_in_dim)",
+    "stage": "binding it hands its operand to the trace, which stages no equation for it",
+    "to_edtype": "it converts to extended dtypes that allow conversion, and none of JAX's public ones "
+                 "(PRNG keys) does: keys are made with random_wrap",
+    "from_edtype": "it converts from extended dtypes that allow conversion, and none of JAX's public ones "
+                   "(PRNG keys) does: key data is read with random_unwrap",
+}
+_CALLBACKS = {"debug_callback", "debug_print", "io_callback", "pure_callback"}
+_TOKENS = {"after_all", "create_token"}
+_COLLECTIVES = {"all_gather", "all_to_all", "axis_index", "pmax", "pmin", "ppermute", "psum", "ragged_all_to_all",
+                "pvary", "reduced_vary_cast_p"}
+
+
+def why_no_rule(name: str, module: str) -> str | None:
+    """The reason a primitive without a rule needs none, or None when it should have one."""
+    if name in NEVER_STAGED:
+        return "never staged by JAX " + jax.__version__ + ": " + NEVER_STAGED[name]
+    if name in _COLLECTIVES or module == "jax._src.lax.parallel":
+        return "collective: communication between devices, meaningless in a program for one device"
+    if name in _CALLBACKS:
+        return "host callback: calls back into the Python process, which an exported model does not have"
+    if name.endswith("_ref") or name == "freeze":
+        return "mutable ref: JAX's stateful references, which exported (functional) programs do not contain"
+    if name in _TOKENS:
+        return "effect token: orders side effects, and an exported program has none"
+    return None
+
+
 # --------------------------------------------------------------------------- rendering
 
 def _cell(support: TargetSupport) -> str:
@@ -234,8 +269,14 @@ def _rule_dtype_section(rules) -> list[str]:
 
 
 def _missing_section(missing: dict[str, str]) -> list[str]:
-    lines = ["| primitive | defined in | support |", "| --- | --- | --- |"]
-    lines += [f"| `{name}` | `{module}` | {UNSUPPORTED} on every target |" for name, module in missing.items()]
+    kinds: dict[str, int] = {}
+    for name, module in missing.items():
+        kind = (why_no_rule(name, module) or "needs a rule").split(":")[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    lines = ["By kind: " + ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items())) + ".", "",
+             "| primitive | defined in | support | why there is no rule |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{name}` | `{module}` | {UNSUPPORTED} on every target | "
+              f"{_escape(why_no_rule(name, module) or 'needs a rule')} |" for name, module in missing.items()]
     return lines
 
 

@@ -16,7 +16,7 @@ from jax.extend import core as jax_core
 
 from lowering_rules.cases import case, f16, f32, i32
 from lowering_rules.helpers import tf_dtype
-from lowering_rules.jax_compat import is_constant_dim
+from lowering_rules.jax_compat import api_util, core, is_constant_dim, linear_util
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import Target
 
@@ -123,6 +123,20 @@ def lower_jit(ctx, *args, jaxpr, donated_invars=(), name="jit", keep_unused=Fals
     case("grad_of_checkpointed_scan", _grad_of_checkpointed_scan, f32(4), f32(3, 4)),
 ])
 def lower_closed_call(ctx, *args, call_jaxpr):
+    return _call(ctx, call_jaxpr, args)
+
+
+def _core_call(x):
+    body = lambda y: [jnp.cos(y) * 2.0]  # noqa: E731
+    fun = linear_util.wrap_init(body, debug_info=api_util.debug_info("call", body, (x,), {}))
+    return core.call_p.bind(x, subfuns=(fun,))[0]
+
+
+# ``core.call`` (an open jaxpr, no constants): what older JAX emitted for closed_call, still bindable.
+@lowering("call", cases=[
+    case("open_jaxpr", _core_call, f32(2, 3)),
+])
+def lower_core_call(ctx, *args, call_jaxpr):
     return _call(ctx, call_jaxpr, args)
 
 

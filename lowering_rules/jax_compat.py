@@ -5,7 +5,18 @@ only file to change. It imports nothing of noxla's, so rules, the engine and nox
 """
 from __future__ import annotations
 
-from jax._src import core, custom_derivatives, debugging, dispatch, hijax, pjit, source_info_util
+from jax._src import (
+    ad_util,
+    api_util,
+    core,
+    custom_derivatives,
+    debugging,
+    dispatch,
+    hijax,
+    linear_util,
+    pjit,
+    source_info_util,
+)
 from jax._src.core import is_constant_dim
 from jax._src.export import shape_poly
 from jax._src.interpreters import partial_eval
@@ -18,7 +29,8 @@ from jax._src.random import prng, threefry2x32
 # pjit (reshard_p, layout_constraint_p), lax_internal (empty_p), linalg_internal (geqrf_p,
 # geqp3_p), prng and threefry2x32 (the PRNG primitives and the key implementations' vmapped
 # functions), ann (approx_top_k_p), windowed_reductions (select_and_scatter_p), custom_derivatives,
-# debugging and hijax (call-like primitives). None of these is in jax.extend.
+# debugging and hijax (call-like primitives), api_util and linear_util (binding core.call_p).
+# ad_util (zeros_like_p, which tests show JAX never stages). None of these is in jax.extend.
 
 # Primitives users' programs contain that jax.lax does not export.
 device_put_p = dispatch.device_put_p
@@ -39,7 +51,8 @@ PRIMITIVE_MODULES = (
     "jax._src.lax.parallel", "jax._src.callback", "jax._src.debugging", "jax._src.core",
 )
 
-__all__ = ["core", "custom_derivatives", "debugging", "hijax", "ann", "windowed_reductions", "pjit",
+__all__ = ["ad_util", "api_util", "linear_util",
+           "core", "custom_derivatives", "debugging", "hijax", "ann", "windowed_reductions", "pjit",
            "lax_internal", "linalg_internal", "prng", "threefry2x32", "device_put_p", "dim_as_value_p",
            "is_constant_dim", "solve_dim_vars", "dce_jaxpr", "user_frames",
            "PRIMITIVE_MODULES"]

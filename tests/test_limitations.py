@@ -85,6 +85,35 @@ def test_table_lists_every_rule_and_the_primitives_without_one():
         assert f"| `{name}` |" in text
 
 
+def test_every_primitive_without_a_rule_needs_none():
+    """Each is a collective, a callback, a ref or a token, or JAX never stages it: a primitive a new
+    JAX adds, or one that appears in traced programs, fails here until it gets a rule or a reason."""
+    needing = [name for name, module in table.missing_primitives().items() if table.why_no_rule(name, module) is None]
+    assert not needing, f"these JAX primitives have no rule and no reason to need none: {needing}"
+
+
+def _stages(fun, *args) -> set[str]:
+    try:
+        return {e.primitive.name for e in jax.make_jaxpr(fun)(*args).jaxpr.eqns}
+    except (NotImplementedError, TypeError, ValueError):  # JAX refuses to stage it at all
+        return set()
+
+
+def test_primitives_said_never_staged_are_not():
+    from lowering_rules.jax_compat import ad_util, custom_derivatives, lax_internal
+    x, key = np.float32([1.0, 2.0]), jax.random.key(0)
+    attempts = {
+        "custom_jvp_call_jaxpr": _stages(lambda a: custom_derivatives.custom_jvp_call_jaxpr_p.bind(a), x),
+        "zeros_like": _stages(lambda a: ad_util.zeros_like_p.bind(a), x),
+        "stage": _stages(lambda a: lax_internal.stage_p.bind(a) * 2, x),
+        "to_edtype": _stages(lambda a: lax_internal.to_edtype_p.bind(a, edtype=key.dtype), np.uint32([1, 2])),
+        "from_edtype": _stages(lambda k: lax_internal.from_edtype_p.bind(k, dtype=np.dtype(np.uint32)), key),
+    }
+    assert set(attempts) == set(table.NEVER_STAGED)
+    staged = [name for name, prims in attempts.items() if name in prims]
+    assert not staged, f"JAX stages these after all; give them rules: {staged}"
+
+
 # --------------------------------------------------------------------------- declared limitations
 
 @pytest.mark.parametrize("declared", DECLARED, ids=_declared_id)
