@@ -22,8 +22,9 @@ BROWSER_CASE_RUNTIMES = ("chromium_webgl",)
 # words above 2**24 as inputs, which WebGL rounds on upload (the PRNG rules compute on 16-bit limbs,
 # lowering_rules/limb_values.py, and their first cases draw samples from inputs below 2**24). The
 # WebGL sub-target of the limitations engine should reject these up front; until it does, they are
-# listed here.
-WEBGL_INT32_BITS = {"mulhi", "shift_right_logical"}
+# listed here. rng_bit_generator also computes on whole 32-bit words (its counters and Philox's
+# products), so it is inexact on WebGL's GPU path even from small inputs.
+WEBGL_INT32_BITS = {"mulhi", "shift_right_logical", "rng_bit_generator"}
 
 
 def _browser_case_params():
