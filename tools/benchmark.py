@@ -40,6 +40,7 @@ sys.path.insert(0, REPO)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 PATHS = ("noxla", "native", "old")
+LOAD_AT_START = os.getloadavg()[0]
 VENV_PACKAGES = {
     # No tensorflowjs here, so pip takes the newest TF (tensorflowjs holds TF back at 2.19).
     "native": ["jax", "flax", "tensorflow-cpu", "ai-edge-litert"],
@@ -230,9 +231,11 @@ def noxla_export_child(kind: str, name: str, out: str) -> None:
     timings = {"import_s": import_s}
     for label in ("cold_s", "warm_s"):
         path = os.path.join(out, f"{name}_{label}{suffix}")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         export(model.fun, *example, path=path, overwrite=True)
         timings[label] = time.perf_counter() - start
+        # CPU seconds of the process (all its threads): what the export costs, whatever else runs.
+        timings[label.replace("_s", "_cpu_s")] = time.process_time() - cpu
         timings["path"] = path
     with open(os.path.join(out, f"{name}_{kind}.json"), "w") as f:
         json.dump(timings, f)
@@ -251,6 +254,7 @@ def noxla_exports(name: str, out: str) -> dict:
             timings = json.load(f)
         result[kind] = timings["path"]
         result[f"{kind}_cold_s"], result[f"{kind}_warm_s"] = timings["cold_s"], timings["warm_s"]
+        result[f"{kind}_cold_cpu_s"] = timings["cold_cpu_s"]
         result["import_s"] = timings["import_s"]
     return result
 
@@ -498,7 +502,10 @@ def report(all_results: dict, args) -> str:
              "batch's per-run ms (LiteRT: mean CPU time of its one thread, TF.js: median wall time), ratio = "
              "median over rounds of the per-round ratio against each anchor, the largest of those. "
              "Ops: main graph + loop bodies/conditions. Export: cold = first export in a fresh process "
-             "(after imports), warm = the next one. Error: max |artifact - JAX| on a random input "
+             "(after imports), warm = the next one; wall seconds, and in the ratio table also the export "
+             "process's CPU seconds (all threads), which other load on the machine does not inflate. "
+             f"Load average (1 min) at the start and end of the run: {LOAD_AT_START:.1f}, "
+             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores. Error: max |artifact - JAX| on a random input "
              "(TF.js on wasm)."), ""]
     latency = list(LATENCY_COLUMNS)
     header = ["model", "path", "TFLite ops", "TFLite KiB", "TFLite export s (cold/warm)", "TFLite error",
@@ -519,7 +526,7 @@ def report(all_results: dict, args) -> str:
             lines.append("| " + " | ".join(row) + " |")
     lines += ["", "## Ratios: noxla / best anchor (at most 1: noxla is as good or better)", ""]
     header = ["model", "TFLite ops / native's", *[f"{c} latency" for c in latency],
-              "noxla cold TFLite export s (<= 1)", "noxla cold TF.js export s (<= 3)"]
+              "noxla cold TFLite export s (<= 1), wall (cpu)", "noxla cold TF.js export s (<= 3), wall (cpu)"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     geo: dict[str, list] = {}
     total_ops = lambda r: sum(r["tflite_ops"]) if isinstance(r.get("tflite_error"), float) else None
@@ -533,7 +540,7 @@ def report(all_results: dict, args) -> str:
             row.append(cell)
             if cell != "-":
                 geo.setdefault(c, []).append(float(cell))
-        row += [fmt(ours.get("tflite_cold_s"), 2), fmt(ours.get("tfjs_cold_s"), 2)]
+        row += [cold_cell(ours, "tflite"), cold_cell(ours, "tfjs")]
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     for c, values in geo.items():
@@ -550,6 +557,12 @@ def report(all_results: dict, args) -> str:
     if imports:
         lines.append(f"- `import noxla` in a fresh process: {statistics.median(imports):.2f} s (median)")
     return "\n".join(lines) + "\n"
+
+
+def cold_cell(r: dict, kind: str) -> str:
+    """Cold export wall seconds, and the process's CPU seconds in parentheses when measured."""
+    cpu = r.get(f"{kind}_cold_cpu_s")
+    return fmt(r.get(f"{kind}_cold_s"), 2) + (f" ({cpu:.2f})" if isinstance(cpu, float) else "")
 
 
 def export_cell(r: dict, kind: str) -> str:
