@@ -80,6 +80,10 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     lhs_aval, rhs_aval = ctx.avals_in
     lhs_free = [d for d in range(lhs_aval.ndim) if d not in (*lhs_contract, *lhs_batch)]
     rhs_free = [d for d in range(rhs_aval.ndim) if d not in (*rhs_contract, *rhs_batch)]
+    if any(isinstance(lhs_aval.shape[d], int) and lhs_aval.shape[d] == 0 for d in lhs_contract):
+        # A sum over nothing: TF.js's wasm MatMul leaves its output uninitialised when the inner
+        # dimension is 0 (it returned whatever the buffer held before).
+        return tf.zeros(ctx.out_shape(), ctx.out_dtype)
     # preferred_element_type asks for products and sums in the (wider) output type. Half
     # precision is computed in float32 (as XLA's CPU dot accumulates): TFLite has no float16
     # transpose or matmul kernels.
