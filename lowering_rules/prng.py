@@ -191,7 +191,15 @@ def lower_random_bits(ctx, keys, *, bit_width, shape):
     return _lower_through_impl(ctx, fn, keys)[0]
 
 
+def _uniform_from_halves(hi, lo):
+    """A legacy key passed as its words' 16-bit halves (int32 inputs, exact on WebGL), joined in the graph."""
+    words = lax.shift_left(hi.astype(jnp.uint32), np.uint32(16)) | lo.astype(jnp.uint32)
+    return jax.random.uniform(jax.random.wrap_key_data(words), (256,))
+
+
 @lowering(jax_prng.random_wrap_p, cases=[
+    case("uniform_from_halves", _uniform_from_halves, np.array([0x1234, 0x9ABC], np.int32),
+         np.array([0x5678, 0xDEF0], np.int32)),
     case("legacy_key", lambda k: jax.random.key_data(jax.random.wrap_key_data(k)), _KEY),
 ])
 def lower_random_wrap(ctx, data, *, impl):
