@@ -1,6 +1,9 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Chromium's WebGL runs every op in shaders, small test cases too (noxla/tfjs_runner/browser.js): with
+# TF.js's default CPU forwarding, ops on small CPU-resident tensors hid WebGL failures.
+os.environ.setdefault("NOXLA_WEBGL_NO_CPU_FORWARD", "1")
 
 import pytest  # noqa: E402
 

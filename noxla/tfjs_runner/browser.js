@@ -79,6 +79,15 @@ const CHROMIUM_ARGS = [
   '--disable-quic', '--disable-gpu-watchdog', '--mute-audio',
 ];
 
+// TF.js's WebGL backend runs ops whose inputs are small (< 128 elements) and still on the CPU with
+// its CPU kernels (WEBGL_CPU_FORWARD), so a small test case may never reach a shader. noxla's tests
+// set NOXLA_WEBGL_NO_CPU_FORWARD=1 (tests/conftest.py): every op then runs on the GPU, as a large
+// model's do. The flag is set on every WebGL request, since TF.js keeps it for the page.
+function defaultFlags(backend) {
+  if (backend !== 'webgl') return {};
+  return { WEBGL_CPU_FORWARD: !process.env.NOXLA_WEBGL_NO_CPU_FORWARD };
+}
+
 async function main() {
   const modules = process.env.NODE_PATH;
   const server = await startServer(modules);
@@ -127,7 +136,7 @@ async function main() {
     log = [];
     return page.evaluate((req) => noxla.runEncoded(req), {
       model: `${server.url(request.model)}model.json?v=${mtime}`, backend: request.backend,
-      inputs: request.inputs, repeats: request.repeats || 0, flags: request.flags || {},
+      inputs: request.inputs, repeats: request.repeats || 0, flags: request.flags || defaultFlags(request.backend),
     });
   }
 
