@@ -172,8 +172,6 @@ def lower_random_fold_in(ctx, keys, msgs):
     case("uniform_from_seed", lambda s: jax.random.uniform(jax.random.key(s), (16, 16)), _SMALL_SEED),
     case("u32", lambda k: jax.random.bits(k, (3, 5)), _KEY),
     case("u8", lambda k: jax.random.bits(k, (4, 3), jnp.uint8), _KEY),
-    case("uniform", lambda k: jax.random.uniform(k, (4, 6)), _KEY),
-    case("normal", lambda k: jax.random.normal(k, (3, 4)), _KEY),
     case("bernoulli", lambda k: jax.random.bernoulli(k, 0.3, (10,)), _KEY),
     case("categorical", lambda k, logits: jax.random.categorical(k, logits), _KEY, np.log(
         np.array([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]], np.float32))),
