@@ -88,9 +88,31 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
     converter.target_spec.supported_ops = ops
     quantization.configure_tflite(converter, quantize)
     try:
-        return converter.convert()
+        data = converter.convert()
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
+    return fully_connected_keep_num_dims(data)
+
+
+def fully_connected_keep_num_dims(data: bytes) -> bytes:
+    """Set keep_num_dims on every FULLY_CONNECTED whose input and output are 2-D, as the native
+    path's converter writes it. TF's MatMul converts without it; on a 2-D input both give the same
+    [batch, units] output, but without it XNNPACK adds a reshape per op: 5% of the mlp's LiteRT
+    latency (1.62 vs 1.53 us, interleaved). Rewriting the flatbuffer costs a few ms."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
+    changed = False
+    for graph in model.subgraphs:
+        for op in graph.operators or []:
+            code = model.operatorCodes[op.opcodeIndex]
+            if max(code.builtinCode, code.deprecatedBuiltinCode) != schema.BuiltinOperator.FULLY_CONNECTED:
+                continue
+            options = op.builtinOptions
+            ranks = {len(graph.tensors[op.inputs[0]].shape), len(graph.tensors[op.outputs[0]].shape)}
+            if isinstance(options, schema.FullyConnectedOptionsT) and not options.keepNumDims and ranks == {2}:
+                options.keepNumDims = changed = True
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model)) if changed else data
 
 
 @contextlib.contextmanager
