@@ -321,14 +321,14 @@ def lower_while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
 def _scans_float16_rows(eqn) -> bool:
     num_consts, num_carry = eqn.params["num_consts"], eqn.params["num_carry"]
     rows = (*eqn.avals_in[num_consts + num_carry:], *eqn.avals_out[num_carry:])
-    return any(np.dtype(a.dtype) == np.float16 for a in rows)
+    return any(np.dtype(a.dtype) in (np.float16, np.uint16) for a in rows)
 
 
 SCAN_FLOAT16_ON_TFLITE = Limitation(
-    (Target.TFLITE,), condition="a scanned input or stacked output is float16", param="dtype",
+    (Target.TFLITE,), condition="a scanned input or stacked output is float16 or uint16", param="dtype",
     reason="reading and writing one row of a sequence (GATHER, STRIDED_SLICE, SELECT_V2, PACK) has no "
-           "float16 kernel among TFLite's builtins",
-    workaround="scan over float32: cast the sequence before the scan and the outputs after it",
+           "float16 or uint16 kernel among TFLite's builtins",
+    workaround="scan over float32 (int32 for uint16): cast the sequence before the scan and the outputs after it",
     when=_scans_float16_rows)
 
 

@@ -24,13 +24,14 @@ from jax import lax
 
 from lowering_rules import linalg_factor
 from lowering_rules.cases import case, f32
+from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.helpers import axis_slice
 from lowering_rules.matrices import cols as _cols
 from lowering_rules.matrices import eye_like as _eye_like
 from lowering_rules.matrices import index as _index
 from lowering_rules.matrices import rows as _rows
 from lowering_rules.matrices import swap_last as _t
-from lowering_rules.registry import Limitation, lowering
+from lowering_rules.registry import Limitation, Target, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
 
 # Largest matrix dimension each rule unrolls. Measured at the limit (float32, batch 1, TFLite
@@ -127,7 +128,9 @@ def _triangular(x, lower=True, unit=False):
     return m + (0 if unit else n * jnp.eye(n, dtype=x.dtype))
 
 
-@lowering(lax.linalg.triangular_solve_p, limitations=[
+@lowering(lax.linalg.triangular_solve_p, dtypes=dtypes(gaps=[gap((Target.TFLITE,), {"float16"}, (
+    "the substitution slices float16 rows (STRIDED_SLICE), which TFLite's builtins have no kernel for"))]),
+    limitations=[
     _size_limit("triangular_solve", lambda a: (a.ndim - 1,), "about 6 n ops")], cases=[
     case("lower_left", lambda a, b: lax.linalg.triangular_solve(_triangular(a), b, left_side=True, lower=True),
          f32(5, 5), f32(5, 3)),

@@ -88,18 +88,41 @@ def lower_log(ctx, x, *, accuracy=None):
     return as_out(ctx, log(x) if ctx.strict or x.dtype != tf.float32 else log_of_finite(x))
 
 
+def _narrow_wrapped(value, dtype: tf.DType):
+    """An int32 ``value`` reduced modulo 2^bits into the 8/16-bit integer ``dtype`` (JAX wraps)."""
+    bits, signed = int_info(dtype)
+    unsigned = tf.math.floormod(value, 2 ** bits)
+    if signed:
+        unsigned = tf.where(unsigned >= 2 ** (bits - 1), unsigned - 2 ** bits, unsigned)
+    return tf.cast(unsigned, dtype)
+
+
 def negative(x):
-    if x.dtype in (tf.uint8, tf.uint16):  # TF has no 8/16-bit unsigned Sub kernel: wrap an int32 result
-        return tf.cast(-tf.cast(x, tf.int32), x.dtype)
+    # TF and TFLite have no 8/16-bit integer or uint32 Sub kernels: an int32 result, wrapped (uint32
+    # as the int32 with the same bits, whose negation wraps the same way).
+    if x.dtype == tf.uint32:
+        return tf.cast(tf.zeros_like(x, tf.int32) - tf.cast(x, tf.int32), tf.uint32)
+    if _is_narrow_int(x):
+        return _narrow_wrapped(-tf.cast(x, tf.int32), x.dtype)
     # 0 - x: TF.js's wasm Neg goes through float32 and rounds int32 values beyond 2^24.
     return tf.zeros_like(x) - x
 
 
 def sign(x):
-    if x.dtype.is_unsigned:  # TF's Sign has no unsigned kernels: 0 or 1
-        return tf.cast(tf.not_equal(x, 0), x.dtype)
+    if x.dtype.is_unsigned:  # TF's Sign has no unsigned kernels, TFLite no unsigned NotEqual: 0 or 1
+        return tf.cast(tf.not_equal(tf.cast(x, tf.int32), 0), x.dtype)  # uint32: its int32 bits
+    if x.dtype == tf.int64:  # TFLite's SIGN has no int64 kernel
+        return tf.cast(x > 0, x.dtype) - tf.cast(x < 0, x.dtype)
+    if _is_narrow_int(x):  # nor 8/16-bit ones
+        return tf.cast(tf.sign(tf.cast(x, tf.int32)), x.dtype)
     # TF.js's Sign maps NaN to 0.
     return tf.where(is_nan(x), x, tf.sign(x)) if _is_float(x) else tf.sign(x)
+
+
+def square(x):
+    if _is_narrow_int(x):  # TFLite's SQUARE has no 8/16-bit kernels: an int32 product, wrapped
+        return _narrow_wrapped(tf.square(tf.cast(x, tf.int32)), x.dtype)
+    return tf.square(x)
 
 
 def rsqrt(x):
@@ -270,7 +293,7 @@ UNARY = {
     lax.ceil_p: (tf.math.ceil, _unary_cases(lax.ceil, edges=[-0.5, 0.5, -1.0, INF, NAN, 1e30])),
     lax.is_finite_p: (tf.math.is_finite, _unary_cases(lax.is_finite, edges=[0.0, INF, -INF, NAN, 3e38])),
     lax.abs_p: (tf.abs, _unary_cases(lax.abs, edges=[-0.0, -INF, NAN], i32_case=True, poly=True)),
-    lax.square_p: (tf.square, _unary_cases(lax.square, edges=[1e20, -INF, NAN], i32_case=True)),
+    lax.square_p: (square, _unary_cases(lax.square, edges=[1e20, -INF, NAN], i32_case=True)),
     lax.asin_p: (asin, _unary_cases(lax.asin, low=-1, high=1, edges=[1.0, -1.0, 0.0, 1.5, NAN, 1e-20])),
     lax.acos_p: (acos, _unary_cases(lax.acos, low=-1, high=1, edges=[1.0, -1.0, 0.0, 1.5, NAN])),
     lax.atan_p: (atan, _unary_cases(lax.atan, low=-10, high=10, edges=[0.0, INF, -INF, NAN, 1e20])),
@@ -411,9 +434,17 @@ BINARY = {
 
 
 def _compare(tf_fn):
+    ordering = tf_fn not in (tf.equal, tf.not_equal)
+
     def lower(ctx, x, y):
-        if x.dtype == tf.bool:  # TF orders no booleans
+        dtype = np.dtype(ctx.avals_in[0].dtype)
+        # TF orders no booleans, and LiteRT has no 8/16-bit integer comparisons (it aborts): int32
+        # holds them exactly. uint32: no TFLite kernel either; equality reads the int32 with the same
+        # bits (as TF.js carries it), an order needs int64.
+        if x.dtype == tf.bool or (dtype.kind in "iu" and dtype.itemsize < 4):
             x, y = tf.cast(x, tf.int32), tf.cast(y, tf.int32)
+        elif dtype == np.uint32:
+            x, y = (tf.cast(v, tf.int64 if ordering else tf.int32) for v in (x, y))
         return tf_fn(wide(x), wide(y))
     lower.__name__ = f"lower_{tf_fn.__name__}"
     return lower
@@ -457,6 +488,8 @@ for _prim, (_fn, _jax_fn) in COMPARISONS.items():
         case("i32", _jax_fn, i32(12, low=-2, high=2), i32(12, low=-2, high=2)),
         case("bool", _jax_fn, np.array([True, True, False, False]), np.array([True, False, True, False])),
         case("f16", _jax_fn, f16(6), f16(6)),
+        case("u8", _jax_fn, np.array([0, 255, 7, 128, 1], np.uint8), np.array([255, 255, 8, 127, 0], np.uint8)),
+        case("u32_edges", _jax_fn, *_U32_EDGES),
         case("scalar_literal", lambda x, f=_jax_fn: f(x, 0.5), f32(5)),
     ])(_compare(_fn))
 
@@ -732,20 +765,25 @@ def lower_nextafter(ctx, x, y):
     case("f16", lambda x: lax.integer_pow(x, 3), f16(6)),
 ])
 def lower_integer_pow(ctx, x, *, y):
-    # Square-and-multiply, as XLA expands it, then one reciprocal for negative exponents.
-    x = wide(x)
-    result, base, n = None, x, abs(y)
+    # Square-and-multiply, as XLA expands it, then one reciprocal for negative exponents. 8/16-bit
+    # integers multiply in int32 (TFLite has no narrow MUL) and wrap at the end.
+    if _is_narrow_int(x):
+        return _narrow_wrapped(_power(tf.cast(x, tf.int32), abs(y)), ctx.out_dtype)
+    result = _power(wide(x), abs(y))
+    if y < 0:
+        result = 1.0 / result
+    return as_out(ctx, result)
+
+
+def _power(x, n: int):
+    result, base = None, x
     while n:
         if n & 1:
             result = base if result is None else result * base
         n >>= 1
         if n:
             base = base * base
-    if result is None:
-        result = tf.ones_like(x)
-    if y < 0:
-        result = 1.0 / result
-    return as_out(ctx, result)
+    return tf.ones_like(x) if result is None else result
 
 
 @lowering(lax.select_n_p, cases=[
@@ -762,8 +800,9 @@ def lower_integer_pow(ctx, x, *, y):
          boolean(2, 3), f32(2, 3), f32(2, 3)),
 ])
 def lower_select_n(ctx, which, *cases):
-    # Booleans are selected as int32: TF.js's wasm Select mixes up boolean values.
-    cases = [tf.cast(c, tf.int32) if c.dtype == tf.bool else wide(c) for c in cases]
+    # Booleans are selected as int32: TF.js's wasm Select mixes up boolean values; 8/16-bit
+    # integers too: TFLite's SELECT_V2 has no kernels for them.
+    cases = [tf.cast(c, tf.int32) if c.dtype == tf.bool or _is_narrow_int(c) else wide(c) for c in cases]
     if which.dtype == tf.bool:
         return as_out(ctx, tf.where(which, cases[1], cases[0]))
     result = cases[0]

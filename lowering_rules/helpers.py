@@ -137,6 +137,15 @@ def compute_dtype(dtype, *, bools: bool = False) -> tf.DType:
     return dtype
 
 
+def kernel_dtype(dtype, *, ordered: bool, bools: bool = False) -> tf.DType:
+    """``compute_dtype``, and uint32 (which TFLite's SUM, PROD, MAXIMUM, CUMSUM... lack) as the int32
+    with the same bits where only wrapping sums and products read it, as int64 where order does."""
+    dtype = tf_dtype(dtype) if not isinstance(dtype, tf.DType) else dtype
+    if dtype == tf.uint32:
+        return tf.int64 if ordered else tf.int32
+    return compute_dtype(dtype, bools=bools)
+
+
 # --- NaN and infinity ---------------------------------------------------------------------------
 
 def is_nan(x):

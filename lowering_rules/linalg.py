@@ -7,6 +7,7 @@ import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32
+from lowering_rules.helpers import kernel_dtype
 from lowering_rules.registry import lowering
 
 
@@ -87,7 +88,9 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     # preferred_element_type asks for products and sums in the (wider) output type. Half
     # precision is computed in float32 (as XLA's CPU dot accumulates): TFLite has no float16
     # transpose or matmul kernels.
-    compute = tf.float32 if ctx.out_dtype in (tf.float16, tf.bfloat16) else ctx.out_dtype
+    # 8/16-bit integers and uint32 in int32 (TFLite has no MUL/SUM for them): products and sums
+    # wrap modulo 2^32 alike, and the final cast wraps to the output's width as XLA's dot does.
+    compute = tf.float32 if ctx.out_dtype in (tf.float16, tf.bfloat16) else kernel_dtype(ctx.out_dtype, ordered=False)
     if ctx.out_dtype == tf.bool:  # a bool dot is an OR of ANDs: count the true products
         compute = tf.int32
     lhs = ctx.prepare_operand(lhs, ("dot_lhs", compute, *map(tuple, (lhs_batch, lhs_free, lhs_contract))), lambda x: (

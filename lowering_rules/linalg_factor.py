@@ -19,13 +19,14 @@ import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import case, f32
+from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.jax_compat import linalg_internal as lapack_like  # geqrf and geqp3 are not public
 from lowering_rules.matrices import cols as _cols
 from lowering_rules.matrices import eye_like as _eye_like
 from lowering_rules.matrices import index as _index
 from lowering_rules.matrices import rows as _rows
 from lowering_rules.matrices import swap_last as _t
-from lowering_rules.registry import Limitation, lowering
+from lowering_rules.registry import Limitation, Target, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
 
 # Largest matrix dimension each rule unrolls: the graph grows with n. Measured at the limit
@@ -362,7 +363,8 @@ def lower_tridiagonal(ctx, x, *, lower=True):  # lax.linalg.tridiagonal's defaul
 
 # ----------------------------------------------------------------------------- symmetric_product
 
-@lowering(lax.linalg.symmetric_product_p, cases=[
+@lowering(lax.linalg.symmetric_product_p, dtypes=dtypes(gaps=[gap((Target.TFLITE,), {"float16"}, (
+    "the product is a float16 MatMul, which TFLite's builtins have no kernel for"))]), cases=[
     case("alpha_beta", lambda a, c: lax.linalg.symmetric_product(a, c, alpha=0.5, beta=2.0), f32(3, 2), f32(3, 3)),
     case("symmetrized_batched", lambda a, c: lax.linalg.symmetric_product(a, c, symmetrize_output=True),
          f32(2, 3, 4), f32(2, 3, 3)),

@@ -21,7 +21,7 @@ from jax.extend import core
 from lowering_rules import fusion
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.dtype_support import dtypes, gap
-from lowering_rules.helpers import compute_dtype, convertible_constant, identity_element, is_nan
+from lowering_rules.helpers import compute_dtype, convertible_constant, identity_element, is_nan, kernel_dtype
 from lowering_rules.registry import Limitation, Target, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
 
@@ -94,7 +94,7 @@ def monoid_reduce(ctx, x, axes, kind: str, aval, exact_nan: bool = True):
             return tf.math.equal(tf.math.floormod(count, 2), 1)
     if kind in ("and", "or", "xor"):
         return tf.cast(_bitwise_reduce(x, axes, kind), dtype)
-    work = tf.cast(x, compute_dtype(dtype))
+    work = tf.cast(x, kernel_dtype(dtype, ordered=kind in ("max", "min")))
     reduce_fn = {"sum": tf.reduce_sum, "prod": tf.reduce_prod,
                  "max": tf.reduce_max, "min": tf.reduce_min}[kind]
     out = reduce_fn(work, axis=axes)
@@ -343,7 +343,9 @@ def _sum_and_max(x):
                       lambda a, b: (a[0] + b[0], jnp.maximum(b[1], a[1])), (0,))
 
 
-@lowering(lax.reduce_p, cases=[
+@lowering(lax.reduce_p, dtypes=dtypes(gaps=[gap((Target.TFLITE,), {"float16"}, (
+    "a body applied elementwise selects float16 values (SELECT_V2), which TFLite's builtins lack"))]),
+    cases=[
     case("add_body_with_init", lambda x: lax.reduce(x, 2.0, lambda a, b: a + b, (0,)), f32(3, 4)),
     case("mul_body", lambda x: lax.reduce(x, 1.0, lambda a, b: a * b, (1,)), f32(3, 4)),
     case("min_body_i32", lambda x: lax.reduce(x, 5, lambda a, b: jnp.minimum(a, b), (0, 1)),
@@ -453,7 +455,7 @@ def _scan_rule(name):
         if isinstance(n, int) and n == 0:
             return x
         dtype = x.dtype
-        work = tf.cast(x, compute_dtype(dtype))
+        work = tf.cast(x, kernel_dtype(dtype, ordered=name != "cumprod"))
         if reverse:
             work = tf.reverse(work, [axis])
         out = doubling_scan(work, axis, aval.ndim, n, combine)
@@ -496,7 +498,7 @@ _NAN_SCAN_CASES = lambda fn: [case("nan_propagates", lambda x: fn(x, axis=1), NA
 ])
 def lower_cumsum(ctx, x, *, axis, reverse):
     dtype = x.dtype
-    out = tf.math.cumsum(tf.cast(x, compute_dtype(dtype)), axis=axis, reverse=reverse)
+    out = tf.math.cumsum(tf.cast(x, kernel_dtype(dtype, ordered=False)), axis=axis, reverse=reverse)
     return tf.cast(out, dtype)
 
 

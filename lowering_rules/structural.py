@@ -15,9 +15,10 @@ import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import boolean, case, f16, f32, i32
+from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.helpers import size_vector, tf_dtype
 from lowering_rules.jax_compat import device_put_p, dim_as_value_p
-from lowering_rules.registry import lowering
+from lowering_rules.registry import Target, lowering
 
 
 def _reshape(ctx, x, sizes):
@@ -33,7 +34,11 @@ def _reshape(ctx, x, sizes):
 # Exact stand-ins for dtypes some TFLite data-movement kernels lack (every kernel lacks float16;
 # PAD and SPLIT_V also lack bool). Moving values around in a wider type is lossless.
 # TFLite's SplitV (and most of its kernels) have no uint32: Cast to int32 and back wraps exactly.
-_CARRIERS = {tf.float16: tf.float32, tf.bool: tf.int32, tf.uint32: tf.int32, tf.uint16: tf.int32, tf.int16: tf.int32}
+_CARRIERS = {tf.float16: tf.float32, tf.bool: tf.int32, tf.uint32: tf.int32, tf.uint16: tf.int32, tf.int16: tf.int32,
+             tf.uint8: tf.int32, tf.int8: tf.int32}
+# TFLite's data-movement kernels lack some 8/16-bit integer and uint32 dtypes (the converter refuses
+# them, measured by `python3 -m tests.dtype_sweep tflite`); int32 holds every value (uint32 as bits).
+_NARROW = (tf.int8, tf.uint8, tf.int16, tf.uint16, tf.uint32)
 
 
 def _carried(*dtypes):
@@ -169,7 +174,7 @@ TRANSPOSE_CASES = [
 
 
 @lowering(lax.transpose_p, cases=TRANSPOSE_CASES)
-@_carried(tf.float16)
+@_carried(tf.float16, tf.int16, tf.uint16, tf.uint32)
 def lower_transpose(ctx, x, *, permutation):
     return tf.transpose(x, perm=list(permutation))
 
@@ -187,7 +192,7 @@ REV_CASES = [
 
 
 @lowering(lax.rev_p, cases=REV_CASES)
-@_carried(tf.float16, tf.bool)  # TF.js wasm's Reverse garbles (or aborts on) bool tensors
+@_carried(tf.float16, tf.bool, tf.int8, tf.uint16, tf.uint32)  # TF.js wasm garbles bool Reverse
 def lower_rev(ctx, x, *, dimensions):
     if not dimensions:
         return x
@@ -204,7 +209,7 @@ TILE_CASES = [
 
 
 @lowering(lax.tile_p, cases=TILE_CASES)
-@_carried(tf.float16, tf.uint16)  # TF's CPU Tile has no uint16 kernel
+@_carried(tf.float16, tf.uint16, tf.int8, tf.int16, tf.uint32)  # TF's CPU Tile has no uint16 kernel
 def lower_tile(ctx, x, *, reps):
     return tf.tile(x, [int(r) for r in reps])
 
@@ -305,7 +310,7 @@ STACK_CASES = [
 
 
 @lowering(lax.stack_p, cases=STACK_CASES)
-@_carried(tf.float16)
+@_carried(tf.float16, tf.uint16)
 def lower_stack(ctx, *xs, axis):
     return tf.stack(list(xs), axis=axis)
 
@@ -319,8 +324,9 @@ UNSTACK_CASES = [
 ]
 
 
-@lowering(lax.unstack_p, cases=UNSTACK_CASES)
-@_carried(tf.float16)
+@lowering(lax.unstack_p, cases=UNSTACK_CASES, dtypes=dtypes(gaps=[
+    gap((Target.TFLITE,), {"int64"}, "TFLite's UNPACK has no int64 kernel")]))
+@_carried(tf.float16, tf.uint16, tf.uint32)
 def lower_unstack(ctx, x, *, axis):
     return tf.unstack(x, num=ctx.avals_in[0].shape[axis], axis=axis)
 
@@ -338,7 +344,7 @@ SPLIT_CASES = [
 
 
 @lowering(lax.split_p, cases=SPLIT_CASES)
-@_carried(tf.float16, tf.bool, tf.uint32)
+@_carried(tf.float16, tf.bool, tf.uint32, tf.uint16)
 def lower_split(ctx, x, *, sizes, axis):
     return tf.split(x, size_vector([ctx.dim(s) for s in sizes]), axis=axis, num=len(sizes))
 
@@ -376,7 +382,7 @@ def _every_nth(ctx, x, sizes, axis, stride, kept):
 
 
 @lowering(lax.slice_p, cases=SLICE_CASES)
-@_carried(tf.float16, tf.bool)  # bool: PAD in _every_nth
+@_carried(tf.float16, tf.bool, tf.int16, tf.uint16)  # bool: PAD in _every_nth
 def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
     starts = [ctx.dim(s) for s in start_indices]
     limits = [ctx.dim(s) for s in limit_indices]
@@ -422,7 +428,7 @@ DYNAMIC_SLICE_CASES = [
 
 
 @lowering(lax.dynamic_slice_p, cases=DYNAMIC_SLICE_CASES)
-@_carried(tf.float16)
+@_carried(tf.float16, tf.int16, tf.uint16)
 def lower_dynamic_slice(ctx, x, *starts, slice_sizes):
     starts = _clamped_starts(ctx, starts, ctx.avals_in[0].shape, slice_sizes)
     if not starts:
@@ -456,7 +462,7 @@ DYNAMIC_UPDATE_SLICE_CASES = [
 
 
 @lowering(lax.dynamic_update_slice_p, cases=DYNAMIC_UPDATE_SLICE_CASES)
-@_carried(tf.float16, tf.bool)
+@_carried(tf.float16, tf.bool, *_NARROW)
 def lower_dynamic_update_slice(ctx, x, update, *starts):
     operand_shape, update_shape = ctx.avals_in[0].shape, ctx.avals_in[1].shape
     if not starts:  # a scalar: the update replaces it
@@ -489,7 +495,7 @@ PAD_CASES = [
 
 
 @lowering(lax.pad_p, cases=PAD_CASES)
-@_carried(tf.float16, tf.bool)
+@_carried(tf.float16, tf.bool, tf.int8, tf.int16, tf.uint16, tf.uint32)
 def lower_pad(ctx, x, padding_value, *, padding_config):
     config = [(int(lo), int(hi), int(interior)) for lo, hi, interior in padding_config]
     sizes = [ctx.dim(d) for d in ctx.avals_in[0].shape]

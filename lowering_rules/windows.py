@@ -25,16 +25,18 @@ from jax import lax
 
 from lowering_rules import fusion
 from lowering_rules.cases import boolean, case, f16, f32, flax_linen, i32
+from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.helpers import (
     axis_slice,
     convertible_constant,
     dilated_size,
     identity_element,
     interior_pad,
+    kernel_dtype,
     pad_or_crop,
     size_vector,
 )
-from lowering_rules.registry import Limitation, lowering
+from lowering_rules.registry import Limitation, Target, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
 
 # ----------------------------------------------------------------------------------------------
@@ -165,10 +167,13 @@ def _monoid_rule(name):
             plan = fusion.pool_plan(ctx.eqn.params, ctx.avals_in[0].shape, ctx.avals_in[0].dtype, "max")
             if plan is not None:
                 return fusion.pool(x, plan, "max")
+        # 8/16-bit integers in int32, uint32 as int32 bits (sums) or int64 (max/min): TFLite's
+        # ADD/MAXIMUM/PAD/GATHER lack them; the final cast wraps a sum as JAX's narrow sums wrap.
         half = ctx.out_dtype in (tf.float16, tf.bfloat16)
-        y = reduce_window(ctx, tf.cast(x, tf.float32) if half else x, name, window_dimensions,
+        work = tf.float32 if half else kernel_dtype(x.dtype, ordered=name != "add")
+        y = reduce_window(ctx, tf.cast(x, work), name, window_dimensions,
                           window_strides, padding, base_dilation, window_dilation)
-        return tf.cast(y, ctx.out_dtype) if half else y
+        return tf.cast(y, ctx.out_dtype)
     lower.__name__ = f"lower_reduce_window_{name}"
     return lower
 
@@ -436,5 +441,9 @@ lowering(lax.reduce_window_p, cases=GENERIC_CASES, limitations=[
                when=lambda eqn: _body_monoid(eqn.params["jaxpr"]) is None and (
                    any(p != (0, 0) for p in eqn.params["padding"])
                    or any(d != 1 for d in eqn.params["base_dilation"])))])(lower_reduce_window)
-lowering(lax.select_and_scatter_add_p, cases=SCATTER_CASES)(lower_select_and_scatter_add)
-lowering(lax.select_and_gather_add_p, cases=GATHER_CASES)(lower_select_and_gather_add)
+# The selection pads and slices the operand in its own dtype: TFLite's PAD and STRIDED_SLICE have no float16 kernel.
+_NO_TFLITE_FLOAT16 = dtypes(gaps=[gap((Target.TFLITE,), {"float16"},
+                                      "the window selection pads and slices float16 values (PAD, STRIDED_SLICE), "
+                                      "which TFLite's builtins have no kernel for")])
+lowering(lax.select_and_scatter_add_p, cases=SCATTER_CASES, dtypes=_NO_TFLITE_FLOAT16)(lower_select_and_scatter_add)
+lowering(lax.select_and_gather_add_p, cases=GATHER_CASES, dtypes=_NO_TFLITE_FLOAT16)(lower_select_and_gather_add)

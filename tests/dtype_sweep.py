@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import zlib
 from collections.abc import Callable, Sequence
 
@@ -304,21 +305,39 @@ def _first_lines(e: BaseException, n: int = 6) -> str:
     return " | ".join(line.strip() for line in str(e).strip().splitlines()[:n] if line.strip())[:600]
 
 
-def sweep_on(rules, target, runtimes_for_target: Sequence[str], run) -> list[Outcome]:
+def _ignore(event: str, members: Sequence[tuple[str, str]]) -> None:
+    pass
+
+
+def sweep_on(rules, target, runtimes_for_target: Sequence[str], run, *, solo=frozenset(),
+             skip: dict | None = None, event=_ignore) -> list[Outcome]:
     """Every dtype of each rule on ``target``: the check on each (rule, dtype) program (it must
     report, never raise), then the accepted ones run together as one batched program per x64 mode
     and runtime, so each target converts once per batch. A batch that crashes is split in halves
     until the crashing programs are found; mismatches are compared program by program.
 
-    ``run(runtime, fun, program, args)`` runs a traced program in a runtime.
+    ``run(runtime, fun, program, args)`` runs a traced program in a runtime. For process isolation
+    (``sweep_isolated``): ``event(what, [(primitive, dtype), ...])`` is called before each step that
+    could kill the process; ``solo`` combinations run alone, unbatched; ``skip`` maps the
+    combinations (``(primitive, "*")``: the whole rule) already known to kill the process to why.
     """
     from limitations.engine import check_jaxpr
+    skip = skip or {}
     outcomes, accepted = [], []
     for rule in rules:
+        if (rule.primitive, "*") in skip:
+            outcomes.append(Outcome(rule.primitive, "*", target.value, "crashed", skip[(rule.primitive, "*")]))
+            continue
+        event("prepare", [(rule.primitive, "*")])
         for sd, sp in zip(SWEEP_DTYPES, rule_sweep(rule)):
             if isinstance(sp, str):
                 outcomes.append(Outcome(rule.primitive, sd.name, target.value, "invalid", sp))
                 continue
+            if (rule.primitive, sd.name) in skip:
+                outcomes.append(Outcome(rule.primitive, sd.name, target.value, "crashed",
+                                        skip[(rule.primitive, sd.name)]))
+                continue
+            event("check", [(rule.primitive, sd.name)])
             with sd.context():
                 try:
                     report = check_jaxpr(sp.program.closed_jaxpr, target)
@@ -337,10 +356,13 @@ def sweep_on(rules, target, runtimes_for_target: Sequence[str], run) -> list[Out
         if not group:
             continue
         problems: dict[int, list[str]] = {id(sp): [] for sp in group}
+        batched = [sp for sp in group if (sp.primitive, sp.dtype.name) not in solo]
+        batches = ([batched] if batched else []) + [[sp] for sp in group if (sp.primitive, sp.dtype.name) in solo]
         with group[0].dtype.context():
             for runtime in runtimes_for_target:
-                for sp, problem in _run_members(group, runtime, run):
-                    problems[id(sp)].append(f"[{runtime}] {problem}")
+                for batch in batches:
+                    for sp, problem in _run_members(batch, runtime, run, event):
+                        problems[id(sp)].append(f"[{runtime}] {problem}")
         for sp in group:
             found = problems[id(sp)]
             result = found[0].split("] ", 1)[1].split(":")[0] if found else "matched"
@@ -348,8 +370,10 @@ def sweep_on(rules, target, runtimes_for_target: Sequence[str], run) -> list[Out
     return outcomes
 
 
-def _run_members(members: Sequence[SweepProgram], runtime: str, run) -> list[tuple[SweepProgram, str]]:
+def _run_members(members: Sequence[SweepProgram], runtime: str, run,
+                 event=_ignore) -> list[tuple[SweepProgram, str]]:
     """(member, problem) for each member that crashes or differs from JAX in ``runtime``."""
+    event(runtime, [(sp.primitive, sp.dtype.name) for sp in members])
     if len(members) == 1:
         sp = members[0]
         fun, args, program = sp.fun, sp.args, sp.program
@@ -362,7 +386,7 @@ def _run_members(members: Sequence[SweepProgram], runtime: str, run) -> list[tup
         if len(members) == 1:
             return [(members[0], outs)]
         half = len(members) // 2
-        return _run_members(members[:half], runtime, run) + _run_members(members[half:], runtime, run)
+        return _run_members(members[:half], runtime, run, event) + _run_members(members[half:], runtime, run, event)
     found, start = [], 0
     for sp in members:
         expected = _expected(sp)
@@ -376,40 +400,167 @@ def _run_members(members: Sequence[SweepProgram], runtime: str, run) -> list[tup
 _KEEP: list = []
 
 
-def main(argv=None) -> int:
-    """``python3 -m tests.dtype_sweep [tf|tflite|tfjs ...]``: the sweep's counts per target."""
-    import argparse
-    import collections
+# --------------------------------------------------------------------------- process isolation
+
+# The runtimes of each target the sweep runs in.
+TARGET_RUNTIMES = {"tf": ("tf_eager", "tf_graph"), "tflite": ("tflite",), "tfjs": ("tfjs_cpu", "tfjs_wasm")}
+
+
+def _key(pair) -> str:
+    return f"{pair[0]}|{pair[1]}"
+
+
+def _worker() -> int:
+    """One worker: reads {"target", "rules", "solo", "skip"} on stdin, prints a JSON line per event
+    (``{"event": what, "members": ["primitive|dtype", ...]}``) before each step that could kill it,
+    then ``{"outcomes": [...]}``. LiteRT aborts the process on some models: the parent
+    (``sweep_isolated``) learns from the last event which combination did it."""
+    import json
+    import os
+    import sys
     import tempfile
-    import time
 
     import lowering_rules
     from limitations.targets import Target
     from noxla.runtimes import TfjsRunner
     from tests.differential import Runtimes
 
+    request = json.loads(sys.stdin.read())
+    out = sys.stdout
+
+    # Fault injection for the isolation's own test: abort while running this combination.
+    abort_on = os.environ.get("NOXLA_SWEEP_ABORT_ON")
+
+    def event(what, members):
+        out.write(json.dumps({"event": what, "members": [_key(m) for m in members]}) + "\n")
+        out.flush()
+        if abort_on in {_key(m) for m in members} and what in TARGET_RUNTIMES[request["target"]]:
+            os.abort()
+
+    target = request["target"]
+    tfjs = TfjsRunner() if target == "tfjs" else None
+    try:
+        runtimes = Runtimes(tempfile.mkdtemp(prefix="noxla_sweep_"), tfjs)
+        outcomes = sweep_on([lowering_rules.RULES[n] for n in request["rules"]], Target(target),
+                            TARGET_RUNTIMES[target], runtimes.run,
+                            solo={tuple(k.split("|", 1)) for k in request["solo"]},
+                            skip={tuple(k.split("|", 1)): why for k, why in request["skip"].items()}, event=event)
+    finally:
+        if tfjs is not None:
+            tfjs.close()
+    out.write(json.dumps({"outcomes": [dataclasses.asdict(o) for o in outcomes]}) + "\n")
+    out.flush()
+    return 0
+
+
+# TF's and absl's start-up chatter on stderr; a fatal message (F...) or a Python error is kept.
+_NOISE = re.compile(r"^([WIE]\d{4} |\d{4}-\d\d-\d\d .*\] |WARNING: All log messages)")
+
+
+def _died(returncode: int | None, stderr_tail: str) -> str:
+    import signal
+    if returncode is None:
+        how = "timed out"
+    elif returncode < 0:
+        how = f"was killed by {signal.Signals(-returncode).name}"
+    else:
+        how = f"exited with status {returncode}"
+    return f"crashed: the worker process {how}" + (f" ({stderr_tail})" if stderr_tail else "")
+
+
+def sweep_isolated(names: Sequence[str], target: str, *, chunk: int = 12, timeout: float = 1200.0,
+                   log=None) -> list[Outcome]:
+    """``sweep_on`` for the rules ``names`` on ``target``, each chunk of rules in a worker subprocess
+    (one at a time). A worker that dies (LiteRT aborts on some models) is restarted on its chunk;
+    the combinations it was running when it died then run alone, and one combination that kills a
+    worker alone is recorded as a crash of that combination."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    began = time.time()
+    outcomes: list[Outcome] = []
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout these tests are in
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.pathsep.join(
+        p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
+    for start in range(0, len(names), chunk):
+        rules = list(names[start:start + chunk])
+        solo: set[str] = set()
+        skip: dict[str, str] = {}
+        while True:
+            request = json.dumps({"target": target, "rules": rules, "solo": sorted(solo), "skip": skip})
+            with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+                proc = subprocess.Popen([sys.executable, "-m", "tests.dtype_sweep", "--worker"], stdin=subprocess.PIPE,
+                                        stdout=stdout, stderr=stderr, env=env, text=True, cwd=root)
+                proc.stdin.write(request)
+                proc.stdin.close()
+                try:
+                    returncode = proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                    returncode = None
+                stdout.seek(0)
+                lines = [json.loads(line) for line in stdout if line.startswith("{")]
+                stderr.seek(0)
+                tail = [ln.strip() for ln in stderr.read().splitlines() if ln.strip() and not _NOISE.match(ln)][-1:]
+            done = [line["outcomes"] for line in lines if "outcomes" in line]
+            if done and returncode == 0:
+                outcomes.extend(Outcome(**o) for o in done[0])
+                if log:
+                    log(f"  {rules[0]}..{rules[-1]}: done ({time.time() - began:.0f} s)")
+                break
+            events = [line for line in lines if "event" in line]
+            why = _died(returncode, tail[0][:300] if tail else "")
+            if not events:  # died before its first step: nothing to blame but the chunk
+                skip.update({f"{n}|*": why for n in rules})
+                continue
+            last = events[-1]
+            members = last["members"]
+            if len(members) == 1 or (last["event"] not in ("prepare", "check") and set(members) <= solo):
+                for m in members:
+                    skip[m] = f"{why} during {last['event']}"
+            else:
+                solo.update(members)
+            if log:
+                log(f"  worker for {rules[0]}..{rules[-1]} died during {last['event']} of {members[:4]}: {why}")
+    return outcomes
+
+
+def main(argv=None) -> int:
+    """``python3 -m tests.dtype_sweep [tf|tflite|tfjs ...] [--rules a,b]``: the sweep's counts per target."""
+    import argparse
+    import collections
+    import time
+
+    import lowering_rules
+
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("targets", nargs="*", default=["tf"])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rules", default="", help="comma-separated primitive names (default: every rule)")
+    parser.add_argument("--chunk", type=int, default=12, help="rules per worker process")
     args = parser.parse_args(argv)
-    runs = {"tf": ("tf_eager", "tf_graph"), "tflite": ("tflite",), "tfjs": ("tfjs_cpu", "tfjs_wasm")}
-    rules = [lowering_rules.RULES[n] for n in sorted(lowering_rules.RULES)]
+    if args.worker:
+        return _worker()
+    names = args.rules.split(",") if args.rules else sorted(lowering_rules.RULES)
     bad = 0
     for name in args.targets:
         start = time.time()
-        runtimes = Runtimes(tempfile.mkdtemp(), TfjsRunner() if name == "tfjs" else None)
-        outcomes = sweep_on(rules, Target(name), runs[name], runtimes.run)
+        outcomes = sweep_isolated(names, name, chunk=args.chunk, log=print)
         counts = collections.Counter(o.result for o in outcomes)
         tried = sum(n for r, n in counts.items() if r != "invalid")
         print(f"{name}: {len(outcomes)} (rule, dtype) combinations, {counts['invalid']} refused by JAX; "
               f"tried {tried}: matched {counts['matched']}, rejected up front {counts['rejected']}, "
               f"crashed after the check {counts['crashed']}, differed silently {counts['mismatched']} "
-              f"({time.time() - start:.0f} s)")
+              f"({time.time() - start:.0f} s)", flush=True)
         for o in outcomes:
             if o.result in ("crashed", "mismatched"):
                 bad += 1
                 print(f"  {o.primitive} on {o.dtype}: {o.detail.splitlines()[0] if o.detail else o.result}")
-        if runtimes.tfjs:
-            runtimes.tfjs.close()
     return 1 if bad else 0
 
 
