@@ -170,7 +170,8 @@ def _monoid_rule(name):
         # 8/16-bit integers in int32, uint32 as int32 bits (sums) or int64 (max/min): TFLite's
         # ADD/MAXIMUM/PAD/GATHER lack them; the final cast wraps a sum as JAX's narrow sums wrap.
         half = ctx.out_dtype in (tf.float16, tf.bfloat16)
-        work = tf.float32 if half else kernel_dtype(x.dtype, ordered=name != "add")
+        # bools as 0/1 in int32: TF.js wasm's LogicalOr refuses the converter's bool windows.
+        work = tf.float32 if half else kernel_dtype(x.dtype, ordered=name != "add", bools=True)
         y = reduce_window(ctx, tf.cast(x, work), name, window_dimensions,
                           window_strides, padding, base_dilation, window_dilation)
         return tf.cast(y, ctx.out_dtype)
