@@ -22,11 +22,11 @@ CHUNK = 12
 NAMES = sorted(RULES)
 CHUNKS = [NAMES[i:i + CHUNK] for i in range(0, len(NAMES), CHUNK)]
 
-# The TFLite and TF.js subset: the rules whose narrow-integer, uint32 and half-float kernels the full
-# sweeps found missing or wrong (and that now widen, carry bits, or declare the gap), and one rule of
-# each other family (elementwise, comparison, conversion, reduction, scan, sort, movement).
-SUBSET = ("abs", "argmax", "convert_element_type", "cumsum", "div", "eq", "gather", "mul", "reduce_max",
-          "rem", "select_n", "sign", "sort", "sub", "transpose")
+# The TFLite and TF.js subset: rules whose narrow-integer, uint32 and half-float kernels the full
+# sweeps found missing (and that now widen, carry bits, or declare the gap), one of each family
+# (arithmetic, comparison, conversion, indexing, reduction, scan, selection, movement).
+SUBSET = ("convert_element_type", "cumsum", "div", "eq", "gather", "reduce_max", "select_n", "sign", "sub",
+          "transpose")
 
 
 def _failures(outcomes, target: str) -> str:
@@ -47,7 +47,7 @@ def test_dtype_sweep_subset(target):
     outcomes = sweep_isolated(SUBSET, target, chunk=len(SUBSET))
     assert {o.primitive for o in outcomes} == set(SUBSET)
     tried = [o for o in outcomes if o.result != "invalid"]
-    assert sum(o.result == "matched" for o in tried) >= 15, "the subset must run, not only be rejected"
+    assert sum(o.result == "matched" for o in tried) >= 10, "the subset must run, not only be rejected"
     failures = _failures(outcomes, target)
     assert not failures, failures
 
