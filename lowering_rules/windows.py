@@ -169,11 +169,15 @@ def _monoid_rule(name):
                 return fusion.pool(x, plan, "max")
         # 8/16-bit integers in int32, uint32 as int32 bits (sums) or int64 (max/min): TFLite's
         # ADD/MAXIMUM/PAD/GATHER lack them; the final cast wraps a sum as JAX's narrow sums wrap.
+        # Bools as 0/1 in int32 too: TF.js wasm's LogicalOr refuses the converted bool windows.
         half = ctx.out_dtype in (tf.float16, tf.bfloat16)
-        # bools as 0/1 in int32: TF.js wasm's LogicalOr refuses the converter's bool windows.
-        work = tf.float32 if half else kernel_dtype(x.dtype, ordered=name != "add", bools=True)
-        y = reduce_window(ctx, tf.cast(x, work), name, window_dimensions,
-                          window_strides, padding, base_dilation, window_dilation)
+        params = (window_dimensions, window_strides, padding, base_dilation, window_dilation)
+        if x.dtype == tf.bool and name in ("max", "min"):
+            combine = tf.maximum if name == "max" else tf.minimum
+            y = reduce_window(ctx, tf.cast(x, tf.int32), name, *params, fill=int(name == "min"), combine=combine)
+        else:
+            work = tf.float32 if half else kernel_dtype(x.dtype, ordered=name != "add")
+            y = reduce_window(ctx, tf.cast(x, work), name, *params)
         return tf.cast(y, ctx.out_dtype)
     lower.__name__ = f"lower_reduce_window_{name}"
     return lower
