@@ -31,6 +31,7 @@ from lowering_rules.helpers import (
     convertible_constant,
     identity_element,
     is_nan,
+    kernel_dtype,
     size_vector,
     where_nan_either,
 )
@@ -336,8 +337,12 @@ def _scatter(kind, ctx, operand, indices, updates, dn, mode, unique_indices, app
         return operand
     dtype = operand.dtype
     # The dtype values move and combine in. Booleans become 0/1: min is "and", max "or", as JAX
-    # defines them (JAX refuses add/mul on booleans).
-    compute = compute_dtype(dtype, bools=True)
+    # defines them (JAX refuses add/mul on booleans). uint32 sums and products as int32 bits, max
+    # and min in int64: TFLite's SCATTER_ND, SUM, PROD, MAX and MIN have no uint32 kernel.
+    if kind in ("add", "sub", "mul", "max", "min"):
+        compute = kernel_dtype(dtype, ordered=kind in ("max", "min"), bools=True)
+    else:
+        compute = compute_dtype(dtype, bools=True)
     positions, values, size = _scatter_positions(ctx, indices, tf.cast(updates, compute), dn, mode)
     flat = tf.reshape(tf.cast(operand, compute), [-1])
 
