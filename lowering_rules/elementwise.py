@@ -35,6 +35,7 @@ from lowering_rules.helpers import (
     where_nan_either,
     wide,
     wrap_to,
+    wrapped,
 )
 from lowering_rules.registry import Target, lowering
 
@@ -90,11 +91,7 @@ def lower_log(ctx, x, *, accuracy=None):
 
 def _narrow_wrapped(value, dtype: tf.DType):
     """An int32 ``value`` reduced modulo 2^bits into the 8/16-bit integer ``dtype`` (JAX wraps)."""
-    bits, signed = int_info(dtype)
-    unsigned = tf.math.floormod(value, 2 ** bits)
-    if signed:
-        unsigned = tf.where(unsigned >= 2 ** (bits - 1), unsigned - 2 ** bits, unsigned)
-    return tf.cast(unsigned, dtype)
+    return tf.cast(wrapped(value, *int_info(dtype)), dtype)
 
 
 def negative(x):

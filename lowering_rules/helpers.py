@@ -215,14 +215,19 @@ def as_int32(x):
     return tf.cast(x, tf.int32) if x.dtype != tf.int32 else x
 
 
-def wrap_to(ctx, value, bits: int, signed: bool):
-    """int32 value reduced modulo 2^bits into the output type (XLA wraps narrow integers)."""
+def wrapped(value, bits: int, signed: bool):
+    """int32 value reduced modulo 2^bits, as XLA wraps narrow integers (still int32)."""
     if bits == 32:
-        return as_out(ctx, value)
+        return value
     unsigned = tf.math.floormod(value, 2 ** bits)
     if signed:
         unsigned = tf.where(unsigned >= 2 ** (bits - 1), unsigned - 2 ** bits, unsigned)
-    return as_out(ctx, unsigned)
+    return unsigned
+
+
+def wrap_to(ctx, value, bits: int, signed: bool):
+    """int32 value reduced modulo 2^bits into the output type."""
+    return as_out(ctx, wrapped(value, bits, signed))
 
 
 # --- Monoids -----------------------------------------------------------------------------------
