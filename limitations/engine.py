@@ -111,7 +111,8 @@ def iter_eqns_with_sources(jaxpr, enclosing: str = UNKNOWN_SOURCE) -> Iterator[t
 def eqn_view(eqn) -> EqnView:
     """The application as its rule and limitations see it (placement parameters removed)."""
     return EqnView(eqn.primitive.name, rule_params(eqn.params),
-                   tuple(v.aval for v in eqn.invars), tuple(v.aval for v in eqn.outvars))
+                   tuple(v.aval for v in eqn.invars), tuple(v.aval for v in eqn.outvars),
+                   tuple(v.val if isinstance(v, core.Literal) else None for v in eqn.invars))
 
 
 class EmittedOp(Protocol):
@@ -177,8 +178,8 @@ def violations_of(view: EqnView, target: Target, source: str = "") -> list[Viola
 def check_jaxpr(closed_jaxpr, target: Target | str, *, tf_ops: OpBackstop | None = None) -> Report:
     """Every violation in the program for ``target``.
 
-    Declarations and dtypes only, unless ``tf_ops`` is a backstop for ``target``, which then
-    runs when they pass.
+    Declarations and dtypes only, unless ``tf_ops`` is a backstop for ``target`` (or for the target
+    it narrows: TF.js's serves TF.js on WebGL), which then runs when they pass.
     """
     target = Target.parse(target)
     seen, found = set(), list(_boundary_violations(closed_jaxpr, target))
@@ -188,7 +189,7 @@ def check_jaxpr(closed_jaxpr, target: Target | str, *, tf_ops: OpBackstop | None
             if key not in seen:
                 seen.add(key)
                 found.append(v)
-    if not found and tf_ops is not None and tf_ops.target is target:
+    if not found and tf_ops is not None and tf_ops.target in target.lineage:  # TF.js's, for WebGL too
         found.extend(op_violations(closed_jaxpr, tf_ops))
     return Report(target, tuple(found))
 

@@ -107,7 +107,7 @@ class Row:
 
 
 def target_support(rule, target: Target) -> TargetSupport:
-    limitations = tuple(lim for lim in rule.limitations if target in lim.targets)
+    limitations = tuple(lim for lim in rule.limitations if target.within(lim.targets))
     if any(rule.cases and len(triggering_cases(rule, lim, target)) == len(rule.cases) for lim in limitations):
         status = UNSUPPORTED
     else:
@@ -309,6 +309,16 @@ def render(rules=None) -> str:
         "`tests/test_rules.py` runs each of them in the target's runtimes and compares with JAX "
         f"({runtimes}). TFLite (Flex) has no runtime of its own in the tests: its count is of cases "
         "proven with builtins only.",
+        "",
+        f"**{Target.TFJS_WEBGL.label}** is TF.js on its WebGL backend, the one browsers pick first: every "
+        f"{Target.TFJS.label} limitation holds there too, plus its own (`noxla check --target tfjs-webgl`). "
+        "WebGL keeps int32 tensors in float32 textures, so an int32 value (a uint32 carried as its int32 "
+        "bits too) is exact there only within +-2^24. The check cannot see values: it rejects the rules that "
+        "compute on whole 32-bit words by nature; keeping the program's int32 inputs, outputs and "
+        "arithmetic within +-2^24 is up to the program (noxla's PRNG computes on 16-bit limbs, so "
+        "`jax.random` samples drawn from a seed below 2^24 are exact). Its count is of the cases the "
+        "check accepts for WebGL; Chromium's WebGL runs each rule's first case and every zoo model, "
+        "the rest run in TF.js's Node runtimes.",
         "",
         f"## Support by primitive ({len(table)} rules, {sum(r.cases for r in table)} cases)",
         "",

@@ -12,7 +12,7 @@ RUNTIMES = {
     "tfjs_cpu": Target.TFJS,
     "tfjs_wasm": Target.TFJS,
     # TF.js in headless Chromium (tests/differential.py): every zoo model, a sample of rule cases.
-    "chromium_webgl": Target.TFJS,
+    "chromium_webgl": Target.TFJS_WEBGL,
     "chromium_wasm": Target.TFJS,
     "chromium_cpu": Target.TFJS,
     "chromium_webgpu": Target.TFJS,

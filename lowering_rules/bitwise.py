@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from lowering_rules import limbs
+from lowering_rules import limb_values, limbs
 from lowering_rules.cases import boolean, case, i8, i32, u8
 from lowering_rules.dtype_support import NUMERIC, dtypes
 from lowering_rules.helpers import (
@@ -74,6 +74,21 @@ _TFJS_WASM_INT32_BITS = Limitation(
                "values below 2^24")
 
 
+_KEEP_BITS_OUTSIDE = ("keep this bit manipulation outside the exported function, or run the model on "
+                      "TF.js's wasm or cpu backend")
+_WEBGL_CLZ = limb_values.webgl_word_limitation(
+    "32-bit integer operand",
+    "a count of leading zeros compares the whole word with powers of two up to 2^31, and WebGL rounds "
+    "words beyond 2^24 (2^25 - 1 counts as 2^25)", limb_values.has_word, _KEEP_BITS_OUTSIDE)
+_WEBGL_SHIFT = limb_values.webgl_word_limitation(
+    "32-bit integer words, except a uint32 shifted by a literal amount",
+    "a shift moves bits across the whole word (a left shift multiplies by up to 2^31, a logical right shift "
+    "reads a negative int32 as a word near 2^32), so even small operands make words WebGL rounds; noxla "
+    "computes a uint32 shifted by a literal amount on 16-bit limbs instead (lowering_rules/limb_values.py)",
+    lambda eqn: limb_values.has_word(eqn) and not limb_values.shift_on_limbs(eqn),
+    "shift uint32 values by literal amounts (x >> 9, as jax.random does), or " + _KEEP_BITS_OUTSIDE)
+
+
 # ----------------------------------------------------------------------------- unary
 
 @lowering(lax.not_p, dtypes=dtypes(NUMERIC - {"uint64"}, missing=(
@@ -108,7 +123,7 @@ def lower_population_count(ctx, x):
     return as_out(ctx, count)
 
 
-@lowering(lax.clz_p, dtypes=_AT_MOST_32_BITS, cases=[
+@lowering(lax.clz_p, dtypes=_AT_MOST_32_BITS, limitations=[_WEBGL_CLZ], cases=[
     case("i32", lax.clz, np.array([0, 1, -1, 2, 2 ** 30, 2 ** 31 - 1, -(2 ** 31), 255, 256, 2 ** 30 - 1,
                                    2 ** 24 + 1, 2 ** 25 - 1], np.int32)),
     case("i32_random", lax.clz, i32(3, 4, low=-100, high=2 ** 31 - 1)),
@@ -210,10 +225,10 @@ _SHIFT_S = np.array([31, 32, -1, 3, 0, 1, 32, -1, 40, 31, 1, 30, 7, 4], np.int32
 # shift_left multiplies by a power of two, which TF.js's wasm backend keeps exact; the arithmetic
 # right shift divides, which it rounds beyond 2^24; the logical one works on exact 16-bit limbs.
 for _prim, _lower, _jax_fn, _limitations in (
-        (lax.shift_left_p, lower_shift_left, lax.shift_left, ()),
+        (lax.shift_left_p, lower_shift_left, lax.shift_left, (_WEBGL_SHIFT,)),
         (lax.shift_right_arithmetic_p, lower_shift_right_arithmetic, lax.shift_right_arithmetic,
          (_TFJS_WASM_INT32_BITS,)),
-        (lax.shift_right_logical_p, lower_shift_right_logical, lax.shift_right_logical, ())):
+        (lax.shift_right_logical_p, lower_shift_right_logical, lax.shift_right_logical, (_WEBGL_SHIFT,))):
     lowering(_prim, limitations=_limitations, dtypes=_AT_MOST_32_BITS, cases=[
         case("i32_edges", _jax_fn, _SHIFT_X, _SHIFT_S),
         case("i32_random", _jax_fn, i32(4, 5, low=-(2 ** 31), high=2 ** 31 - 1), i32(4, 5, low=0, high=31)),

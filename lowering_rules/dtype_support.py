@@ -73,8 +73,13 @@ _TARGET_LACKS: dict[Target, dict[str, str]] = {
 
 
 def target_lacks(target: Target, dtype) -> str | None:
-    """Why ``target`` cannot compute on ``dtype`` at all, or None."""
-    return _TARGET_LACKS[target].get(dtype_class(dtype))
+    """Why ``target`` cannot compute on ``dtype`` at all, or None (a narrowed target, such as TF.js on
+    WebGL, lacks what its base lacks)."""
+    for t in target.lineage:
+        reason = _TARGET_LACKS.get(t, {}).get(dtype_class(dtype))
+        if reason:
+            return reason
+    return None
 
 
 def target_has(target: Target, dtype) -> bool:
@@ -126,13 +131,13 @@ class DtypeSupport:
             return (self.missing or "noxla's rule does not compute this dtype exactly",
                     workaround_for(name, self.accepted(target)))
         for g in self.gaps:
-            if target in g.targets and name in g.dtypes:
+            if target.within(g.targets) and name in g.dtypes:
                 return g.reason, g.workaround or workaround_for(name, self.accepted(target))
         return None
 
     def accepted(self, target: Target) -> list[str]:
         """The dtype classes the check lets through for ``target``, in table order."""
-        gaps = {n for g in self.gaps if target in g.targets for n in g.dtypes}
+        gaps = {n for g in self.gaps if target.within(g.targets) for n in g.dtypes}
         return [n for n in ORDER if n in self.computes and n not in gaps and target_has(target, n)]
 
 
@@ -210,7 +215,7 @@ TFJS_UINT32_AS_INT32 = frozenset({
 
 def carries_uint32(target: Target, primitive: str, dtypes: Iterable) -> bool:
     """Whether ``target`` runs this application's uint32 values carried as int32 bits."""
-    if target is not Target.TFJS or primitive not in TFJS_UINT32_AS_INT32:
+    if not target.within((Target.TFJS,)) or primitive not in TFJS_UINT32_AS_INT32:
         return False
     dtypes = set(map(np.dtype, dtypes))
     if primitive in ("convert_element_type", "bitcast_convert_type"):

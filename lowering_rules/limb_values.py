@@ -15,7 +15,8 @@ below 2^16, 8-bit table indices), which every runtime computes exactly.
   (``apply_per_limb``); call-like rules (jit, the key rules) hand them to their body untouched.
 - Any other rule, a loop or branch body's results and the program's outputs get the word back
   (``materialize``): exact in every runtime but WebGL/WebGPU, where a uint32 value that leaves the
-  limb path is exact only while its int32 carrier is below 2^24 in magnitude.
+  limb path is exact only while its int32 carrier is below 2^24 in magnitude. The rules that compute
+  on whole words by nature declare a limitation for TF.js on WebGL (``webgl_word_limitation``).
 
 A word enters the limb path (``of``) from a constant (split in numpy) or a tensor (floor modulo and
 division by 2^16: exact on WebGL for words whose int32 carrier is below 2^24 in magnitude, such as
@@ -30,6 +31,7 @@ import tensorflow as tf
 
 from lowering_rules.helpers import int_info, tf_dtype, wrap_to
 from lowering_rules.key_types import is_key
+from lowering_rules.vocabulary import Limitation, Target
 
 _LIMB = 1 << 16
 
@@ -310,6 +312,34 @@ def lower_with_limbs(name: str, ctx, invals, params):
     return NotImplemented if rule is None else rule(ctx, *invals, **params)
 
 
-__all__ = ["Limbs", "is_limbs", "any_limbs", "of", "constant", "materialize", "add", "xor", "rotate_left",
+# ----------------------------------------------------------------------------- what WebGL cannot run
+
+# What noxla promises on TF.js's WebGL backend: an int32 value (a uint32 carried as its int32 bits
+# too) is exact while it is within +-2^24, since WebGL keeps it in a float32 texture. Values are data,
+# so the check cannot see them at the program's inputs or in arithmetic; it rejects the rules that
+# compute on whole 32-bit words by nature, where the limb path above does not keep them in 16 bits.
+WEBGL_WORDS = ("TF.js's WebGL backend keeps int32 tensors in float32 textures, exact only within "
+               "+-2^24 (24-bit significands)")
+
+
+def webgl_word_limitation(condition: str, why: str, when, workaround: str) -> Limitation:
+    """A limitation of TF.js on WebGL only (``Target.TFJS_WEBGL``): the rule forms whole 32-bit words."""
+    return Limitation((Target.TFJS_WEBGL,), condition, f"{WEBGL_WORDS}; {why}", when=when, param="dtype",
+                      workaround=workaround)
+
+
+def has_word(eqn) -> bool:
+    """Whether an application has a 32-bit integer operand or result (key data count as uint32)."""
+    return any(np.issubdtype(d, np.integer) and d.itemsize == 4 for d in eqn.dtypes)
+
+
+def shift_on_limbs(eqn) -> bool:
+    """Whether a shift takes the limb path: a uint32 operand shifted by a literal amount (``_shift_rule``
+    needs the amount statically; the check sees it when the jaxpr spells it as a literal)."""
+    return _is_u32(eqn.avals_in[0]) and eqn.literal(1) is not None
+
+
+__all__ = ["WEBGL_WORDS", "webgl_word_limitation", "has_word", "shift_on_limbs",
+           "Limbs", "is_limbs", "any_limbs", "of", "constant", "materialize", "add", "xor", "rotate_left",
            "shift_right", "shift_left", "to_float32", "LIMB_RULES", "NATIVE", "register_native", "keeps_limbs",
            "apply_per_limb", "lower_with_limbs", "computes_on_limbs"]

@@ -11,6 +11,9 @@ stays below 2^24:
   2^19, carries propagated digit by digit), of which the top four digits are the result; a
   signed high word is the unsigned one minus ``b`` where ``a < 0`` and minus ``a`` where ``b < 0``
   (modulo 2^32, which int32 Add and Sub give exactly).
+
+TF.js's WebGL backend rounds the operand words themselves (float32 textures): 32-bit mulhi is
+rejected there up front (``webgl_word_limitation``).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from jax import lax
 
 from lowering_rules.cases import case, i8, i32, u8
 from lowering_rules.dtype_support import INTEGERS, dtypes
+from lowering_rules.limb_values import has_word, webgl_word_limitation
 from lowering_rules.limbs import as_word, to_limbs
 from lowering_rules.registry import lowering
 
@@ -67,7 +71,12 @@ def _high_word(a, b, signed: bool):
 
 
 @lowering(lax.mulhi_p, dtypes=dtypes(INTEGERS - {"int64", "uint64"}, missing=(
-    "the high half of a 64-bit product needs 128-bit arithmetic, which no target has")), cases=[
+    "the high half of a 64-bit product needs 128-bit arithmetic, which no target has")), limitations=[
+    webgl_word_limitation(
+        "32-bit integer operands", "mulhi's operands are whole words (a hash's constants, a divisor's 32-bit "
+        "reciprocal), which WebGL rounds before the exact 8-bit digit products see them", has_word,
+        "compute the high word outside the exported function, or run the model on TF.js's wasm or cpu backend"),
+], cases=[
     case("i32_edges", lax.mulhi, _I32_EDGES, np.roll(_I32_EDGES, 3)),
     case("i32_random", lax.mulhi, i32(4, 5, low=-2 ** 31, high=2 ** 31 - 1), i32(4, 5, low=-2 ** 31, high=2 ** 31 - 1)),
     case("u32_edges", lax.mulhi, _U32_EDGES, np.roll(_U32_EDGES, 4)),

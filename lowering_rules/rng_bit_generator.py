@@ -16,7 +16,8 @@ its prng library; the cases check them against JAX):
 - 8- and 16-bit results are the low bits of the 32-bit ones.
 
 Words are int32 bit patterns and every step is exact on every runtime (``limbs.py``): wrapping
-Add, xor of bit vectors, and the 64-bit products Philox needs in 8-bit digits (``mulhi.py``).
+Add, xor of bit vectors, and the 64-bit products Philox needs in 8-bit digits (``mulhi.py``). Not
+on TF.js's WebGL backend, whose float32 textures round those whole words: rejected there up front.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from jax import lax
 from lowering_rules.cases import case, u32
 from lowering_rules.dtype_support import dtypes
 from lowering_rules.helpers import tf_dtype
+from lowering_rules.limb_values import webgl_word_limitation
 from lowering_rules.limbs import as_word, from_bits, to_bits, xor_bits
 from lowering_rules.prng import threefry2x32
 from lowering_rules.registry import ALL_TARGETS, Limitation, lowering
@@ -147,6 +149,11 @@ def _bits(shape, dtype=np.uint32, algorithm=lax.RandomAlgorithm.RNG_DEFAULT):
                "the shape's parity and size, which noxla fixes when it lowers", param="shape",
                when=lambda eqn: not all(isinstance(d, int) for d in eqn.params["shape"]),
                workaround="draw the bits at a fixed shape and slice them"),
+    webgl_word_limitation(
+        "always", "XLA's generators compute on whole 32-bit words (a 128-bit counter with carries, Philox's "
+        "products of words), not on the 16-bit limbs noxla's threefry uses", lambda eqn: True,
+        "draw with jax.random's default threefry keys (jax.random.key(seed)), which noxla computes on 16-bit "
+        "limbs exactly on WebGL"),
 ], cases=[
     case("philox", _bits((3, 5)), u32(4, low=0, high=2 ** 32 - 1)),
     case("philox_counter_carries", _bits((2, 7), algorithm=lax.RandomAlgorithm.RNG_PHILOX), _KEY),

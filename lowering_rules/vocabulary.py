@@ -19,10 +19,28 @@ class Target(str, enum.Enum):
     TFLITE = "tflite"            # .tflite with TFLITE_BUILTINS only
     TFLITE_FLEX = "tflite_flex"  # .tflite that may also use SELECT_TF_OPS (Flex)
     TFJS = "tfjs"                # TF.js graph model
+    # A TF.js graph model run on TF.js's WebGL backend (what browsers pick first): every TF.js
+    # limitation applies (``base``), plus WebGL's own, declared by the rules with this target.
+    TFJS_WEBGL = "tfjs_webgl"
 
     @property
     def label(self) -> str:
         return _LABELS[self]
+
+    @property
+    def base(self) -> "Target | None":
+        """The target this one narrows (it inherits every limitation declared for it), or None."""
+        return _BASES.get(self)
+
+    @property
+    def lineage(self) -> "tuple[Target, ...]":
+        """This target, then the targets it narrows: a limitation for any of them holds here."""
+        return (self,) if self.base is None else (self, *self.base.lineage)
+
+    def within(self, targets: "Iterable[Target]") -> bool:
+        """Whether a declaration for ``targets`` binds this target (directly or through its base)."""
+        targets = tuple(targets)
+        return any(t in targets for t in self.lineage)
 
     @classmethod
     def parse(cls, name: "str | Target") -> "Target":
@@ -40,7 +58,9 @@ _LABELS = {
     Target.TFLITE: "TFLite (builtins)",
     Target.TFLITE_FLEX: "TFLite (Flex)",
     Target.TFJS: "TF.js",
+    Target.TFJS_WEBGL: "TF.js (WebGL)",
 }
+_BASES = {Target.TFJS_WEBGL: Target.TFJS}
 
 ALL_TARGETS = tuple(Target)
 
@@ -85,11 +105,17 @@ def dtype_name(dtype) -> str:
 class EqnView:
     """What a limitation predicate may look at: a primitive application, before lowering.
 
-    ``params`` are already without placement parameters (``rule_params``)."""
+    ``params`` are already without placement parameters (``rule_params``). ``literals`` holds, per
+    operand, its value when the jaxpr spells it as a literal (``x >> 9``'s 9), else None."""
     primitive: str
     params: dict
     avals_in: tuple
     avals_out: tuple
+    literals: tuple = ()
+
+    def literal(self, i: int):
+        """Operand ``i``'s literal value, or None when it is computed or an input."""
+        return self.literals[i] if i < len(self.literals) else None
 
     @property
     def dtypes(self) -> set:
@@ -125,7 +151,7 @@ class Limitation:
     workaround: str = ""
 
     def applies(self, eqn: EqnView, target: Target) -> bool:
-        return target in self.targets and bool(self.when(eqn))
+        return target.within(self.targets) and bool(self.when(eqn))
 
 
 def dtype_limitation(targets: Sequence[Target], dtypes: Iterable, reason: str,

@@ -156,6 +156,10 @@ def cmd_export(args, out, err) -> int:
         browser = run_step(progress, "verify in Chromium", verify_in_browser, exported.written["tfjs"],
                            args.screenshot)
         errors.update(_browser_errors(browser))
+    elif "tfjs" in exported.written:  # without the browser run, still say where the check rejects it
+        from noxla.demo import backend_rejections
+        errors.update({f"tfjs ({backend})": _rejected(report)
+                       for backend, report in backend_rejections(exported.program).items()})
     _summary(exported.program, {kind: getattr(args, kind) for kind in exported.written}, errors, out)
     return 0
 
@@ -164,7 +168,16 @@ def _browser_errors(results) -> dict:
     """verify_in_browser's answer as summary rows: the max error per Chromium backend, or why not."""
     if isinstance(results, str):
         return {"chromium": results}
-    return {f"chromium_{backend}": r.get("error") or r["max_error"] for backend, r in results.items()}
+    return {f"chromium_{backend}": r.get("error") or _rejected(r.get("rejected")) or r["max_error"]
+            for backend, r in results.items()}
+
+
+def _rejected(report: str | None) -> str | None:
+    """A backend noxla's check rejects (WebGL: whole 32-bit words): what the page said, one line per use."""
+    if not report:
+        return None
+    uses = [line.strip()[2:] for line in report.splitlines() if line.strip().startswith("- ")]
+    return "not run, rejected up front: " + "; ".join(uses)
 
 
 def cmd_serve(args, out, err) -> int:
@@ -270,7 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="report every use the target cannot run (exit 1 if any)")
     add_program_args(check)
-    check.add_argument("--target", default="tflite", choices=["tf", "tflite", "tflite_flex", "tfjs"])
+    check.add_argument("--target", default="tflite", type=lambda name: name.lower().replace("-", "_"),
+                       choices=["tf", "tflite", "tflite_flex", "tfjs", "tfjs_webgl"],
+                       help="tfjs_webgl (or tfjs-webgl): TF.js on its WebGL backend, TF.js's limits and WebGL's own")
     check.set_defaults(run=cmd_check)
 
     serve = sub.add_parser("serve", help="serve a TF.js export's demo page (index.html) and TF.js on localhost")

@@ -60,11 +60,22 @@ def write_demo(model_dir: str, fun: Callable, program, example_args: Sequence, t
             "inputs": {n: runtimes._encode(a) for n, a in zip(program.in_names, inputs)},
             "expected": {n: runtimes._encode(a) for n, a in zip(program.out_names, jax_outputs(fun, args))},
             "tolerance": runtimes.BROWSER_TOLERANCE,
+            "rejected": backend_rejections(program),
         }
     except ValueError:  # e.g. a float16 or int64 input: TF.js has no such tensors
         return
     with open(os.path.join(model_dir, DEMO_DATA), "w") as f:
         json.dump(data, f)
+
+
+def backend_rejections(program) -> dict[str, str]:
+    """Per TF.js backend that noxla's check rejects the program for (WebGL: whole 32-bit words), the
+    report saying why; the page shows it instead of running there, and --verify-browser reports it."""
+    from limitations.engine import check_jaxpr
+    from lowering_rules.vocabulary import Target
+
+    report = check_jaxpr(program.closed_jaxpr, Target.TFJS_WEBGL)  # TF.js itself passed the export's check
+    return {} if report.ok else {"webgl": report.format()}
 
 
 def _model_name(fun: Callable, model_dir: str) -> str:
@@ -74,7 +85,8 @@ def _model_name(fun: Callable, model_dir: str) -> str:
 
 def verify_in_browser(model_dir: str, screenshot: str | None = None) -> dict[str, dict] | str:
     """Run the export's own page in headless Chromium on every backend it offers: per backend the
-    max error against JAX's outputs in demo_data.json and the median latency (ms); or why not."""
+    max error against JAX's outputs in demo_data.json and the median latency (ms); or why not
+    (``error``; ``rejected``: the report of noxla's check for that backend, which the page shows)."""
     if not os.path.exists(os.path.join(model_dir, DEMO_DATA)):
         return "browser not verified: the export has no demo_data.json"
     try:
@@ -87,8 +99,11 @@ def verify_in_browser(model_dir: str, screenshot: str | None = None) -> dict[str
             reply = runner.request({"demo": os.path.abspath(model_dir), "backend": backend,
                                     **({"screenshot": os.path.abspath(screenshot)}
                                        if screenshot and backend == "webgl" else {})})
-            results[backend] = ({"error": reply["error"]} if "error" in reply else
-                                {"max_error": reply["maxError"], "ms": reply["ms"]})
+            if "rejected" in reply:
+                results[backend] = {"rejected": reply["rejected"]}
+            else:
+                results[backend] = ({"error": reply["error"]} if "error" in reply else
+                                    {"max_error": reply["maxError"], "ms": reply["ms"]})
         return results
     finally:
         runner.close()

@@ -152,3 +152,10 @@ def test_console_script_is_installed():
     scripts = {e.name: e.value for e in entry_points(group="console_scripts")}
     assert scripts.get("noxla") == "noxla.cli:main"
     assert os.path.exists(os.path.join(os.path.dirname(sys.executable), "noxla"))
+
+
+def test_check_takes_the_webgl_sub_target_by_either_spelling():
+    from noxla.cli import build_parser
+    for name in ("tfjs-webgl", "tfjs_webgl"):
+        args = build_parser().parse_args(["check", "m:f", "--input", "i32[4]", "--target", name])
+        assert args.target == "tfjs_webgl"

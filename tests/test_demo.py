@@ -12,6 +12,7 @@ import os
 import shutil
 import struct
 
+import numpy as np
 import pytest
 
 import noxla
@@ -60,6 +61,29 @@ def test_demo_page_matches_jax_in_chromium(tmp_path):
     assert width >= 200 and height >= 100
     if os.environ.get("NOXLA_UPDATE_SCREENSHOT"):
         shutil.copyfile(screenshot, COMMITTED_SCREENSHOT)
+
+
+@pytest.mark.slow
+def test_demo_page_reports_a_webgl_rejection_instead_of_a_number(tmp_path):
+    """A model the check rejects for TF.js on WebGL (a shift of int32 words) still exports for TF.js; its
+    page and --verify-browser say why WebGL does not run it, and wasm and cpu match JAX."""
+    from jax import lax
+
+    from noxla.cli import _browser_errors
+
+    def scramble(x):
+        return lax.shift_left(x, np.int32(21)) + 1
+
+    path = noxla.export_tfjs(scramble, np.arange(-3, 3, dtype=np.int32), path=str(tmp_path / "words"))
+    with open(os.path.join(path, DEMO_DATA)) as f:
+        rejected = json.load(f)["rejected"]
+    assert set(rejected) == {"webgl"} and "shift_left" in rejected["webgl"], rejected
+    results = verify_in_browser(path)
+    assert isinstance(results, dict), results
+    assert results["webgl"] == {"rejected": rejected["webgl"]}, results
+    assert results["wasm"]["max_error"] == 0 and results["cpu"]["max_error"] == 0, results
+    row = _browser_errors(results)["chromium_webgl"]
+    assert row.startswith("not run, rejected up front: shift_left: dtype=int32"), row
 
 
 def test_committed_screenshot_is_a_png():

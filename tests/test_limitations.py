@@ -36,8 +36,10 @@ from noxla.tfjs_ops import TFJS_BACKSTOP
 from tests.differential import FORCED_RUNTIMES, forced_failure, traced
 from tools import gen_limitations
 
+# Each limitation on each target it names; not again on a narrowed target (TF.js on WebGL) when it also
+# names that target's base: the narrowed one inherits it, and the base's runtimes prove it.
 DECLARED = [(name, i, target) for name in sorted(RULES) for i, lim in enumerate(RULES[name].limitations)
-            for target in ALL_TARGETS if target in lim.targets]
+            for target in ALL_TARGETS if target in lim.targets and target.base not in lim.targets]
 
 
 def _declared_id(param) -> str:
@@ -370,3 +372,20 @@ def test_check_reports_uses_inside_sub_jaxprs_at_their_lines():
     report = noxla.check(f, np.ones((2, 2), np.float32), target="tf")
     callbacks = [v for v in report.violations if v.primitive == "pure_callback"]
     assert callbacks and all(_at(v.source, "scan-body") for v in callbacks), report.format()
+
+
+def test_webgl_target_inherits_tfjs_and_adds_its_own():
+    """TF.js on WebGL rejects what TF.js rejects, plus the rules that compute on whole 32-bit words
+    there; a uint32 shifted by a literal amount stays on 16-bit limbs and passes."""
+    def f(x, h, u):
+        return lax.shift_left(x, np.int32(3)), h * h, lax.shift_right_logical(u, np.uint32(9))  # webgl:uses
+
+    args = (np.ones(3, np.int32), np.ones(3, np.float16), np.ones(3, np.uint32))
+    tfjs, webgl = (noxla.check(f, *args, target=t) for t in ("tfjs", "tfjs-webgl"))
+    assert [(v.primitive, v.value) for v in tfjs.violations] == [("mul", "float16")], tfjs.format()
+    assert webgl.target is Target.TFJS_WEBGL and "TF.js (WebGL)" in webgl.format()
+    assert sorted((v.primitive, v.value, v.declared) for v in webgl.violations) == [
+        ("mul", "float16", True), ("shift_left", "int32", True)], webgl.format()
+    assert all(_at(v.source, "webgl:uses") for v in webgl.violations)
+    assert "float32 textures" in webgl.format()
+    assert Target.parse("tfjs-webgl").within((Target.TFJS,)) and not Target.TFJS.within((Target.TFJS_WEBGL,))

@@ -17,21 +17,9 @@ FAST_RUNTIMES = ("tf_eager", "tf_graph")
 # runs the zoo models, tests/test_zoo.py).
 BROWSER_CASES = [rule.cases[0] for rule in RULES.values() if rule.cases]
 BROWSER_CASE_RUNTIMES = ("chromium_webgl",)
-# Known WebGL failures (strict: a fix shows up as an unexpected pass). TF.js's WebGL backend keeps
-# int32 tensors in float32 textures, exact only below 2**24: these rules' first cases take or return
-# int32/uint32 words above 2**24, which WebGL rounds on upload and in its textures (the tests run
-# every op in shaders, tests/conftest.py; the PRNG rules compute on 16-bit limbs,
-# lowering_rules/limb_values.py, and their first cases draw samples from inputs below 2**24). The
-# WebGL sub-target of the limitations engine should reject these up front; until it does, they are
-# listed here. rng_bit_generator also computes on whole 32-bit words (its counters and Philox's
-# products), so it is inexact on WebGL's GPU path even from small inputs.
-WEBGL_INT32_BITS = {"mulhi", "shift_right_logical", "shift_left", "clz", "rng_bit_generator"}
-
-
-def _browser_case_params():
-    reason = "WebGL keeps int32 in float32 textures: int32 words above 2**24 are rounded"
-    return [pytest.param(c, marks=pytest.mark.xfail(reason=reason, strict=True)
-                         if c.primitive in WEBGL_INT32_BITS else (), id=c.id) for c in BROWSER_CASES]
+# Chromium's WebGL runs the cases its check accepts for TF.js on WebGL (Target.TFJS_WEBGL); the rules
+# that compute on whole 32-bit words there (mulhi, clz, shifts, rng_bit_generator) are rejected up front
+# by their declared WebGL limitations, which tests/test_limitations.py proves necessary in WebGL.
 
 
 def _runtime_params():
@@ -55,7 +43,7 @@ def test_case_strict(case, runtime, runtimes):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("runtime", BROWSER_CASE_RUNTIMES)
-@pytest.mark.parametrize("case", _browser_case_params())
+@pytest.mark.parametrize("case", BROWSER_CASES, ids=lambda c: c.id)
 def test_case_in_chromium(case, runtime, runtimes):
     run_case(case, runtime, runtimes)
 

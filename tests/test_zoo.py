@@ -3,6 +3,7 @@ import pytest
 import tensorflow as tf
 
 import noxla
+from limitations.engine import check_jaxpr
 from limitations.targets import RUNTIMES
 from noxla.tracing import trace
 from noxla.verify import jax_outputs
@@ -47,6 +48,10 @@ def test_zoo_model_matches_jax(name, runtime, runtimes, programs):
     runtimes.require(runtime)
     model = MODELS[name]
     program, args, expected = _program(programs, model, batch=2)
+    # The check accepts every zoo model for the runtime's target (TF.js on WebGL for chromium_webgl: the
+    # demo page would otherwise refuse to run it there).
+    report = check_jaxpr(program.closed_jaxpr, RUNTIMES[runtime])
+    assert report.ok, report.format()
     actual = runtimes.run(runtime, model.fun, program, args)
     assert_matches(expected, actual, program.out_names, where=f"{name} [{runtime}]", **TOLERANCE)
 
