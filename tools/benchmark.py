@@ -62,10 +62,13 @@ VENV_PACKAGES = {
 # A path's latency is the median over rounds; the ratio noxla / anchor is the median over rounds
 # of the per-round ratio, so a slow spell hits both sides of a ratio alike. Two copies of one
 # artifact measure 1.00 +- 0.02 this way on an idle machine (--self-check prints it per model).
-# Add a runtime by adding an entry (e.g. TF.js WebGL).
+# Add a runtime by adding an entry. TF.js WebGL runs in headless Chromium (noxla.runtimes.BrowserRunner,
+# WebGL through SwiftShader: the GPU emulated on the CPU, so its latencies rank graphs for WebGL's
+# shaders and textures, not a real GPU's speed); its first run compiles the shaders.
 
-BATCH_MS = {"LiteRT": 5.0, "TF.js wasm": 20.0, "TF.js cpu": 20.0}
-WARMUP_MS = {"LiteRT": 300.0, "TF.js wasm": 4000.0, "TF.js cpu": 8000.0}  # cpu: JS kernels JIT longer
+BATCH_MS = {"LiteRT": 5.0, "TF.js wasm": 20.0, "TF.js cpu": 20.0, "TF.js WebGL": 50.0}
+WARMUP_MS = {"LiteRT": 300.0, "TF.js wasm": 4000.0, "TF.js cpu": 8000.0,  # cpu: JS kernels JIT longer
+             "TF.js WebGL": 3000.0}
 
 
 def litert_timer(artifacts: dict, inputs: dict) -> Callable[[int], float] | None:
@@ -98,10 +101,21 @@ def tfjs_timer(backend: str) -> Callable:
     return make
 
 
+def browser_timer(backend: str) -> Callable:
+    def make(artifacts: dict, inputs: dict) -> Callable[[int], float] | None:
+        if "tfjs" not in artifacts:
+            return None
+        # Timed in the page, per run up to the outputs' data read back (TF.js's default flags: what
+        # a user's page gets, CPU forwarding of small tensors included).
+        return lambda k: statistics.median(browser_runner().time(artifacts["tfjs"], inputs, backend, k))
+    return make
+
+
 LATENCY_COLUMNS: dict[str, Callable] = {
     "LiteRT": litert_timer,
     "TF.js wasm": tfjs_timer("wasm"),
     "TF.js cpu": tfjs_timer("cpu"),
+    "TF.js WebGL": browser_timer("webgl"),
 }
 
 
@@ -148,6 +162,24 @@ def tfjs_runner():
         from noxla.runtimes import TfjsRunner
         _runner = TfjsRunner()
     return _runner
+
+
+_browser = None
+
+
+def browser_runner():
+    global _browser
+    if _browser is None:
+        from noxla.runtimes import BrowserRunner
+        _browser = BrowserRunner()
+    return _browser
+
+
+def browser_version() -> str:
+    try:
+        return browser_runner().request({"probe": True}).get("version", "?")
+    except Exception as e:  # noqa: BLE001 - Chromium missing: the column then says why per model
+        return f"unavailable ({type(e).__name__})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,7 +455,8 @@ def latencies(results: dict, inputs: dict, example: list, expected: list, args) 
     scale = max(1.0, max(float(np.max(np.abs(e))) for e in expected))
     if args.self_check:
         copies = {k: copy_artifact(results["noxla"][k]) for k in ("tflite", "tfjs") if k in results["noxla"]}
-    for column, make in LATENCY_COLUMNS.items():
+    for column in args.columns:
+        make = LATENCY_COLUMNS[column]
         timers = {}
         for path, r in results.items():
             usable = {k: r[k] for k in ("tflite", "tfjs") if k in r and isinstance(r.get(f"{k}_error"), float)
@@ -506,8 +539,12 @@ def report(all_results: dict, args) -> str:
              "process's CPU seconds (all threads), which other load on the machine does not inflate. "
              f"Load average (1 min) at the start and end of the run: {LOAD_AT_START:.1f}, "
              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores. Error: max |artifact - JAX| on a random input "
-             "(TF.js on wasm)."), ""]
-    latency = list(LATENCY_COLUMNS)
+             "(TF.js on wasm)."
+             + (f" TF.js WebGL: headless {browser_version()}, WebGL through SwiftShader (the GPU emulated on "
+                "the CPU), timed in the page (median wall time per run, outputs read back; k = 1 when a run "
+                f"lasts {BATCH_MS['TF.js WebGL']:g} ms or more); `tools/browser_report.py` gives its errors."
+                if "TF.js WebGL" in args.columns else "")), ""]
+    latency = list(args.columns)
     header = ["model", "path", "TFLite ops", "TFLite KiB", "TFLite export s (cold/warm)", "TFLite error",
               *[f"{c} ms" for c in latency], "TF.js ops", "TF.js KiB", "TF.js export s (cold/warm)",
               "TF.js error"]
@@ -578,12 +615,11 @@ def tfjs_version() -> str:
         return "?"
 
 
-def chart(all_results: dict, path: str) -> None:
+def chart(all_results: dict, path: str, columns: list[str]) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
-    columns = list(LATENCY_COLUMNS)
     names = list(all_results)
     fig, axes = plt.subplots(len(columns), 1, figsize=(max(8, 1.3 * len(names)), 3.2 * len(columns)))
     width = 0.8 / len(PATHS)
@@ -623,6 +659,8 @@ def main() -> int:
                         help="also every quantized export: size and max error against float JAX")
     parser.add_argument("--self-check", action="store_true",
                         help="also time noxla against a copy of its own artifacts (should measure 1.00)")
+    parser.add_argument("--columns", nargs="+", choices=list(LATENCY_COLUMNS), default=list(LATENCY_COLUMNS),
+                        metavar="COLUMN", help=f"latency columns to measure (default: {', '.join(LATENCY_COLUMNS)})")
     parser.add_argument("--export-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.export_child:
@@ -655,12 +693,13 @@ def main() -> int:
         json.dump(all_results, f, indent=1, default=str)
     print(text)
     try:
-        chart(all_results, os.path.join(args.out, "benchmark.png"))
+        chart(all_results, os.path.join(args.out, "benchmark.png"), args.columns)
         print(f"chart: {os.path.join(args.out, 'benchmark.png')}")
     except ImportError:
         print("no chart: matplotlib is not installed (pip install -e '.[bench]')")
-    if _runner is not None:
-        _runner.close()
+    for runner in (_runner, _browser):
+        if runner is not None:
+            runner.close()
     return 0
 
 
