@@ -15,6 +15,7 @@ others the two modes emit the same ops.
 """
 from __future__ import annotations
 
+import collections
 import os
 from typing import Callable, Sequence
 
@@ -30,6 +31,7 @@ from lowering_rules import RULES
 from lowering_rules.cases import ArgSpec, Case, default_tolerance
 from noxla.export import full_check, input_signature, serving_function, tflite_bytes, write_tfjs
 from noxla.runtimes import BROWSER_TOLERANCE, BrowserRunner, TfjsRunner, run_tflite
+from noxla.tfjs_ops import backstop_reading
 from noxla.tracing import Program, trace
 from noxla.verify import as_real, jax_outputs, relative_error
 
@@ -82,6 +84,8 @@ class Runtimes:
         self.tfjs = tfjs
         self._browser = browser  # started on first use: most tests never need Chromium
         self._tfjs_dirs: dict[object, str] = {}
+        # A case's TF.js runtimes run one after another: the last few lowerings are all that is reused.
+        self._tfjs_lowerings: collections.OrderedDict = collections.OrderedDict()
 
     @property
     def browser(self) -> BrowserRunner:
@@ -117,14 +121,39 @@ class Runtimes:
             return [outs[n] for n in program.out_names]
         raise ValueError(f"unknown runtime {runtime}")
 
+    def tfjs_lowering(self, program: Program, strict: bool = False):
+        """The lowering a TF.js export of ``program`` converts, made once: the up-front check's op-list
+        backstop reads it (``check``) instead of lowering the program a second time."""
+        key = (id(program), strict)
+        if key not in self._tfjs_lowerings:
+            self._tfjs_lowerings[key] = serving_function(program, strict=strict, uint32_as_int32=True)
+            while len(self._tfjs_lowerings) > 4:
+                self._tfjs_lowerings.popitem(last=False)
+        return self._tfjs_lowerings[key]
+
+    def check(self, program: Program, runtime: str, strict: bool = False, key: str | None = None) -> Report | None:
+        """The up-front check for ``runtime``'s target; None when a shared TF.js export of ``key``
+        exists, since it is written only after the same (deterministic) check passed for TF.js."""
+        target = RUNTIMES[runtime]
+        if target is not Target.TFJS:
+            return full_check(program.closed_jaxpr, target)
+        if key is not None and self.shared_dir is not None and os.path.exists(
+                os.path.join(self._shared_path(key, strict), "model.json")):
+            return None
+        backstop = backstop_reading(program.closed_jaxpr, lambda: self.tfjs_lowering(program, strict))
+        return full_check(program.closed_jaxpr, target, backstop)
+
+    def _shared_path(self, key: str, strict: bool) -> str:
+        key = f"{key}{'.strict' if strict else ''}"
+        return os.path.join(self.shared_dir, "".join(c if c.isalnum() or c in "-_." else "_" for c in key))
+
     def tfjs_model(self, program: Program, strict: bool = False, key: str | None = None) -> str:
         if key is not None and self.shared_dir is not None:
-            key = f"{key}{'.strict' if strict else ''}"
-            path = os.path.join(self.shared_dir, "".join(c if c.isalnum() or c in "-_." else "_" for c in key))
+            path = self._shared_path(key, strict)
             if not os.path.exists(os.path.join(path, "model.json")):
                 scratch = os.path.join(self.scratch_dir, f"tfjs_shared_{len(self._tfjs_dirs)}")
                 self._tfjs_dirs[scratch] = scratch
-                write_tfjs(serving_function(program, strict=strict, uint32_as_int32=True), scratch)
+                write_tfjs(self.tfjs_lowering(program, strict), scratch)
                 try:
                     os.rename(scratch, path)  # atomic; another process may have won the race
                 except OSError:
@@ -133,7 +162,7 @@ class Runtimes:
         cache_key = (id(program), strict)
         if cache_key not in self._tfjs_dirs:
             path = os.path.join(self.scratch_dir, f"tfjs_{len(self._tfjs_dirs)}")
-            write_tfjs(serving_function(program, strict=strict, uint32_as_int32=True), path)
+            write_tfjs(self.tfjs_lowering(program, strict), path)
             self._tfjs_dirs[cache_key] = path
         return self._tfjs_dirs[cache_key]
 
@@ -205,8 +234,8 @@ def run_case(case: Case, runtime: str, runtimes: Runtimes, strict: bool = False)
     Returns "passed" or "rejected" (declared, checked up front)."""
     program, args, expected = traced(case) if strict else default_mode_inputs(case)
     where = f"{case.id} [{runtime}{', strict' if strict else ''}]"
-    report = full_check(program.closed_jaxpr, RUNTIMES[runtime])
-    if not report.ok:
+    report = runtimes.check(program, runtime, strict, key=case.id)
+    if report is not None and not report.ok:
         assert_declared_rejection(report, where)
         return "rejected"
     if isinstance(expected, Exception):
