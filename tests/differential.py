@@ -10,8 +10,8 @@ rule declares it (``Rule.fast``); it must match JAX exactly on finite inputs. So
 run of a case whose inputs hold NaN/inf and whose program applies such a rule (``FastVariant
 .applies``) runs on the same inputs with NaN -> 0, +inf -> 1, -inf -> -1 and compares with JAX on
 those; every other default-mode run uses the case's own inputs. Strict mode runs the cases of
-rules with a fast variant and every case with NaN/inf inputs (tests/test_rules.py); for the
-others the two modes emit the same ops.
+rules with a fast variant and every case with NaN/inf inputs, where the case's program may take a
+fast variant (tests/test_rules.py); for the others the two modes emit the same ops on the same inputs.
 """
 from __future__ import annotations
 
@@ -170,11 +170,22 @@ class Runtimes:
 _TRACED: dict[str, tuple] = {}
 
 
+_PROGRAMS: dict[str, Program] = {}
+
+
+def traced_program(case: Case, args: Sequence[np.ndarray] | None = None) -> Program:
+    """The case's program alone (no JAX run), traced once."""
+    if case.id not in _PROGRAMS:
+        _PROGRAMS[case.id] = trace(case.fun, tuple(case.concrete_args()) if args is None else tuple(args),
+                                   case.polymorphic_shapes)
+    return _PROGRAMS[case.id]
+
+
 def traced(case: Case) -> tuple[Program, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
     """The case's program, inputs and JAX outputs, computed once (keyed by id: cases may hold arrays)."""
     if case.id not in _TRACED:
         args = tuple(case.concrete_args())
-        program = trace(case.fun, args, case.polymorphic_shapes)
+        program = traced_program(case, args)
         try:
             expected = tuple(jax_outputs(case.fun, args))
         except Exception as e:  # noqa: BLE001  (a program JAX traces but cannot run: see run_case)
