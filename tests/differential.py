@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 import noxla
-from limitations.engine import Report
+from limitations.engine import Report, check_jaxpr
 from limitations.targets import BROWSER_RUNTIMES, RUNTIMES, Target
 from lowering_rules import RULES
 from lowering_rules.cases import ArgSpec, Case, default_tolerance
@@ -135,11 +135,12 @@ class Runtimes:
         """The up-front check for ``runtime``'s target; None when a shared TF.js export of ``key``
         exists, since it is written only after the same (deterministic) check passed for TF.js."""
         target = RUNTIMES[runtime]
-        if target is not Target.TFJS:
+        if not target.within((Target.TFJS,)):
             return full_check(program.closed_jaxpr, target)
         if key is not None and self.shared_dir is not None and os.path.exists(
                 os.path.join(self._shared_path(key, strict), "model.json")):
-            return None
+            # TF.js on WebGL adds declarations only (its own and TF.js's): no lowering to read.
+            return None if target is Target.TFJS else check_jaxpr(program.closed_jaxpr, target)
         backstop = backstop_reading(program.closed_jaxpr, lambda: self.tfjs_lowering(program, strict))
         return full_check(program.closed_jaxpr, target, backstop)
 
