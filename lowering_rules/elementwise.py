@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from lowering_rules import fusion, words
+from lowering_rules import fusion, limb_values, words
 from lowering_rules.cases import boolean, case, f16, f32, i32, u8, u32
 from lowering_rules.dtype_support import ALL, NUMERIC, dtypes, gap
 from lowering_rules.helpers import (
@@ -469,12 +469,25 @@ def lower_sub(ctx, x, y):
     return binary(tf.math.subtract)(ctx, x, y) if fused is None else fused
 
 
+def _webgl_wide_literal(dtypes, what: str):
+    # uint32 sums take the limb path (limb_values.py), which splits constants exactly.
+    return limb_values.webgl_word_limitation(
+        f"an {what} literal operand that float32 cannot hold (more than 24 significant bits, e.g. a hash "
+        "constant)", "the literal is rounded, and the result lies beyond 2^24", limb_values.wide_literal(dtypes),
+        "run the model on TF.js's wasm or cpu backend, or keep the constant (and the values) within +-2^24")
+
+
+_WEBGL_WIDE_ADD = _webgl_wide_literal([np.int32], "int32")
+_WEBGL_WIDE_MUL = _webgl_wide_literal([np.int32, np.uint32], "int32 or uint32")
+
 for _prim, (_fn, _cases) in BINARY.items():
     if _prim is lax.sub_p:
         lowering(_prim, fast=fusion.LOG_SOFTMAX, cases=[*_cases, *fusion.LOG_SOFTMAX_CASES])(lower_sub)
     elif _prim is lax.add_p:
-        lowering(_prim, fast=fusion.BATCH_NORM, cases=[*_cases, *fusion.BIAS_ADD_CASES,
-                                                       *fusion.BATCH_NORM_CASES])(lower_add)
+        lowering(_prim, fast=fusion.BATCH_NORM, limitations=[_WEBGL_WIDE_ADD], cases=[
+            *_cases, *fusion.BIAS_ADD_CASES, *fusion.BATCH_NORM_CASES,
+            case("i32_wide_literal", lambda x: x + np.int32(16777217), np.array([0, 1, -5, 2 ** 20], np.int32)),
+        ])(lower_add)
     else:
         lowering(_prim, cases=_cases)(binary(_fn))
 for _prim, (_fn, _jax_fn) in COMPARISONS.items():
@@ -491,8 +504,9 @@ for _prim, (_fn, _jax_fn) in COMPARISONS.items():
     ])(_compare(_fn))
 
 
-@lowering(lax.mul_p, fast=fusion.GELU, cases=[
+@lowering(lax.mul_p, fast=fusion.GELU, limitations=[_WEBGL_WIDE_MUL], cases=[
     *fusion.GELU_CASES,
+    case("i32_hash_literal", lambda x: x * np.int32(-1640531535), np.array([0, 1, 2, 3, -7], np.int32)),
     case("f32", lax.mul, f32(3, 4), f32(3, 4)),
     case("i32_wraps", lax.mul, np.array([2 ** 30, 65537, -3], np.int32), np.array([4, 65537, 7], np.int32)),
     case("f16", lax.mul, f16(3, 4), f16(3, 4)),

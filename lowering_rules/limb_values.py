@@ -333,13 +333,30 @@ def has_word(eqn) -> bool:
     return any(np.issubdtype(d, np.integer) and d.itemsize == 4 for d in eqn.dtypes)
 
 
+def _float32_rounds(value) -> bool:
+    """Whether float32 cannot hold this integer exactly (more than 24 significant bits)."""
+    value = int(np.asarray(value).astype(np.int64))
+    return int(np.float32(value)) != value
+
+
+def wide_literal(dtypes):
+    """A predicate: some operand of one of ``dtypes`` is a literal that float32 rounds (a hash constant:
+    WebGL rounds it on upload, and a sum or product with it lies beyond 2^24)."""
+    names = {np.dtype(d) for d in dtypes}
+
+    def when(eqn) -> bool:
+        return any(lit is not None and np.dtype(a.dtype) in names and np.ndim(lit) == 0 and _float32_rounds(lit)
+                   for a, lit in zip(eqn.avals_in, eqn.literals))
+    return when
+
+
 def shift_on_limbs(eqn) -> bool:
     """Whether a shift takes the limb path: a uint32 operand shifted by a literal amount (``_shift_rule``
     needs the amount statically; the check sees it when the jaxpr spells it as a literal)."""
     return _is_u32(eqn.avals_in[0]) and eqn.literal(1) is not None
 
 
-__all__ = ["WEBGL_WORDS", "webgl_word_limitation", "has_word", "shift_on_limbs",
+__all__ = ["WEBGL_WORDS", "webgl_word_limitation", "has_word", "shift_on_limbs", "wide_literal",
            "Limbs", "is_limbs", "any_limbs", "of", "constant", "materialize", "add", "xor", "rotate_left",
            "shift_right", "shift_left", "to_float32", "LIMB_RULES", "NATIVE", "register_native", "keeps_limbs",
            "apply_per_limb", "lower_with_limbs", "computes_on_limbs"]
