@@ -5,7 +5,9 @@ Conventions shared by the rules here:
   return the first NaN. TFLite and TF.js max/min kernels do not all propagate NaN, so it
   is restored explicitly. NaN tests use ``x != x`` (TFLite has no IsNan builtin).
 - float16 is computed in float32 and rounded back: TFLite lacks half-precision kernels
-  for most of these ops, and XLA accumulates half precision in float32 as well.
+  for most of these ops, and XLA accumulates half-precision reductions in float32 as well.
+  Half-precision cumsum/cumprod/cumlogsumexp instead round where JAX's CPU scan rounds
+  (``half_scans.py``).
 - Scans without a TF op in every target (cumprod, cummax, cummin, cumlogsumexp) are
   Hillis-Steele doubling scans: log2(n) shifted combines, O(n log n) work.
 """
@@ -18,7 +20,7 @@ from jax import lax
 from jax.core import ShapedArray
 from jax.extend import core
 
-from lowering_rules import fusion
+from lowering_rules import fusion, half_scans
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.helpers import compute_dtype, convertible_constant, identity_element, is_nan, kernel_dtype
@@ -454,6 +456,8 @@ def _scan_rule(name):
         n = ctx.dim(aval.shape[axis])
         if isinstance(n, int) and n == 0:
             return x
+        if half_scans.applies(name, x, n):  # rounded where JAX rounds (half_scans.py)
+            return half_scans.half_scan(ctx, name, x, axis, reverse)
         dtype = x.dtype
         work = tf.cast(x, kernel_dtype(dtype, ordered=name != "cumprod"))
         if reverse:
@@ -469,13 +473,20 @@ def _scan_rule(name):
     return lower
 
 
-def _scan_cases(jax_fn, ints=True):
+def _half_case(jax_fn, n, reverse=(False, True), low=0.9, high=1.1, rtol=0.0):
+    """float16 rounded where JAX rounds (half_scans.py), to the bit unless ``rtol``: n > 16 spans
+    blocks and padding. Rounding once (float32 throughout) fails each of these cases."""
+    return case("f16", lambda x: [jax_fn(x, axis=1, reverse=r) for r in reverse],
+                f16(2, n, low=low, high=high), atol=0.0, rtol=rtol)
+
+
+def _scan_cases(jax_fn, ints=True, half=None):
     int_cases = [case("i32", lambda x: jax_fn(x, axis=1), i32(3, 6, low=-3, high=3))] if ints else []
     return [*int_cases,
         case("axis1", lambda x: jax_fn(x, axis=1), f32(3, 7)),
         case("axis0_reverse", lambda x: jax_fn(x, axis=0, reverse=True), f32(5, 3)),
         case("axis2_long", lambda x: jax_fn(x, axis=2), f32(2, 3, 37, low=0.5, high=1.5)),
-        case("f16", lambda x: jax_fn(x, axis=1), f16(2, 5, low=0.5, high=1.5)),
+        half or case("f16", lambda x: jax_fn(x, axis=1), f16(2, 5, low=0.5, high=1.5)),
         case("size1", lambda x: jax_fn(x, axis=0), f32(1, 4)),
         # An empty scan inside the program (TFLite cannot hand back an empty output).
         case("empty", lambda x: jnp.concatenate([jax_fn(x[:, :0], axis=1), x], axis=1), f32(2, 3)),
@@ -491,18 +502,21 @@ _NAN_SCAN_CASES = lambda fn: [case("nan_propagates", lambda x: fn(x, axis=1), NA
 
 
 @lowering(lax.cumsum_p, cases=[
-    *_scan_cases(lax.cumsum),
+    *_scan_cases(lax.cumsum, half=_half_case(lax.cumsum, 20)),
     case("bool_jnp", lambda x: jnp.cumsum(x, axis=1), boolean(3, 6)),
     case("polymorphic_axis", lambda x: lax.cumsum(x, axis=0), f32(6, 2),
          polymorphic_shapes=("(n, 2)",)),
 ])
 def lower_cumsum(ctx, x, *, axis, reverse):
+    if half_scans.applies("cumsum", x, ctx.dim(ctx.avals_in[0].shape[axis])):
+        return half_scans.half_scan(ctx, "cumsum", x, axis, reverse)
     dtype = x.dtype
     out = tf.math.cumsum(tf.cast(x, kernel_dtype(dtype, ordered=False)), axis=axis, reverse=reverse)
     return tf.cast(out, dtype)
 
 
-lowering(lax.cumprod_p, cases=[*_scan_cases(lax.cumprod), _SYMBOLIC_AXIS_CASE(lax.cumprod)])(
+lowering(lax.cumprod_p, cases=[*_scan_cases(lax.cumprod, half=_half_case(lax.cumprod, 9)),
+                               _SYMBOLIC_AXIS_CASE(lax.cumprod)])(
     _scan_rule("cumprod"))
 lowering(lax.cummax_p, cases=[
     *_scan_cases(lax.cummax), *_NAN_SCAN_CASES(lax.cummax),
@@ -513,7 +527,8 @@ lowering(lax.cummin_p, cases=[
     *_scan_cases(lax.cummin), *_NAN_SCAN_CASES(lax.cummin), _SYMBOLIC_AXIS_CASE(lax.cummin),
 ])(_scan_rule("cummin"))
 lowering(lax.cumlogsumexp_p, cases=[
-    *_scan_cases(lax.cumlogsumexp, ints=False),
+    *_scan_cases(lax.cumlogsumexp, ints=False, half=_half_case(
+        lax.cumlogsumexp, 12, reverse=(True,), low=-8.0, high=0.0, rtol=half_scans.HALF_TRANSCENDENTAL_RTOL)),
     *_NAN_SCAN_CASES(lax.cumlogsumexp), _SYMBOLIC_AXIS_CASE(lax.cumlogsumexp),
     case("wide_range", lambda x: lax.cumlogsumexp(x * 50.0, axis=1), f32(3, 9)),
     case("with_neg_inf", lambda x: lax.cumlogsumexp(x, axis=1),
