@@ -138,8 +138,8 @@ class _TfjsBackstop:
     """The TF.js op-list backstop in the shape ``limitations.engine.OpBackstop`` asks for.
 
     ``lowered``: (a closed jaxpr, a callable returning a lowering of it that an exporter makes
-    anyway, as ``emitted_ops`` would): its ops are read instead of lowering that program again
-    (a third of a cold TF.js export's lowering time)."""
+    anyway, the graph its converter gets): its ops are read instead of lowering that program again
+    (a third of a cold TF.js export's lowering time, half a sampling model's)."""
     target = Target.TFJS
 
     def __init__(self, lowered: tuple[object, Callable[[], object]] | None = None):
@@ -161,6 +161,6 @@ TFJS_BACKSTOP = _TfjsBackstop()
 
 
 def backstop_reading(closed_jaxpr, lower: Callable[[], object]) -> _TfjsBackstop:
-    """The backstop, reading the ops of ``lower()``, an exporter's own lowering of ``closed_jaxpr``
-    made as ``emitted_ops`` makes it (not strict, no uint32 carried as int32)."""
+    """The backstop, reading the ops of ``lower()``: an exporter's own lowering of ``closed_jaxpr``,
+    the graph the TF.js converter gets (strict or not, uint32 carried as int32 or not)."""
     return _TfjsBackstop((closed_jaxpr, lower))
