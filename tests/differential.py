@@ -280,7 +280,7 @@ FORCED_RUNTIMES = {
 
 
 def run_unchecked(runtime: str, program: Program, args: Sequence[np.ndarray],
-                  runtimes: Runtimes) -> list[np.ndarray]:
+                  runtimes: Runtimes, key: str | None = None) -> list[np.ndarray]:
     """Lower, convert and run a traced program in one runtime without asking the check first."""
     if runtime == "tf_eager":
         from noxla.lowering import lower_program
@@ -292,7 +292,17 @@ def run_unchecked(runtime: str, program: Program, args: Sequence[np.ndarray],
         outs = run_tflite(tflite_bytes(serving_function(program), allow_flex=True),
                           dict(zip(program.in_names, args)))
         return [outs[n] for n in program.out_names]
-    return runtimes.run(runtime, None, program, args)
+    return runtimes.run(runtime, None, program, args, key=key)
+
+
+def _shared_export_key(case: Case, runtime: str, program: Program) -> str | None:
+    """The case's shared TF.js export key when forcing it through a narrowed TF.js target (WebGL) may
+    reuse the export its TF.js rule tests write; None for a case TF.js rejects, since a shared export
+    stands for a passed TF.js check (Runtimes.check)."""
+    target = RUNTIMES.get(runtime)
+    if target is None or target is Target.TFJS or not target.within((Target.TFJS,)):
+        return None
+    return case.id if check_jaxpr(program.closed_jaxpr, Target.TFJS).ok else None
 
 
 def forced_failure(case: Case, runtime: str, runtimes: Runtimes) -> str | None:
@@ -300,7 +310,7 @@ def forced_failure(case: Case, runtime: str, runtimes: Runtimes) -> str | None:
     program, args, expected = traced(case)
     where = f"{case.id} [{runtime}, check bypassed]"
     try:
-        actual = run_unchecked(runtime, program, args, runtimes)
+        actual = run_unchecked(runtime, program, args, runtimes, _shared_export_key(case, runtime, program))
         assert_matches(expected, actual, program.out_names, case.atol, case.rtol, where,
                        floor=runtime_tolerance(runtime))
     except Exception as e:  # noqa: BLE001 - any failure (conversion, runtime, mismatch) counts
