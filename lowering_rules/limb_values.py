@@ -112,6 +112,52 @@ def xor(ctx, a: Limbs, b: Limbs) -> Limbs:
     return Limbs(_xor_limb(table, a.hi, b.hi), _xor_limb(table, a.lo, b.lo))
 
 
+# ----------------------------------------------------------------------------- packed words
+
+# A chain of word operations (threefry's 20 rounds) runs on words packed as one int32 tensor with a
+# last axis of 2 (high limb, low limb): each step is then one op on both limbs, not one per limb
+# (40% fewer ops, graphs that build and convert faster and run with fewer kernel launches).
+
+def pack(x: Limbs):
+    return tf.stack([x.hi, x.lo], axis=-1)
+
+
+def unpack(p) -> Limbs:
+    hi, lo = tf.unstack(p, num=2, axis=-1)
+    return Limbs(hi, lo)
+
+
+def packed_constant(value: int):
+    value = int(value) % (1 << 32)
+    return tf.constant([value >> 16, value & 0xFFFF], tf.int32)
+
+
+# The high limbs' sum is below 2^17, so dividing it by 2^17 gives 0: one division gives [0, carry].
+_CARRY_DIVISORS = np.array([1 << 17, _LIMB], np.int32)
+
+
+def packed_add(a, b):
+    """a + b modulo 2^32 on packed words: the low limbs' carry, moved to the high limb by a reverse."""
+    total = a + b
+    return tf.math.floormod(total + tf.reverse(tf.math.floordiv(total, _CARRY_DIVISORS), [-1]), _LIMB)
+
+
+def packed_rotate_left(p, r: int):
+    """The packed word rotated left by a constant r: limbs swap for r >= 16, and each takes its top
+    bits from the other (the reversed pair); every product stays below 2^16."""
+    if r % 32 >= 16:
+        p = tf.reverse(p, [-1])
+    r %= 16
+    if r == 0:
+        return p
+    keep, moved = 1 << (16 - r), 1 << r
+    return tf.math.floormod(p, keep) * moved + tf.math.floordiv(tf.reverse(p, [-1]), keep)
+
+
+def packed_xor(ctx, a, b):
+    return _xor_limb(ctx.lowering.constant(_XOR_TABLE), a, b)  # elementwise: both limbs at once
+
+
 _POW16 = np.array([1 << k for k in range(16)], np.int32)
 
 
@@ -122,18 +168,6 @@ def _combine_limb(a, b, combine):
     def bits(x):
         return tf.math.floormod(tf.math.floordiv(tf.expand_dims(x, -1), powers), 2)
     return tf.reduce_sum(combine(bits(a), bits(b)) * powers, axis=-1)
-
-
-def rotate_left(x: Limbs, r: int) -> Limbs:
-    """The word rotated left by a constant r: limbs swap for r >= 16, and each takes its top bits
-    from the other (every product stays below 2^16)."""
-    hi, lo = (x.lo, x.hi) if r % 32 >= 16 else (x.hi, x.lo)
-    r %= 16
-    if r == 0:
-        return Limbs(hi, lo)
-    keep, moved = 1 << (16 - r), 1 << r
-    return Limbs(tf.math.floormod(hi, keep) * moved + tf.math.floordiv(lo, keep),
-                 tf.math.floormod(lo, keep) * moved + tf.math.floordiv(hi, keep))
 
 
 def shift_right(x: Limbs, s: int) -> Limbs:
@@ -357,6 +391,7 @@ def shift_on_limbs(eqn) -> bool:
 
 
 __all__ = ["WEBGL_WORDS", "webgl_word_limitation", "has_word", "shift_on_limbs", "wide_literal",
-           "Limbs", "is_limbs", "any_limbs", "of", "constant", "materialize", "add", "xor", "rotate_left",
-           "shift_right", "shift_left", "to_float32", "LIMB_RULES", "NATIVE", "register_native", "keeps_limbs",
+           "Limbs", "is_limbs", "any_limbs", "of", "constant", "materialize", "add", "xor",
+           "shift_right", "shift_left", "to_float32", "pack", "unpack", "packed_constant", "packed_add",
+           "packed_rotate_left", "packed_xor", "LIMB_RULES", "NATIVE", "register_native", "keeps_limbs",
            "apply_per_limb", "lower_with_limbs", "computes_on_limbs"]

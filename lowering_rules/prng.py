@@ -26,7 +26,7 @@ from lowering_rules.dtype_support import NUMERIC, dtypes
 from lowering_rules.jax_compat import prng as jax_prng
 from lowering_rules.jax_compat import threefry2x32 as jax_threefry
 from lowering_rules.key_types import physical_aval
-from lowering_rules.limb_values import Limbs, add, rotate_left, xor
+from lowering_rules.limb_values import Limbs, packed_add, packed_rotate_left, packed_xor
 from lowering_rules.limbs import from_bits, rotate_left_bits, to_bits, xor_bits
 from lowering_rules.registry import lowering
 
@@ -37,19 +37,20 @@ _PARITY = 0x1BD11BDA
 
 
 def threefry2x32_limbs(ctx, k1: Limbs, k2: Limbs, x1: Limbs, x2: Limbs) -> tuple[Limbs, Limbs]:
-    """The Threefry-2x32 block function on words held as 16-bit limbs (limb_values.py): additions
-    carry between limbs, rotations move bits between them, xor looks bytes up; no intermediate
-    value reaches 2^24, so WebGL's float32 textures hold every one exactly."""
-    parity = limb_values.constant(_PARITY)
-    keys = (k1, k2, xor(ctx, xor(ctx, k1, k2), parity))
-    x0, x1 = add(x1, keys[0]), add(x2, keys[1])
+    """The Threefry-2x32 block function on words held as 16-bit limbs (limb_values.py), packed
+    (``limb_values.pack``: one op per step for both limbs): additions carry between limbs,
+    rotations move bits between them, xor looks bytes up; no intermediate value reaches 2^24, so
+    WebGL's float32 textures hold every one exactly."""
+    k1, k2, x1, x2 = map(limb_values.pack, (k1, k2, x1, x2))
+    keys = (k1, k2, packed_xor(ctx, packed_xor(ctx, k1, k2), limb_values.packed_constant(_PARITY)))
+    x0, x1 = packed_add(x1, keys[0]), packed_add(x2, keys[1])
     for block in range(5):
         for r in _ROTATIONS[block % 2]:
-            x0 = add(x0, x1)
-            x1 = xor(ctx, x0, rotate_left(x1, r))
-        x0 = add(x0, keys[(block + 1) % 3])
-        x1 = add(x1, add(keys[(block + 2) % 3], limb_values.constant(block + 1)))
-    return x0, x1
+            x0 = packed_add(x0, x1)
+            x1 = packed_xor(ctx, x0, packed_rotate_left(x1, r))
+        x0 = packed_add(x0, keys[(block + 1) % 3])
+        x1 = packed_add(x1, packed_add(keys[(block + 2) % 3], limb_values.packed_constant(block + 1)))
+    return limb_values.unpack(x0), limb_values.unpack(x1)
 
 
 def threefry2x32(k1, k2, x1, x2):
