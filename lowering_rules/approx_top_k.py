@@ -22,14 +22,18 @@ from lowering_rules.cases import case, f16, f32
 from lowering_rules.dtype_support import FLOATS, dtypes
 from lowering_rules.jax_compat import ann
 from lowering_rules.registry import lowering
-from lowering_rules.sorting import MAX_SORTED_LENGTH, TOO_LONG, Rows, stable_order
+from lowering_rules.sorting import Rows, stable_order, too_long
+
+# Ranks here are runs (below n): keys rank * n + position stay below n^2 <= 2^31 up to n = 46340
+# (a row of 46341 distinct values comes out misordered).
+MAX_LENGTH = 46340
 
 # A bfloat16 row of distinct values (bfloat16 has 8 significant bits: few random draws are distinct).
 _BF16_ROW = (np.arange(12, dtype=np.float32).reshape(2, 6) * 0.25 - 1.0)[:, ::-1]
 
 
 # int32: the indices (JAX takes floating operands only).
-@lowering(ann.approx_top_k_p, limitations=[TOO_LONG], dtypes=dtypes(
+@lowering(ann.approx_top_k_p, limitations=[too_long(MAX_LENGTH)], dtypes=dtypes(
     FLOATS - {"float64"}, {"int32"},
     missing="keys are ordered through float32 top_k, which cannot hold float64 exactly"),
     cases=[
@@ -45,7 +49,7 @@ _BF16_ROW = (np.arange(12, dtype=np.float32).reshape(2, 6) * 0.25 - 1.0)[:, ::-1
          _BF16_ROW),
     case("polymorphic_batch", lambda x: lax.approx_max_k(x, 2), f32(3, 5), polymorphic_shapes=("(b, 5)",)),
     case("too_long_rejected", lambda x: lax.approx_max_k(x, 2),
-         np.linspace(-1, 1, MAX_SORTED_LENGTH + 1, dtype=np.float32)[::-1].copy()),
+         np.linspace(-1, 1, MAX_LENGTH + 1, dtype=np.float32)[::-1].copy()),
 ])
 def lower_approx_top_k(ctx, x, *, k, reduction_dimension, recall_target, is_max_k,
                        reduction_input_size_override, aggregate_to_topk):

@@ -23,13 +23,15 @@ from lowering_rules.helpers import is_nan
 from lowering_rules.registry import Limitation, dtype_limitation, lowering
 from lowering_rules.vocabulary import ALL_TARGETS, Target
 
-# The stable order's int32 keys rank * n + position stay below n^2 <= 2^31 up to n = 46340
-# (measured: a row of 46341 with NaNs, or of 70000 without, comes out misordered).
-MAX_SORTED_LENGTH = 46340
+# The stable order's int32 keys rank * n + position must stay below 2^31. sort's ranks reach
+# 2n - 1 (a NaN ranks n past its run), top_k's 2n (two per run, so that 0.0 comes before -0.0):
+# exact up to n = 32767 (measured: a top_k row of 32768, or a sort row of 32769, comes out misordered).
+MAX_SORTED_LENGTH = 32767
 
-# One row just too long, NaNs interleaved: forced through any runtime, its order comes out wrong.
-TOO_LONG_ROW = np.where(np.arange(MAX_SORTED_LENGTH + 1) % 2 == 0, np.nan,
-                        np.linspace(-1, 1, MAX_SORTED_LENGTH + 1)).astype(np.float32)
+# Rows just too long, forced through any runtime, come out misordered: distinct positives with
+# -0.0 last (top_k ranks it 2n), and a NaN before distinct negatives (sort ranks it 2n - 2).
+TOP_K_TOO_LONG_ROW = np.concatenate([np.arange(1, MAX_SORTED_LENGTH + 1), [-0.0]]).astype(np.float32)
+SORT_TOO_LONG_ROW = np.concatenate([[np.nan], -np.arange(1, MAX_SORTED_LENGTH + 2)]).astype(np.float32)
 
 # uint32 keys that float32 cannot tell apart (2^31 and 2^31 + 1, ...).
 WIDE_U32 = np.array([4000000001, 4000000000, 3, 2**31 + 1, 2**31, 0], np.uint32)
@@ -113,19 +115,24 @@ def _ascending_pass(key, rows: Rows):
     return stable_order(descending, rows, rank_of)
 
 
-def _sorted_length_too_long(eqn) -> bool:
+def _sorted_length_too_long(eqn, bound: int) -> bool:
     params = eqn.params  # sort's dimension, top_k's axis, approx_top_k's reduction_dimension
     dimension = params.get("dimension", params.get("axis", params.get("reduction_dimension")))
     size = eqn.avals_in[0].shape[dimension]
-    return not isinstance(size, (int, np.integer)) or size > MAX_SORTED_LENGTH
+    return not isinstance(size, (int, np.integer)) or size > bound
 
 
-TOO_LONG = Limitation(
-    ALL_TARGETS, f"the sorted dimension is longer than {MAX_SORTED_LENGTH} or symbolic",
-    "the stable order uses int32 keys rank * n + position, which would overflow (a symbolic length "
-    "could exceed the bound at run time, where TFLite and TF.js cannot check it)",
-    param="dimension", when=_sorted_length_too_long,
-    workaround=f"sort rows of a known length of at most {MAX_SORTED_LENGTH} (batch dimensions may stay symbolic)")
+def too_long(bound: int) -> Limitation:
+    """Rows longer than ``bound`` (or of symbolic length): the stable order's keys would overflow."""
+    return Limitation(
+        ALL_TARGETS, f"the sorted dimension is longer than {bound} or symbolic",
+        "the stable order uses int32 keys rank * n + position, which would overflow (a symbolic length "
+        "could exceed the bound at run time, where TFLite and TF.js cannot check it)",
+        param="dimension", when=lambda eqn: _sorted_length_too_long(eqn, bound),
+        workaround=f"sort rows of a known length of at most {bound} (batch dimensions may stay symbolic)")
+
+
+TOO_LONG = too_long(MAX_SORTED_LENGTH)
 
 _WIDE_KEYS = dtype_limitation(  # TF.js has none of these dtypes at all (lowering_rules/dtype_support.py)
     (Target.TF, Target.TFLITE, Target.TFLITE_FLEX), [np.uint32, np.int64, np.uint64, np.float64],
@@ -153,7 +160,7 @@ _WIDE_KEYS = dtype_limitation(  # TF.js has none of these dtypes at all (lowerin
     case("size1", lambda x: (jnp.sort(x, axis=1), jnp.argsort(x, axis=1)), f32(3, 1)),
     case("empty_rows", lambda x: jnp.concatenate([jnp.sort(x[:0], axis=1), x]), f32(2, 4)),
     case("long_row", lambda x: jnp.argsort(x), f32(1000)),
-    case("too_long_rejected", lambda x: jnp.sort(x), TOO_LONG_ROW),
+    case("too_long_rejected", lambda x: jnp.sort(x), SORT_TOO_LONG_ROW),
     case("u32_keys_rejected", lambda x: jnp.sort(x), WIDE_U32),
     case("polymorphic_batch", lambda x: jnp.argsort(x, axis=1), f32(3, 5),
          polymorphic_shapes=("(b, 5)",)),
@@ -206,7 +213,7 @@ def _descending_total_order(x, rows: Rows):
     case("u8", lambda x: lax.top_k(x, 2), u8(3, 5, low=0, high=255)),
     case("size1", lambda x: lax.top_k(x, 1), f32(4, 1)),
     case("polymorphic_batch", lambda x: lax.top_k(x, 2), f32(3, 5), polymorphic_shapes=("(b, 5)",)),
-    case("too_long_rejected", lambda x: lax.top_k(x, 3), TOO_LONG_ROW),
+    case("too_long_rejected", lambda x: lax.top_k(x, 3), TOP_K_TOO_LONG_ROW),
     case("u32_rejected", lambda x: lax.top_k(x, 2), WIDE_U32),
 ])
 def lower_top_k(ctx, x, *, k, axis):
