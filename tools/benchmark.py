@@ -111,6 +111,9 @@ def browser_timer(backend: str) -> Callable:
     return make
 
 
+# The error that decides whether a column times an artifact: its own backend's where it has one.
+ERROR_KEYS = {"TF.js WebGL": {"tfjs": "tfjs_webgl_error"}}
+
 LATENCY_COLUMNS: dict[str, Callable] = {
     "LiteRT": litert_timer,
     "TF.js wasm": tfjs_timer("wasm"),
@@ -212,8 +215,9 @@ def size_bytes(path: str) -> int:
     return os.path.getsize(path)
 
 
-def run_artifact(kind: str, path: str, inputs: dict) -> list:
-    """Outputs in the order JAX returns them (output names sort like the pytree's leaves)."""
+def run_artifact(kind: str, path: str, inputs: dict, backend: str = "wasm") -> list:
+    """Outputs in the order JAX returns them (output names sort like the pytree's leaves); a TF.js model
+    runs on ``backend``: wasm or cpu in Node, webgl in headless Chromium."""
     import numpy as np
     if kind == "tflite" and not has_signature(path):  # the anchors' converters write none
         from ai_edge_litert.interpreter import Interpreter
@@ -228,13 +232,17 @@ def run_artifact(kind: str, path: str, inputs: dict) -> list:
         from noxla.runtimes import run_tflite
         outs = run_tflite(path, inputs)
     else:
-        outs = tfjs_runner().run(path, inputs, "wasm")
+        outs = (browser_runner() if backend == "webgl" else tfjs_runner()).run(path, inputs, backend)
     return [np.asarray(outs[k]) for k in sorted(outs)]
 
 
 def has_signature(path: str) -> bool:
     from ai_edge_litert.interpreter import Interpreter
     return bool(Interpreter(model_path=path).get_signature_list())
+
+
+def failure(e: Exception) -> str:
+    return f"fails: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
 
 
 def max_error(got: list, expected: list) -> float | str:
@@ -442,7 +450,15 @@ def measure(name: str, model, args, work: str, pythons: dict) -> dict:
                 feed = inputs if path == "noxla" else positional_feed(r[kind], kind, example)
                 r[f"{kind}_error"] = max_error(run_artifact(kind, r[kind], feed), expected)
             except Exception as e:
-                r[f"{kind}_error"] = f"fails: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+                r[f"{kind}_error"] = failure(e)
+        if "tfjs" in r and "TF.js WebGL" in args.columns:
+            # Checked on WebGL itself: the old path's exports of some models run there but not on wasm
+            # (no Einsum or Complex kernel), and WebGL computes in float32 textures.
+            try:
+                feed = inputs if path == "noxla" else positional_feed(r["tfjs"], "tfjs", example)
+                r["tfjs_webgl_error"] = max_error(run_artifact("tfjs", r["tfjs"], feed, "webgl"), expected)
+            except Exception as e:
+                r["tfjs_webgl_error"] = failure(e)
     latencies(results, inputs, example, expected, args)
     return results
 
@@ -459,8 +475,9 @@ def latencies(results: dict, inputs: dict, example: list, expected: list, args) 
         make = LATENCY_COLUMNS[column]
         timers = {}
         for path, r in results.items():
-            usable = {k: r[k] for k in ("tflite", "tfjs") if k in r and isinstance(r.get(f"{k}_error"), float)
-                      and r[f"{k}_error"] <= 1e-3 * scale}
+            errors = {k: r.get(ERROR_KEYS.get(column, {}).get(k, f"{k}_error")) for k in ("tflite", "tfjs")}
+            usable = {k: r[k] for k in ("tflite", "tfjs") if k in r and isinstance(errors[k], float)
+                      and errors[k] <= 1e-3 * scale}
             feed = inputs if path == "noxla" else positional_feeds(usable, example)
             try:
                 timer = make(usable, feed)
@@ -539,15 +556,16 @@ def report(all_results: dict, args) -> str:
              "process's CPU seconds (all threads), which other load on the machine does not inflate. "
              f"Load average (1 min) at the start and end of the run: {LOAD_AT_START:.1f}, "
              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores. Error: max |artifact - JAX| on a random input "
-             "(TF.js on wasm)."
+             "(TF.js on wasm; the WebGL error column: on WebGL)."
              + (f" TF.js WebGL: headless {browser_version()}, WebGL through SwiftShader (the GPU emulated on "
                 "the CPU), timed in the page (median wall time per run, outputs read back; k = 1 when a run "
                 f"lasts {BATCH_MS['TF.js WebGL']:g} ms or more); `tools/browser_report.py` gives its errors."
                 if "TF.js WebGL" in args.columns else "")), ""]
     latency = list(args.columns)
+    webgl = "TF.js WebGL" in latency
     header = ["model", "path", "TFLite ops", "TFLite KiB", "TFLite export s (cold/warm)", "TFLite error",
               *[f"{c} ms" for c in latency], "TF.js ops", "TF.js KiB", "TF.js export s (cold/warm)",
-              "TF.js error"]
+              "TF.js error", *(["TF.js WebGL error"] if webgl else [])]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, results in all_results.items():
         for path in PATHS:
@@ -559,7 +577,8 @@ def report(all_results: dict, args) -> str:
                    else "-", export_cell(r, "tflite"), fmt(r.get("tflite_error"), 6) if "tflite" in r else "-",
                    *[fmt(r.get(c)) for c in latency], fmt(r.get("tfjs_ops")),
                    fmt(r.get("tfjs_size", 0) / 1024, 1) if "tfjs" in r else "-", export_cell(r, "tfjs"),
-                   fmt(r.get("tfjs_error"), 6) if "tfjs" in r else r.get("tfjs_failure", "-")]
+                   fmt(r.get("tfjs_error"), 6) if "tfjs" in r else r.get("tfjs_failure", "-"),
+                   *([fmt(r.get("tfjs_webgl_error"), 6)] if webgl else [])]
             lines.append("| " + " | ".join(row) + " |")
     lines += ["", "## Ratios: noxla / best anchor (at most 1: noxla is as good or better)", ""]
     header = ["model", "TFLite ops / native's", *[f"{c} latency" for c in latency],
