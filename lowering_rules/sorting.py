@@ -10,6 +10,12 @@ lexicographically by repeating the stable pass from the last key to the first
 JAX's orders: ``sort`` puts -inf < ... < inf < NaN with -0.0 == 0.0 (stable);
 ``top_k`` picks the largest first with NaN above inf, 0.0 above -0.0 and ties taken in
 index order.
+
+Known difference: JAX's top_k orders NaNs by their sign bit (XLA's total order): +NaN above +inf,
+-NaN below -inf. Here every NaN is taken as +NaN (first), in every target. Reading a NaN's sign
+needs a Bitcast (no arithmetic or comparison sees it), which TF.js lacks, and one lowering serves
+every target. It matters: NaNs computed on x86 (0/0, inf - inf, log(-1)) are -NaN, so JAX on such
+a CPU puts them last; NaNs from np.nan are +NaN and agree.
 """
 from __future__ import annotations
 
