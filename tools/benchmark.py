@@ -569,7 +569,9 @@ def report(all_results: dict, args) -> str:
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, results in all_results.items():
         for path in PATHS:
-            r = results.get(path, {})
+            if path not in results:  # --no-anchors / --export-only
+                continue
+            r = results[path]
             if "failure" in r and "tflite" not in r and "tfjs" not in r:
                 lines.append(f"| {name} | {path} | {r['failure']} |" + " |" * (len(header) - 3))
                 continue
@@ -680,11 +682,16 @@ def main() -> int:
                         help="also time noxla against a copy of its own artifacts (should measure 1.00)")
     parser.add_argument("--columns", nargs="+", choices=list(LATENCY_COLUMNS), default=list(LATENCY_COLUMNS),
                         metavar="COLUMN", help=f"latency columns to measure (default: {', '.join(LATENCY_COLUMNS)})")
+    parser.add_argument("--export-only", action="store_true",
+                        help="noxla's exports only (op counts, sizes, errors, cold/warm export times): "
+                             "no anchors, no latencies")
     parser.add_argument("--export-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.export_child:
         noxla_export_child(*args.export_child)
         return 0
+    if args.export_only:
+        args.no_anchors, args.columns = True, []
 
     sys.path.insert(0, os.path.join(REPO, "tools"))
     from tests import zoo
@@ -712,8 +719,9 @@ def main() -> int:
         json.dump(all_results, f, indent=1, default=str)
     print(text)
     try:
-        chart(all_results, os.path.join(args.out, "benchmark.png"), args.columns)
-        print(f"chart: {os.path.join(args.out, 'benchmark.png')}")
+        if not args.export_only:  # the chart is of latencies
+            chart(all_results, os.path.join(args.out, "benchmark.png"), args.columns)
+            print(f"chart: {os.path.join(args.out, 'benchmark.png')}")
     except ImportError:
         print("no chart: matplotlib is not installed (pip install -e '.[bench]')")
     for runner in (_runner, _browser):
