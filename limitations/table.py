@@ -228,6 +228,13 @@ def _fast_section(table: Sequence[Row], rules) -> list[str]:
     return lines
 
 
+def _differs_section(table: Sequence[Row], rules) -> list[str]:
+    rows = [(row.primitive, targets, text) for row in table for targets, text in rules[row.primitive].differs]
+    lines = ["| primitive | targets | what differs from JAX (strict mode too) |", "| --- | --- | --- |"]
+    lines += [f"| `{name}` | {', '.join(t.label for t in targets)} | {_escape(text)} |" for name, targets, text in rows]
+    return lines if rows else ["None.", ""]
+
+
 def _dtype_section() -> list[str]:
     lines = []
     for target in ALL_TARGETS:
@@ -337,6 +344,14 @@ def render(rules=None) -> str:
         "could reach one of these rules.",
         "",
         *_fast_section(table, rules),
+        "",
+        "## Known differences in every mode",
+        "",
+        "Where a target lacks the op that JAX's result needs for some inputs, the rule computes it "
+        "exactly on the other targets and lowers otherwise for this one (its own TF.js lowering); "
+        "the inputs named below give other results there, in strict mode too.",
+        "",
+        *_differs_section(table, rules),
         "",
         "## Dtypes per target",
         "",

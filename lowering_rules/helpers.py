@@ -24,6 +24,13 @@ def uint32_as_int32(enabled: bool = True):
         _UINT32_AS_INT32.reset(token)
 
 
+def lowering_for_tfjs() -> bool:
+    """Whether this lowering is TF.js's own: set with ``uint32_as_int32`` by every TF.js lowering of a
+    program that needs one (``noxla.lowering.needs_tfjs_lowering``): carried uint32s, and rules that
+    emit ops TF.js lacks where other targets compute JAX's result exactly (``Rule.differs``)."""
+    return _UINT32_AS_INT32.get()
+
+
 def tf_dtype(dtype) -> tf.DType:
     dtype = np.dtype(dtype)
     if dtype == np.uint32 and _UINT32_AS_INT32.get():

@@ -40,6 +40,10 @@ class Rule:
     complex: Callable[..., Any] | str | None = None
     fast: FastVariant | None = None   # where the default (non-strict) lowering may differ from JAX
     dtypes: DtypeSupport = ALL  # the dtypes the lowering computes exactly, per target
+    # Where some targets differ from JAX in every mode, for lack of an op (not rejected: the result
+    # differs only for the inputs named): ((targets, what differs), ...). Such a rule reads
+    # ``helpers.lowering_for_tfjs()`` and computes JAX's result exactly for the other targets.
+    differs: tuple[tuple[tuple[Target, ...], str], ...] = ()
 
     def unknown_params(self, params: dict) -> list[str]:
         """Parameters (placement ones already removed by ``vocabulary.rule_params``) the rule does not name."""
@@ -67,25 +71,27 @@ def _understood_params(lower: Callable) -> frozenset[str]:
 
 def register(primitive, lower: Callable, *, limitations: Sequence[Limitation] = (),
              cases: Sequence[Case] = (), fast: FastVariant | None = None,
-             dtypes: DtypeSupport = ALL) -> Rule:
+             dtypes: DtypeSupport = ALL, differs: Sequence[tuple[tuple[Target, ...], str]] = ()) -> Rule:
     name = _primitive_name(primitive)
     if name in RULES:
         raise ValueError(f"a rule for {name} is already registered")
     if takes_keys(name):  # key_types.KEY_MOVERS: the rules that move PRNG keys as key data
         dtypes = dataclasses.replace(dtypes, computes=dtypes.computes | {KEY})
     rule = Rule(name, lower, _understood_params(lower), tuple(limitations),
-                tuple(c.for_primitive(name) for c in cases), fast=fast, dtypes=dtypes)
+                tuple(c.for_primitive(name) for c in cases), fast=fast, dtypes=dtypes, differs=tuple(differs))
     RULES[name] = rule
     return rule
 
 
 def lowering(*primitives, limitations: Sequence[Limitation] = (), cases: Sequence[Case] = (),
-             fast: FastVariant | None = None, dtypes: DtypeSupport = ALL):
+             fast: FastVariant | None = None, dtypes: DtypeSupport = ALL,
+             differs: Sequence[tuple[tuple[Target, ...], str]] = ()):
     """How rule files register: ``@lowering(prim, cases=[...])`` above a rule, or
     ``lowering(prim, cases=...)(make_rule(...))`` for a rule made from a table entry."""
     def decorate(lower):
         for primitive in primitives:
-            register(primitive, lower, limitations=limitations, cases=cases, fast=fast, dtypes=dtypes)
+            register(primitive, lower, limitations=limitations, cases=cases, fast=fast, dtypes=dtypes,
+                     differs=differs)
         return lower
     return decorate
 

@@ -11,11 +11,11 @@ JAX's orders: ``sort`` puts -inf < ... < inf < NaN with -0.0 == 0.0 (stable);
 ``top_k`` picks the largest first with NaN above inf, 0.0 above -0.0 and ties taken in
 index order.
 
-Known difference: JAX's top_k orders NaNs by their sign bit (XLA's total order): +NaN above +inf,
--NaN below -inf. Here every NaN is taken as +NaN (first), in every target. Reading a NaN's sign
-needs a Bitcast (no arithmetic or comparison sees it), which TF.js lacks, and one lowering serves
-every target. It matters: NaNs computed on x86 (0/0, inf - inf, log(-1)) are -NaN, so JAX on such
-a CPU puts them last; NaNs from np.nan are +NaN and agree.
+JAX's top_k orders NaNs by their sign bit (XLA's total order): +NaN above +inf, -NaN below -inf.
+It matters: NaNs computed on x86 (0/0, inf - inf, log(-1)) are -NaN, so JAX on such a CPU puts them
+last; NaNs from np.nan are +NaN. Only a Bitcast reads a NaN's sign (no arithmetic or comparison
+sees it): TF and TFLite order them as JAX does; TF.js has no Bitcast, so its own lowering takes
+every NaN as +NaN (``Rule.differs``, listed in the limitations table).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import boolean, case, f16, f32, i32, u8
-from lowering_rules.helpers import is_nan
+from lowering_rules.helpers import is_nan, lowering_for_tfjs
 from lowering_rules.registry import Limitation, dtype_limitation, lowering
 from lowering_rules.vocabulary import ALL_TARGETS, Target
 
@@ -200,17 +200,28 @@ def _descending_total_order(x, rows: Rows):
     zero = tf.math.equal(x, 0.0)
     negative_zero = tf.cast(tf.logical_and(zero, tf.math.less(1.0 / x, 0.0)), tf.int32)
     not_nan = 1 - tf.cast(nan, tf.int32)
+    negative_nan = tf.zeros_like(not_nan)
+    if not lowering_for_tfjs():  # the sign bit (float32 keeps a half float's NaN sign)
+        negative_nan = tf.cast(tf.logical_and(nan, tf.math.less(tf.bitcast(x, tf.int32), 0)), tf.int32)
 
-    def rank_of(run, perm):  # NaNs first (rank 0); within the zeros' run, -0.0 after 0.0
-        return rows.take(not_nan, perm) * (2 * run + rows.take(negative_zero, perm) + 1)
+    def rank_of(run, perm):  # +NaN first (rank 0), -0.0 after 0.0 in the zeros' run, -NaN last (2n + 1)
+        ranked = rows.take(not_nan, perm) * (2 * run + rows.take(negative_zero, perm) + 1)
+        return ranked + rows.take(negative_nan, perm) * (2 * rows.n + 1)
     return stable_order(tf.where(nan, tf.zeros_like(x), x), rows, rank_of)
 
 
-@lowering(lax.top_k_p, limitations=[TOO_LONG, _WIDE_KEYS], cases=[
+# x86 computes -NaN (0/0, inf - inf): JAX's top_k puts those last, np.nan's +NaN first.
+SIGNED_NANS = np.array([[1.0, -np.nan, np.inf, np.nan, -np.inf, -np.nan, 0.0, -0.0, -2.0]], np.float32)
+
+
+@lowering(lax.top_k_p, limitations=[TOO_LONG, _WIDE_KEYS], differs=[(
+    (Target.TFJS,), "every NaN is ordered as +NaN (first): JAX puts a NaN with its sign bit set (-NaN, which "
+    "x86 computes for 0/0 and inf - inf) last, and reading the sign needs a Bitcast, which TF.js lacks")], cases=[
     case("f32_k3", lambda x: lax.top_k(x, 3), f32(4, 9)),
     case("k_equals_n", lambda x: lax.top_k(x, 6), f32(2, 6)),
     case("k0", lambda x: lax.top_k(x, 0)[0].sum() + x, f32(2, 3)),
     case("nan_and_signed_zeros", lambda x: lax.top_k(x, 10), NAN_ZEROS),
+    case("signed_nans", lambda x: lax.top_k(x, 9), SIGNED_NANS),
     case("ties_lowest_index_first", lambda x: lax.top_k(x, 5), i32(3, 10, low=0, high=2)),
     case("i32_extremes", lambda x: lax.top_k(x, 4), INT_EXTREMES),
     case("axis0", lambda x: lax.top_k(x, 2, axis=0), f32(5, 3)),

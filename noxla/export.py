@@ -25,7 +25,7 @@ from lowering_rules.vocabulary import Target
 from noxla import quantize as quantization
 from noxla.demo import write_demo
 from noxla.errors import ExportError, UnsupportedError
-from noxla.lowering import input_signature, serving_function, uses_uint32  # noqa: F401  (part of this module's API)
+from noxla.lowering import input_signature, needs_tfjs_lowering, serving_function, uses_uint32  # noqa: F401  (part of this module's API)
 from noxla.shapes import dim_vars
 from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
@@ -323,7 +323,8 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     ``quantize`` (.tflite: "float16", "dynamic_int8") and ``tfjs_quantize`` (TF.js weight storage:
     "uint8", "uint16", "float16") are checked before anything is traced (see ``noxla.quantize``).
     TF.js has no uint32: a program that uses uint32 (or PRNG keys) is lowered for it a second time,
-    carrying those values as the int32s with the same bits. Beside a TF.js model, ``demo_page``
+    carrying those values as the int32s with the same bits (so is one with a rule that lowers
+    otherwise for TF.js, ``needs_tfjs_lowering``). Beside a TF.js model, ``demo_page``
     writes index.html and demo_data.json (example inputs and JAX's outputs on them): the page runs
     the model on every backend the browser offers and shows the error against JAX (``noxla serve``).
     """
@@ -342,11 +343,11 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     lowered: dict[tuple[bool, bool], object] = {}
 
     def concrete_for(kind: str):
-        key = (polymorphic and kind == "saved_model", kind == "tfjs" and uses_uint32(program))
+        key = (polymorphic and kind == "saved_model", kind == "tfjs" and needs_tfjs_lowering(program))
         if key not in lowered:
             name = "lower"
             if lowered:
-                name += " (with input shape checks)" if key[0] else " (uint32 as int32 for TF.js)"
+                name += " (with input shape checks)" if key[0] else " (for TF.js)"
             lowered[key] = run_step(on_step, name, serving_function, program, key[0], strict, key[1])
         return lowered[key]
 

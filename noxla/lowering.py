@@ -10,9 +10,10 @@ import numpy as np
 import tensorflow as tf
 
 from limitations.engine import eqn_view, iter_eqns
-from lowering_rules import complex_values, limb_values
+from lowering_rules import RULES, complex_values, limb_values
 from lowering_rules.helpers import uint32_as_int32 as carry_uint32
 from lowering_rules.key_types import physical_dtype
+from lowering_rules.vocabulary import Target
 from noxla.interpreter import Lowering, lower_jaxpr, tf_dtype
 from noxla.shapes import Dims, is_static
 from noxla.tracing import Program
@@ -56,14 +57,22 @@ def uses_uint32(program: Program) -> bool:
         or any(physical_dtype(a.dtype) == np.uint32 for a in (*program.in_avals, *program.out_avals))
 
 
+def needs_tfjs_lowering(program: Program) -> bool:
+    """Whether TF.js gets its own lowering of the program (``uint32_as_int32``): it carries uint32
+    values, or applies a rule that lowers otherwise for TF.js (``Rule.differs``)."""
+    return uses_uint32(program) or any(
+        Target.TFJS in targets for e in iter_eqns(program.closed_jaxpr)
+        for targets, _ in getattr(RULES.get(e.primitive.name), "differs", ()))
+
+
 def serving_function(program: Program, check_shapes: bool = False, strict: bool = False,
                      uint32_as_int32: bool = False) -> tf.types.experimental.ConcreteFunction:
     """The program as one concrete TF function: flat named inputs, a dict of named outputs.
 
     ``check_shapes`` adds run-time checks of the inputs against polymorphic shapes (TF only);
     ``strict`` keeps JAX's NaN/inf semantics exactly instead of fused ops (see ``convert``).
-    ``uint32_as_int32`` (TF.js, which has no uint32) carries uint32 inputs, values and outputs as
-    the int32s with the same bits."""
+    ``uint32_as_int32`` (TF.js's own lowering: TF.js has no uint32) carries uint32 inputs, values and
+    outputs as the int32s with the same bits (see ``needs_tfjs_lowering``)."""
     def serve(*flat_args):
         with carry_uint32(uint32_as_int32):
             outs = lower_program(program, flat_args, check_shapes=check_shapes, strict=strict)

@@ -24,7 +24,7 @@ from jax.extend import core
 
 from limitations.engine import iter_eqns
 from lowering_rules.vocabulary import Target
-from noxla.lowering import serving_function
+from noxla.lowering import needs_tfjs_lowering, serving_function
 from noxla.tracing import Program
 
 # Call wrappers the converter's graph optimisation inlines before it checks op types;
@@ -95,9 +95,9 @@ def emitting_primitive(node_name: str, primitives: Iterable[str]) -> str:
 
 
 def emitted_ops(program_or_jaxpr) -> list[EmittedOp]:
-    """Every op the lowering of a program emits, sorted by node name."""
+    """Every op the TF.js lowering of a program emits (as a TF.js export lowers it), sorted by node name."""
     program = _as_program(program_or_jaxpr)
-    return ops_of(serving_function(program), program.closed_jaxpr)
+    return ops_of(serving_function(program, uint32_as_int32=needs_tfjs_lowering(program)), program.closed_jaxpr)
 
 
 def ops_of(concrete, closed_jaxpr) -> list[EmittedOp]:

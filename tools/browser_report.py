@@ -34,7 +34,7 @@ def main() -> int:
     import numpy as np
 
     from noxla.export import write_tfjs
-    from noxla.lowering import serving_function, uses_uint32
+    from noxla.lowering import needs_tfjs_lowering, serving_function
     from noxla.runtimes import BrowserRunner, _decode, _encode
     from noxla.tracing import trace
     from noxla.verify import jax_outputs
@@ -54,7 +54,7 @@ def main() -> int:
             inputs = {n: _encode(np.asarray(a)) for n, a in zip(program.in_names, example)}
             cells = []
             with tempfile.TemporaryDirectory() as out:
-                write_tfjs(serving_function(program, uint32_as_int32=uses_uint32(program)), out)
+                write_tfjs(serving_function(program, uint32_as_int32=needs_tfjs_lowering(program)), out)
                 for backend in backends:
                     reply = browser.request({"model": os.path.abspath(out), "backend": backend,
                                              "repeats": args.repeats, "inputs": inputs})
