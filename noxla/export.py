@@ -341,9 +341,10 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
                "saved_model": Target.TF}
     polymorphic = bool(dim_vars(program.in_avals))
     lowered: dict[tuple[bool, bool], object] = {}
+    tfjs_own_lowering = "tfjs" in wanted and needs_tfjs_lowering(program)
 
     def concrete_for(kind: str):
-        key = (polymorphic and kind == "saved_model", kind == "tfjs" and needs_tfjs_lowering(program))
+        key = (polymorphic and kind == "saved_model", kind == "tfjs" and tfjs_own_lowering)
         if key not in lowered:
             name = "lower"
             if lowered:

@@ -92,22 +92,15 @@ def litert_timer(artifacts: dict, inputs: dict) -> Callable[[int], float] | None
     return time_batch
 
 
-def tfjs_timer(backend: str) -> Callable:
+def tfjs_timer(backend: str, browser: bool = False) -> Callable:
+    """TF.js on ``backend``, in Node (``tfjs_runner``) or in Chromium (``browser``: ``browser_runner``, with TF.js's
+    default flags: what a user's page gets, CPU forwarding of small tensors included)."""
     def make(artifacts: dict, inputs: dict) -> Callable[[int], float] | None:
         if "tfjs" not in artifacts:
             return None
-        # Timed inside Node, per run up to the outputs' data read back (the request's transfer is not).
-        return lambda k: statistics.median(tfjs_runner().time(artifacts["tfjs"], inputs, backend, k))
-    return make
-
-
-def browser_timer(backend: str) -> Callable:
-    def make(artifacts: dict, inputs: dict) -> Callable[[int], float] | None:
-        if "tfjs" not in artifacts:
-            return None
-        # Timed in the page, per run up to the outputs' data read back (TF.js's default flags: what
-        # a user's page gets, CPU forwarding of small tensors included).
-        return lambda k: statistics.median(browser_runner().time(artifacts["tfjs"], inputs, backend, k))
+        # Timed where it runs, per run up to the outputs' data read back (the request's transfer is not).
+        runner = browser_runner if browser else tfjs_runner
+        return lambda k: statistics.median(runner().time(artifacts["tfjs"], inputs, backend, k))
     return make
 
 
@@ -118,7 +111,7 @@ LATENCY_COLUMNS: dict[str, Callable] = {
     "LiteRT": litert_timer,
     "TF.js wasm": tfjs_timer("wasm"),
     "TF.js cpu": tfjs_timer("cpu"),
-    "TF.js WebGL": browser_timer("webgl"),
+    "TF.js WebGL": tfjs_timer("webgl", browser=True),
 }
 
 
