@@ -106,9 +106,12 @@ def lower_gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, uniqu
     free_dims = [d for d in range(rank) if d not in coord_dims]
     operand = tf.cast(operand, _moved_dtype(operand.dtype))
     starts = _start_columns(ctx, indices)
-    gathered = _take(ctx, operand, starts, dn, slice_sizes)
+    # CLIP and PROMISE_IN_BOUNDS clamp (XLA's gather always does); FILL_OR_DROP clamps too, to
+    # keep the gather in range, and masks the slice afterwards.
+    clamped = [_clamp_start(starts[k], op_dims[d], sizes[d]) for k, d in enumerate(dn.start_index_map)]
+    gathered = _take(ctx, operand, clamped, dn, slice_sizes)
     if gathered is not None:
-        return _masked(ctx, gathered, starts, dn, mode, fill_value, op_dims, sizes)
+        return _masked(ctx, gathered, starts, clamped, dn, mode, fill_value)
 
     # Dimensions the indices never touch are windows starting at 0: one static slice, and
     # GatherNd then takes them whole, as trailing dimensions of each gathered slice.
@@ -125,10 +128,7 @@ def lower_gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, uniqu
         coords = []
         for j, d in enumerate(coord_dims):
             if d in indexed:
-                # CLIP and PROMISE_IN_BOUNDS clamp (XLA's gather always does); FILL_OR_DROP
-                # clamps too, to keep GatherNd in range, and masks the slice afterwards.
-                start = _clamp_start(starts[indexed.index(d)], op_dims[d], sizes[d])
-                c = _trailing_ones(start, nc) + _iota(window[j], nb + j, nb + nc)
+                c = _trailing_ones(clamped[indexed.index(d)], nc) + _iota(window[j], nb + j, nb + nc)
             else:
                 axis = dn.start_indices_batching_dims[batching.index(d)]
                 c = _iota(batch[axis], axis, nb + nc)
@@ -157,7 +157,7 @@ def lower_gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, uniqu
     if perm != list(range(out_rank)):
         gathered = tf.transpose(gathered, perm)
 
-    return _masked(ctx, gathered, starts, dn, mode, fill_value, op_dims, sizes)
+    return _masked(ctx, gathered, starts, clamped, dn, mode, fill_value)
 
 
 def _moved_dtype(dtype: tf.DType) -> tf.DType:
@@ -166,10 +166,13 @@ def _moved_dtype(dtype: tf.DType) -> tf.DType:
     return tf.int32 if dtype == tf.uint32 else compute_dtype(dtype, bools=True)
 
 
-def _masked(ctx, gathered, starts, dn, mode, fill_value, op_dims, sizes):
-    """The gathered slices in the output's layout, FILL_OR_DROP's out-of-range ones filled."""
+def _masked(ctx, gathered, starts, clamped, dn, mode, fill_value):
+    """The gathered slices in the output's layout, FILL_OR_DROP's out-of-range ones filled.
+
+    A window is in range where clamping left its start as it was: one Equal on the clamped start
+    the gather needs anyway, instead of two comparisons and an And."""
     if mode == Mode.FILL_OR_DROP:
-        valid = _all(_in_window_range(starts[k], op_dims[d], sizes[d]) for k, d in enumerate(dn.start_index_map))
+        valid = _all(tf.equal(c, s) for c, s in zip(clamped, starts))
         if valid is not None:
             for o in sorted(dn.offset_dims):
                 valid = tf.expand_dims(valid, o)
@@ -178,9 +181,9 @@ def _masked(ctx, gathered, starts, dn, mode, fill_value, op_dims, sizes):
     return tf.cast(gathered, ctx.out_dtype)
 
 
-def _take(ctx, operand, starts, dn, slice_sizes):
+def _take(ctx, operand, clamped, dn, slice_sizes):
     """Whole slices at single indices along one axis (x[i], jnp.take, an embedding lookup) as one
-    GatherV2 (TFLite GATHER) on the clamped indices, in the output's layout; else None.
+    GatherV2 (TFLite GATHER) on the ``clamped`` indices, in the output's layout; else None.
     GatherNd would need the coordinates built, and reshapes around it. Not for half floats or
     uint32: the TFLite converter moves their cast behind GATHER, which has no float16 or uint32
     kernel."""
@@ -193,7 +196,7 @@ def _take(ctx, operand, starts, dn, slice_sizes):
     axis = dn.start_index_map[0]
     if slice_sizes[axis] != 1 or any(slice_sizes[d] != op_shape[d] for d in range(len(op_shape)) if d != axis):
         return None
-    gathered = tf.gather(operand, _clamp_start(starts[0], ctx.dim(op_shape[axis]), 1), axis=axis)
+    gathered = tf.gather(operand, clamped[0], axis=axis)
     nb = len(ctx.avals_in[1].shape) - 1
     # tf.gather puts the index dims at ``axis``; JAX puts the kept operand dims at offset_dims.
     perm, next_batch = [], 0

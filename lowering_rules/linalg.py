@@ -19,19 +19,36 @@ def _product(sizes):
     return total
 
 
-def _as_batched_matrix(ctx, x, aval, batch, rows, cols):
-    """Transposes ``x`` to (batch..., rows..., cols...) and folds each group into one axis.
+# TFLite's BATCH_MATMUL takes operands of rank <= 5: more batch dimensions are folded into one.
+_MAX_BATCH_DIMS = 3
 
-    Emits no Transpose/Reshape that would not move anything: the TF.js converter keeps a Reshape
-    to the same shape, one more kernel launch per matmul (mlp: 5 -> 4 TF.js nodes)."""
+
+def _layout(batch, rows, cols, may_transpose):
+    """(rows, cols, transposed): an operand's matrix axes as the matmul reads them.
+
+    The transposed layout (batch..., cols, rows) is taken when it moves nothing and the plain one
+    would: BATCH_MATMUL's adj_x/adj_y (TF.js's transposeA/B) read it as is, so attention's
+    ``q @ k^T`` and ``probs @ v`` need no Transpose."""
+    identity = lambda perm: list(perm) == list(range(len(perm)))  # noqa: E731
+    if may_transpose and not identity([*batch, *rows, *cols]) and identity([*batch, *cols, *rows]):
+        return cols, rows, True
+    return rows, cols, False
+
+
+def _as_batched_matrix(ctx, x, aval, batch, rows, cols, fold_batch):
+    """Transposes ``x`` to (batch..., rows..., cols...) and folds rows and cols into one axis each.
+
+    Batch dimensions stay separate axes, as BATCH_MATMUL takes them (up to _MAX_BATCH_DIMS), so no
+    Reshape folds them and none unfolds the result. Emits no Transpose/Reshape that would not move
+    anything: the TF.js converter keeps a Reshape to the same shape, one more kernel launch per
+    matmul (mlp: 5 -> 4 TF.js nodes)."""
     perm = [*batch, *rows, *cols]
     if perm != list(range(len(perm))):
         x = tf.transpose(x, perm)
     dims = [ctx.dim(aval.shape[d]) for d in perm]
     nb, nr = len(batch), len(rows)
     folded = [_product(dims[nb:nb + nr]), _product(dims[nb + nr:])]
-    if batch:
-        folded.insert(0, _product(dims[:nb]))
+    folded[:0] = [_product(dims[:nb])] if fold_batch and batch else dims[:nb]
     return x if _same_static_shape(folded, [ctx.dim(d) for d in aval.shape]) else tf.reshape(x, folded)
 
 
@@ -59,6 +76,15 @@ def _int_matmul(lhs, rhs):
          f32(3, 2, 4), f32(4, 3, 5)),
     case("attention_einsum", lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k),
          f32(2, 3, 4, 5), f32(2, 6, 4, 5)),
+    # probs @ v: v is read transposed (adj_y) instead of through a Transpose.
+    case("attention_values", lambda p, v: jnp.einsum("bhqk,bkhd->bqhd", p, v),
+         f32(2, 3, 4, 6), f32(2, 6, 3, 5)),
+    # Both operands read transposed (adj_x, adj_y).
+    case("both_transposed", lambda a, b: lax.dot_general(a, b, (((1,), (2,)), ((0,), (0,)))),
+         f32(2, 4, 3), f32(2, 5, 4)),
+    # More batch dimensions than BATCH_MATMUL takes: folded into one.
+    case("four_batch_dims", lambda a, b: jnp.einsum("abcdij,abcdjk->abcdik", a, b),
+         f32(2, 1, 2, 2, 3, 2), f32(2, 1, 2, 2, 2, 3)),
     case("int32", lambda a, b: a @ b, i32(3, 4), i32(4, 2)),
     case("bool", lambda a, b: a @ b, boolean(3, 4), boolean(4, 2)),
     case("int8_to_int32", lambda a, b: lax.dot(a, b, preferred_element_type=jnp.int32),
@@ -93,16 +119,26 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     compute = tf.float32 if ctx.out_dtype in (tf.float16, tf.bfloat16) else kernel_dtype(ctx.out_dtype, ordered=False)
     if ctx.out_dtype == tf.bool:  # a bool dot is an OR of ANDs: count the true products
         compute = tf.int32
-    lhs = ctx.prepare_operand(lhs, ("dot_lhs", compute, *map(tuple, (lhs_batch, lhs_free, lhs_contract))), lambda x: (
-        _as_batched_matrix(ctx, tf.cast(x, compute), lhs_aval, lhs_batch, lhs_free, lhs_contract)))
-    rhs = ctx.prepare_operand(rhs, ("dot_rhs", compute, *map(tuple, (rhs_batch, rhs_contract, rhs_free))), lambda x: (
-        _as_batched_matrix(ctx, tf.cast(x, compute), rhs_aval, rhs_batch, rhs_contract, rhs_free)))
+    fold_batch = len(lhs_batch) > _MAX_BATCH_DIMS
+    # The integer matmul multiplies and sums plain layouts only.
+    may_transpose = not compute.is_integer
+    lhs_rows, lhs_cols, adj_lhs = _layout(lhs_batch, lhs_free, lhs_contract, may_transpose)
+    rhs_rows, rhs_cols, adj_rhs = _layout(rhs_batch, rhs_contract, rhs_free, may_transpose)
+    def prepared(x, name, aval, batch, rows, cols):
+        key = (name, compute, tuple(batch), tuple(rows), tuple(cols), fold_batch)
+        return ctx.prepare_operand(x, key, lambda x: _as_batched_matrix(
+            ctx, tf.cast(x, compute), aval, batch, rows, cols, fold_batch))
+    lhs = prepared(lhs, "dot_lhs", lhs_aval, lhs_batch, lhs_rows, lhs_cols)
+    rhs = prepared(rhs, "dot_rhs", rhs_aval, rhs_batch, rhs_rows, rhs_cols)
     if compute.is_integer:
         out = _int_matmul(lhs, rhs)
     else:
-        out = tf.linalg.matmul(lhs, rhs)
+        out = tf.linalg.matmul(lhs, rhs, transpose_a=adj_lhs, transpose_b=adj_rhs)
     sizes = lambda aval, dims: _product([ctx.dim(aval.shape[d]) for d in dims])  # noqa: E731
-    folded_out = [sizes(lhs_aval, lhs_batch)] if lhs_batch else []
+    if fold_batch:
+        folded_out = [sizes(lhs_aval, lhs_batch)]
+    else:
+        folded_out = [ctx.dim(lhs_aval.shape[d]) for d in lhs_batch]
     folded_out += [sizes(lhs_aval, lhs_free), sizes(rhs_aval, rhs_free)]
     if not _same_static_shape(folded_out, ctx.out_shape()):
         out = tf.reshape(out, ctx.out_shape())
