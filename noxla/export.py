@@ -84,7 +84,7 @@ def write_saved_model(concrete, path: str) -> None:
 
 def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None) -> bytes:
     from tensorflow.core.framework.graph_debug_info_pb2 import GraphDebugInfo
-    from tensorflow.lite.python.lite import TFLiteConverterBaseV2
+    from tensorflow.lite.python import convert as tflite_convert
     trackable = module_for(concrete)
     # Without debug info the converter collects every op's Python stack for its error messages
     # (10-15% of a conversion); the model comes out byte for byte the same, and an error still
@@ -104,7 +104,14 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
     # signature, which LiteRT's signature runner reads the names from: ``finish_tflite`` adds it.
     graph_def, inputs = frozen_graph_def(concrete)
     try:
-        data = TFLiteConverterBaseV2.convert(converter, graph_def, inputs, list(concrete.outputs))
+        # ``TFLiteConverterBaseV2.convert`` without its last step, ``_optimize_tflite_model``: for the
+        # modes noxla offers (no calibrated int8, no sparsity) that step only unpacks the flatbuffer
+        # into Python objects twice and packs it once, to share equal constant buffers (0.2-0.35 CPU s
+        # of a sampling model's 690-op export). ``finish_tflite`` shares them in its own single pass.
+        converter._validate_inputs(graph_def, inputs)
+        flags = converter._get_base_converter_args()
+        flags.update(converter._quant_mode.converter_flags())
+        data = tflite_convert.convert_graphdef(graph_def, inputs, list(concrete.outputs), **flags)
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
     return finish_tflite(data, [t.name.split(":")[0] for t in inputs], sorted(concrete.structured_outputs))
@@ -135,7 +142,8 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     ``keep_num_dims`` on every FULLY_CONNECTED whose input and output are 2-D, as the native
     path's converter writes it. TF's MatMul converts without it; on a 2-D input both give the same
     [batch, units] output, but without it XNNPACK adds a reshape per op: 5% of the mlp's LiteRT
-    latency (1.62 vs 1.53 us, interleaved). One unpack and pack of the flatbuffer."""
+    latency (1.62 vs 1.53 us, interleaved). Equal constant buffers are shared, as the converter's
+    own last step (skipped by ``tflite_bytes``) does. One unpack and pack of the flatbuffer."""
     from tensorflow.lite.python import schema_py_generated as schema
     from tensorflow.lite.tools import flatbuffer_utils
     model = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
@@ -150,6 +158,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     signature.inputs = [tensor_map(n, i) for n, i in zip(in_names, main.inputs)]
     signature.outputs = [tensor_map(n, i) for n, i in zip(out_names, main.outputs)]
     model.signatureDefs = [signature]
+    share_constant_buffers(model)
     for graph in model.subgraphs:
         for op in graph.operators or []:
             code = model.operatorCodes[op.opcodeIndex]
@@ -160,6 +169,37 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
             if isinstance(options, schema.FullyConnectedOptionsT) and ranks == {2}:
                 options.keepNumDims = True
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def share_constant_buffers(model) -> None:
+    """Point the constant tensors with equal data at one buffer and empty the others' (an unpacked
+    flatbuffer model, ``ModelT``). A constant: a tensor that ops only read (not variables, not a
+    mutated operand), that no op writes and that is no subgraph input or output."""
+    first: dict[bytes, int] = {}  # data -> the buffer that keeps it
+    dropped = set()
+    for graph in model.subgraphs:
+        read = set()
+        for op in graph.operators or []:
+            mutated = op.mutatingVariableInputs
+            read.update(t for i, t in enumerate(op.inputs if op.inputs is not None else [])
+                        if t >= 0 and not graph.tensors[t].isVariable
+                        and not (mutated is not None and i < len(mutated) and mutated[i]))
+        for op in graph.operators or []:
+            read.difference_update(op.outputs if op.outputs is not None else [])
+            read.difference_update(op.intermediates if op.intermediates is not None else [])
+        read.difference_update(graph.inputs if graph.inputs is not None else [])
+        read.difference_update(graph.outputs if graph.outputs is not None else [])
+        for t in sorted(read):
+            tensor = graph.tensors[t]
+            data = model.buffers[tensor.buffer].data if tensor.buffer > 0 else None
+            if data is None or isinstance(data, list) or data.size == 0:
+                continue
+            kept = first.setdefault(data.tobytes(), tensor.buffer)
+            if kept != tensor.buffer:
+                dropped.add(tensor.buffer)
+                tensor.buffer = kept
+    for b in dropped - {t.buffer for graph in model.subgraphs for t in graph.tensors}:
+        model.buffers[b].data = None
 
 
 @contextlib.contextmanager

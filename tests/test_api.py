@@ -237,3 +237,25 @@ def test_default_mode_fuses_and_strict_mode_keeps_nan_semantics(tmp_path):
            for mode in ("default", "strict")}
     assert ops["default"] == ["MAX_POOL_2D"], ops  # the relu is fused into the pool
     assert "MAX_POOL_2D" not in ops["strict"] and len(ops["strict"]) > 1, ops
+
+
+def test_tflite_constants_with_equal_bytes_share_one_buffer(tmp_path):
+    # 2.0f and the int32 0x40000000 have the same bytes: the converter stores two buffers, which its
+    # own last step shares. tflite_bytes skips that step (its full unpack and pack of the model) and
+    # finish_tflite shares them instead: TF's step must find nothing left to share.
+    from tensorflow.lite.python.convert import deduplicate_readonly_buffers
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    def f(x, i):
+        return x + 2.0, i + 0x40000000
+    x, i = np.ones(3, np.float32), np.arange(3, dtype=np.int32)
+    path = noxla.export_tflite(f, x, i, path=str(tmp_path / "m.tflite"))
+    with open(path, "rb") as file:
+        data = file.read()
+    graph = flatbuffer_utils.read_model_from_bytearray(bytearray(data)).subgraphs[0]
+    constants = {graph.tensors[t].buffer for op in graph.operators for t in op.inputs if t not in graph.inputs}
+    assert len(constants) == 1, constants
+    assert bytes(deduplicate_readonly_buffers(data)) == data
+    got = run_tflite(data, {"x": x, "i": i})
+    for name, expected in zip(("output_0", "output_1"), f(x, i)):
+        np.testing.assert_array_equal(got[name], expected)
