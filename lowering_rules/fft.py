@@ -25,48 +25,8 @@ from jax import lax
 from lowering_rules.cases import c64, case, f32
 from lowering_rules.complex import _parts_of
 from lowering_rules.complex_values import ComplexPair, part_dtype
-from lowering_rules.helpers import size_vector
+from lowering_rules.dft_matrices import complex_matrix, on_last_axis, real_input_matrix, real_output_matrix
 from lowering_rules.registry import add_complex, lowering
-
-
-def _angles(rows: int, cols: int, n: int, sign: float) -> np.ndarray:
-    """sign * 2 pi (j k mod n) / n for j < rows, k < cols; the index product is reduced exactly."""
-    product = np.outer(np.arange(rows, dtype=np.int64), np.arange(cols, dtype=np.int64)) % n
-    return sign * 2.0 * np.pi * product / n
-
-
-def _complex_matrix(n: int, inverse: bool, dtype) -> np.ndarray:
-    """[[C, S], [-S, C]] for W = C + iS, W[j, k] = exp(-+ 2 pi i j k / n) (1/n for the inverse)."""
-    angle = _angles(n, n, n, 1.0 if inverse else -1.0)
-    scale = 1.0 / n if inverse else 1.0
-    c, s = scale * np.cos(angle), scale * np.sin(angle)
-    return np.block([[c, s], [-s, c]]).astype(dtype)
-
-
-def _real_input_matrix(n: int, dtype) -> np.ndarray:
-    """[C | S] for the n // 2 + 1 non-negative frequencies of a real signal."""
-    angle = _angles(n, n // 2 + 1, n, -1.0)
-    return np.concatenate([np.cos(angle), np.sin(angle)], axis=1).astype(dtype)
-
-
-def _real_output_matrix(n: int, dtype) -> np.ndarray:
-    """[[A], [B]] with x[t] = sum_k re[k] A[k, t] + im[k] B[k, t]: the inverse of a Hermitian
-    spectrum, each frequency but 0 and n/2 counted twice (for its conjugate mirror)."""
-    m = n // 2 + 1
-    angle = _angles(m, n, n, 1.0)
-    weight = np.full((m, 1), 2.0)
-    weight[0] = 1.0
-    if n % 2 == 0:
-        weight[-1] = 1.0
-    weight = weight / n
-    return np.concatenate([weight * np.cos(angle), weight * -np.sin(angle)], axis=0).astype(dtype)
-
-
-def _on_last_axis(ctx, x, dims, matrix: np.ndarray):
-    """x (..., k) @ matrix (k, l), through one rank-2 product (FULLY_CONNECTED in TFLite)."""
-    flat = tf.reshape(x, [-1, matrix.shape[0]])
-    product = tf.linalg.matmul(flat, tf.constant(matrix))
-    return tf.reshape(product, size_vector([*dims[:-1], matrix.shape[1]]))
 
 
 def _transform_axis(ctx, x, dims, axis: int, matrix_for, real_in: bool, real_out: bool):
@@ -84,7 +44,7 @@ def _transform_axis(ctx, x, dims, axis: int, matrix_for, real_in: bool, real_out
     joined_dims = moved[:-1] + [matrix.shape[0]]
     # Complex outputs: one product per part (two FULLY_CONNECTED, not one and two slices).
     blocks = [matrix] if real_out else [matrix[:, :out_len], matrix[:, out_len:]]
-    outs = [_on_last_axis(ctx, joined, joined_dims, block) for block in blocks]
+    outs = [on_last_axis(joined, joined_dims, block) for block in blocks]
     if axis != rank - 1:
         outs = [tf.transpose(o, inverse_perm) for o in outs]
     new_dims = list(dims)
@@ -124,10 +84,10 @@ def lower_fft(ctx, x, *, fft_type, fft_lengths):
     dims = [ctx.dim(d) for d in ctx.avals_in[0].shape]
     axes = list(range(rank - len(fft_lengths), rank))
     dtype = part_dtype(ctx.avals_out[0].dtype) if fft_type != lax.FftType.IRFFT else ctx.avals_out[0].dtype
-    complex_axis = lambda inverse: (lambda n: _complex_matrix(n, inverse, dtype))
+    complex_axis = lambda inverse: (lambda n: complex_matrix(n, inverse, dtype))
     if fft_type == lax.FftType.RFFT:
         # The last axis from real to its n // 2 + 1 frequencies, then complex DFTs over the others.
-        x, dims = _transform_axis(ctx, x, dims, axes[-1], lambda n: _real_input_matrix(n, dtype), True, False)
+        x, dims = _transform_axis(ctx, x, dims, axes[-1], lambda n: real_input_matrix(n, dtype), True, False)
         axes = axes[:-1]
     last = None
     if fft_type == lax.FftType.IRFFT:
@@ -138,7 +98,7 @@ def lower_fft(ctx, x, *, fft_type, fft_lengths):
         x, dims = _transform_axis(ctx, x, dims, axis, complex_axis(inverse), False, False)
     if last is not None:
         n = fft_lengths[-1]
-        x, dims = _transform_axis(ctx, x, dims, last, lambda _: _real_output_matrix(n, dtype), False, True)
+        x, dims = _transform_axis(ctx, x, dims, last, lambda _: real_output_matrix(n, dtype), False, True)
     return x
 
 

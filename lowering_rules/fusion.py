@@ -464,7 +464,7 @@ def bias_add(ctx, x, y):
     return None
 
 
-def _channel_constant(ctx, atom, channels: int):
+def channel_constant(ctx, atom, channels: int):
     """A constant shown as [1, ..., 1, C] (a per-channel parameter), as a [C] tensor; else None."""
     shape = tuple(atom.aval.shape)
     if (not is_float32(atom.aval) or not shape or shape[-1] != channels or any(d != 1 for d in shape[:-1])
@@ -484,15 +484,15 @@ def batch_norm(ctx, x, y):
     channels = out.shape[-1]
     for scaled, bias in (ctx.eqn.invars, ctx.eqn.invars[::-1]):
         mul = producer(ctx, scaled, "mul")
-        b = _channel_constant(ctx, bias, channels)
+        b = channel_constant(ctx, bias, channels)
         if mul is None or b is None or tuple(scaled.aval.shape) != tuple(out.shape):
             continue
         for centred, scale in (mul.invars, mul.invars[::-1]):
             sub = producer(ctx, centred, "sub")
-            k = _channel_constant(ctx, scale, channels)
+            k = channel_constant(ctx, scale, channels)
             if sub is None or k is None or tuple(sub.invars[0].aval.shape) != tuple(out.shape):
                 continue
-            m = _channel_constant(ctx, sub.invars[1], channels)
+            m = channel_constant(ctx, sub.invars[1], channels)
             if m is not None:
                 return tf.nn.bias_add(ctx.value(sub.invars[0]) * k, b - m * k)
     return None

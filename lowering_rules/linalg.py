@@ -6,6 +6,7 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
+from lowering_rules import power_spectrum
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32
 from lowering_rules.helpers import kernel_dtype
 from lowering_rules.registry import lowering
@@ -63,7 +64,7 @@ def _int_matmul(lhs, rhs):
     return tf.reduce_sum(tf.expand_dims(lhs, -1) * tf.expand_dims(rhs, -3), axis=-2)
 
 
-@lowering(lax.dot_general_p, cases=[
+@lowering(lax.dot_general_p, fast=power_spectrum.POWER_SPECTRUM, cases=[
     case("matmul", lambda a, b: a @ b, f32(3, 4), f32(4, 5)),
     case("vector_dot", jnp.dot, f32(6), f32(6)),
     case("matvec", jnp.dot, f32(3, 6), f32(6)),
@@ -100,9 +101,13 @@ def _int_matmul(lhs, rhs):
     case("empty_contraction", lambda a, b: a[:, :0] @ b[:0], f32(2, 4), f32(4, 3)),
     case("polymorphic_batch", lambda a, b: jnp.einsum("bij,jk->bik", a, b), f32(3, 2, 4), f32(4, 5),
          polymorphic_shapes=("(b, 2, 4)", None)),
+    *power_spectrum.POWER_SPECTRUM_CASES,
 ])
 def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
                       preferred_element_type=None):
+    fused = power_spectrum.power_spectrum_product(ctx)
+    if fused is not None:
+        return fused
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
     lhs_aval, rhs_aval = ctx.avals_in
     lhs_free = [d for d in range(lhs_aval.ndim) if d not in (*lhs_contract, *lhs_batch)]
