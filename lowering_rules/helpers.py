@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import weakref
 
 import jax.numpy as jnp
 import numpy as np
@@ -44,6 +45,26 @@ def constant(array) -> tf.Tensor:
     if array.dtype == np.uint32 and _UINT32_AS_INT32.get():
         array = array.view(np.int32)
     return tf.constant(array, dtype=tf_dtype(array.dtype))
+
+
+# A Const op costs as much graph-building time as the op that reads it (a Python scalar operand
+# becomes one per use): int32 constants that long chains reuse (the PRNG's limb arithmetic, 600 ops)
+# are made once per graph.
+_INT32_CONSTANTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def int32_constant(value) -> tf.Tensor:
+    """An int32 constant (a scalar or a small list), shared by every use in the current graph."""
+    array = np.asarray(value, np.int32)
+    if tf.executing_eagerly():
+        return tf.constant(array)
+    graph = tf.compat.v1.get_default_graph()
+    cache = _INT32_CONSTANTS.setdefault(graph, {})
+    key = (array.shape, array.tobytes())
+    if key not in cache:
+        with graph.control_dependencies(None):  # shared: free of the first use's control inputs
+            cache[key] = tf.constant(array)
+    return cache[key]
 
 
 # --- Sizes, slices and padding that work with static and symbolic dimensions -----------------

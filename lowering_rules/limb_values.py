@@ -29,7 +29,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from lowering_rules.helpers import int_info, tf_dtype, wrap_to
+from lowering_rules.helpers import int32_constant, int_info, tf_dtype, wrap_to
 from lowering_rules.key_types import is_key
 from lowering_rules.vocabulary import Limitation, Target
 
@@ -66,8 +66,9 @@ def of(x) -> Limbs:
         word = np.asarray(static).astype(np.int64) % (1 << 32)
         return Limbs(tf.constant((word >> 16).astype(np.int32)), tf.constant((word & 0xFFFF).astype(np.int32)))
     word = x if x.dtype == tf.int32 else tf.cast(x, tf.int32)
-    lo = tf.math.floormod(word, _LIMB)
-    return Limbs(tf.math.floormod(tf.math.floordiv(word - lo, _LIMB), _LIMB), lo)
+    limb = int32_constant(_LIMB)
+    lo = tf.math.floormod(word, limb)
+    return Limbs(tf.math.floormod(tf.math.floordiv(word - lo, limb), limb), lo)
 
 
 def constant(value: int) -> Limbs:
@@ -91,32 +92,25 @@ def broadcast(x: Limbs, shape) -> Limbs:
 
 def add(a: Limbs, b: Limbs) -> Limbs:
     """a + b modulo 2^32: limb sums below 2^17, the low limb's carry moved into the high one."""
-    lo = a.lo + b.lo
-    carry = tf.math.floordiv(lo, _LIMB)
-    return Limbs(tf.math.floormod(a.hi + b.hi + carry, _LIMB), lo - carry * _LIMB)
+    lo, limb = a.lo + b.lo, int32_constant(_LIMB)
+    carry = tf.math.floordiv(lo, limb)
+    return Limbs(tf.math.floormod(a.hi + b.hi + carry, limb), lo - carry * limb)
 
 
-# xor of two bytes, looked up at index 256 a + b (a 256 KiB int32 table, one per program).
+# xor of two bytes x, y at 256 x + y (a 256 KiB int32 table, one per program).
 _XOR_TABLE = np.bitwise_xor.outer(np.arange(256), np.arange(256)).astype(np.int32).reshape(-1)
 
 
-def _xor_limb(table, a, b):
-    a_low, b_low = tf.math.floormod(a, 256), tf.math.floormod(b, 256)
-    high = tf.gather(table, a - a_low + tf.math.floordiv(b, 256))   # 256 (a >> 8) + (b >> 8)
-    low = tf.gather(table, a_low * 256 + b_low)
-    return high * 256 + low
-
-
 def xor(ctx, a: Limbs, b: Limbs) -> Limbs:
-    table = ctx.lowering.constant(_XOR_TABLE)
-    return Limbs(_xor_limb(table, a.hi, b.hi), _xor_limb(table, a.lo, b.lo))
+    return unpack(packed_xor(ctx, pack(a), pack(b)))
 
 
 # ----------------------------------------------------------------------------- packed words
 
 # A chain of word operations (threefry's 20 rounds) runs on words packed as one int32 tensor with a
 # last axis of 2 (high limb, low limb): each step is then one op on both limbs, not one per limb
-# (40% fewer ops, graphs that build and convert faster and run with fewer kernel launches).
+# (40% fewer ops, graphs that build and convert faster and run with fewer kernel launches). Their
+# constants are made once per graph (``int32_constant``): a Const costs as much to build as an op.
 
 def pack(x: Limbs):
     return tf.stack([x.hi, x.lo], axis=-1)
@@ -129,33 +123,47 @@ def unpack(p) -> Limbs:
 
 def packed_constant(value: int):
     value = int(value) % (1 << 32)
-    return tf.constant([value >> 16, value & 0xFFFF], tf.int32)
+    return int32_constant([value >> 16, value & 0xFFFF])
 
 
-# The high limbs' sum is below 2^17, so dividing it by 2^17 gives 0: one division gives [0, carry].
-_CARRY_DIVISORS = np.array([1 << 17, _LIMB], np.int32)
+def _swap_limbs(p):
+    return tf.reverse(p, int32_constant([-1]))
 
 
-def packed_add(a, b):
-    """a + b modulo 2^32 on packed words: the low limbs' carry, moved to the high limb by a reverse."""
-    total = a + b
-    return tf.math.floormod(total + tf.reverse(tf.math.floordiv(total, _CARRY_DIVISORS), [-1]), _LIMB)
+def packed_add(*terms):
+    """The sum of packed words modulo 2^32, normalized once: the low limbs' carry (below n for n
+    terms) moves to the high limb by a reverse. The high limbs' sum is below n 2^16 <= 2^(16+k), so
+    one division by [2^(16+k), 2^16] gives [0, carry]; every value stays below 2^24."""
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    divisors = int32_constant([1 << (16 + (len(terms) - 1).bit_length()), _LIMB])
+    return tf.math.floormod(total + _swap_limbs(tf.math.floordiv(total, divisors)), int32_constant(_LIMB))
 
 
 def packed_rotate_left(p, r: int):
     """The packed word rotated left by a constant r: limbs swap for r >= 16, and each takes its top
-    bits from the other (the reversed pair); every product stays below 2^16."""
-    if r % 32 >= 16:
-        p = tf.reverse(p, [-1])
+    bits from the other; every product stays below 2^16."""
+    swapped = r % 32 >= 16
     r %= 16
     if r == 0:
-        return p
-    keep, moved = 1 << (16 - r), 1 << r
-    return tf.math.floormod(p, keep) * moved + tf.math.floordiv(tf.reverse(p, [-1]), keep)
+        return _swap_limbs(p) if swapped else p
+    other = _swap_limbs(p)
+    kept, moved = (other, p) if swapped else (p, other)
+    keep = int32_constant(1 << (16 - r))
+    return tf.math.floormod(kept, keep) * int32_constant(1 << r) + tf.math.floordiv(moved, keep)
 
 
 def packed_xor(ctx, a, b):
-    return _xor_limb(ctx.lowering.constant(_XOR_TABLE), a, b)  # elementwise: both limbs at once
+    """a ^ b on packed words, both limbs at once: each limb's high bytes and low bytes are looked up
+    at 256 x + y (two gathers); every value stays below 2^16. (Fewer ops are possible, but not
+    faster ones: a gather_nd of byte pairs or a single gather joined by reduce_sum runs slower in
+    LiteRT than these 11 elementwise ops and gathers.)"""
+    table, byte, axis = ctx.lowering.constant(_XOR_TABLE), int32_constant(256), int32_constant(0)
+    a_low, b_low = tf.math.floormod(a, byte), tf.math.floormod(b, byte)
+    high = tf.gather(table, a - a_low + tf.math.floordiv(b, byte), axis=axis)   # 256 (a >> 8) + (b >> 8)
+    low = tf.gather(table, a_low * byte + b_low, axis=axis)
+    return high * byte + low
 
 
 _POW16 = np.array([1 << k for k in range(16)], np.int32)

@@ -40,17 +40,19 @@ def threefry2x32_limbs(ctx, k1: Limbs, k2: Limbs, x1: Limbs, x2: Limbs) -> tuple
     """The Threefry-2x32 block function on words held as 16-bit limbs (limb_values.py), packed
     (``limb_values.pack``: one op per step for both limbs): additions carry between limbs,
     rotations move bits between them, xor looks bytes up; no intermediate value reaches 2^24, so
-    WebGL's float32 textures hold every one exactly."""
+    WebGL's float32 textures hold every one exactly. A key injection into x0 is summed with the
+    next round's x0 + x1 (one carry for three words); into x1, with its constant likewise."""
     k1, k2, x1, x2 = map(limb_values.pack, (k1, k2, x1, x2))
     keys = (k1, k2, packed_xor(ctx, packed_xor(ctx, k1, k2), limb_values.packed_constant(_PARITY)))
-    x0, x1 = packed_add(x1, keys[0]), packed_add(x2, keys[1])
+    x0_terms, x1 = (x1, keys[0]), packed_add(x2, keys[1])
     for block in range(5):
         for r in _ROTATIONS[block % 2]:
-            x0 = packed_add(x0, x1)
+            x0 = packed_add(*x0_terms, x1)
+            x0_terms = (x0,)
             x1 = packed_xor(ctx, x0, packed_rotate_left(x1, r))
-        x0 = packed_add(x0, keys[(block + 1) % 3])
-        x1 = packed_add(x1, packed_add(keys[(block + 2) % 3], limb_values.packed_constant(block + 1)))
-    return limb_values.unpack(x0), limb_values.unpack(x1)
+        x0_terms = (x0, keys[(block + 1) % 3])
+        x1 = packed_add(x1, keys[(block + 2) % 3], limb_values.packed_constant(block + 1))
+    return limb_values.unpack(packed_add(*x0_terms)), limb_values.unpack(x1)
 
 
 def threefry2x32(k1, k2, x1, x2):
