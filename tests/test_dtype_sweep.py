@@ -34,6 +34,8 @@ def _failures(outcomes, target: str) -> str:
                      for o in outcomes if o.result not in ("matched", "rejected", "invalid"))
 
 
+# Slow: 20-50 s a chunk, about 9 of the fast loop's 3 minutes on 2 cores (the full suite runs it).
+@pytest.mark.slow
 @pytest.mark.parametrize("names", CHUNKS, ids=lambda names: f"{names[0]}..{names[-1]}")
 def test_dtype_sweep_tf(names, runtimes):
     outcomes = sweep_on([RULES[n] for n in names], Target.TF, TARGET_RUNTIMES["tf"], runtimes.run)

@@ -304,6 +304,7 @@ def test_emitted_ops_include_control_flow_bodies():
     assert {"If", "StatelessIf"} & {op.op_type for op in ops}
 
 
+@pytest.mark.slow  # lowers every case for TF.js: 2.5 minutes of CPU, too much for the fast loop
 @pytest.mark.parametrize("name", sorted(RULES))
 def test_tfjs_backstop_is_silent_where_declarations_accept(name):
     """A rule emitting an op TF.js lacks must declare a limitation (or find another lowering)."""

@@ -8,7 +8,6 @@ from tests.differential import (
     contains_primitive,
     has_nonfinite_args,
     run_case,
-    traced,
     traced_program,
 )
 
@@ -54,8 +53,15 @@ def _runtime_params():
 SHOW_DIFFERENCE = {"top_k:signed_nans"}
 
 
+def _grouped(cases):
+    # One xdist group per case (pyproject.toml: --dist loadgroup): every runtime of a case runs in
+    # the worker that already traced it and computed JAX's outputs (an XLA compile per case, most
+    # of a TF run's time), instead of once per worker.
+    return [pytest.param(c, id=c.id, marks=pytest.mark.xdist_group(c.id)) for c in cases]
+
+
 @pytest.mark.parametrize("runtime", _runtime_params())
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", _grouped(CASES))
 def test_case(case, runtime, runtimes):
     if case.id in SHOW_DIFFERENCE and any(RUNTIMES[runtime].within(targets)
                                           for targets, _ in RULES[case.primitive].differs):
@@ -66,7 +72,7 @@ def test_case(case, runtime, runtimes):
 
 
 @pytest.mark.parametrize("runtime", _runtime_params())
-@pytest.mark.parametrize("case", STRICT_CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", _grouped(STRICT_CASES))
 def test_case_strict(case, runtime, runtimes):
     run_case(case, runtime, runtimes, strict=True)
 
@@ -80,7 +86,7 @@ def test_case_in_chromium(case, runtime, runtimes):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_case_exercises_its_primitive(case):
-    program, _, _ = traced(case)
+    program = traced_program(case)
     assert contains_primitive(program, case.primitive), (
         f"case {case.id} never applies {case.primitive}; it would test another rule")
 
