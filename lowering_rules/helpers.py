@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import weakref
 
 import jax.numpy as jnp
 import numpy as np
@@ -49,8 +48,9 @@ def constant(array) -> tf.Tensor:
 
 # A Const op costs as much graph-building time as the op that reads it (a Python scalar operand
 # becomes one per use): int32 constants that long chains reuse (the PRNG's limb arithmetic, 600 ops)
-# are made once per graph.
-_INT32_CONSTANTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# are made once per graph. The cache lives in the graph, as a collection (a module-level map from
+# graphs to their tensors would keep every graph alive: the tensors refer to it).
+_CACHE_COLLECTION = "_noxla_int32_constants"
 
 
 def int32_constant(value) -> tf.Tensor:
@@ -59,7 +59,10 @@ def int32_constant(value) -> tf.Tensor:
     if tf.executing_eagerly():
         return tf.constant(array)
     graph = tf.compat.v1.get_default_graph()
-    cache = _INT32_CONSTANTS.setdefault(graph, {})
+    collection = graph.get_collection_ref(_CACHE_COLLECTION)
+    if not collection:
+        collection.append({})
+    cache = collection[0]
     key = (array.shape, array.tobytes())
     if key not in cache:
         with graph.control_dependencies(None):  # shared: free of the first use's control inputs
