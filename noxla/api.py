@@ -61,12 +61,15 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
 
 def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=None, allow_flex: bool = False,
                   overwrite: bool = False, strict: bool = False, quantize: str | None = None,
-                  on_step: OnStep | None = None) -> str:
+                  representative_data=None, on_step: OnStep | None = None) -> str:
     """A .tflite using TFLITE_BUILTINS only (plus SELECT_TF_OPS when ``allow_flex``).
     ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
-    ``quantize``: None, "float16" or "dynamic_int8" (see noxla.quantize)."""
+    ``quantize``: None, "float16", "dynamic_int8" or "int8" (see noxla.quantize); "int8" calibrates
+    on ``representative_data``: a callable yielding samples (one array per input, shaped like the
+    example's), or one array per input with a leading axis of samples."""
     return export(fun, example_args, tflite=path, polymorphic_shapes=polymorphic_shapes, allow_flex=allow_flex,
-                  overwrite=overwrite, strict=strict, quantize=quantize, on_step=on_step).written["tflite"]
+                  overwrite=overwrite, strict=strict, quantize=quantize, representative_data=representative_data,
+                  on_step=on_step).written["tflite"]
 
 
 def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None, overwrite: bool = False,

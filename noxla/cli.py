@@ -134,6 +134,14 @@ def _example_args(inputs: Sequence[InputSpec]):
     return [jax.ShapeDtypeStruct(tuple(int(d) if d.isdigit() else 1 for d in i.dims), i.dtype) for i in inputs]
 
 
+def _representative_data(path: str | None):
+    if path is None:
+        return None
+    import numpy as np
+    with np.load(path) as arrays:  # np.savez names positional arrays arr_0, arr_1, ...
+        return [arrays[k] for k in sorted(arrays.files, key=lambda k: (len(k), k))]
+
+
 def cmd_export(args, out, err) -> int:
     from noxla.export import export
 
@@ -145,6 +153,7 @@ def cmd_export(args, out, err) -> int:
     exported = export(fun, _example_args(inputs), tflite=args.tflite, tfjs=args.tfjs, saved_model=args.saved_model,
                       polymorphic_shapes=_polymorphic_shapes(args, inputs), allow_flex=args.allow_flex,
                       overwrite=args.force, strict=args.strict, quantize=args.quantize,
+                      representative_data=_representative_data(args.representative_data),
                       tfjs_quantize=args.tfjs_quantize, tfjs_shard_bytes=args.tfjs_shard_bytes, on_step=progress)
     errors = {}
     if not args.no_verify:
@@ -265,8 +274,12 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--tfjs", metavar="DIR")
     export.add_argument("--saved-model", metavar="DIR")
     export.add_argument("--allow-flex", action="store_true", help="allow SELECT_TF_OPS (Flex) in the .tflite")
-    export.add_argument("--quantize", choices=["float16", "dynamic_int8"],
-                        help="quantized .tflite: float16 or int8 weights")
+    export.add_argument("--quantize", choices=["float16", "dynamic_int8", "int8"],
+                        help="quantized .tflite: float16 or int8 weights, or int8 weights and activations "
+                             "(int8: calibrated on --representative-data)")
+    export.add_argument("--representative-data", metavar="NPZ",
+                        help="for --quantize int8: an .npz with one array per input (in order), each with a "
+                             "leading axis of samples")
     export.add_argument("--tfjs-quantize", choices=["uint8", "uint16", "float16"],
                         help="store the TF.js weights quantized (dequantized when loaded)")
     export.add_argument("--tfjs-shard-bytes", type=int, default=4 * 1024 * 1024, metavar="BYTES",

@@ -35,6 +35,10 @@ class ExportError(NoxlaError):
     """Writing or converting an exported model failed."""
 
 
+class QuantizationError(NoxlaError, ValueError):
+    """A quantization option or its representative data is wrong (raised before any work)."""
+
+
 def _package_dirs(*names: str) -> tuple[str, ...]:
     dirs = []
     for name in names:

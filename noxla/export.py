@@ -82,7 +82,8 @@ def write_saved_model(concrete, path: str) -> None:
     tf.saved_model.save(module_for(concrete), path, signatures={"serving_default": concrete})
 
 
-def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None) -> bytes:
+def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None,
+                 samples: Callable | None = None) -> bytes:
     from tensorflow.core.framework.graph_debug_info_pb2 import GraphDebugInfo
     from tensorflow.lite.python import convert as tflite_convert
     trackable = module_for(concrete)
@@ -95,17 +96,27 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
     if allow_flex:
         ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
     converter.target_spec.supported_ops = ops
-    quantization.configure_tflite(converter, quantize)
+    quantization.configure_tflite(converter, quantize, samples)
+    graph_def, inputs = frozen_graph_def(concrete)
+    in_names = [t.name.split(":")[0] for t in inputs]
+    if quantize == "int8":
+        # Calibration runs in the converter's last step, which the direct path below skips: int8
+        # takes the converter's own entry point (its SavedModel round trip costs well under the
+        # calibration runs themselves).
+        try:
+            data = converter.convert()
+        except Exception as e:  # the converter raises several private error types
+            raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
+        return finish_tflite(data, in_names, sorted(concrete.structured_outputs))
     # The converter's own entry point for a concrete function saves it as a SavedModel, loads it
     # back and converts that (or, without a trackable object, re-imports the graph to freeze it):
     # most of its time on a model without loops (mobilenet_v2: 0.51 of 0.65 CPU s). A noxla graph
     # has no variables, so it is frozen already and its GraphDef goes straight to the converter
     # step both of those paths end in; the ops and weights come out the same. That step writes no
     # signature, which LiteRT's signature runner reads the names from: ``finish_tflite`` adds it.
-    graph_def, inputs = frozen_graph_def(concrete)
     try:
         # ``TFLiteConverterBaseV2.convert`` without its last step, ``_optimize_tflite_model``: for the
-        # modes noxla offers (no calibrated int8, no sparsity) that step only unpacks the flatbuffer
+        # other modes (no calibration, no sparsity) that step only unpacks the flatbuffer
         # into Python objects twice and packs it once, to share equal constant buffers (0.2-0.35 CPU s
         # of a sampling model's 690-op export). ``finish_tflite`` shares them in its own single pass.
         converter._validate_inputs(graph_def, inputs)
@@ -114,7 +125,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         data = tflite_convert.convert_graphdef(graph_def, inputs, list(concrete.outputs), **flags)
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
-    return finish_tflite(data, [t.name.split(":")[0] for t in inputs], sorted(concrete.structured_outputs))
+    return finish_tflite(data, in_names, sorted(concrete.structured_outputs))
 
 
 def frozen_graph_def(concrete) -> tuple:
@@ -353,15 +364,16 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
            saved_model: str | None = None, polymorphic_shapes=None, allow_flex: bool = False,
            overwrite: bool = False, strict: bool = False, quantize: str | None = None,
            tfjs_quantize: str | None = None, tfjs_shard_bytes: int = DEFAULT_SHARD_BYTES,
-           demo_page: bool = True, on_step: OnStep | None = None) -> Exported:
+           representative_data=None, demo_page: bool = True, on_step: OnStep | None = None) -> Exported:
     """The one export pipeline, for the API and the CLI: trace once, check every requested target
     up front, lower, then convert and write each output beside its path and rename it into place.
 
     The SavedModel is lowered with run-time checks of the inputs against ``polymorphic_shapes``
     (Assert ops); the .tflite and TF.js models without them (neither runs Assert). ``strict``
     keeps JAX's NaN/inf semantics exactly instead of fused ops (see ``noxla.api.convert``).
-    ``quantize`` (.tflite: "float16", "dynamic_int8") and ``tfjs_quantize`` (TF.js weight storage:
-    "uint8", "uint16", "float16") are checked before anything is traced (see ``noxla.quantize``).
+    ``quantize`` (.tflite: "float16", "dynamic_int8", "int8" calibrated on ``representative_data``)
+    and ``tfjs_quantize`` (TF.js weight storage: "uint8", "uint16", "float16") are checked before
+    anything is traced (see ``noxla.quantize``).
     TF.js has no uint32: a program that uses uint32 (or PRNG keys) is lowered for it a second time,
     carrying those values as the int32s with the same bits (so is one with a rule that lowers
     otherwise for TF.js, ``needs_tfjs_lowering``). Beside a TF.js model, ``demo_page``
@@ -374,6 +386,7 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
         raise ExportError("nothing to export: give a path for tflite, tfjs or saved_model")
     quantization.check_mode(quantize, quantization.TFLITE_MODES, "TFLite")
     quantization.check_mode(tfjs_quantize, quantization.TFJS_MODES, "TF.js")
+    samples = quantization.representative_samples(quantize, representative_data, example_args)
     for path in wanted.values():  # before any work, so nothing is half-done when one output is in the way
         ensure_writable(path, overwrite)
     program = run_step(on_step, "trace", trace, fun, tuple(example_args), polymorphic_shapes)
@@ -406,7 +419,7 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     for kind, path in wanted.items():
         concrete = concrete_for(kind)
         if kind == "tflite":  # converting and writing are separate steps; the other converters write
-            data = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize)
+            data = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize, samples)
             written[kind] = run_step(on_step, f"write {path}", _write_bytes, data, path, overwrite)
         else:
             def writer(concrete, scratch, kind=kind):

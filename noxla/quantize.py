@@ -5,10 +5,10 @@ TFLite (``quantize=``):
 - ``"float16"``: weights stored as float16, dequantized at load (half the size).
 - ``"dynamic_int8"``: weights stored as int8; kernels that support it quantize activations on the
   fly (about a quarter of the size).
-
-Full int8 (activations calibrated on representative data) is refused for now: the converter's
-full-int8 model of a noxla graph (TF 2.19) aborts LiteRT in allocate_tensors, with either quantizer
-and with or without per-channel weights (measured on the zoo's CNN).
+- ``"int8"``: weights and activations int8, the activations' ranges calibrated by running the
+  model on ``representative_data`` (the converter's post-training integer quantization). Inputs and
+  outputs stay float32, and an op without an int8 kernel stays float (TFLITE_BUILTINS after
+  TFLITE_BUILTINS_INT8), so any model that converts in float converts in int8.
 
 TF.js (``quantize=``): ``"uint8"``, ``"uint16"`` or ``"float16"`` weight storage, dequantized to
 float32 when the model loads; ``weight_shard_size_bytes`` splits the weights into files.
@@ -16,23 +16,59 @@ float32 when the model loads; ``weight_shard_size_bytes`` splits the weights int
 from __future__ import annotations
 
 import contextlib
+from typing import Callable, Sequence
 
 import numpy as np
 
-TFLITE_MODES = ("float16", "dynamic_int8")
+from noxla.errors import QuantizationError
+
+TFLITE_MODES = ("float16", "dynamic_int8", "int8")
 TFJS_MODES = ("uint8", "uint16", "float16")
 
 
 def check_mode(quantize: str | None, modes: tuple[str, ...], target: str) -> None:
     """Refuse a bad mode before any work."""
-    if quantize == "int8" and target == "TFLite":
-        raise ValueError('TFLite quantize="int8" is not supported yet: LiteRT aborts on the converter\'s '
-                         'full-int8 model of a noxla graph; use "dynamic_int8" (int8 weights)')
     if quantize is not None and quantize not in modes:
-        raise ValueError(f"{target} quantize={quantize!r}: expected one of {', '.join(modes)} (or None)")
+        raise QuantizationError(f"{target} quantize={quantize!r}: expected one of {', '.join(modes)} (or None)")
 
 
-def configure_tflite(converter, quantize: str | None) -> None:
+def representative_samples(quantize: str | None, data, example_args: Sequence) -> Callable | None:
+    """``data`` as the converter's representative dataset (a callable yielding one list of input
+    arrays per sample), checked against the example inputs before any work.
+
+    ``data``: a callable returning an iterable of samples (each a sequence of arrays, one per input,
+    shaped like the example inputs; a single array for a one-input function), or one array per input
+    with an extra leading axis of samples (a single array for a one-input function)."""
+    if quantize != "int8":
+        if data is not None:
+            raise QuantizationError(f"representative_data calibrates quantize='int8' only (got quantize={quantize!r})")
+        return None
+    if data is None:
+        raise QuantizationError("quantize='int8' needs representative_data: samples of the model's inputs, whose "
+                         "activation ranges calibrate the int8 scales (or use 'dynamic_int8', which needs none)")
+    shapes = [(tuple(x.shape), np.dtype(x.dtype)) for x in example_args]
+
+    def as_sample(sample, where: str) -> list:
+        arrays = [sample] if len(shapes) == 1 and not isinstance(sample, (list, tuple)) else list(sample)
+        got = [(tuple(np.shape(a)), np.asarray(a).dtype) for a in arrays]
+        if got != shapes:
+            raise QuantizationError(f"representative_data {where}: expected inputs shaped {shapes}, got {got}")
+        return [np.asarray(a) for a in arrays]
+
+    if callable(data):
+        def samples():
+            for i, sample in enumerate(data()):
+                yield as_sample(sample, f"sample {i}")
+        return samples
+    stacked = [data] if len(shapes) == 1 and not isinstance(data, (list, tuple)) else list(data)
+    if len(stacked) != len(shapes) or len({len(a) for a in stacked}) != 1:
+        raise QuantizationError(f"representative_data: expected {len(shapes)} array(s), one per input, with the same "
+                         f"number of samples on their first axis")
+    checked = [as_sample([a[k] for a in stacked], f"sample {k}") for k in range(len(stacked[0]))]
+    return lambda: iter(checked)
+
+
+def configure_tflite(converter, quantize: str | None, samples: Callable | None = None) -> None:
     import tensorflow as tf
     check_mode(quantize, TFLITE_MODES, "TFLite")
     if quantize is None:
@@ -40,6 +76,12 @@ def configure_tflite(converter, quantize: str | None) -> None:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if quantize == "float16":
         converter.target_spec.supported_types = [tf.float16]
+    if quantize == "int8":
+        converter.representative_dataset = samples
+        # int8 kernels first; an op without one (a float-only builtin) stays float between
+        # (de)quantize ops instead of failing the conversion.
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8,
+                                               *converter.target_spec.supported_ops]
 
 
 @contextlib.contextmanager

@@ -55,6 +55,20 @@ def test_export_refuses_to_overwrite_without_force(tmp_path):
     assert noxla("export", "--tflite", "ex.tflite", "--no-verify", "--force", cwd=tmp_path).returncode == 0
 
 
+def test_export_int8_calibrates_on_the_representative_data_file(tmp_path):
+    import numpy as np
+    result = noxla("export", "--tflite", "q.tflite", "--quantize", "int8", "--no-verify", cwd=tmp_path)
+    assert result.returncode == 1 and "needs representative_data" in result.stderr, result.stderr
+    assert not (tmp_path / "q.tflite").exists()
+    np.savez(tmp_path / "samples.npz", np.random.default_rng(1).normal(size=(8, 1, 28, 28, 1)).astype(np.float32))
+    result = noxla("export", "--tflite", "q.tflite", "--quantize", "int8", "--representative-data", "samples.npz",
+                   cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    error, = [line for line in result.stdout.splitlines() if "max error vs JAX" in line and "[tflite]" in line]
+    assert float(error.split(": ")[1].split()[0]) < 0.1, error  # int8 activations: about 1e-2
+    assert (tmp_path / "q.tflite").stat().st_size < 20_000  # the float CNN: 38 KiB
+
+
 USER_MODULE = textwrap.dedent("""
     import jax.numpy as jnp
     import numpy as np
