@@ -539,9 +539,19 @@ def ratio(ours, theirs: list) -> str:
     return f"{ours / min(theirs):.2f}"
 
 
+def checkout_version() -> str:
+    """The measured checkout's commit (with "+ changes" when its files differ from it)."""
+    def git(*args):
+        proc = subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True, check=False)
+        return proc.stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD") or "an unknown commit"
+    return commit + (" + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def report(all_results: dict, args) -> str:
     lines = ["# noxla benchmark", "",
-             (f"Batch 1. LiteRT: 1 thread, XNNPACK. TF.js: Node {tfjs_version()}, timed in Node (outputs read "
+             (f"noxla at {checkout_version()}. "
+              f"Batch 1. LiteRT: 1 thread, XNNPACK. TF.js: Node {tfjs_version()}, timed in Node (outputs read "
              f"back). Latency: all paths of a model interleaved in {args.repeats} rounds, each round one batch "
              f"of k runs per path (k: the fastest path's batch lasts {BATCH_MS['LiteRT']:g} ms in LiteRT, "
              f"{BATCH_MS['TF.js wasm']:g} ms in TF.js), after a warm-up; ms = median over rounds of the "
