@@ -84,12 +84,21 @@ def configure_tflite(converter, quantize: str | None, samples: Callable | None =
                                                *converter.target_spec.supported_ops]
 
 
+def _exact_table(data: np.ndarray) -> bool:
+    """Whether every value is a whole number or a power of two (mantissa exactly 1/2 in frexp)."""
+    return bool(np.all((data == np.round(data)) | (np.abs(np.frexp(data)[0]) == 0.5)))
+
+
 @contextlib.contextmanager
 def tfjs_finite_weights_only():
-    """Keep weights holding inf or NaN out of the TF.js converter's uint8/uint16 quantization.
+    """Keep weights holding inf or NaN, or only whole numbers and powers of two, out of the TF.js
+    converter's uint8/uint16 quantization.
 
     It rescales each float32 weight linearly between its min and max; a lowering's infinity
-    constant would make that range infinite and every value NaN.
+    constant would make that range infinite and every value NaN. Weights made only of whole
+    numbers and powers of two stay float32 too: they are a lowering's exact tables, never trained
+    weights (the PRNG's bitcast table of float32 powers of two, rounded to 8 or 16 bits, gave
+    wrong samples).
     """
     from noxla.tfjs_converter_fixes import tfjs_module
     write_weights = tfjs_module("tensorflowjs.write_weights")
@@ -97,7 +106,7 @@ def tfjs_finite_weights_only():
 
     def quantize_entry(entry, dtype):
         data = entry["data"]
-        if data.dtype == np.float32 and not np.all(np.isfinite(data)):
+        if data.dtype == np.float32 and (not np.all(np.isfinite(data)) or _exact_table(data)):
             return entry
         return original(entry, dtype)
 
