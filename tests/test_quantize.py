@@ -84,9 +84,7 @@ def float_exports(tmp_path_factory):
 def test_tflite_quantized(name, mode, float_exports, tmp_path):
     model = MODELS[name]
     args = model.inputs(1)
-    # Calibrated on other inputs than the ones checked (seed 0), drawn the same way.
-    seeds = range(1, 1 + CALIBRATION_SAMPLES)
-    samples = (lambda: (model.inputs(1, seed) for seed in seeds)) if mode == "int8" else None
+    samples = model.calibration_samples(CALIBRATION_SAMPLES) if mode == "int8" else None
     path = noxla.export_tflite(model.fun, *args, path=str(tmp_path / "q.tflite"), quantize=mode,
                                representative_data=samples)
     program = trace(model.fun, args)

@@ -33,6 +33,11 @@ class ZooModel:
                 out.append(rng.standard_normal((batch, *shape)).astype(dtype))
         return out
 
+    def calibration_samples(self, count: int = 16) -> Callable:
+        """int8 representative data: ``count`` batch-1 inputs drawn as ``inputs`` draws them, from
+        seeds other than the default one, so an error measured on ``inputs(1)`` is on unseen data."""
+        return lambda: (self.inputs(1, seed) for seed in range(1, 1 + count))
+
     @property
     def polymorphic_shapes(self) -> list[str]:
         return ["(b, ...)"] * len(self.input_shapes)

@@ -387,9 +387,7 @@ def quantized_rows(name: str, model, work: str, repeats: int) -> list[list[str]]
                                 ("tfjs", TFJS_MODES, noxla.export_tfjs)):
         base = export(model.fun, *example, path=os.path.join(work, f"{name}_float.{kind}"), overwrite=True)
         for mode in (None, *modes):
-            # int8 calibrates on 16 other inputs drawn as the example is (the error is on the example).
-            calibration = {"representative_data": lambda: (model.inputs(1, seed) for seed in range(1, 17))
-                           } if mode == "int8" else {}
+            calibration = {"representative_data": model.calibration_samples()} if mode == "int8" else {}
             try:
                 path = base if mode is None else export(
                     model.fun, *example, path=os.path.join(work, f"{name}_{mode}.{kind}"), overwrite=True,
@@ -540,7 +538,7 @@ def ratio(ours, theirs: list) -> str:
 
 
 def checkout_version() -> str:
-    """The measured checkout's commit (with "+ changes" when its files differ from it)."""
+    """The measured checkout's commit (with "+ uncommitted changes" when its tracked files differ)."""
     def git(*args):
         proc = subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True, check=False)
         return proc.stdout.strip()
