@@ -282,11 +282,12 @@ def write_tfjs(concrete, path: str, quantize: str | None = None,
                 metadata={"structuredOutputKeys": sorted(concrete.structured_outputs)})
     except Exception as e:
         raise ExportError(f"the TF.js converter rejected the lowered program: {e}") from e
-    name_tfjs_signature(os.path.join(path, "model.json"), concrete)
+    name_tfjs_signature(os.path.join(path, "model.json"), concrete, inputs)
 
 
-def name_tfjs_signature(model_json: str, concrete) -> None:
-    """Key the graph model's signature by our readable names.
+def name_tfjs_signature(model_json: str, concrete, inputs: Sequence) -> None:
+    """Key the graph model's signature by our readable names, its inputs (``frozen_graph_def``'s,
+    in the function's parameter order) in that order.
 
     The TF.js converter keys outputs by graph node (``Identity_1:0``) and drops
     the name of any that share shape and dtype; TF.js's GraphModel reports and
@@ -299,10 +300,18 @@ def name_tfjs_signature(model_json: str, concrete) -> None:
     by_node = {t.name: name for t, name in zip(concrete.outputs, out_names)}
     outputs = signature.get("outputs", {})
     signature["outputs"] = {by_node.get(info["name"], key): info for key, info in outputs.items()}
-    inputs = signature.get("inputs", {})
-    signature["inputs"] = {info["name"].split(":")[0]: info for info in inputs.values()}
-    placeholders = [n["attr"].get("shape", {}).get("shape", {}) for n in model["modelTopology"].get("node", [])
-                    if n.get("op") == "Placeholder"]
+    # TF.js's GraphModel lists its inputs (``model.inputs``, and the order a positional
+    # ``execute([...])`` feeds them in) in the order of the signature's keys, which the converter
+    # writes in no particular order (f(s, t) came out [t, s]): they follow the parameters here.
+    order = {t.name: i for i, t in enumerate(inputs)}
+    entries = sorted(signature.get("inputs", {}).values(), key=lambda info: order.get(info["name"], len(order)))
+    signature["inputs"] = {info["name"].split(":")[0]: info for info in entries}
+    nodes = model["modelTopology"].get("node", [])
+    slots = [i for i, n in enumerate(nodes) if n.get("op") == "Placeholder"]
+    by_order = sorted((nodes[i] for i in slots), key=lambda n: order.get(n["name"] + ":0", len(order)))
+    for i, node in zip(slots, by_order):  # without a signature, TF.js lists the placeholders in graph order
+        nodes[i] = node
+    placeholders = [nodes[i]["attr"].get("shape", {}).get("shape", {}) for i in slots]
     for shape in (*placeholders, *(info.get("tensorShape", {}) for info in signature["inputs"].values()),
                   *(info.get("tensorShape", {}) for info in signature["outputs"].values())):
         for dim in shape.get("dim", []):

@@ -1,6 +1,7 @@
 // Serves noxla's requests to run TF.js graph models, one JSON object per line on stdin/stdout:
 //   {"model": dir, "backend": "cpu"|"wasm", "inputs": {name: {dtype, shape, data(base64)}}}
 // -> {"outputs": {name: {dtype, shape, data}}} or {"error": message}.
+// "inputs" may be a list instead, fed positionally; the reply then adds "inputNames" (model.inputs).
 // With "repeats": n, the model then runs n more times and the reply adds "times" (ms per run,
 // each up to its outputs' data being read back), for tools/benchmark.py.
 'use strict';
@@ -77,8 +78,10 @@ async function handle(request) {
     await tf.ready();
   }
   const model = await loadModel(request.model);
-  const inputs = {};
-  for (const [name, t] of Object.entries(request.inputs)) inputs[name] = decode(t);
+  // Inputs by name, or (a list) positionally, in the order the model lists them (model.inputs).
+  const positional = Array.isArray(request.inputs);
+  const inputs = positional ? request.inputs.map(decode) : {};
+  if (!positional) for (const [name, t] of Object.entries(request.inputs)) inputs[name] = decode(t);
   const names = model.outputNodes;
   let result = await model.executeAsync(inputs, names);
   if (result instanceof tf.Tensor) result = [result];
@@ -97,7 +100,9 @@ async function handle(request) {
     tf.dispose(owned(again));
   }
   tf.dispose(Object.values(inputs));
-  return request.repeats ? { outputs, times } : { outputs };
+  const reply = request.repeats ? { outputs, times } : { outputs };
+  if (positional) reply.inputNames = model.inputs.map((i) => i.name);
+  return reply;
 }
 
 tf.enableProdMode();
