@@ -28,6 +28,7 @@ from noxla.errors import ExportError, UnsupportedError
 from noxla.lowering import input_signature, needs_tfjs_lowering, serving_function, uses_uint32  # noqa: F401  (part of this module's API)
 from noxla.shapes import dim_vars
 from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
+from noxla.tfjs_fusions import check_fused_ops, portable_remapping
 from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
 from noxla.tracing import Program, trace
 
@@ -271,8 +272,10 @@ def write_tfjs(concrete, path: str, quantize: str | None = None,
             entries[tensor.name].tensor_shape.CopyFrom(tensor.shape.as_proto())
     os.makedirs(path, exist_ok=True)
     try:
-        with _bias_add_only_for_vectors(), quantization.tfjs_finite_weights_only(), exact_constant_renames():
+        with _bias_add_only_for_vectors(), quantization.tfjs_finite_weights_only(), exact_constant_renames(), \
+                portable_remapping({t.name.split(":")[0] for t in concrete.outputs}):
             optimized = tfjs_conversion.optimize_graph(graph, signature)
+            check_fused_ops(optimized)
             weights = tfjs_conversion.extract_weights(optimized)
             tfjs_conversion.write_artifacts(
                 MessageToDict(optimized), weights, os.path.join(path, "model.json"), tf.__version__, signature,
@@ -280,6 +283,8 @@ def write_tfjs(concrete, path: str, quantize: str | None = None,
                 weight_shard_size_bytes=weight_shard_size_bytes,
                 # As use_structured_outputs_names=True writes it: the output keys, in flattening order.
                 metadata={"structuredOutputKeys": sorted(concrete.structured_outputs)})
+    except ExportError:
+        raise
     except Exception as e:
         raise ExportError(f"the TF.js converter rejected the lowered program: {e}") from e
     name_tfjs_signature(os.path.join(path, "model.json"), concrete, inputs)

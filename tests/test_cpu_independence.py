@@ -14,6 +14,12 @@ and the :edges cases check them on whichever CPU runs the suite.
 Which CPUs the suite has passed on: AMD EPYC (family 25, AVX2 without AVX-512, oneDNN off by
 default), 2026-11-22. No Intel machine was at hand; there, oneDNN is on by default, and this test
 runs the oneDNN kernels here (as it runs Eigen's on a machine where oneDNN is the default).
+
+The exported artifacts must not depend on the exporting CPU either: with oneDNN on, grappler's
+remapper, which the TF.js converter runs, fuses more (a MatMul + BiasAdd + Tanh into one
+_FusedMatMul, which TF.js cannot run), so noxla runs the remapper's portable part itself
+(``noxla.tfjs_fusions``). The tests below export the same programs with oneDNN on and off, in two
+processes, and compare the TF.js and TFLite artifacts.
 """
 from __future__ import annotations
 
@@ -57,3 +63,94 @@ def test_rules_pass_with_the_other_tf_cpu_kernels():
     failures = json.loads(lines[-1][len("RESULT "):])
     kernels = "Eigen (oneDNN off)" if onednn_here else "oneDNN"
     assert not failures, f"with TF's {kernels} CPU kernels:\n" + "\n".join(failures)
+
+
+# Dense and conv layers with every activation a remapper might fuse (the oneDNN one fuses more),
+# the sampling head whose Tanh was fused on an AMD Zen 4, and a loop body (function library).
+_ARTIFACT_CHILD = r"""
+import contextlib, hashlib, json, os, sys, tempfile
+import jax, jax.numpy as jnp, numpy as np
+from tensorflow.python.util import _pywrap_util_port
+import noxla.export
+from noxla.errors import ExportError
+from noxla.export import export
+from tests.zoo import _categorical_sampling_head
+
+rng = np.random.default_rng(0)
+W, b = rng.standard_normal((8, 6)).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+K, kb = rng.standard_normal((3, 3, 2, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+dense = lambda x: x @ W + b
+conv = lambda x: jax.lax.conv_general_dilated(x.reshape(1, 2, 4, 2), K, (1, 1), "SAME",
+                                              dimension_numbers=("NHWC", "HWIO", "NHWC")) + kb
+x8 = [np.ones((2, 8), np.float32)]
+MODELS = {
+    "tanh": (lambda x: jnp.tanh(dense(x)), x8), "sigmoid": (lambda x: jax.nn.sigmoid(dense(x)), x8),
+    "relu": (lambda x: jax.nn.relu(dense(x)), x8), "relu6": (lambda x: jax.nn.relu6(dense(x)), x8),
+    "gelu": (lambda x: jax.nn.gelu(dense(x)), x8), "swish": (lambda x: jax.nn.swish(dense(x)), x8),
+    "mish": (lambda x: jax.nn.mish(dense(x)), x8), "max_leaky": (lambda x: jnp.maximum(dense(x), 0.2 * dense(x)), x8),
+    "layer_norm": (lambda x: (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1e-5), x8),
+    "conv_relu": (lambda x: jax.nn.relu(conv(x)), x8), "conv_tanh": (lambda x: jnp.tanh(conv(x)), x8),
+    "conv_add": (lambda x: conv(x) + x.reshape(1, 2, 4, 2).sum(-1, keepdims=True), x8),
+    "scan_tanh": (lambda x: jax.lax.scan(lambda h, _: (jnp.tanh(h @ W[:6] + b), None), x[:, :6], None,
+                                         length=3)[0], x8),
+    "categorical_sampling_head": (_categorical_sampling_head(),
+                                  [np.ones((2, 24), np.float32), np.arange(2, dtype=np.int32)]),
+}
+
+def fused(model_dir):
+    with open(os.path.join(model_dir, "model.json")) as f:
+        model = json.load(f)
+    nodes = sorted((json.dumps(n, sort_keys=True) for n in model["modelTopology"]["node"]))
+    library = json.dumps(model["modelTopology"].get("library", {}), sort_keys=True)
+    data = b"".join(open(os.path.join(model_dir, p), "rb").read() for g in model["weightsManifest"] for p in g["paths"])
+    return {"nodes": nodes, "library": library, "weights": model["weightsManifest"],
+            "data": hashlib.sha256(data).hexdigest()}
+
+tmp = tempfile.mkdtemp()
+result = {"onednn": bool(_pywrap_util_port.IsMklEnabled()), "noxla": {}, "converter": {}}
+for name, (fun, args) in MODELS.items():
+    base = os.path.join(tmp, name)
+    export(fun, args, tfjs=base + "_js", tflite=base + ".tflite", demo_page=False)
+    with open(base + ".tflite", "rb") as f:
+        result["noxla"][name] = dict(fused(base + "_js"), tflite=hashlib.sha256(f.read()).hexdigest())
+    # The converter's own remapper (noxla's check still on): what an export was before.
+    portable, noxla.export.portable_remapping = noxla.export.portable_remapping, lambda keep: contextlib.nullcontext()
+    try:
+        export(fun, args, tfjs=base + "_converter_js", demo_page=False)
+        result["converter"][name] = fused(base + "_converter_js")
+    except ExportError as e:
+        result["converter"][name] = {"error": str(e)}
+    finally:
+        noxla.export.portable_remapping = portable
+print("RESULT " + json.dumps(result))
+"""
+
+
+def _export_in_child(onednn: bool) -> dict:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1" if onednn else "0", TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-c", _ARTIFACT_CHILD], check=False, cwd=root, env=env,
+                          capture_output=True, text=True, timeout=900)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"the child export failed:\n{proc.stderr[-3000:]}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.mark.slow
+def test_artifacts_are_the_same_with_onednn_on_and_off():
+    on, off = _export_in_child(True), _export_in_child(False)
+    if not on["onednn"]:
+        pytest.skip("this TF build has no oneDNN path (TF_ENABLE_ONEDNN_OPTS=1 leaves it off)")
+    assert not off["onednn"]
+    # The CPU-specific path is real: the converter's own remapper fuses Tanh with oneDNN on, and
+    # noxla's check refuses that graph, naming the fusion.
+    assert "Tanh" in on["converter"]["tanh"].get("error", ""), on["converter"]["tanh"]
+    assert "Tanh" in on["converter"]["categorical_sampling_head"].get("error", "")
+    differ = sorted(name for name in on["noxla"] if on["noxla"][name] != off["noxla"][name])
+    assert not differ, f"TF.js or TFLite artifacts differ between oneDNN on and off: {differ}"
+    # Without oneDNN, noxla's fusions are the converter's own, node for node: nothing TF.js ran
+    # fused before runs unfused now.
+    kept = sorted(name for name in off["noxla"]
+                  if {k: v for k, v in off["noxla"][name].items() if k != "tflite"} != off["converter"][name])
+    assert not kept, f"noxla's fusions differ from the converter's remapper (oneDNN off): {kept}"

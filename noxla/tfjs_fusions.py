@@ -1,0 +1,164 @@
+"""The TF.js converter's op fusions, made independent of the exporting CPU and checked against
+what TF.js runs.
+
+The converter (tensorflowjs's ``optimize_graph``) fuses Conv2D/MatMul + BiasAdd + activation
+with grappler's remapper, and what the remapper fuses depends on the exporting machine: where
+TF's oneDNN path is on (by default on CPUs with AVX-512 VNNI or BF16, AVX-VNNI or AMX, such as
+AMD Zen 4; anywhere with TF_ENABLE_ONEDNN_OPTS=1) it also fuses Tanh and Sigmoid activations,
+Gelu, Swish, Mish, LayerNorm, Conv + BiasAdd + Add and more (``IsMKLEnabled()`` in TF's
+grappler/optimizers/remapper.cc), and adds ``_input_shapes`` annotations. TF.js has no kernel
+for some of those (a _FusedMatMul with Tanh: "Activation tanh has not been implemented for the
+CPU backend"). TF decides oneDNN once per process, so the remapper is not run at all here:
+``portable_fusions`` applies, in Python, the fusions the remapper makes without oneDNN (the ones
+every export made on an AVX2 machine), and ``check_fused_ops`` refuses any fused op or
+activation that TF.js's cpu, wasm and webgl backends do not all implement.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+
+from noxla.errors import ExportError
+from noxla.tfjs_converter_fixes import tfjs_module
+
+# What grappler's remapper fuses into a Conv2D or MatMul + BiasAdd without oneDNN.
+PORTABLE_ACTIVATIONS = ("Relu", "Relu6", "Elu", "LeakyRelu")
+# The activations TF.js 4.22 applies after a fused contraction on cpu (fused_utils' applyActivation),
+# wasm (FusableActivation) and webgl (mapActivationToShaderProgram) alike.
+TFJS_FUSED_ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu", "LeakyRelu", "Sigmoid", "Prelu"})
+TFJS_FUSED_OPS = frozenset({"_FusedConv2D", "_FusedMatMul", "FusedDepthwiseConv2dNative"})
+# Ops that TF.js only knows unfused, or not at all, that a remapper may emit.
+_HOST_FUSED_OPS = frozenset({"_FusedDepthwiseConv2dNative", "_FusedConv3D", "_FusedBatchMatMul",
+                             "_FusedBatchMatMulV2", "_MklSwish", "_MklFusedMish", "_MklLayerNorm",
+                             "_MklFusedInstanceNorm", "_FusedBatchNormEx"})
+_CPU_DTYPES = {"Conv2D": (1, 2), "MatMul": (1,)}  # DT_FLOAT, DT_DOUBLE: the remapper's CPU kernels
+_CONTRACTION_ATTRS = {"Conv2D": ("T", "strides", "padding", "explicit_paddings", "dilations", "data_format",
+                                 "use_cudnn_on_gpu"),
+                      "MatMul": ("T", "transpose_a", "transpose_b")}
+
+
+def portable_fusions(graph_def, keep: set[str]):
+    """The graph with each Conv2D or MatMul + BiasAdd (+ Relu, Relu6, Elu or LeakyRelu) of its main
+    graph fused into one _FusedConv2D or _FusedMatMul, under the conditions grappler's remapper
+    checks without oneDNN: float32 (or float64 Conv2D) on the CPU device, NHWC, each
+    intermediate read once, no control edges, none of ``keep`` (the outputs) fused away. The
+    fused node takes the last fused node's name, as the remapper names it."""
+    from tensorflow.core.framework import graph_pb2, node_def_pb2
+    nodes = {n.name: n for n in graph_def.node}
+    reads, controlled = collections.Counter(), set()
+    for node in graph_def.node:
+        for name in node.input:
+            if name.startswith("^"):
+                controlled.add(name[1:])
+            elif name.partition(":")[2] in ("", "0"):
+                reads[name.partition(":")[0]] += 1
+
+    def plain(node) -> bool:  # no control edges in or out
+        return node.name not in controlled and not any(i.startswith("^") for i in node.input)
+
+    def producer(node):  # the node whose output 0 is ``node``'s first input
+        name = node.input[0] if node.input else "^"
+        return nodes.get(name) if ":" not in name or name.endswith(":0") else None
+
+    def same_type(a, b) -> bool:
+        return a.attr["T"].type == b.attr["T"].type != 0
+
+    def contraction_of(bias_add):
+        contraction = producer(bias_add)
+        if (contraction is None or contraction.op not in _CPU_DTYPES or not same_type(bias_add, contraction)
+                or not plain(contraction) or reads[contraction.name] > 1 or contraction.name in keep
+                or "CPU" not in contraction.device.upper()
+                or contraction.attr["T"].type not in _CPU_DTYPES[contraction.op]
+                or (contraction.op == "Conv2D" and contraction.attr["data_format"].s != b"NHWC")):
+            return None
+        return contraction
+
+    fused, removed = {}, set()
+    for activation in graph_def.node:
+        if activation.op not in PORTABLE_ACTIVATIONS or not plain(activation):
+            continue
+        bias_add = producer(activation)
+        if (bias_add is None or bias_add.op != "BiasAdd" or not plain(bias_add) or reads[bias_add.name] > 1
+                or bias_add.name in keep or not same_type(activation, bias_add) or bias_add.name in removed):
+            continue
+        contraction = contraction_of(bias_add)
+        if contraction is not None:
+            fused[activation.name] = (contraction, bias_add, activation)
+            removed.update((contraction.name, bias_add.name))
+    for bias_add in graph_def.node:
+        if bias_add.op == "BiasAdd" and bias_add.name not in removed and plain(bias_add):
+            contraction = contraction_of(bias_add)
+            if contraction is not None and contraction.name not in removed:
+                fused[bias_add.name] = (contraction, bias_add, None)
+                removed.add(contraction.name)
+
+    out = graph_pb2.GraphDef()
+    out.CopyFrom(graph_def)
+    del out.node[:]
+    for node in graph_def.node:
+        if node.name in removed:
+            continue
+        if node.name not in fused:
+            out.node.append(node)
+            continue
+        contraction, bias_add, activation = fused[node.name]
+        new = node_def_pb2.NodeDef(name=node.name, op="_Fused" + contraction.op, device=contraction.device,
+                                   input=[*contraction.input[:2], bias_add.input[1]])
+        for attr in _CONTRACTION_ATTRS[contraction.op]:
+            if attr in contraction.attr:
+                new.attr[attr].CopyFrom(contraction.attr[attr])
+        new.attr["fused_ops"].list.s.extend([b"BiasAdd"] + ([activation.op.encode()] if activation else []))
+        new.attr["num_args"].i = 1
+        if contraction.op == "Conv2D":  # the types of the fused arguments (the bias), as the remapper writes them
+            new.attr["TArgs"].list.type.append(contraction.attr["T"].type)
+        new.attr["epsilon"].f = 0.0
+        if activation is not None and activation.op == "LeakyRelu":
+            new.attr["leakyrelu_alpha"].CopyFrom(activation.attr["alpha"])
+        out.node.append(new)
+    return out
+
+
+def check_fused_ops(graph_def) -> None:
+    """Raise ExportError for a fused op (main graph or function body) that TF.js does not run as
+    fused: an op it has no kernel for, or fused ops other than BiasAdd followed by at most one
+    activation that its cpu, wasm and webgl backends all implement. TF.js reads only the first
+    two fused ops and runs an unknown one as no activation, silently."""
+    bodies = [("", graph_def.node)] + [(f.signature.name + "/", f.node_def) for f in graph_def.library.function]
+    problems = []
+    for prefix, nodes in bodies:
+        for node in nodes:
+            if node.op in _HOST_FUSED_OPS:
+                problems.append(f"{prefix}{node.name}: {node.op} (TF.js has no such op)")
+            elif node.op in TFJS_FUSED_OPS:
+                ops = [s.decode() for s in node.attr["fused_ops"].list.s]
+                activation_ok = len(ops) == 1 or (len(ops) == 2 and ops[1] in TFJS_FUSED_ACTIVATIONS)
+                if not ops or ops[0] != "BiasAdd" or not activation_ok:
+                    problems.append(f"{prefix}{node.name}: {node.op} with fused_ops {ops}")
+    if problems:
+        raise ExportError(
+            "the TF.js graph has fusions that TF.js cannot run (it fuses BiasAdd then one of "
+            f"{', '.join(sorted(TFJS_FUSED_ACTIVATIONS))}); this is a noxla bug, please report it:\n  "
+            + "\n  ".join(problems))
+
+
+@contextlib.contextmanager
+def portable_remapping(keep: set[str]):
+    """While the converter optimises a graph: its grappler runs that include the remapper run
+    without it, after ``portable_fusions`` has done the remapper's portable part."""
+    tfjs_conversion = tfjs_module("tensorflowjs.converters.tf_saved_model_conversion_v2")
+    original = tfjs_conversion._run_grappler
+
+    def run_grappler(config, graph_def, graph, signature_def):
+        optimizers = list(config.graph_options.rewrite_options.optimizers)
+        if "remap" not in optimizers:
+            return original(config, graph_def, graph, signature_def)
+        portable = type(config)()
+        portable.CopyFrom(config)
+        portable.graph_options.rewrite_options.optimizers[:] = [o for o in optimizers if o != "remap"]
+        return original(portable, portable_fusions(graph_def, keep), graph, signature_def)
+
+    tfjs_conversion._run_grappler = run_grappler
+    try:
+        yield
+    finally:
+        tfjs_conversion._run_grappler = original
