@@ -23,11 +23,13 @@ processes, and compare the TF.js and TFLite artifacts.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from tensorflow.python.util import _pywrap_util_port
 
@@ -154,3 +156,81 @@ def test_artifacts_are_the_same_with_onednn_on_and_off():
     kept = sorted(name for name in off["noxla"]
                   if {k: v for k, v in off["noxla"][name].items() if k != "tflite"} != off["converter"][name])
     assert not kept, f"noxla's fusions differ from the converter's remapper (oneDNN off): {kept}"
+
+
+def _graph(*nodes, body=()):
+    """A GraphDef as model.json's modelTopology spells it: (name, op, fused_ops) per node."""
+    from google.protobuf.json_format import ParseDict
+    from tensorflow.core.framework import graph_pb2
+
+    def node(name, op, fused_ops=()):
+        fused = {"fused_ops": {"list": {"s": [base64.b64encode(s.encode()).decode() for s in fused_ops]}}}
+        return {"name": name, "op": op, "attr": fused if fused_ops else {}}
+    topology = {"node": [node(*n) for n in nodes]}
+    if body:
+        topology["library"] = {"function": [{"signature": {"name": "body"}, "nodeDef": [node(*n) for n in body]}]}
+    return ParseDict(topology, graph_pb2.GraphDef())
+
+
+@pytest.mark.parametrize("graph,refused", [
+    (_graph(("dense", "_FusedMatMul", ["BiasAdd", "Tanh"])), "Tanh"),
+    (_graph(("conv", "_FusedConv2D", ["BiasAdd", "Add", "Relu"])), "'Add'"),
+    (_graph(("conv", "_FusedConv2D", ["Relu"])), "['Relu']"),  # oneDNN's Conv2D + Relu, no bias
+    (_graph(("swish", "_MklSwish")), "_MklSwish"),
+    (_graph(("x", "Placeholder"), body=[("dense", "_FusedMatMul", ["BiasAdd", "Sigmoid"]),
+                                        ("dense_1", "_FusedMatMul", ["BiasAdd", "Tanh"])]), "body/dense_1"),
+], ids=["tanh", "bias_add_add_relu", "relu_without_bias", "mkl_swish", "in_a_loop_body"])
+def test_fusions_tfjs_cannot_run_are_refused(graph, refused):
+    from noxla.errors import ExportError
+    from noxla.tfjs_fusions import check_fused_ops
+    with pytest.raises(ExportError, match="cannot run") as info:
+        check_fused_ops(graph)
+    assert refused in str(info.value)
+
+
+def test_fusions_tfjs_runs_pass():
+    from noxla.tfjs_fusions import check_fused_ops
+    check_fused_ops(_graph(("a", "_FusedMatMul", ["BiasAdd"]), ("b", "_FusedConv2D", ["BiasAdd", "Relu6"]),
+                           ("c", "FusedDepthwiseConv2dNative", ["BiasAdd", "LeakyRelu"]), ("d", "Tanh")))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("activation", ["Relu", "Relu6", "Elu", "LeakyRelu", "Sigmoid", "Tanh"])
+def test_the_fused_activations_allowed_are_those_tfjs_runs(tmp_path, activation):
+    """The allowed list against TF.js itself: a dense layer's _FusedMatMul with each activation
+    (Prelu takes a second argument and is made by the converter's own fuse_prelu, not tested here),
+    run on the cpu and wasm backends in Node and compared with NumPy; Tanh must fail there."""
+    import jax.numpy as jnp
+
+    from noxla import runtimes
+    from noxla.export import export
+    from noxla.tfjs_fusions import TFJS_FUSED_ACTIVATIONS
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((5, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    path = str(tmp_path / "m")
+    export(lambda x: jnp.maximum(x @ w + b, 0.0), [x], tfjs=path, demo_page=False)
+    with open(os.path.join(path, "model.json")) as f:
+        model = json.load(f)
+    (node,) = [n for n in model["modelTopology"]["node"] if n["op"] == "_FusedMatMul"]
+    assert [base64.b64decode(s).decode() for s in node["attr"]["fused_ops"]["list"]["s"]] == ["BiasAdd", "Relu"]
+    node["attr"]["fused_ops"]["list"]["s"][1] = base64.b64encode(activation.encode()).decode()
+    with open(os.path.join(path, "model.json"), "w") as f:
+        json.dump(model, f)
+    z = x @ w + b
+    expected = {"Relu": np.maximum(z, 0), "Relu6": np.clip(z, 0, 6), "Elu": np.where(z > 0, z, np.expm1(z)),
+                "LeakyRelu": np.where(z > 0, z, 0.2 * z), "Sigmoid": 1 / (1 + np.exp(-z))}.get(activation)
+    try:
+        runner = runtimes.TfjsRunner()
+    except runtimes.TfjsUnavailable as e:
+        pytest.skip(str(e))
+    try:
+        for backend in ("cpu", "wasm"):
+            if activation in TFJS_FUSED_ACTIVATIONS:
+                (out,) = runner.run(path, {"x": x}, backend).values()
+                np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6, err_msg=backend)
+            else:
+                with pytest.raises(RuntimeError, match="has not been implemented|not yet supported"):
+                    runner.run(path, {"x": x}, backend)
+    finally:
+        runner.close()
