@@ -39,10 +39,10 @@ _CONTRACTION_ATTRS = {"Conv2D": ("T", "strides", "padding", "explicit_paddings",
 
 def portable_fusions(graph_def, keep: set[str]):
     """The graph with each Conv2D or MatMul + BiasAdd (+ Relu, Relu6, Elu or LeakyRelu) of its main
-    graph fused into one _FusedConv2D or _FusedMatMul, under the conditions grappler's remapper
-    checks without oneDNN: float32 (or float64 Conv2D) on the CPU device, NHWC, each
-    intermediate read once, no control edges, none of ``keep`` (the outputs) fused away. The
-    fused node takes the last fused node's name, as the remapper names it."""
+    graph fused into one _FusedConv2D or _FusedMatMul (and Conv2D + Squeeze + BiasAdd into
+    _FusedConv2D + Squeeze), under the conditions grappler's remapper checks without oneDNN:
+    float32 (or float64 Conv2D) on the CPU device, NHWC, each intermediate read once, no control
+    edges, none of ``keep`` (the outputs) fused away. Nodes are named as the remapper names them."""
     from tensorflow.core.framework import graph_pb2, node_def_pb2
     nodes = {n.name: n for n in graph_def.node}
     reads, controlled = collections.Counter(), set()
@@ -73,48 +73,61 @@ def portable_fusions(graph_def, keep: set[str]):
             return None
         return contraction
 
-    fused, removed = {}, set()
-    for activation in graph_def.node:
+    def fuse(name, contraction, bias_add, activation=None):
+        node = node_def_pb2.NodeDef(name=name, op="_Fused" + contraction.op, device=contraction.device,
+                                    input=[*contraction.input[:2], bias_add.input[1]])
+        for attr in _CONTRACTION_ATTRS[contraction.op]:
+            if attr in contraction.attr:
+                node.attr[attr].CopyFrom(contraction.attr[attr])
+        node.attr["fused_ops"].list.s.extend([b"BiasAdd"] + ([activation.op.encode()] if activation else []))
+        node.attr["num_args"].i = 1
+        if contraction.op == "Conv2D":  # the types of the fused arguments (the bias), as the remapper writes them
+            node.attr["TArgs"].list.type.append(contraction.attr["T"].type)
+        node.attr["epsilon"].f = 0.0
+        if activation is not None and activation.op == "LeakyRelu":
+            node.attr["leakyrelu_alpha"].CopyFrom(activation.attr["alpha"])
+        return node
+
+    replaced, removed = {}, set()
+    for activation in graph_def.node:  # Conv2D/MatMul + BiasAdd + activation
         if activation.op not in PORTABLE_ACTIVATIONS or not plain(activation):
             continue
         bias_add = producer(activation)
         if (bias_add is None or bias_add.op != "BiasAdd" or not plain(bias_add) or reads[bias_add.name] > 1
-                or bias_add.name in keep or not same_type(activation, bias_add) or bias_add.name in removed):
+                or bias_add.name in keep or not same_type(activation, bias_add)):
             continue
         contraction = contraction_of(bias_add)
         if contraction is not None:
-            fused[activation.name] = (contraction, bias_add, activation)
+            replaced[activation.name] = fuse(activation.name, contraction, bias_add, activation)
             removed.update((contraction.name, bias_add.name))
     for bias_add in graph_def.node:
-        if bias_add.op == "BiasAdd" and bias_add.name not in removed and plain(bias_add):
-            contraction = contraction_of(bias_add)
-            if contraction is not None and contraction.name not in removed:
-                fused[bias_add.name] = (contraction, bias_add, None)
-                removed.add(contraction.name)
+        if bias_add.op != "BiasAdd" or bias_add.name in removed or not plain(bias_add):
+            continue
+        contraction = contraction_of(bias_add)
+        if contraction is not None:  # Conv2D/MatMul + BiasAdd
+            replaced[bias_add.name] = fuse(bias_add.name, contraction, bias_add)
+            removed.add(contraction.name)
+            continue
+        # Conv2D + Squeeze (a 1-D convolution) + BiasAdd: the bias moves into the convolution,
+        # whose name it keeps, and the Squeeze takes the BiasAdd's name and place.
+        squeeze = producer(bias_add)
+        if (squeeze is None or squeeze.op != "Squeeze" or not same_type(bias_add, squeeze) or not plain(squeeze)
+                or reads[squeeze.name] > 1 or squeeze.name in keep or "squeeze_dims" not in squeeze.attr
+                or 3 in squeeze.attr["squeeze_dims"].list.i):
+            continue
+        conv = contraction_of(squeeze)
+        if conv is not None and conv.op == "Conv2D" and same_type(bias_add, conv):
+            replaced[conv.name] = fuse(conv.name, conv, bias_add)
+            moved = node_def_pb2.NodeDef()
+            moved.CopyFrom(squeeze)
+            moved.name, moved.input[0] = bias_add.name, conv.name
+            replaced[bias_add.name] = moved
+            removed.add(squeeze.name)
 
     out = graph_pb2.GraphDef()
     out.CopyFrom(graph_def)
     del out.node[:]
-    for node in graph_def.node:
-        if node.name in removed:
-            continue
-        if node.name not in fused:
-            out.node.append(node)
-            continue
-        contraction, bias_add, activation = fused[node.name]
-        new = node_def_pb2.NodeDef(name=node.name, op="_Fused" + contraction.op, device=contraction.device,
-                                   input=[*contraction.input[:2], bias_add.input[1]])
-        for attr in _CONTRACTION_ATTRS[contraction.op]:
-            if attr in contraction.attr:
-                new.attr[attr].CopyFrom(contraction.attr[attr])
-        new.attr["fused_ops"].list.s.extend([b"BiasAdd"] + ([activation.op.encode()] if activation else []))
-        new.attr["num_args"].i = 1
-        if contraction.op == "Conv2D":  # the types of the fused arguments (the bias), as the remapper writes them
-            new.attr["TArgs"].list.type.append(contraction.attr["T"].type)
-        new.attr["epsilon"].f = 0.0
-        if activation is not None and activation.op == "LeakyRelu":
-            new.attr["leakyrelu_alpha"].CopyFrom(activation.attr["alpha"])
-        out.node.append(new)
+    out.node.extend(replaced.get(n.name, n) for n in graph_def.node if n.name not in removed)
     return out
 
 

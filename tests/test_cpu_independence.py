@@ -67,7 +67,7 @@ def test_rules_pass_with_the_other_tf_cpu_kernels():
     assert not failures, f"with TF's {kernels} CPU kernels:\n" + "\n".join(failures)
 
 
-# Dense and conv layers with every activation a remapper might fuse (the oneDNN one fuses more),
+# Dense and conv layers (2-D and 1-D) with every activation a remapper might fuse (the oneDNN one fuses more),
 # the sampling head whose Tanh was fused on an AMD Zen 4, and a loop body (function library).
 _ARTIFACT_CHILD = r"""
 import contextlib, hashlib, json, os, sys, tempfile
@@ -93,6 +93,8 @@ MODELS = {
     "layer_norm": (lambda x: (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1e-5), x8),
     "conv_relu": (lambda x: jax.nn.relu(conv(x)), x8), "conv_tanh": (lambda x: jnp.tanh(conv(x)), x8),
     "conv_add": (lambda x: conv(x) + x.reshape(1, 2, 4, 2).sum(-1, keepdims=True), x8),
+    "conv1d_relu": (lambda x: jax.nn.relu(jax.lax.conv_general_dilated(  # Conv2D + Squeeze + BiasAdd
+        x.reshape(1, 8, 2), K[0], (1,), "SAME", dimension_numbers=("NWC", "WIO", "NWC")) + kb), x8),
     "scan_tanh": (lambda x: jax.lax.scan(lambda h, _: (jnp.tanh(h @ W[:6] + b), None), x[:, :6], None,
                                          length=3)[0], x8),
     "categorical_sampling_head": (_categorical_sampling_head(),
