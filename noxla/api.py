@@ -1,19 +1,13 @@
 """The public API: ``convert``, ``check`` and the ``export_*`` functions."""
 from __future__ import annotations
 
-import inspect
 from typing import Callable, Sequence
-
-import jax
-import jax.numpy as jnp
-import tensorflow as tf
 
 import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
 from lowering_rules.vocabulary import Target
-from noxla.export import DEFAULT_SHARD_BYTES, OnStep, export, full_check, require_supported
 from noxla import gradients
-from noxla.lowering import lower_program, program_inputs
+from noxla.export import DEFAULT_SHARD_BYTES, OnStep, export, full_check
 from noxla.tracing import check_callable, trace
 
 
@@ -53,43 +47,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
     refuse_native_serialization(native_serialization, native_serialization_platforms,
                                 native_serialization_disabled_checks)
     del enable_xla
-    options = dict(polymorphic_constraints=tuple(polymorphic_constraints), with_gradient=with_gradient,
-                   strict=strict)
-    programs: dict = {}
-
-    def converted(*args, **kwargs):
-        positional, shapes, target = positional_call(fun, args, kwargs, polymorphic_shapes)
-        flat, tree = jax.tree_util.tree_flatten(positional)
-        flat = [as_tensor(x) for x in flat]
-        key = (tree, tuple((tuple(x.shape.as_list()), x.dtype) for x in flat))
-        entry = programs.get(key)
-        if entry is None:
-            program = trace(target, jax.tree_util.tree_unflatten(tree, flat), shapes,
-                            options["polymorphic_constraints"])
-            require_supported(program, Target.TF)
-            entry = programs[key] = [program, None]
-        program = entry[0]
-        flat = program_inputs(program, flat)
-
-        def forward(xs):
-            return lower_program(program, xs, check_shapes=True, strict=strict)
-        if not with_gradient:
-            outs = gradients.without_gradient(forward(flat))
-        else:
-            def converted_vjp(*primals_and_cts):
-                if entry[1] is None:  # converted on first use: most calls never ask for a gradient
-                    vjp = gradients.vjp_function(gradients.flat_function(target, program.in_tree),
-                                                 program.in_avals, program.out_avals)
-                    entry[1] = convert(vjp, polymorphic_shapes=gradients.vjp_polymorphic_shapes(
-                        program.in_avals, program.out_avals), **options)
-                return entry[1](*primals_and_cts)
-            outs = gradients.with_custom_gradient(forward, flat, program.in_avals, program.out_avals,
-                                                  converted_vjp)
-        return jax.tree_util.tree_unflatten(program.out_tree, outs)
-
-    converted.__name__ = f"noxla_{getattr(fun, '__name__', 'fun')}"
-    converted.__doc__ = getattr(fun, "__doc__", None)
-    return converted
+    return gradients.tf_callable(fun, polymorphic_shapes, tuple(polymorphic_constraints), with_gradient, strict)
 
 
 def refuse_native_serialization(native_serialization, platforms, disabled_checks) -> None:
@@ -99,40 +57,6 @@ def refuse_native_serialization(native_serialization, platforms, disabled_checks
             "native_serialization_platforms and native_serialization_disabled_checks belong to "
             "jax2tf's native path. Drop them to get noxla's ops (TFLite, TF.js, TF), or call "
             "jax.experimental.jax2tf.convert for an XlaCallModule op.")
-
-
-def as_tensor(x):
-    """A call argument as a TF value; a Python scalar typed as JAX types it (float64 under x64)."""
-    if isinstance(x, (tf.Tensor, tf.Variable)):
-        return x
-    if isinstance(x, (bool, int, float, complex)):
-        return tf.convert_to_tensor(x, dtype=jnp.result_type(x))
-    return tf.convert_to_tensor(x)
-
-
-def positional_call(fun: Callable, args: tuple, kwargs: dict, polymorphic_shapes):
-    """Keyword arguments bound to ``fun``'s parameters by its signature: the positional arguments,
-    the ``polymorphic_shapes`` for them (keyword-only arguments are static, as in jax2tf) and a
-    function of positional arguments only."""
-    if not kwargs:
-        return args, polymorphic_shapes, fun
-    try:
-        bound = inspect.signature(fun).bind(*args, **kwargs)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"cannot bind the arguments of {getattr(fun, '__name__', fun)}: {e}") from None
-    positional, named = tuple(bound.args), dict(bound.kwargs)
-    if not named:
-        return positional, polymorphic_shapes, fun
-    names = tuple(named)
-    shapes = polymorphic_shapes
-    if isinstance(shapes, (list, tuple)):
-        shapes = (*tuple(shapes)[:len(positional)], *[None] * (len(positional) - len(shapes)),
-                  *[None] * len(names))
-
-    def of_positional(*all_args):
-        return fun(*all_args[:len(positional)], **dict(zip(names, all_args[len(positional):])))
-    of_positional.__name__ = getattr(fun, "__name__", "fun")
-    return (*positional, *named.values()), shapes, of_positional
 
 
 def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shapes=None,

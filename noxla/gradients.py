@@ -7,16 +7,97 @@ not those of the lowered TF ops (whose own gradients differ: ``stop_gradient`` l
 """
 from __future__ import annotations
 
+import inspect
 from typing import Callable, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 
+from limitations.engine import check_jaxpr
+from lowering_rules.vocabulary import Target
+from noxla.errors import UnsupportedError
+from noxla.lowering import lower_program, program_inputs
 from noxla.shapes import is_static
+from noxla.tracing import trace
 
 NO_GRADIENT_MESSAGE = ("The noxla-converted function does not support gradients (it was converted with "
                        "with_gradient=False). Use the with_gradient parameter to enable gradients.")
+
+
+def tf_callable(fun: Callable, polymorphic_shapes, polymorphic_constraints: tuple, with_gradient: bool,
+                strict: bool) -> Callable:
+    """The TF callable ``noxla.convert`` returns (see there): traces ``fun`` once per input
+    signature; with ``with_gradient`` its TF gradient is JAX's VJP, converted in turn on first use."""
+    programs: dict = {}
+
+    def converted(*args, **kwargs):
+        positional, shapes, target = positional_call(fun, args, kwargs, polymorphic_shapes)
+        flat, tree = jax.tree_util.tree_flatten(positional)
+        flat = [as_tensor(x) for x in flat]
+        key = (tree, tuple((tuple(x.shape.as_list()), x.dtype) for x in flat))
+        entry = programs.get(key)
+        if entry is None:
+            program = trace(target, jax.tree_util.tree_unflatten(tree, flat), shapes, polymorphic_constraints)
+            report = check_jaxpr(program.closed_jaxpr, Target.TF)
+            if not report.ok:
+                raise UnsupportedError(report)
+            entry = programs[key] = [program, None]
+        program = entry[0]
+        flat = program_inputs(program, flat)
+
+        def forward(xs):
+            return lower_program(program, xs, check_shapes=True, strict=strict)
+        if not with_gradient:
+            outs = without_gradient(forward(flat))
+        else:
+            def converted_vjp(*primals_and_cts):
+                if entry[1] is None:  # most calls never ask for a gradient
+                    vjp = vjp_function(flat_function(target, program.in_tree), program.in_avals, program.out_avals)
+                    entry[1] = tf_callable(vjp, vjp_polymorphic_shapes(program.in_avals, program.out_avals),
+                                           polymorphic_constraints, with_gradient, strict)
+                return entry[1](*primals_and_cts)
+            outs = with_custom_gradient(forward, flat, program.in_avals, program.out_avals, converted_vjp)
+        return jax.tree_util.tree_unflatten(program.out_tree, outs)
+
+    converted.__name__ = f"noxla_{getattr(fun, '__name__', 'fun')}"
+    converted.__doc__ = getattr(fun, "__doc__", None)
+    return converted
+
+
+def as_tensor(x):
+    """A call argument as a TF value; a Python scalar typed as JAX types it (float64 under x64)."""
+    if isinstance(x, (tf.Tensor, tf.Variable)):
+        return x
+    if isinstance(x, (bool, int, float, complex)):
+        return tf.convert_to_tensor(x, dtype=jnp.result_type(x))
+    return tf.convert_to_tensor(x)
+
+
+def positional_call(fun: Callable, args: tuple, kwargs: dict, polymorphic_shapes):
+    """Keyword arguments bound to ``fun``'s parameters by its signature: the positional arguments,
+    the ``polymorphic_shapes`` for them (keyword-only arguments are static, as in jax2tf) and a
+    function of positional arguments only."""
+    if not kwargs:
+        return args, polymorphic_shapes, fun
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"cannot bind the arguments of {getattr(fun, '__name__', fun)}: {e}") from None
+    positional, named = tuple(bound.args), dict(bound.kwargs)
+    if not named:
+        return positional, polymorphic_shapes, fun
+    names = tuple(named)
+    shapes = polymorphic_shapes
+    if isinstance(shapes, (list, tuple)):
+        shapes = (*tuple(shapes)[:len(positional)], *[None] * (len(positional) - len(shapes)),
+                  *[None] * len(names))
+
+    def of_positional(*all_args):
+        return fun(*all_args[:len(positional)], **dict(zip(names, all_args[len(positional):])))
+    of_positional.__name__ = getattr(fun, "__name__", "fun")
+    return (*positional, *named.values()), shapes, of_positional
 
 
 def differentiable(aval) -> bool:

@@ -53,7 +53,7 @@ class Dims:
         asserts = []
         for var, size in sorted(self.env.items()):  # jax.export's assumption: every variable is >= 1
             size = _as_int32(size)
-            message = f"dimension variable {var} must be >= 1 (polymorphic shapes range over sizes >= 1), but it is {{}}"
+            message = f"dimension variable {var} must be >= 1 (as polymorphic shapes assume), but it is {{}}"
             if isinstance(size, int):
                 continue
             if tf.executing_eagerly():
