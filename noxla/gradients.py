@@ -18,7 +18,7 @@ import tensorflow as tf
 from limitations.engine import check_jaxpr
 from lowering_rules.vocabulary import Target
 from noxla.errors import UnsupportedError
-from noxla.lowering import lower_program, program_inputs
+from noxla.lowering import input_signature, lower_program, program_inputs
 from noxla.shapes import is_static
 from noxla.tracing import trace
 
@@ -173,3 +173,53 @@ def without_gradient(outs: Sequence[tf.Tensor]) -> list:
     """jax2tf's ``with_gradient=False``: a gradient through these outputs is an error (PreventGradient
     is kept in SavedModels)."""
     return [tf.raw_ops.PreventGradient(input=o, message=NO_GRADIENT_MESSAGE) for o in outs]
+
+
+def variable_arguments(fun: Callable, variables, num_args: int) -> set[int]:
+    """The positional indices ``variables`` names: an index, a parameter name, or a sequence of them."""
+    if variables is None:
+        return set()
+    names = variables if isinstance(variables, (list, tuple, set)) else [variables]
+    try:
+        params = [p.name for p in inspect.signature(fun).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    indices = set()
+    for name in names:
+        index = params.index(name) if isinstance(name, str) and name in params else name
+        if not isinstance(index, int) or not 0 <= index < num_args:
+            raise TypeError(f"variables={variables!r}: {name!r} names no positional argument of "
+                            f"{getattr(fun, '__name__', fun)} (parameters {params}, {num_args} given)")
+        indices.add(index)
+    return indices
+
+
+def saved_model_module(fun: Callable, program, example_args: Sequence, polymorphic_shapes,
+                       polymorphic_constraints: tuple = (), strict: bool = False, variables=None):
+    """A ``tf.Module`` whose ``serve`` computes ``fun`` with JAX's gradients (save it with
+    ``experimental_custom_gradients``), and its ``serving_default`` concrete function.
+
+    The positional arguments ``variables`` names (``variable_arguments``) become ``tf.Variable``s
+    holding their example values, one per leaf: the signature takes only the other inputs, and a
+    gradient w.r.t. the module's ``trainable_variables`` fine-tunes them."""
+    converted = tf_callable(fun, polymorphic_shapes, polymorphic_constraints, True, strict)
+    held = variable_arguments(fun, variables, len(example_args))
+    per_arg = [t.num_leaves for t in program.in_tree.children()]
+    is_variable = [i in held for i, n in enumerate(per_arg) for _ in range(n)]
+    leaves = jax.tree_util.tree_leaves(tuple(example_args))
+    module = tf.Module()
+    module.parameters = [tf.Variable(np.asarray(leaf), name=name)
+                         for leaf, name, v in zip(leaves, program.in_names, is_variable) if v]
+    signature = [s for s, v in zip(input_signature(program), is_variable) if not v]
+
+    def serve(*inputs):
+        given, params = iter(inputs), iter(module.parameters)
+        flat = [next(params) if v else next(given) for v in is_variable]
+        outs = jax.tree_util.tree_leaves(converted(*jax.tree_util.tree_unflatten(program.in_tree, flat)))
+        return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
+    module.serve = tf.function(serve, input_signature=signature, autograph=False)
+    return module, module.serve.get_concrete_function()
+
+
+SAVE_OPTIONS = tf.saved_model.SaveOptions(experimental_custom_gradients=True)
