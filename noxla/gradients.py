@@ -63,7 +63,9 @@ def tf_callable(fun: Callable, polymorphic_shapes, polymorphic_constraints: tupl
 
     converted.__name__ = f"noxla_{getattr(fun, '__name__', 'fun')}"
     converted.__doc__ = getattr(fun, "__doc__", None)
-    return converted
+    # Under tf.function's default autograph=True, AutoGraph would rewrite JAX's and noxla's Python
+    # (tracing, lowering) on every trace: tens of seconds, and warnings, for nothing to convert.
+    return tf.autograph.experimental.do_not_convert(converted)
 
 
 def as_tensor(x):
