@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from limitations.engine import check_jaxpr
 from lowering_rules.vocabulary import Target
-from noxla.errors import UnsupportedError
+from noxla.errors import NoxlaError, UnsupportedError
 from noxla.lowering import input_signature, lower_program, program_inputs
 from noxla.shapes import is_static
 from noxla.tracing import trace
@@ -159,7 +159,16 @@ def with_custom_gradient(forward: Callable[[Sequence[tf.Tensor]], list], flat_ar
         def grad(*out_cts, variables=None):
             # Arguments are values read before the call, so no variable is used inside it.
             cts = [out_cts[i] if out_cts[i] is not None else tf.zeros_like(outs[i]) for i in float_outs]
-            in_cts = converted_vjp(*args, *cts) if wrt else []
+            try:
+                in_cts = converted_vjp(*args, *cts) if wrt else []
+            except NoxlaError as e:
+                if tf.executing_eagerly():
+                    raise
+                # In a graph, e.g. while tf.saved_model.save traces every gradient: a program JAX
+                # cannot differentiate (a while_loop) still saves, and asking for its gradient fails.
+                failed = tf.debugging.Assert(False, [f"noxla: no JAX gradient for this function: {e}"[:2000]])
+                with tf.control_dependencies([failed]):
+                    in_cts = [tf.zeros_like(args[i]) for i in wrt]
             grads = [None] * len(args)
             for i, ct in zip(wrt, in_cts):
                 grads[i] = ct

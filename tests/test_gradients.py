@@ -257,3 +257,20 @@ def test_python_float_is_float64_under_x64():
         got = noxla.convert(fun)(3.14)
     assert got.dtype == tf.as_dtype(expected.dtype) == tf.float64
     assert noxla.convert(fun)(3.14).dtype == tf.as_dtype(fun(3.14).dtype) == tf.float32
+
+
+@pytest.mark.slow
+def test_saved_model_of_a_program_jax_cannot_differentiate_fails_only_when_asked(tmp_path):
+    def fun(x):  # JAX has no reverse-mode derivative of a while_loop
+        return lax.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * 1.5, c[1] + 1), (x, 0))[0]
+    with pytest.raises(ValueError, match="Reverse-mode"):
+        jax.grad(lambda x: jnp.sum(fun(x)))(X)
+    serve = tf.saved_model.load(noxla.export_saved_model(fun, X, path=str(tmp_path / "sm"))).signatures[
+        "serving_default"]
+    xv = tf.constant(X)
+    with tf.GradientTape() as tape:
+        tape.watch(xv)
+        y = serve(x=xv)["output"]
+    np.testing.assert_allclose(y.numpy(), fun(X), rtol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="no JAX gradient"):
+        tape.gradient(y, xv)
