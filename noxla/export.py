@@ -425,12 +425,13 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
 
     written = {}
     for kind, path in wanted.items():
-        if kind == "saved_model":
-            module, concrete = run_step(on_step, "lower (with JAX's gradients)", saved_model_module, fun, program,
-                                        example_args, polymorphic_shapes, tuple(polymorphic_constraints), strict,
-                                        saved_model_variables)
-            written[kind] = run_step(on_step, f"write {kind} {path}", _write_with,
-                                     functools.partial(write_saved_model, module=module), concrete, path, overwrite)
+        if kind == "saved_model":  # lowered with JAX's gradients (gradients.saved_model_module)
+            def write_module(_, scratch):
+                module, concrete = saved_model_module(fun, program, example_args, polymorphic_shapes,
+                                                      tuple(polymorphic_constraints), strict, saved_model_variables)
+                write_saved_model(concrete, scratch, module)
+            written[kind] = run_step(on_step, f"convert+write {kind} {path}", _write_with, write_module, None,
+                                     path, overwrite)
             continue
         concrete = concrete_for(kind)
         if kind == "tflite":  # converting and writing are separate steps; the other converters write
