@@ -60,17 +60,19 @@ def refuse_native_serialization(native_serialization, platforms, disabled_checks
 
 
 def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shapes=None,
-                       polymorphic_constraints: Sequence[str] = (), variables=None, overwrite: bool = False,
-                       strict: bool = False, on_step: OnStep | None = None) -> str:
+                       polymorphic_constraints: Sequence[str] = (), variables=None, with_gradient: bool = True,
+                       overwrite: bool = False, strict: bool = False, on_step: OnStep | None = None) -> str:
     """A SavedModel whose ``serving_default`` signature computes ``fun`` (inputs checked against
     ``polymorphic_shapes`` at run time), differentiable in TF with JAX's gradients (saved with
     ``experimental_custom_gradients``; first order, as TF saves them).
     ``variables``: the positional argument(s) (index or parameter name) kept as ``tf.Variable``s
     holding their example values, so the model fine-tunes (``trainable_variables``) and shares its
-    weights; the signature takes only the other arguments. ``strict``: see ``convert``."""
+    weights; the signature takes only the other arguments. ``with_gradient=False``: a gradient is an
+    error, and saving skips tracing JAX's VJP (2-5x faster). ``strict``: see ``convert``."""
     return export(fun, example_args, saved_model=path, polymorphic_shapes=polymorphic_shapes,
                   polymorphic_constraints=polymorphic_constraints, saved_model_variables=variables,
-                  overwrite=overwrite, strict=strict, on_step=on_step).written["saved_model"]
+                  saved_model_gradient=with_gradient, overwrite=overwrite, strict=strict,
+                  on_step=on_step).written["saved_model"]
 
 
 def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=None, allow_flex: bool = False,

@@ -369,7 +369,8 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
            overwrite: bool = False, strict: bool = False, quantize: str | None = None,
            tfjs_quantize: str | None = None, tfjs_shard_bytes: int = DEFAULT_SHARD_BYTES,
            representative_data=None, demo_page: bool = True, polymorphic_constraints: Sequence[str] = (),
-           saved_model_variables=None, on_step: OnStep | None = None) -> Exported:
+           saved_model_variables=None, saved_model_gradient: bool = True,
+           on_step: OnStep | None = None) -> Exported:
     """The one export pipeline, for the API and the CLI: trace once, check every requested target
     up front, lower, then convert and write each output beside its path and rename it into place.
 
@@ -383,7 +384,8 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     carrying those values as the int32s with the same bits (so is one with a rule that lowers
     otherwise for TF.js, ``needs_tfjs_lowering``). The SavedModel's TF gradient is JAX's (see
     ``noxla.api.convert``); ``saved_model_variables`` names the positional arguments it keeps as
-    ``tf.Variable``s instead of inputs (``gradients.saved_model_module``). Beside a TF.js model, ``demo_page``
+    ``tf.Variable``s instead of inputs (``gradients.saved_model_module``); ``saved_model_gradient=False``
+    saves it without a gradient (saving traces the VJP otherwise). Beside a TF.js model, ``demo_page``
     writes index.html and demo_data.json (example inputs and JAX's outputs on them): the page runs
     the model on every backend the browser offers and shows the error against JAX (``noxla serve``).
     """
@@ -428,7 +430,8 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
         if kind == "saved_model":  # lowered with JAX's gradients (gradients.saved_model_module)
             def write_module(_, scratch):
                 module, concrete = saved_model_module(fun, program, example_args, polymorphic_shapes,
-                                                      tuple(polymorphic_constraints), strict, saved_model_variables)
+                                                      tuple(polymorphic_constraints), strict, saved_model_variables,
+                                                      saved_model_gradient)
                 write_saved_model(concrete, scratch, module)
             written[kind] = run_step(on_step, f"convert+write {kind} {path}", _write_with, write_module, None,
                                      path, overwrite)

@@ -207,14 +207,16 @@ def variable_arguments(fun: Callable, variables, num_args: int) -> set[int]:
 
 
 def saved_model_module(fun: Callable, program, example_args: Sequence, polymorphic_shapes,
-                       polymorphic_constraints: tuple = (), strict: bool = False, variables=None):
+                       polymorphic_constraints: tuple = (), strict: bool = False, variables=None,
+                       with_gradient: bool = True):
     """A ``tf.Module`` whose ``serve`` computes ``fun`` with JAX's gradients (save it with
     ``experimental_custom_gradients``), and its ``serving_default`` concrete function.
 
     The positional arguments ``variables`` names (``variable_arguments``) become ``tf.Variable``s
     holding their example values, one per leaf: the signature takes only the other inputs, and a
-    gradient w.r.t. the module's ``trainable_variables`` fine-tunes them."""
-    converted = tf_callable(fun, polymorphic_shapes, polymorphic_constraints, True, strict)
+    gradient w.r.t. them (``module.parameters``) fine-tunes them. ``with_gradient=False``: no
+    gradient (PreventGradient), and no VJP traced when the model is saved."""
+    converted = tf_callable(fun, polymorphic_shapes, polymorphic_constraints, with_gradient, strict)
     held = variable_arguments(fun, variables, len(example_args))
     per_arg = [t.num_leaves for t in program.in_tree.children()]
     is_variable = [i in held for i, n in enumerate(per_arg) for _ in range(n)]

@@ -274,3 +274,16 @@ def test_saved_model_of_a_program_jax_cannot_differentiate_fails_only_when_asked
     np.testing.assert_allclose(y.numpy(), fun(X), rtol=1e-6)
     with pytest.raises(tf.errors.InvalidArgumentError, match="no JAX gradient"):
         tape.gradient(y, xv)
+
+
+@pytest.mark.slow
+def test_saved_model_without_gradient_refuses_one(tmp_path):
+    fun, x = FUNCTIONS["custom_vjp"]
+    path = noxla.export_saved_model(fun, x, path=str(tmp_path / "sm"), with_gradient=False)
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    xv = tf.constant(x)
+    np.testing.assert_allclose(serve(x=xv)["output"].numpy(), fun(x), rtol=1e-6)
+    # A restored function builds its gradient as soon as a tape watches its call: TF refuses it there.
+    with pytest.raises(LookupError, match="with_gradient"), tf.GradientTape() as tape:
+        tape.watch(xv)
+        tape.gradient(serve(x=xv)["output"], xv)
