@@ -59,12 +59,15 @@ def _inlined_tf_functions():
          f32(6)),
     case("grad_is_tf_gradient", jax.grad(lambda x: jnp.sum(_cos_then_sin(x) ** 2)), f32(5)),
 ])
-def lower_call_tf(ctx, *args, callable_flat_tf, function_flat_tf, args_flat_sig_tf, output_avals,
-                  has_side_effects, ordered, call_tf_graph):
+def lower_call_tf(ctx, *args, function_flat_tf, callable_flat_tf=None, args_flat_sig_tf=None, output_avals=None,
+                  has_side_effects=True, ordered=False, call_tf_graph=False):
     # callable_flat_tf is the user's function on flat arguments, returning flat results;
-    # function_flat_tf is the same compiled for XLA, which noxla never uses.
-    args = [a if a.dtype == spec.dtype else tf.cast(a, spec.dtype) for a, spec in zip(args, args_flat_sig_tf)]
+    # function_flat_tf is the same as a tf.function (compiled for XLA when JAX runs it), whose
+    # Python function noxla calls when the equation omits the former.
+    call = callable_flat_tf if callable_flat_tf is not None else function_flat_tf.python_function
+    if args_flat_sig_tf is not None:
+        args = [a if a.dtype == spec.dtype else tf.cast(a, spec.dtype) for a, spec in zip(args, args_flat_sig_tf)]
     with _inlined_tf_functions():
-        outs = callable_flat_tf(*args)
+        outs = call(*args)
     return [tf.convert_to_tensor(o) if tf.as_dtype(o.dtype) == tf_dtype(aval.dtype)
             else tf.cast(o, tf_dtype(aval.dtype)) for o, aval in zip(outs, ctx.avals_out)]
