@@ -107,6 +107,7 @@ def _flax_loss():
     return loss, jax.tree_util.tree_map(np.asarray, params), x
 
 
+@pytest.mark.slow  # Flax's init and apply take seconds to trace
 @pytest.mark.parametrize("mode", ["eager", "tf_function"])
 def test_flax_model_loss_gradient_is_jax_grad(mode):
     loss, params, x = _flax_loss()
