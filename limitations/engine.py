@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
+import jax
 import numpy as np
 from jax.extend import core
 
@@ -202,10 +203,16 @@ def _boundary_violations(closed_jaxpr, target: Target) -> Iterator[Violation]:
             dtype = getattr(atom.aval, "dtype", None)
             reason = dtype is not None and boundary_dtype_reason(target, dtype, kind == "output")
             if reason:
-                yield Violation(f"(program {kind})", target, "dtype", np.dtype(dtype).name, reason,
+                float0 = dtype == jax.dtypes.float0
+                yield Violation(f"(program {kind})", target, "dtype", "float0" if float0 else np.dtype(dtype).name,
+                                reason, _FLOAT0_WORKAROUND if float0 else
                                 "pass complex values as two float arrays: jnp.real(z), jnp.imag(z) "
                                 "(and lax.complex(re, im) inside the program)", f"program {kind} #{i}",
                                 declared=True)
+
+
+_FLOAT0_WORKAROUND = ("differentiate with respect to the float arguments only (jax.grad's argnums), or "
+                      "leave out the integer arguments' gradients")
 
 
 @functools.lru_cache(maxsize=8)  # programs hold their weights; the harness asks twice per case

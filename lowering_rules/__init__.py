@@ -4,6 +4,7 @@ from lowering_rules import (  # noqa: F401
     approx_top_k,
     bitcast,
     bitwise,
+    call_tf,
     calls,
     control_flow,
     convolution,

@@ -185,6 +185,9 @@ _COMPLEX_OUTPUTS = frozenset({Target.TF, Target.TFLITE_FLEX})
 
 def boundary_dtype_reason(target: Target, dtype, output: bool) -> str | None:
     """Why ``target`` cannot take (``output``: return) a program value of ``dtype``, else None."""
+    if output and dtype == jax.dtypes.float0 and target is not Target.TF:
+        return (f"{target.label} cannot return a float0 (JAX's gradient w.r.t. an integer input, which "
+                "holds no value): TF gets jax2tf's bfloat16 zero, which TFLite builtins and TF.js lack")
     try:
         if not np.issubdtype(np.dtype(dtype), np.complexfloating):
             return None

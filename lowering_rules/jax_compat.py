@@ -56,3 +56,7 @@ __all__ = ["ad_util", "api_util", "linear_util",
            "lax_internal", "linalg_internal", "prng", "threefry2x32", "device_put_p", "dim_as_value_p",
            "is_constant_dim", "solve_dim_vars", "dce_jaxpr", "user_frames",
            "PRIMITIVE_MODULES"]
+
+# jax2tf.call_tf's primitive (a public module, imported here so rules name it in one place): its
+# TF function is in the equation's parameters, and noxla's output is TF, so it runs in place.
+from jax.experimental.jax2tf.call_tf import call_tf_p  # noqa: E402, F401

@@ -1,16 +1,13 @@
 """The public API: ``convert``, ``check`` and the ``export_*`` functions."""
 from __future__ import annotations
 
-from typing import Callable
-
-import jax
-import tensorflow as tf
+from typing import Callable, Sequence
 
 import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
 from lowering_rules.vocabulary import Target
-from noxla.export import DEFAULT_SHARD_BYTES, OnStep, export, full_check, require_supported
-from noxla.lowering import lower_program
+from noxla import gradients
+from noxla.export import DEFAULT_SHARD_BYTES, OnStep, export, full_check
 from noxla.tracing import check_callable, trace
 
 
@@ -21,42 +18,61 @@ def check(fun: Callable, *example_args, target: Target | str = Target.TFLITE,
     return full_check(program.closed_jaxpr, target)
 
 
-def convert(fun: Callable, *, polymorphic_shapes=None, strict: bool = False) -> Callable:
+def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: Sequence[str] = (),
+            with_gradient: bool = True, enable_xla: bool | None = None, native_serialization: bool = False,
+            native_serialization_platforms: Sequence[str] | None = None,
+            native_serialization_disabled_checks: Sequence = (), strict: bool = False) -> Callable:
     """A TF callable computing ``fun``: a drop-in for ``jax2tf.convert(fun, enable_xla=False)``.
 
-    It takes tf.Tensors, numpy arrays and pytrees of them, runs eagerly or inside
-    ``tf.function``, and traces ``fun`` once per distinct input signature.
+    It takes tf.Tensors, tf.Variables, numpy arrays, Python scalars (typed as JAX types them, so
+    float64 under ``JAX_ENABLE_X64``) and pytrees of them, positionally or by parameter name, runs
+    eagerly or inside ``tf.function``, and traces ``fun`` once per distinct input signature.
+
+    ``polymorphic_shapes`` and ``polymorphic_constraints`` are jax2tf's (``jax.export``'s syntax);
+    dimension variables must be >= 1, checked when the function runs (TF Assert ops in a graph).
+
+    ``with_gradient=True`` (jax2tf's default): TF differentiates the function with JAX's own VJP
+    (``jax.vjp``, converted by noxla in turn), so custom_vjp/custom_jvp rules and ``stop_gradient``
+    hold, to any order. ``with_gradient=False``: asking TF for a gradient is an error.
+
+    ``enable_xla`` is accepted either way: noxla never emits XLA ops, and a graph without them also
+    runs where XLA does. ``native_serialization=True`` (StableHLO in an ``XlaCallModule`` op, and
+    its ``native_serialization_*`` options) is jax2tf's other path: use ``jax2tf.convert`` for it.
 
     By default patterns become fused ops (MaxPool, Softmax, Relu, ...) that compute what JAX
     computes for finite inputs but may treat NaN/inf differently (``noxla limitations`` lists
     where, per rule). ``strict=True`` keeps JAX's NaN/inf semantics exactly, with more ops.
     """
     check_callable(fun)
-    programs: dict = {}
+    refuse_native_serialization(native_serialization, native_serialization_platforms,
+                                native_serialization_disabled_checks)
+    del enable_xla
+    return gradients.tf_callable(fun, polymorphic_shapes, tuple(polymorphic_constraints), with_gradient, strict)
 
-    def converted(*args):
-        flat, tree = jax.tree_util.tree_flatten(args)
-        flat = [x if isinstance(x, (tf.Tensor, tf.Variable)) else tf.convert_to_tensor(x) for x in flat]
-        key = (tree, tuple((tuple(x.shape.as_list()), x.dtype) for x in flat))
-        program = programs.get(key)
-        if program is None:
-            program = trace(fun, jax.tree_util.tree_unflatten(tree, flat), polymorphic_shapes)
-            require_supported(program, Target.TF)
-            programs[key] = program
-        outs = lower_program(program, flat, check_shapes=True, strict=strict)
-        return jax.tree_util.tree_unflatten(program.out_tree, outs)
 
-    converted.__name__ = f"noxla_{getattr(fun, '__name__', 'fun')}"
-    converted.__doc__ = getattr(fun, "__doc__", None)
-    return converted
+def refuse_native_serialization(native_serialization, platforms, disabled_checks) -> None:
+    if native_serialization or platforms or disabled_checks:
+        raise TypeError(
+            "noxla lowers to plain TF ops and never serializes StableHLO: native_serialization=True, "
+            "native_serialization_platforms and native_serialization_disabled_checks belong to "
+            "jax2tf's native path. Drop them to get noxla's ops (TFLite, TF.js, TF), or call "
+            "jax.experimental.jax2tf.convert for an XlaCallModule op.")
 
 
 def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shapes=None,
+                       polymorphic_constraints: Sequence[str] = (), variables=None, with_gradient: bool = True,
                        overwrite: bool = False, strict: bool = False, on_step: OnStep | None = None) -> str:
     """A SavedModel whose ``serving_default`` signature computes ``fun`` (inputs checked against
-    ``polymorphic_shapes`` at run time). ``strict``: JAX's NaN/inf semantics exactly (see ``convert``)."""
+    ``polymorphic_shapes`` at run time), differentiable in TF with JAX's gradients (saved with
+    ``experimental_custom_gradients``; first order, as TF saves them).
+    ``variables``: the positional argument(s) (index or parameter name) kept as ``tf.Variable``s
+    holding their example values, so the model fine-tunes (``trainable_variables``) and shares its
+    weights; the signature takes only the other arguments. ``with_gradient=False``: a gradient is an
+    error, and saving skips tracing JAX's VJP (2-5x faster). ``strict``: see ``convert``."""
     return export(fun, example_args, saved_model=path, polymorphic_shapes=polymorphic_shapes,
-                  overwrite=overwrite, strict=strict, on_step=on_step).written["saved_model"]
+                  polymorphic_constraints=polymorphic_constraints, saved_model_variables=variables,
+                  saved_model_gradient=with_gradient, overwrite=overwrite, strict=strict,
+                  on_step=on_step).written["saved_model"]
 
 
 def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=None, allow_flex: bool = False,

@@ -25,6 +25,7 @@ from lowering_rules.vocabulary import Target
 from noxla import quantize as quantization
 from noxla.demo import write_demo
 from noxla.errors import ExportError, UnsupportedError
+from noxla.gradients import SAVE_OPTIONS, saved_model_module
 from noxla.lowering import input_signature, needs_tfjs_lowering, serving_function, uses_uint32  # noqa: F401  (part of this module's API)
 from noxla.shapes import dim_vars
 from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
@@ -79,8 +80,11 @@ def module_for(concrete) -> tf.Module:
     return module
 
 
-def write_saved_model(concrete, path: str) -> None:
-    tf.saved_model.save(module_for(concrete), path, signatures={"serving_default": concrete})
+def write_saved_model(concrete, path: str, module: tf.Module | None = None) -> None:
+    """``module`` (default: one holding ``concrete``) saved with ``concrete`` as ``serving_default``,
+    custom gradients included (``gradients.saved_model_module``'s are JAX's)."""
+    tf.saved_model.save(module or module_for(concrete), path, signatures={"serving_default": concrete},
+                        options=SAVE_OPTIONS)
 
 
 def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None,
@@ -378,7 +382,9 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
            saved_model: str | None = None, polymorphic_shapes=None, allow_flex: bool = False,
            overwrite: bool = False, strict: bool = False, quantize: str | None = None,
            tfjs_quantize: str | None = None, tfjs_shard_bytes: int = DEFAULT_SHARD_BYTES,
-           representative_data=None, demo_page: bool = True, on_step: OnStep | None = None) -> Exported:
+           representative_data=None, demo_page: bool = True, polymorphic_constraints: Sequence[str] = (),
+           saved_model_variables=None, saved_model_gradient: bool = True,
+           on_step: OnStep | None = None) -> Exported:
     """The one export pipeline, for the API and the CLI: trace once, check every requested target
     up front, lower, then convert and write each output beside its path and rename it into place.
 
@@ -390,7 +396,10 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     anything is traced (see ``noxla.quantize``).
     TF.js has no uint32: a program that uses uint32 (or PRNG keys) is lowered for it a second time,
     carrying those values as the int32s with the same bits (so is one with a rule that lowers
-    otherwise for TF.js, ``needs_tfjs_lowering``). Beside a TF.js model, ``demo_page``
+    otherwise for TF.js, ``needs_tfjs_lowering``). The SavedModel's TF gradient is JAX's (see
+    ``noxla.api.convert``); ``saved_model_variables`` names the positional arguments it keeps as
+    ``tf.Variable``s instead of inputs (``gradients.saved_model_module``); ``saved_model_gradient=False``
+    saves it without a gradient (saving traces the VJP otherwise). Beside a TF.js model, ``demo_page``
     writes index.html and demo_data.json (example inputs and JAX's outputs on them): the page runs
     the model on every backend the browser offers and shows the error against JAX (``noxla serve``).
     """
@@ -403,7 +412,8 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     samples = quantization.representative_samples(quantize, representative_data, example_args)
     for path in wanted.values():  # before any work, so nothing is half-done when one output is in the way
         ensure_writable(path, overwrite)
-    program = run_step(on_step, "trace", trace, fun, tuple(example_args), polymorphic_shapes)
+    program = run_step(on_step, "trace", trace, fun, tuple(example_args), polymorphic_shapes,
+                       tuple(polymorphic_constraints))
     targets = {"tflite": Target.TFLITE_FLEX if allow_flex else Target.TFLITE, "tfjs": Target.TFJS,
                "saved_model": Target.TF}
     polymorphic = bool(dim_vars(program.in_avals))
@@ -431,14 +441,21 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
 
     written = {}
     for kind, path in wanted.items():
+        if kind == "saved_model":  # lowered with JAX's gradients (gradients.saved_model_module)
+            def write_module(_, scratch):
+                module, concrete = saved_model_module(fun, program, example_args, polymorphic_shapes,
+                                                      tuple(polymorphic_constraints), strict, saved_model_variables,
+                                                      saved_model_gradient)
+                write_saved_model(concrete, scratch, module)
+            written[kind] = run_step(on_step, f"convert+write {kind} {path}", _write_with, write_module, None,
+                                     path, overwrite)
+            continue
         concrete = concrete_for(kind)
         if kind == "tflite":  # converting and writing are separate steps; the other converters write
             data = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize, samples)
             written[kind] = run_step(on_step, f"write {path}", _write_bytes, data, path, overwrite)
         else:
-            def writer(concrete, scratch, kind=kind):
-                if kind == "saved_model":
-                    return write_saved_model(concrete, scratch)
+            def writer(concrete, scratch):
                 write_tfjs(concrete, scratch, tfjs_quantize, tfjs_shard_bytes)
                 if demo_page:  # the page a user opens (or `noxla serve`s) to run the model in a browser
                     write_demo(scratch, fun, program, example_args)

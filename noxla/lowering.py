@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import jax
 import numpy as np
 import tensorflow as tf
 
@@ -18,6 +19,9 @@ from noxla.interpreter import Lowering, lower_jaxpr, tf_dtype
 from noxla.shapes import Dims, is_static
 from noxla.tracing import Program
 
+# jax2tf's documented translation of float0 (the tangent type of integers): a zero of this dtype.
+FLOAT0_TF_DTYPE = tf.bfloat16
+
 
 def lower_program(program: Program, flat_args: Sequence, check_shapes: bool = False,
                   strict: bool = False) -> list[tf.Tensor]:
@@ -26,10 +30,7 @@ def lower_program(program: Program, flat_args: Sequence, check_shapes: bool = Fa
     ``check_shapes`` verifies inputs against their polymorphic shapes (TF only: Assert ops).
     ``strict`` keeps the IEEE-exact lowerings (see ``noxla.api.convert``).
     """
-    flat_args = [tf.convert_to_tensor(a, dtype_hint=tf_dtype(aval.dtype)) for a, aval in
-                 zip(flat_args, program.in_avals)]
-    flat_args = [a if a.dtype == tf_dtype(aval.dtype) else tf.cast(a, tf_dtype(aval.dtype))
-                 for a, aval in zip(flat_args, program.in_avals)]
+    flat_args = program_inputs(program, flat_args)
     dims = Dims.solve(program.in_avals, flat_args)
     if check_shapes:
         checks = dims.check_inputs(program.in_avals, flat_args, program.in_names)
@@ -39,9 +40,24 @@ def lower_program(program: Program, flat_args: Sequence, check_shapes: bool = Fa
     # Complex values travel between rules as (real, imaginary) pairs; see complex_values.
     lowering = Lowering(dims, [a for a in flat_args if not a.dtype.is_complex], strict=strict)
     args = [complex_values.split(a) if a.dtype.is_complex else a for a in flat_args]
-    outs = lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, args)
+    jaxpr = program.closed_jaxpr.jaxpr
+    float0 = [a.dtype == jax.dtypes.float0 for a in program.out_avals]
+    if any(float0):  # a gradient w.r.t. an integer input holds no value; TF has no float0
+        jaxpr = jaxpr.replace(outvars=[v for v, z in zip(jaxpr.outvars, float0) if not z])
+    outs = iter(lower_jaxpr(lowering, jaxpr, program.consts, args))
     # uint32 values computed as 16-bit limbs (limb_values.py) leave the program as words.
-    return [complex_values.join(limb_values.materialize(out)) for out in outs]
+    return [tf.zeros(dims.shape(aval.shape), FLOAT0_TF_DTYPE) if z
+            else complex_values.join(limb_values.materialize(next(outs)))
+            for aval, z in zip(program.out_avals, float0)]
+
+
+def program_inputs(program: Program, flat_args: Sequence) -> list[tf.Tensor]:
+    """The arguments as tensors of the program's input dtypes (cast as JAX canonicalizes them:
+    a float64 argument is float32 unless x64 is enabled)."""
+    flat_args = [tf.convert_to_tensor(a, dtype_hint=tf_dtype(aval.dtype)) for a, aval in
+                 zip(flat_args, program.in_avals)]
+    return [a if a.dtype == tf_dtype(aval.dtype) else tf.cast(a, tf_dtype(aval.dtype))
+            for a, aval in zip(flat_args, program.in_avals)]
 
 
 def input_signature(program: Program, uint32_as_int32: bool = False) -> list[tf.TensorSpec]:

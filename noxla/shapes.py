@@ -51,6 +51,16 @@ class Dims:
         eagerly by raising, in a graph by returning Assert ops to depend on. TFLite and TF.js
         exports skip this: neither runtime has an Assert op."""
         asserts = []
+        for var, size in sorted(self.env.items()):  # jax.export's assumption: every variable is >= 1
+            size = _as_int32(size)
+            message = f"dimension variable {var} must be >= 1 (as polymorphic shapes assume), but it is {{}}"
+            if isinstance(size, int):
+                continue
+            if tf.executing_eagerly():
+                if int(size) < 1:
+                    raise ShapeMismatchError(message.format(int(size)))
+            else:
+                asserts.append(tf.debugging.assert_greater_equal(size, 1, message=message.format("smaller")))
         for aval, arg, name in zip(in_avals, tf_args, in_names):
             actual = tf.shape(arg, out_type=tf.int32)
             for axis, d in enumerate(aval.shape):

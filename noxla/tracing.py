@@ -55,7 +55,7 @@ def _leaf_spec(path, leaf) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(shape, jax.dtypes.canonicalize_dtype(np.dtype(dtype)))
 
 
-def abstract_args(args: Sequence, polymorphic_shapes=None) -> tuple:
+def abstract_args(args: Sequence, polymorphic_shapes=None, polymorphic_constraints: Sequence[str] = ()) -> tuple:
     """Pytree of ShapeDtypeStructs for ``args``; dimensions symbolic where the spec says so."""
     specs = jax.tree_util.tree_map_with_path(_leaf_spec, tuple(args))
     if polymorphic_shapes is None:
@@ -72,7 +72,8 @@ def abstract_args(args: Sequence, polymorphic_shapes=None) -> tuple:
         raise TracingError(f"polymorphic_shapes has {len(polymorphic_shapes)} entries for "
                            f"{len(args)} arguments; give one per positional argument (None for static).")
     try:
-        return tuple(jax.export.symbolic_args_specs(specs, polymorphic_shapes))
+        return tuple(jax.export.symbolic_args_specs(specs, polymorphic_shapes,
+                                                    constraints=tuple(polymorphic_constraints)))
     except Exception as e:
         raise TracingError(f"invalid polymorphic_shapes {polymorphic_shapes!r}: {e}") from e
 
@@ -140,9 +141,10 @@ def _user_line_of(exc: BaseException) -> str:
     return f"{frames[-1].filename}:{frames[-1].lineno} ({frames[-1].name})" if frames else "<unknown source>"
 
 
-def trace(fun: Callable, args: Sequence, polymorphic_shapes=None) -> Program:
+def trace(fun: Callable, args: Sequence, polymorphic_shapes=None,
+          polymorphic_constraints: Sequence[str] = ()) -> Program:
     check_callable(fun)
-    specs = abstract_args(args, polymorphic_shapes)
+    specs = abstract_args(args, polymorphic_shapes, polymorphic_constraints)
     name = getattr(fun, "__name__", type(fun).__name__)
     try:
         closed_jaxpr, out_shape = jax.make_jaxpr(fun, return_shape=True)(*specs)
