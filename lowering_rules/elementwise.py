@@ -597,7 +597,8 @@ def lower_div(ctx, x, y):
     # uint32 remainders are long division on 16-bit limbs (limb_arithmetic.py), also in TF.js.
     case("u32_random", lax.rem, u32(4, 5, low=0, high=2 ** 32 - 1), u32(4, 5, low=0, high=2 ** 32 - 1)),
     case("u32_small_divisors", lax.rem, u32(4, 5, low=0, high=2 ** 32 - 1), u32(4, 5, low=0, high=300)),
-    case("u32_near_dividend", lax.rem, np.array([2 ** 32 - 1, 2 ** 32 - 1, 2 ** 31, 65536 * 255 + 7, 16777215], np.uint32),
+    case("u32_near_dividend", lax.rem,
+         np.array([2 ** 32 - 1, 2 ** 32 - 1, 2 ** 31, 65536 * 255 + 7, 16777215], np.uint32),
          np.array([2 ** 32 - 2, 2 ** 31 - 1, 2 ** 31 - 1, 65536, 16777216], np.uint32)),
     case("randint", lambda k: jax.random.randint(k, (3, 4), -5, 9), np.array([0x12345678, 0x9ABCDEF0], np.uint32)),
     case("f16", lax.rem, f16(5, low=-8, high=8), f16(5, low=0.5, high=2.0)),
