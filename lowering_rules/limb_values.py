@@ -341,7 +341,7 @@ def apply_per_limb(lower_part, avals_in, avals_out, invals) -> list:
 
 # Bit operations on uint32 words take the limb path even from plain words (a key's halves joined
 # by ``(hi << 16) | lo``, a mask): their results are then exact on WebGL too. So do products and
-# remainders (limb_arithmetic.py): TF.js has no other exact way to compute them.
+# remainders in TF.js (limb_arithmetic.py), which has no other exact way to compute them.
 _WORD_OPS = frozenset({"xor", "or", "and", "not", "shift_left", "shift_right_logical", "mul", "rem"})
 
 

@@ -181,7 +181,7 @@ def lower_random_fold_in(ctx, keys, msgs):
     case("batched_keys", lambda k: jax.vmap(lambda k: jax.random.bits(k, (3,)))(k),
          u32(2, 2, low=0, high=2 ** 32 - 1)),
     # randint reduces the bits modulo the range with uint32 products and remainders, which noxla
-    # computes on 16-bit limbs (limb_arithmetic.py): exact in TF.js too, and on WebGL.
+    # computes on 16-bit limbs for TF.js (limb_arithmetic.py): exact there too, and on WebGL.
     case("randint_from_seed", lambda s: jax.random.randint(jax.random.key(s), (4, 5), -7, 1000), _SMALL_SEED),
     case("randint_key_data", lambda k: jax.random.randint(jax.random.wrap_key_data(k), (3, 4), 0, 10), _KEY),
     # A key as its words' 16-bit halves (int32 inputs), as the README advises for WebGL.
