@@ -489,6 +489,11 @@ PAD_CASES = [
     case("empty_operand", lambda x: lax.pad(_emptied(x), 1.0, [(1, 1, 2), (0, 0, 0)]), f32(2, 3)),
     case("size1_interior", lambda x: lax.pad(x, 1.0, [(0, 0, 3), (1, 0, 2)]), f32(1, 2)),
     case("jnp_pad", lambda x: jnp.pad(x, ((1, 2), (0, 0)), constant_values=3.0), f32(2, 3)),
+    # Found by tests/fuzz.py: a negative pad that eats into the other side's positive one leaves
+    # padding values only (the crop kept -1 elements: all of them).
+    case("crop_into_other_side", lambda x, v: lax.pad(x, v[0], [(3, -2, 2), (-3, 4, 0)]), f32(1, 2), f32(1)),
+    case("crop_into_other_side_of_empty", lambda x: lax.pad(_emptied(x, 1), 4.0, [(1, 0, 1), (3, -1, 0)]),
+         f32(2, 3)),
     case("symbolic", lambda x: lax.pad(x, 0.0, [(1, 2, 1), (0, -1, 0)]), f32(3, 4),
          polymorphic_shapes=("(b, 4)",)),
 ]
@@ -512,9 +517,14 @@ def lower_pad(ctx, x, padding_value, *, padding_config):
         x = _reshape(ctx, x, sizes)
     # 2. Negative edge padding crops (and interior padding's extra tail goes) with one slice.
     if any(lo < 0 or hi < 0 or interior > 0 for lo, hi, interior in config):
-        kept = [ctx.dim(d) - max(lo, 0) - max(hi, 0)
-                for d, (lo, hi, _) in zip(ctx.aval_out.shape, config)]
-        x = tf.slice(x, [max(-lo, 0) for lo, _, _ in config], size_vector(kept))
+        out = [ctx.dim(d) for d in ctx.aval_out.shape]
+        kept = [o - max(lo, 0) - max(hi, 0) for o, (lo, hi, _) in zip(out, config)]
+        # A crop that eats into the other side's padding (x = [a], lo = 1, hi = -2) keeps no
+        # element: the axis is then padding values only.
+        gone = [type(k) is int and k < 0 for k in kept]
+        config = [(o, 0, c[2]) if g else c for o, g, c in zip(out, gone, config)]
+        x = tf.slice(x, [0 if g else max(-lo, 0) for g, (lo, _, _) in zip(gone, config)],
+                     size_vector([0 if g else k for g, k in zip(gone, kept)]))
     # 3. Positive edge padding.
     if any(lo > 0 or hi > 0 for lo, hi, _ in config):
         x = tf.pad(x, [[max(lo, 0), max(hi, 0)] for lo, hi, _ in config], constant_values=padding_value)
