@@ -30,7 +30,7 @@ def _run(targets, examples: int, seed: int, tfjs_runner, tmp_path) -> fuzz.Tally
 
 def test_fuzz_tf_eager(tmp_path):
     # About 10 s: every primitive's programs in TF eager.
-    _run(["tf"], _examples(12), seed=0, tfjs_runner=None, tmp_path=tmp_path)
+    _run(["tf"], _examples(8), seed=0, tfjs_runner=None, tmp_path=tmp_path)
 
 
 @pytest.mark.slow
