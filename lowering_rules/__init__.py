@@ -11,6 +11,7 @@ from lowering_rules import (  # noqa: F401
     decompositions,
     elementwise,
     indexing,
+    limb_arithmetic,
     linalg,
     linalg_eigen,
     linalg_factor,

@@ -203,14 +203,15 @@ def boundary_dtype_reason(target: Target, dtype, output: bool) -> str | None:
 
 # TF.js has no uint32, but noxla's TF.js lowering carries a uint32 as the int32 with the same bits
 # (lowering_rules/helpers.py). That is right only where the rule reads bit patterns, never signs
-# or magnitudes: PRNG keys and bits, bit operations, wrapping add/sub, equality and data movement.
+# or magnitudes: PRNG keys and bits, bit operations, wrapping add/sub, equality and data movement;
+# products and remainders are computed on 16-bit limbs (limb_arithmetic.py).
 # Anything else on uint32 (comparisons, division, conversion to float, ...) stays rejected.
 _WORDS = frozenset(np.dtype(d) for d in (np.int32, np.uint32, np.bool_))
 TFJS_UINT32_AS_INT32 = frozenset({
     "random_seed", "random_wrap", "random_unwrap", "random_split", "random_fold_in", "random_bits",
     "threefry2x32", "iota_2x32_shape", "rng_bit_generator", "shift_left", "shift_right_logical",
     "and", "or", "xor", "not",
-    "add", "sub", "eq", "ne", "select_n", "convert_element_type", "bitcast_convert_type",
+    "add", "sub", "mul", "rem", "eq", "ne", "select_n", "convert_element_type", "bitcast_convert_type",
     "broadcast_in_dim", "reshape", "squeeze", "slice", "concatenate", "stack", "split", "transpose",
     "copy", "jit",
 })

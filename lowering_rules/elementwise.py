@@ -513,6 +513,10 @@ for _prim, (_fn, _jax_fn) in COMPARISONS.items():
     case("poly", lax.mul, f32(3, 4), f32(3, 4), polymorphic_shapes=("(b, 4)", "(b, 4)")),
     case("i8_wraps", lax.mul, np.array([100, -128, 7, 127], np.int8), np.array([3, -1, -20, 127], np.int8)),
     case("u8_wraps", lax.mul, np.array([100, 255, 7, 16], np.uint8), np.array([3, 255, 20, 16], np.uint8)),
+    # uint32 products: TF.js computes them on 16-bit limbs (limb_arithmetic.py).
+    case("u32_wraps", lax.mul, *_U32_EDGES),
+    case("u32_random", lax.mul, u32(4, 5, low=0, high=2 ** 32 - 1), u32(4, 5, low=0, high=2 ** 32 - 1)),
+    case("u32_hash_literal", lambda x: x * np.uint32(0x9E3779B9), u32(6, low=0, high=2 ** 32 - 1)),
 ])
 def lower_mul(ctx, x, y, *, out_dtype=None):
     fused = fusion.gelu(ctx)
@@ -590,6 +594,12 @@ def lower_div(ctx, x, y):
     case("jnp_mod_i32", jnp.remainder, i32(8, low=-20, high=20), i32(8, low=1, high=6)),
     case("u8", lax.rem, np.array([7, 5, 255, 0], np.uint8), np.array([0, 2, 16, 3], np.uint8)),
     case("u32_edges", lax.rem, *_U32_EDGES),
+    # uint32 remainders: TF.js computes them by long division on 16-bit limbs (limb_arithmetic.py).
+    case("u32_random", lax.rem, u32(4, 5, low=0, high=2 ** 32 - 1), u32(4, 5, low=0, high=2 ** 32 - 1)),
+    case("u32_small_divisors", lax.rem, u32(4, 5, low=0, high=2 ** 32 - 1), u32(4, 5, low=0, high=300)),
+    case("u32_near_dividend", lax.rem,
+         np.array([2 ** 32 - 1, 2 ** 32 - 1, 2 ** 31, 65536 * 255 + 7, 16777215], np.uint32),
+         np.array([2 ** 32 - 2, 2 ** 31 - 1, 2 ** 31 - 1, 65536, 16777216], np.uint32)),
     case("randint", lambda k: jax.random.randint(k, (3, 4), -5, 9), np.array([0x12345678, 0x9ABCDEF0], np.uint32)),
     case("f16", lax.rem, f16(5, low=-8, high=8), f16(5, low=0.5, high=2.0)),
 ])

@@ -96,6 +96,9 @@ def lower_gather(ctx, operand, indices, *, dimension_numbers, slice_sizes, uniqu
     # unique_indices and indices_are_sorted are performance hints; results do not depend on them.
     dn = dimension_numbers
     op_aval, idx_aval = ctx.avals_in
+    if any(type(s) is int and s == 0 for s in slice_sizes):
+        # An empty window gathers nothing: GatherNd (TF, TF.js) refuses slices of an empty operand.
+        return tf.zeros(ctx.out_shape(), ctx.out_dtype)
     rank = len(op_aval.shape)
     op_dims = [ctx.dim(d) for d in op_aval.shape]
     sizes = [ctx.dim(s) for s in slice_sizes]
@@ -482,6 +485,10 @@ GATHER_CASES = [
     # jnp short-circuits empty index arrays before gather; lax.gather itself does not. The empty
     # result feeds a concatenation: TFLite and TF.js runners cannot pass zero-size tensors.
     case("empty_indices", lambda x: jnp.concatenate([_rows_gather(x, _NO_ROWS), x]), f32(4, 3)),
+    # Found by tests/fuzz.py: a window of size 0 (an empty result, here beside a whole operand).
+    case("zero_size_window", lambda x, i: jnp.concatenate([lax.gather(
+        x, i, lax.GatherDimensionNumbers(offset_dims=(0, 1), collapsed_slice_dims=(), start_index_map=(0,)),
+        (1, 0), mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS).reshape(-1), x[0]]), i32(5, 2), np.array([1], np.int32)),
     case("rows_of_size_one_operand", _rows_gather, f32(1, 3), np.array([[0], [2], [-1]], np.int32)),
     case("size_one_dims", lambda x, i: x[i, 0], f32(1, 1), _idx(0, 0, -1)),
     case("f16", lambda x, i: jnp.take(x, i, axis=1), f16(3, 4), _idx(3, 0)),

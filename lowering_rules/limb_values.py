@@ -219,13 +219,13 @@ def _static_shift(s):
     return value
 
 
-def _is_u32(aval) -> bool:
+def is_u32(aval) -> bool:
     return not is_key(aval) and np.dtype(aval.dtype) == np.uint32
 
 
 def _binary(ctx, x, y):
     """Both operands as Limbs, when the primitive computes on uint32 words; else None."""
-    if not all(map(_is_u32, ctx.avals_in)):
+    if not all(map(is_u32, ctx.avals_in)):
         return None
     return of(x), of(y)
 
@@ -257,7 +257,7 @@ def _lower_xor(ctx, x, y):
 
 
 def _lower_not(ctx, x):
-    if not _is_u32(ctx.avals_in[0]):
+    if not is_u32(ctx.avals_in[0]):
         return NotImplemented
     x = of(x)
     return Limbs(_LIMB - 1 - x.hi, _LIMB - 1 - x.lo)
@@ -271,7 +271,7 @@ def _lower_add(ctx, x, y):
 def _shift_rule(shift):
     def lower(ctx, x, s):
         amount = _static_shift(s)
-        if not _is_u32(ctx.avals_in[0]) or amount is None:
+        if not is_u32(ctx.avals_in[0]) or amount is None:
             return NotImplemented
         return broadcast(shift(of(x), amount), ctx.out_shape())
     return lower
@@ -279,7 +279,7 @@ def _shift_rule(shift):
 
 def _lower_convert(ctx, x, *, new_dtype, weak_type):
     target = np.dtype(new_dtype)
-    if not _is_u32(ctx.avals_in[0]):
+    if not is_u32(ctx.avals_in[0]):
         return NotImplemented
     x = of(x)
     if target == np.uint32:
@@ -327,10 +327,10 @@ def apply_per_limb(lower_part, avals_in, avals_out, invals) -> list:
     operands (other operands unchanged); its uint32 results are Limbs again. Plain uint32 avals are
     handed to the rule as int32 ones (limbs are int32); key avals stay (key data are per-word)."""
     def part_aval(aval):
-        return aval.update(dtype=np.dtype(np.int32)) if _is_u32(aval) else aval
+        return aval.update(dtype=np.dtype(np.int32)) if is_u32(aval) else aval
 
     def carried(aval) -> bool:
-        return is_key(aval) or _is_u32(aval)
+        return is_key(aval) or is_u32(aval)
 
     parts = []
     for part in ("hi", "lo"):
@@ -340,12 +340,13 @@ def apply_per_limb(lower_part, avals_in, avals_out, invals) -> list:
 
 
 # Bit operations on uint32 words take the limb path even from plain words (a key's halves joined
-# by ``(hi << 16) | lo``, a mask): their results are then exact on WebGL too.
-_WORD_BIT_OPS = frozenset({"xor", "or", "and", "not", "shift_left", "shift_right_logical"})
+# by ``(hi << 16) | lo``, a mask): their results are then exact on WebGL too. So do products and
+# remainders in TF.js (limb_arithmetic.py), which has no other exact way to compute them.
+_WORD_OPS = frozenset({"xor", "or", "and", "not", "shift_left", "shift_right_logical", "mul", "rem"})
 
 
 def computes_on_limbs(name: str, avals_in) -> bool:
-    return name in _WORD_BIT_OPS and any(_is_u32(a) for a in avals_in)
+    return name in _WORD_OPS and any(is_u32(a) for a in avals_in)
 
 
 def lower_with_limbs(name: str, ctx, invals, params):
@@ -395,11 +396,11 @@ def wide_literal(dtypes):
 def shift_on_limbs(eqn) -> bool:
     """Whether a shift takes the limb path: a uint32 operand shifted by a literal amount (``_shift_rule``
     needs the amount statically; the check sees it when the jaxpr spells it as a literal)."""
-    return _is_u32(eqn.avals_in[0]) and eqn.literal(1) is not None
+    return is_u32(eqn.avals_in[0]) and eqn.literal(1) is not None
 
 
 __all__ = ["WEBGL_WORDS", "webgl_word_limitation", "has_word", "shift_on_limbs", "wide_literal",
            "Limbs", "is_limbs", "any_limbs", "of", "constant", "materialize", "add", "xor",
            "shift_right", "shift_left", "to_float32", "pack", "unpack", "packed_constant", "packed_add",
            "packed_rotate_left", "packed_xor", "LIMB_RULES", "NATIVE", "register_native", "keeps_limbs",
-           "apply_per_limb", "lower_with_limbs", "computes_on_limbs"]
+           "apply_per_limb", "lower_with_limbs", "computes_on_limbs", "is_u32"]

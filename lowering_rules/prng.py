@@ -180,6 +180,19 @@ def lower_random_fold_in(ctx, keys, msgs):
         np.array([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]], np.float32))),
     case("batched_keys", lambda k: jax.vmap(lambda k: jax.random.bits(k, (3,)))(k),
          u32(2, 2, low=0, high=2 ** 32 - 1)),
+    # randint reduces the bits modulo the range with uint32 products and remainders, which noxla
+    # computes on 16-bit limbs for TF.js (limb_arithmetic.py): exact there too, and on WebGL.
+    case("randint_from_seed", lambda s: jax.random.randint(jax.random.key(s), (4, 5), -7, 1000), _SMALL_SEED),
+    case("randint_key_data", lambda k: jax.random.randint(jax.random.wrap_key_data(k), (3, 4), 0, 10), _KEY),
+    # A key as its words' 16-bit halves (int32 inputs), as the README advises for WebGL.
+    case("randint_from_halves", lambda hi, lo: jax.random.randint(jax.random.wrap_key_data(
+        lax.shift_left(hi.astype(jnp.uint32), np.uint32(16)) | lo.astype(jnp.uint32)), (3, 4), -3, 50000),
+         np.array([0x1234, 0x9ABC], np.int32), np.array([0x5678, 0xDEF0], np.int32)),
+    case("randint_wide_range", lambda s: jax.random.randint(jax.random.PRNGKey(s), (16,), -2 ** 31, 2 ** 31 - 1),
+         _SMALL_SEED),
+    case("randint_traced_bounds", lambda s, lo, hi: jax.random.randint(jax.random.key(s), (6,), lo, hi),
+         _SMALL_SEED, np.array([-3, 5, 0, 100000, -50, 7], np.int32),
+         np.array([4, 6, 3000000, 100007, 50, 7], np.int32)),
     # The rbg key types draw their bits with rng_bit_generator (lowering_rules/rng_bit_generator.py).
     case("rbg_normal", lambda s: jax.random.normal(jax.random.key(s, impl="rbg"), (3, 4)), _SEED),
     case("unsafe_rbg_split_uniform", lambda s: jax.random.uniform(

@@ -168,6 +168,10 @@ _WIDE_KEYS = dtype_limitation(  # TF.js has none of these dtypes at all (lowerin
     case("long_row", lambda x: jnp.argsort(x), f32(1000)),
     case("too_long_rejected", lambda x: jnp.sort(x), SORT_TOO_LONG_ROW),
     case("u32_keys_rejected", lambda x: jnp.sort(x), WIDE_U32),
+    # Found by tests/fuzz.py: TFLite has no float16 (nor bool, int16) Transpose, which a sort along
+    # a leading axis needs; the operands move as float32/int32.
+    case("leading_axis_f16_bool_values", lambda k, v, b: lax.sort((k, v, b), dimension=0, num_keys=1),
+         f32(3, 2), f16(3, 2), boolean(3, 2)),
     case("polymorphic_batch", lambda x: jnp.argsort(x, axis=1), f32(3, 5),
          polymorphic_shapes=("(b, 5)",)),
     case("symbolic_sorted_axis_rejected", lambda x: jnp.sort(x, axis=0), f32(5, 2),
@@ -181,12 +185,12 @@ def lower_sort(ctx, *operands, dimension, is_stable, num_keys):
     rows = Rows(ctx, aval, dimension)
     order = None
     for key in reversed(operands[:num_keys]):
-        key_rows = _numeric(rows.rows(key))
+        key_rows = rows.rows(_numeric(key))  # moved as float32/int32: TFLite has no float16 Transpose
         if order is not None:
             key_rows = rows.take(key_rows, order)
         step = _ascending_pass(key_rows, rows)
         order = step if order is None else rows.take(order, step)
-    return [rows.back(tf.cast(rows.take(_numeric(rows.rows(x)), order), x.dtype)) for x in operands]
+    return [tf.cast(rows.back(rows.take(rows.rows(_numeric(x)), order)), x.dtype) for x in operands]
 
 
 # --------------------------------------------------------------------------- top_k

@@ -356,6 +356,9 @@ SLICE_CASES = [
     case("rows", lambda x: x[1:3], f32(5, 4)),
     case("strided_i32", lambda x: x[::2, 1::2], i32(5, 4)),
     case("strided_bool", lambda x: lax.slice(x, (0, 1), (3, 7), (2, 3)), boolean(3, 8)),
+    # Found by tests/fuzz.py: TFLite has no int8/uint8 PAD, which a strided slice may use.
+    case("strided_i8", lambda x: lax.slice(x, (4, 1), (5, 2), (2, 1)), np.arange(-7, 8, dtype=np.int8).reshape(5, 3)),
+    case("strided_u8", lambda x: lax.slice(x, (4,), (5,), (3,)), np.array([1, 2, 200, 4, 255], np.uint8)),
     case("stride_past_end_i32", lambda x: lax.slice(x, (1,), (7,), (4,)), i32(9)),
     case("strides", lambda x: lax.slice(x, (1, 0), (5, 4), (3, 2)), f32(5, 4)),
     case("bool", lambda x: x[1:], boolean(4)),
@@ -382,7 +385,7 @@ def _every_nth(ctx, x, sizes, axis, stride, kept):
 
 
 @lowering(lax.slice_p, cases=SLICE_CASES)
-@_carried(tf.float16, tf.bool, tf.int16, tf.uint16)  # bool: PAD in _every_nth
+@_carried(tf.float16, tf.bool, tf.int16, tf.uint16, tf.int8, tf.uint8)  # bool, int8, uint8: PAD in _every_nth
 def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
     starts = [ctx.dim(s) for s in start_indices]
     limits = [ctx.dim(s) for s in limit_indices]
@@ -489,6 +492,11 @@ PAD_CASES = [
     case("empty_operand", lambda x: lax.pad(_emptied(x), 1.0, [(1, 1, 2), (0, 0, 0)]), f32(2, 3)),
     case("size1_interior", lambda x: lax.pad(x, 1.0, [(0, 0, 3), (1, 0, 2)]), f32(1, 2)),
     case("jnp_pad", lambda x: jnp.pad(x, ((1, 2), (0, 0)), constant_values=3.0), f32(2, 3)),
+    # Found by tests/fuzz.py: a negative pad that eats into the other side's positive one leaves
+    # padding values only (the crop kept -1 elements: all of them).
+    case("crop_into_other_side", lambda x, v: lax.pad(x, v[0], [(3, -2, 2), (-3, 4, 0)]), f32(1, 2), f32(1)),
+    case("crop_into_other_side_of_empty", lambda x: lax.pad(_emptied(x, 1), 4.0, [(1, 0, 1), (3, -1, 0)]),
+         f32(2, 3)),
     case("symbolic", lambda x: lax.pad(x, 0.0, [(1, 2, 1), (0, -1, 0)]), f32(3, 4),
          polymorphic_shapes=("(b, 4)",)),
 ]
@@ -512,9 +520,14 @@ def lower_pad(ctx, x, padding_value, *, padding_config):
         x = _reshape(ctx, x, sizes)
     # 2. Negative edge padding crops (and interior padding's extra tail goes) with one slice.
     if any(lo < 0 or hi < 0 or interior > 0 for lo, hi, interior in config):
-        kept = [ctx.dim(d) - max(lo, 0) - max(hi, 0)
-                for d, (lo, hi, _) in zip(ctx.aval_out.shape, config)]
-        x = tf.slice(x, [max(-lo, 0) for lo, _, _ in config], size_vector(kept))
+        out = [ctx.dim(d) for d in ctx.aval_out.shape]
+        kept = [o - max(lo, 0) - max(hi, 0) for o, (lo, hi, _) in zip(out, config)]
+        # A crop that eats into the other side's padding (x = [a], lo = 1, hi = -2) keeps no
+        # element: the axis is then padding values only.
+        gone = [type(k) is int and k < 0 for k in kept]
+        config = [(o, 0, c[2]) if g else c for o, g, c in zip(out, gone, config)]
+        x = tf.slice(x, [0 if g else max(-lo, 0) for g, (lo, _, _) in zip(gone, config)],
+                     size_vector([0 if g else k for g, k in zip(gone, kept)]))
     # 3. Positive edge padding.
     if any(lo > 0 or hi > 0 for lo, hi, _ in config):
         x = tf.pad(x, [[max(lo, 0), max(hi, 0)] for lo, hi, _ in config], constant_values=padding_value)

@@ -1,0 +1,39 @@
+"""The property-based fuzzer (tests/fuzz.py) in the suite: a fixed seed and a small budget.
+
+Each drawn program must match JAX in every runtime or be rejected up front by the check for that
+runtime's target; the first crash after the check or silent mismatch fails the test with the
+program. NOXLA_FUZZ_EXAMPLES scales the number of programs (a longer run: python3 -m tests.fuzz).
+"""
+import os
+
+import pytest
+
+from tests import fuzz
+from tests.differential import Runtimes
+
+
+def _examples(default: int) -> int:
+    return int(os.environ.get("NOXLA_FUZZ_EXAMPLES", default))
+
+
+def _run(targets, examples: int, seed: int, tfjs_runner, tmp_path) -> fuzz.Tally:
+    runtimes_to_run = fuzz.runtimes_for(targets)
+    # Its own Runtimes: exports are cached by id(program), and these programs die with the test.
+    runtimes = Runtimes(str(tmp_path), tfjs_runner if "tfjs" in targets else None)
+    tally = fuzz.fuzz(runtimes_to_run, runtimes, fuzz.Tally(), max_examples=examples, seed=seed,
+                      raise_failures=True)
+    tried = sum(c["tried"] for c in tally.counts.values())
+    ran = sum(c["matched"] + c["rejected"] for c in tally.counts.values())
+    assert tried == examples and ran > 0, tally.table()
+    return tally
+
+
+def test_fuzz_tf_eager(tmp_path):
+    # About 10 s: every primitive's programs in TF eager.
+    _run(["tf"], _examples(8), seed=0, tfjs_runner=None, tmp_path=tmp_path)
+
+
+@pytest.mark.slow
+def test_fuzz_every_runtime(tfjs_runner, tmp_path):
+    # About 45 s: the same kind of programs converted to TFLite and TF.js (cpu, wasm) too.
+    _run(["tf", "tflite", "tfjs"], _examples(40), seed=1, tfjs_runner=tfjs_runner, tmp_path=tmp_path)
