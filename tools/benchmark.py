@@ -593,7 +593,7 @@ def report(all_results: dict, args) -> str:
     lines = ["# noxla benchmark", "",
              (f"noxla at {checkout_version()}. "
               f"Batch 1. LiteRT: XNNPACK, 1 thread (the 'LiteRT' column: CPU time of the invoking thread) or N "
-              "('LiteRT N threads': wall time). TF.js: Node {tfjs_version()}, timed in Node (outputs read "
+              f"('LiteRT N threads': wall time). TF.js: Node {tfjs_version()}, timed in Node (outputs read "
              f"back). Latency: all paths of a model interleaved in {args.repeats} rounds, each round one batch "
              f"of k runs per path (k: the fastest path's batch lasts {BATCH_MS['LiteRT']:g} ms in LiteRT, "
              f"{BATCH_MS['TF.js wasm']:g} ms in TF.js), after a warm-up; ms = median over rounds of the "
