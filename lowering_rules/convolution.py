@@ -19,7 +19,7 @@ import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import case, f16, f32, flax_linen, i8, i32
-from lowering_rules.fusion import FastVariant
+from lowering_rules.fusion import FastVariant, zero_pad
 from lowering_rules.helpers import axis_slice, compute_dtype, dilated_size, interior_pad, pad_or_crop, size_vector
 from lowering_rules.registry import Limitation, register
 from lowering_rules.vocabulary import Target
@@ -183,11 +183,30 @@ def _batch_groups_to_features(x, x_dims, groups):
     return tf.reshape(x, size_vector(dims)), dims
 
 
+def _fold_zero_pad(ctx, lhs_spec, lhs_dilation, padding):
+    """(input, its aval, the convolution's padding plus the pad's) when the input is a zero pad of
+    its spatial axes only (Keras's ZeroPadding2D before a VALID convolution): the padding then
+    reaches the convolution, which takes it as TF's SAME where it is that (no Pad op left) and pads
+    explicitly otherwise, as it would anyway. Exact in both modes (fusion.zero_pad). Not under lhs
+    dilation, which would spread the pad's zeros too."""
+    hit = zero_pad(ctx, ctx.eqn.invars[0])
+    if hit is None or any(d != 1 for d in lhs_dilation):
+        return None
+    data, pads = hit
+    if pads[lhs_spec[0]] != (0, 0) or pads[lhs_spec[1]] != (0, 0):
+        return None
+    merged = [(lo + pads[axis][0], hi + pads[axis][1]) for axis, (lo, hi) in zip(lhs_spec[2:], padding)]
+    return ctx.value(data), data.aval, merged
+
+
 def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                                dimension_numbers, feature_group_count, batch_group_count, precision=None,
                                preferred_element_type=None):
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     lhs_aval, rhs_aval = ctx.avals_in
+    folded = _fold_zero_pad(ctx, lhs_spec, lhs_dilation, padding)
+    if folded is not None:
+        lhs, lhs_aval, padding = folded
     out_aval = ctx.aval_out
     nsp = len(window_strides)
     contraction = [lhs_aval.shape[lhs_spec[1]], *(rhs_aval.shape[i] for i in rhs_spec[2:])]
@@ -354,6 +373,61 @@ CONV_CASES = [
          f32(3, 5, 4, 4), f32(3, 3, 2, 4), polymorphic_shapes=("(b, ...)", None)),
 ]
 
+
+def padded_conv(pads, value=0.0, window_strides=(1, 1), padding="VALID", dimension_numbers=NHWC, **params):
+    """A convolution of lax.pad(x, value, pads) (pads: (lo, hi, interior) per axis of x)."""
+    def fun(x, k):
+        padded = lax.pad(x, np.asarray(value, x.dtype), pads)
+        return lax.conv_general_dilated(padded, k, window_strides, padding, dimension_numbers=dimension_numbers,
+                                        **params)
+    return fun
+
+
+def keras_zero_padded_conv(strides, groups=1):
+    """Keras's ZeroPadding2D(correct_pad) then a VALID convolution (as keras.applications' MobileNets and
+    EfficientNets do before strided depthwise convolutions): jnp.pad, whose pad sits inside a jit."""
+    def fun(x, k):
+        lo, hi = (k.shape[0] - 1) // 2 - (1 - x.shape[1] % 2), (k.shape[0] - 1) // 2
+        padded = jnp.pad(x, ((0, 0), (max(lo, 0), hi), (max(lo, 0), hi), (0, 0)))
+        return lax.conv_general_dilated(padded, k, strides, "VALID", dimension_numbers=NHWC,
+                                        feature_group_count=groups)
+    return fun
+
+
+# Zero pads the convolution takes as its own padding (TF's SAME where that is it, no Pad op), and
+# pads it must not take (another value, interior or negative padding, batch or feature axes).
+ZERO_PAD_CASES = [
+    case("keras_zero_pad_strided_depthwise", keras_zero_padded_conv((2, 2), groups=3), f32(1, 8, 8, 3),
+         f32(3, 3, 1, 3)),
+    case("keras_zero_pad_5x5_strided_depthwise", keras_zero_padded_conv((2, 2), groups=4), f32(2, 7, 7, 4),
+         f32(5, 5, 1, 4)),
+    case("zero_pad_nchw_same", padded_conv(((0, 0, 0), (0, 0, 0), (1, 2, 0), (1, 2, 0)), window_strides=(2, 2),
+                                           dimension_numbers=None), f32(1, 3, 8, 8), f32(4, 3, 5, 5)),
+    case("zero_pad_no_same", padded_conv(((0, 0, 0), (2, 0, 0), (0, 3, 0), (0, 0, 0))), f32(1, 5, 6, 2),
+         f32(3, 3, 2, 3)),
+    case("zero_pad_plus_conv_padding", padded_conv(((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 0)),
+                                                   padding=[(0, 1), (-1, 1)], rhs_dilation=(2, 1)),
+         f32(2, 6, 7, 2), f32(2, 3, 2, 3)),
+    case("zero_pad_polymorphic_batch", keras_zero_padded_conv((2, 2), groups=2), f32(3, 6, 6, 2),
+         f32(3, 3, 1, 2), polymorphic_shapes=("(b, ...)", None)),
+    case("minus_zero_pad", padded_conv(((0, 0, 0), (1, 1, 0), (1, 1, 0), (0, 0, 0)), value=-0.0),
+         -np.zeros((1, 4, 4, 2), np.float32), f32(3, 3, 2, 2, low=0.5, high=1.0)),
+    case("one_pad", padded_conv(((0, 0, 0), (1, 1, 0), (1, 1, 0), (0, 0, 0)), value=1.0), f32(1, 4, 4, 2),
+         f32(3, 3, 2, 2)),
+    case("interior_zero_pad", padded_conv(((0, 0, 0), (1, 1, 1), (0, 0, 0), (0, 0, 0))), f32(1, 4, 4, 2),
+         f32(3, 3, 2, 2)),
+    case("cropping_pad", padded_conv(((0, 0, 0), (-1, 2, 0), (1, 1, 0), (0, 0, 0))), f32(1, 5, 4, 2),
+         f32(3, 3, 2, 2)),
+    case("zero_pad_of_features", padded_conv(((0, 0, 0), (1, 1, 0), (1, 1, 0), (0, 1, 0))), f32(1, 4, 4, 2),
+         f32(3, 3, 3, 2)),
+    case("zero_pad_under_lhs_dilation", padded_conv(((0, 0, 0), (1, 1, 0), (1, 1, 0), (0, 0, 0)),
+                                                    padding=[(0, 0), (1, 0)], lhs_dilation=(2, 2)),
+         f32(1, 3, 3, 2), f32(3, 3, 2, 2)),
+    case("zero_pad_also_read_elsewhere", lambda x, k: (lambda p: (lax.conv_general_dilated(
+        p, k, (2, 2), "VALID", dimension_numbers=NHWC), p * 2.0))(jnp.pad(x, ((0, 0), (0, 1), (0, 1), (0, 0)))),
+         f32(1, 6, 6, 2), f32(3, 3, 2, 3)),
+]
+
 CONV_LIMITATIONS = [
     Limitation(
         targets=(Target.TFLITE, Target.TFJS), param="dimension_numbers",
@@ -370,5 +444,5 @@ TRANSPOSED = FastVariant(
     "may give finite entries where JAX's 0 * inf or 0 * NaN gives NaN",
     lambda eqn: transposes(eqn.params, eqn.avals_out[0].dtype))
 
-register(lax.conv_general_dilated_p, lower_conv_general_dilated, cases=CONV_CASES,
+register(lax.conv_general_dilated_p, lower_conv_general_dilated, cases=CONV_CASES + ZERO_PAD_CASES,
          limitations=CONV_LIMITATIONS, fast=TRANSPOSED)

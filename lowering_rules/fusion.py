@@ -531,3 +531,82 @@ BIAS_ADD_CASES = [
     case("bias_first", lambda x, b: b.reshape(1, 1, -1) + x, f32(2, 3, 4), f32(4)),
     case("not_a_bias_row", lambda x, b: x + b.reshape(-1, 1), f32(4, 4), f32(4)),
 ]
+
+
+# --------------------------------------------------------------------------- zero pads
+
+_CALLS = ("jit", "pjit", "closed_call")
+
+
+def _call_body(eqn):
+    body = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+    return body.jaxpr if isinstance(body, core.ClosedJaxpr) else body
+
+
+class _Trail:
+    """Where an atom comes from, followed across one call boundary: jnp.pad wraps its ``pad`` in a
+    ``jit`` (whose body the interpreter lowers in a scope of its own), so a rule at the caller's
+    level sees the call, not the pad. ``made`` maps a body's variables to their equations and
+    ``outer`` its inputs to the caller's atoms (both empty at the caller's own level)."""
+
+    def __init__(self, ctx, made=None, outer=None):
+        self.ctx, self.made, self.outer = ctx, made or {}, outer or {}
+
+    def producer(self, atom):
+        """(equation that made ``atom``, the trail inside which its operands live), or (None, None)."""
+        if isinstance(atom, core.Literal):
+            return None, None
+        if atom in self.outer:
+            return _Trail(self.ctx).producer(self.outer[atom])
+        if self.made:
+            return self.made.get(atom), self
+        eqn = self.ctx.producer(atom)
+        if eqn is None or eqn.primitive.name not in _CALLS:
+            return eqn, self
+        body = _call_body(eqn)
+        if body is None or body.constvars:
+            return None, None
+        inner = {v: e for e in body.eqns for v in e.outvars}
+        out = body.outvars[list(eqn.outvars).index(atom)]
+        return inner.get(out), _Trail(self.ctx, inner, dict(zip(body.invars, eqn.invars)))
+
+    def scalar(self, atom):
+        """The value of a scalar literal, maybe behind convert_element_type (jnp.pad's int 0 made
+        float inside its jit), as a NumPy scalar of the atom's dtype; else None."""
+        if isinstance(atom, core.Literal):
+            return np.asarray(atom.val, atom.aval.dtype) if np.ndim(atom.val) == 0 else None
+        if atom in self.outer:
+            return _Trail(self.ctx).scalar(self.outer[atom])
+        eqn, trail = self.producer(atom)
+        if eqn is None or eqn.primitive.name != "convert_element_type":
+            return None
+        value = trail.scalar(eqn.invars[0])
+        return None if value is None else value.astype(atom.aval.dtype)
+
+    def caller_atom(self, atom):
+        """``atom`` as a variable of the caller's jaxpr (whose TF value the rule can read), else None."""
+        if not self.made:
+            return atom
+        return None if isinstance(atom, core.Literal) else self.outer.get(atom)
+
+
+def zero_pad(ctx, atom):
+    """If ``atom`` is ``lax.pad(x, +0.0)`` (maybe inside jnp.pad's jit) with no interior padding and
+    no cropping, (x as an atom of the rule's jaxpr, [(lo, hi)] per axis); else None. Float only.
+
+    A convolution (or pool) that reads zeros there can take them as its own padding: JAX's
+    convolution of the padded array is by definition its convolution with that much more padding,
+    the same products and sums. -0.0 is no such zero (a window of -0.0 products sums to -0.0, a
+    window holding the convolution's +0.0 padding to +0.0)."""
+    if not np.issubdtype(np.dtype(atom.aval.dtype), np.floating):
+        return None
+    eqn, trail = _Trail(ctx).producer(atom)
+    if eqn is None or eqn.primitive.name != "pad":
+        return None
+    value = trail.scalar(eqn.invars[1])
+    data = trail.caller_atom(eqn.invars[0])
+    config = eqn.params["padding_config"]
+    if (value is None or value != 0 or np.signbit(value) or data is None
+            or any(interior != 0 or lo < 0 or hi < 0 for lo, hi, interior in config)):
+        return None
+    return data, [(int(lo), int(hi)) for lo, hi, _ in config]

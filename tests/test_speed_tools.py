@@ -1,4 +1,5 @@
-"""The benchmark's interleaved latency measurement, and the light import of the TF.js converter."""
+"""The benchmark's interleaved latency measurement, its real-size models, the light import of the TF.js
+converter, and the zero-pad fold the real-size CNNs need."""
 from __future__ import annotations
 
 import os
@@ -42,3 +43,41 @@ def test_tfjs_converter_imports_without_keras_and_tensorflowjs_still_imports_who
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
+def test_keras_zero_pad_folds_into_the_strided_depthwise_convolution(strict, tmp_path):
+    """Keras's ZeroPadding2D + VALID strided depthwise conv (MobileNetV3/EfficientNet) exports as one
+    DEPTHWISE_CONV_2D with SAME padding, no PAD, in both modes; and still matches JAX."""
+    import numpy as np
+
+    import noxla
+    from lowering_rules.convolution import keras_zero_padded_conv
+    from noxla.runtimes import run_tflite, tflite_op_names
+    rng = np.random.default_rng(0)
+    x, k = rng.standard_normal((1, 8, 8, 3), np.float32), rng.standard_normal((3, 3, 1, 3), np.float32)
+    fun = lambda x: keras_zero_padded_conv((2, 2), groups=3)(x, k)
+    path = noxla.export_tflite(fun, x, path=str(tmp_path / "m.tflite"), strict=strict)
+    assert tflite_op_names(path) == ["DEPTHWISE_CONV_2D"]
+    (got,) = run_tflite(path, {"x": x}).values()
+    np.testing.assert_allclose(got, np.asarray(fun(x)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_real_models_rebuild_the_same_function_from_their_spec_and_weights():
+    """What an anchor venv rebuilds (tools/real_models.rebuild) computes what the benchmark measured."""
+    import jax
+    import numpy as np
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    import real_models
+    for name, model in real_models.build(list(real_models.BUILDERS), tiny=True).items():
+        again = real_models.rebuild(json_round_trip(model.spec), dict(model.weights))
+        for a, b in zip(jax.tree_util.tree_leaves(model.fun(*model.example)),
+                        jax.tree_util.tree_leaves(again(*model.example))):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+
+
+def json_round_trip(spec: dict) -> dict:
+    import json
+    return json.loads(json.dumps(spec))

@@ -1,27 +1,43 @@
 """Export one zoo model through an anchor path, inside that anchor's own venv (run by benchmark.py).
 
-    <venv>/bin/python tools/bench_anchor.py {native,old} MODEL WORK_DIR
+    <venv>/bin/python tools/bench_anchor.py {native,old,litert} MODEL WORK_DIR
 
 - native: jax2tf's native serialization (one XlaCallModule) + TFLiteConverter, builtins only:
   the official JAX -> TFLite path today.
 - old: jax2tf.convert(enable_xla=False) (JAX 0.4.30, TF 2.17) + TFLiteConverter, builtins only; also
   writes a SavedModel that the main environment converts to TF.js.
+- litert: jax.export -> StableHLO -> litert-converter (LiteRT's own converter, no TensorFlow).
 
-The model is the zoo's Flax module, rebuilt here from its class and the weights benchmark.py wrote
-to WORK_DIR/MODEL.npz, so both anchors run the very same model as noxla. This file runs under old
+The model is the zoo's Flax module, or a tools/real_models.py model (plain JAX, or keras.applications
+on Keras's JAX backend), rebuilt here from its class and the weights benchmark.py wrote to
+WORK_DIR/MODEL.npz, so every anchor runs the very same model as noxla. This file runs under old
 JAX/Flax/TF releases: it uses only APIs that exist from JAX 0.4.30 / Flax 0.8.5 / TF 2.17 on.
-Writes WORK_DIR/<mode>/MODEL.tflite and WORK_DIR/<mode>/MODEL.json (timings, JAX error, failure).
+Writes WORK_DIR/<mode>/MODEL.tflite and WORK_DIR/<mode>/MODEL.json (timings, JAX error, failure,
+``first_s``: the process's wall time from its start through the first export, imports and building the
+model included, as a user's first export costs; ``peak_mb``: the process's peak resident memory).
 """
 from __future__ import annotations
 
-import json
-import os
-import sys
 import time
-import traceback
+
+PROCESS_START = time.perf_counter()
+
+import json  # noqa: E402  (after the clock starts: the first export's time includes every import)
+import os  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def peak_mb() -> float:
+    """This process's peak resident memory (Linux VmHWM). Not getrusage's ru_maxrss, which a child
+    started by a bigger process reports as the parent's peak until it outgrows it."""
+    with open("/proc/self/status") as f:
+        kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    return kib / 1024
 
 
 def unflatten(flat: dict) -> dict:
@@ -48,6 +64,9 @@ def nnx_path_key(path) -> str:
 
 def build_function(spec: dict, weights: dict):
     import jax
+    if spec["kind"] in ("real", "keras"):
+        import real_models
+        return real_models.rebuild(spec, weights)
 
     from tests import zoo
     cls = getattr(zoo, spec["class"])
@@ -63,8 +82,31 @@ def build_function(spec: dict, weights: dict):
     return lambda *xs: nnx.merge(graphdef, state)(*xs)
 
 
+def litert_convert(fun, example: list) -> bytes:
+    """jax.export's StableHLO through litert-converter (its API: /work/shared/reference/README.md)."""
+    import jax
+    from litert_converter import converter_api_ext as converter
+    from litert_converter.mlir import ir, passmanager
+    from litert_converter.mlir.dialects import stablehlo
+    exported = jax.export.export(jax.jit(fun))(*[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in example])
+    context = ir.Context()
+    converter.prepare_mlir_context(context)
+    with context:
+        module = stablehlo.deserialize_portable_artifact(context, exported.mlir_module_serialized)
+        outputs = len(exported.out_avals)
+        converter.set_signature(module.operation, signature_name="serving_default",
+                                input_names=[f"input_{i}" for i in range(len(example))],
+                                output_names=[f"output_{i:03d}" for i in range(outputs)])
+        config = converter.ConvertToTFLConfig()
+        config.model_origin_framework = "JAX"
+        converter.run_convert_to_tfl_passes(module, passmanager.PassManager(), config)
+        return converter.export_flatbuffer_to_bytes(module.operation)
+
+
 def to_tflite(mode: str, fun, example: list):
-    """The .tflite bytes and the tf.function they came from."""
+    """The .tflite bytes and the tf.function they came from (None for litert)."""
+    if mode == "litert":
+        return litert_convert(fun, example), None
     import tensorflow as tf
     from jax.experimental import jax2tf
     converted = jax2tf.convert(fun, enable_xla=False) if mode == "old" else jax2tf.convert(fun)
@@ -91,20 +133,23 @@ def main() -> int:
         example = [data[f"x:{i}"] for i in range(spec["inputs"])]
         expected = [data[f"y:{i}"] for i in range(spec["outputs"])]
         fun = build_function(spec, weights)
-        got = jax.tree_util.tree_leaves(jax.jit(fun)(*example))
-        # The rebuilt model must compute what noxla's does, or the comparison means nothing.
-        result["jax_error"] = max(float(np.max(np.abs(np.asarray(g) - e))) for g, e in zip(got, expected))
         result["versions"] = {"jax": jax.__version__}
-        import tensorflow as tf
-        result["versions"]["tensorflow"] = tf.__version__
+        if mode != "litert":  # the converter's import is then part of the first export, as for noxla
+            import tensorflow as tf
+            result["versions"]["tensorflow"] = tf.__version__
         start = time.perf_counter()
         to_tflite(mode, fun, example)
         result["cold_s"] = time.perf_counter() - start
+        result["first_s"] = time.perf_counter() - PROCESS_START
         start = time.perf_counter()
         model, function = to_tflite(mode, fun, example)
         result["warm_s"] = time.perf_counter() - start
         with open(os.path.join(out_dir, name + ".tflite"), "wb") as f:
             f.write(model)
+        # The rebuilt model must compute what noxla's does, or the comparison means nothing (checked
+        # after the exports, which a JAX run before them would warm up).
+        got = jax.tree_util.tree_leaves(jax.jit(fun)(*example))
+        result["jax_error"] = max(float(np.max(np.abs(np.asarray(g) - e))) for g, e in zip(got, expected))
         if mode == "old":  # the main environment's tensorflowjs converts it (TF 2.17 has none here)
             import tensorflow as tf
             module = tf.Module()
@@ -115,6 +160,7 @@ def main() -> int:
     except Exception as e:  # a failing anchor is a finding, reported in the table
         result["failure"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
         result["traceback"] = traceback.format_exc()[-2000:]
+    result["peak_mb"] = peak_mb()
     with open(os.path.join(out_dir, name + ".json"), "w") as f:
         json.dump(result, f, indent=1)
     return 0

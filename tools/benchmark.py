@@ -1,24 +1,33 @@
 """The judge: noxla against the official JAX -> TFLite path and the old no-XLA path, in one run.
 
     python tools/benchmark.py [--repeats 50] [--out bench_out] [--self-check] [MODEL ...]
+    python tools/benchmark.py --real-size --threads 1 4 --columns LiteRT [--self-check] [MODEL ...]
 
 For every zoo model (batch 1) and every path, it measures op count (main graph + loop bodies),
 size, export time (cold: first export in a fresh process, after imports; warm: the next one),
-LiteRT latency (1 thread, XNNPACK) and TF.js latency in Node (wasm and cpu, timed inside Node), and
-checks each artifact against JAX. Latencies are measured with all paths of a model interleaved in
---repeats rounds (see `interleaved`): per path the median per-run time, and the ratio noxla / anchor
-as the median of the per-round ratios, so that load from other processes cancels out of the ratios.
+LiteRT latency (XNNPACK; 1 thread, or each of --threads) and TF.js latency in Node (wasm and cpu,
+timed inside Node), and checks each artifact against JAX. Latencies are measured with all paths of a
+model interleaved in --repeats rounds (see `interleaved`): per path the median per-run time, and the
+ratio noxla / anchor as the median of the per-round ratios, so that load from other processes cancels
+out of the ratios.
 --self-check adds noxla against a copy of its own artifacts, which must measure 1.00. The paths:
 
 - noxla (this checkout), in this Python environment;
 - native: jax2tf's native serialization + TFLiteConverter on the newest TF that installs
   (a venv without tensorflowjs: TF 2.21), builtins only;
 - old: jax2tf.convert(enable_xla=False) with JAX 0.4.30 / TF 2.17 / Flax 0.8.5; its TF.js model is
-  its SavedModel converted by this environment's tensorflowjs.
+  its SavedModel converted by this environment's tensorflowjs;
+- litert: jax.export -> StableHLO -> litert-converter (LiteRT's TensorFlow-free converter), no TF.js.
+
+--real-size measures tools/real_models.py's models (keras.applications CNNs at 224x224, BERT-base,
+Whisper-tiny's encoder, ViT-B/16, a SmolLM-135M decode step; random weights) instead of the zoo
+(--tiny: the same architectures at toy sizes, to try the tool quickly). Per path it also records the
+first export as a user pays it: a fresh process's wall time from its start through its first export
+(imports and building the model included) and that process's peak resident memory.
 
 The anchors run the same Flax modules with the same weights (passed as .npz), rebuilt by
 tools/bench_anchor.py inside their venvs. The venvs are created under --venv-dir on first use
-(a few minutes each), or given with --native-venv / --old-venv. Every latency is measured here, in
+(a few minutes each), or given with --native-venv / --old-venv / --litert-venv. Every latency is measured here, in
 one LiteRT and one Node, so the runtimes are the same for every path.
 
 Writes OUT/benchmark.md (the tables, with ratios noxla / best anchor) and OUT/benchmark.png.
@@ -26,6 +35,7 @@ Writes OUT/benchmark.md (the tables, with ratios noxla / best anchor) and OUT/be
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -35,11 +45,13 @@ import tempfile
 import time
 from collections.abc import Callable
 
+PROCESS_START = time.perf_counter()  # a noxla export child's first export counts from here (stdlib imports aside)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "tools"))  # real_models, bench_anchor
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-PATHS = ("noxla", "native", "old")
+PATHS = ("noxla", "native", "old", "litert")
 LOAD_AT_START = os.getloadavg()[0]
 VENV_PACKAGES = {
     # No tensorflowjs here, so pip takes the newest TF (tensorflowjs holds TF back at 2.19).
@@ -47,6 +59,8 @@ VENV_PACKAGES = {
     # The last releases with enable_xla=False.
     "old": ["jax==0.4.30", "jaxlib==0.4.30", "tensorflow-cpu==2.17.0", "numpy<2", "flax==0.8.5",
             "ai-edge-litert"],
+    # No TensorFlow: the converter takes jax.export's StableHLO. Keras for keras.applications (JAX backend).
+    "litert": ["litert-converter", "jax", "flax", "keras"],
 }
 
 
@@ -71,25 +85,32 @@ WARMUP_MS = {"LiteRT": 300.0, "TF.js wasm": 4000.0, "TF.js cpu": 8000.0,  # cpu:
              "TF.js WebGL": 3000.0}
 
 
-def litert_timer(artifacts: dict, inputs: dict) -> Callable[[int], float] | None:
+def litert_timer(artifacts: dict, inputs: dict, threads: int = 1) -> Callable[[int], float] | None:
     from ai_edge_litert.interpreter import Interpreter
     if "tflite" not in artifacts:
         return None
-    interpreter = Interpreter(model_path=artifacts["tflite"], num_threads=1)  # XNNPACK is the default
+    interpreter = Interpreter(model_path=artifacts["tflite"], num_threads=threads)  # XNNPACK is the default
     interpreter.allocate_tensors()
     details = sorted(interpreter.get_input_details(), key=lambda d: d["index"])
     for detail, value in zip(details, inputs.values()):
         interpreter.set_tensor(detail["index"], value)
     interpreter.invoke()
 
+    # With one thread, XNNPACK runs every op on the calling thread: its CPU time is the invokes'
+    # compute without the time other processes take the core away. With more, the wall clock.
+    clock = time.thread_time if threads == 1 else time.perf_counter
+
     def time_batch(k: int) -> float:
-        # This thread's CPU time: with one thread, XNNPACK runs every op on the calling thread,
-        # so this is the invokes' compute without the time other processes take the core away.
-        start = time.thread_time()
+        start = clock()
         for _ in range(k):
             interpreter.invoke()
-        return (time.thread_time() - start) * 1e3 / k
+        return (clock() - start) * 1e3 / k
     return time_batch
+
+
+def litert_column(threads: int) -> str:
+    """The latency column of LiteRT on ``threads`` threads ("LiteRT" is one thread)."""
+    return "LiteRT" if threads == 1 else f"LiteRT {threads} threads"
 
 
 def tfjs_timer(backend: str, browser: bool = False) -> Callable:
@@ -113,6 +134,7 @@ LATENCY_COLUMNS: dict[str, Callable] = {
     "TF.js cpu": tfjs_timer("cpu"),
     "TF.js WebGL": tfjs_timer("webgl", browser=True),
 }
+DEFAULT_COLUMNS = tuple(LATENCY_COLUMNS)  # --threads adds "LiteRT N threads" columns
 
 
 def interleaved(timers: dict[str, Callable[[int], float]], rounds: int, batch_ms: float,
@@ -251,14 +273,20 @@ def max_error(got: list, expected: list) -> float | str:
 # ---------------------------------------------------------------------------------------------
 # noxla exports, each in a fresh process so the first one is cold.
 
-def noxla_export_child(kind: str, name: str, out: str) -> None:
-    """Run in a fresh process: import, build the zoo, then time two exports of one model."""
-    start = time.perf_counter()
+def noxla_export_child(kind: str, name: str, out: str, source: str = "zoo") -> None:
+    """Run in a fresh process: import, build the model (``source``: the zoo, or tools/real_models.py's
+    "real" or "tiny" models), then time two exports of it."""
+    from bench_anchor import peak_mb
+    start = PROCESS_START
     import noxla
     export = noxla.export_tflite if kind == "tflite" else noxla.export_tfjs  # imports TF and the rules
     import_s = time.perf_counter() - start
-    from tests import zoo
-    model = zoo.build()[name]
+    if source == "zoo":
+        from tests import zoo
+        model = zoo.build()[name]
+    else:
+        import real_models
+        model = real_models.build([name], tiny=source == "tiny")[name]
     example = model.inputs(1)
     suffix = ".tflite" if kind == "tflite" else "_tfjs"
     timings = {"import_s": import_s}
@@ -270,14 +298,17 @@ def noxla_export_child(kind: str, name: str, out: str) -> None:
         # CPU seconds of the process (all its threads): what the export costs, whatever else runs.
         timings[label.replace("_s", "_cpu_s")] = time.process_time() - cpu
         timings["path"] = path
+        if label == "cold_s":  # as a user's first export costs: the whole process so far
+            timings["first_s"] = time.perf_counter() - PROCESS_START
+    timings["peak_mb"] = peak_mb()
     with open(os.path.join(out, f"{name}_{kind}.json"), "w") as f:
         json.dump(timings, f)
 
 
-def noxla_exports(name: str, out: str) -> dict:
+def noxla_exports(name: str, out: str, source: str = "zoo", kinds=("tflite", "tfjs")) -> dict:
     result: dict = {}
-    for kind in ("tflite", "tfjs"):
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--export-child", kind, name, out],
+    for kind in kinds:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--export-child", kind, name, out, source],
                               check=False, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO))
         record = os.path.join(out, f"{name}_{kind}.json")
         if proc.returncode or not os.path.exists(record):
@@ -288,6 +319,7 @@ def noxla_exports(name: str, out: str) -> dict:
         result[kind] = timings["path"]
         result[f"{kind}_cold_s"], result[f"{kind}_warm_s"] = timings["cold_s"], timings["warm_s"]
         result[f"{kind}_cold_cpu_s"] = timings["cold_cpu_s"]
+        result[f"{kind}_first_s"], result[f"{kind}_peak_mb"] = timings["first_s"], timings["peak_mb"]
         result["import_s"] = timings["import_s"]
     return result
 
@@ -319,6 +351,14 @@ def write_anchor_inputs(name: str, model, example: list, expected: list, work: s
     import jax
     import numpy as np
     from bench_anchor import nnx_path_key
+    if hasattr(model, "spec"):  # tools/real_models.py: its spec and weights say how to rebuild it
+        arrays = {f"w:{k}": v for k, v in model.weights.items()}
+        arrays.update({f"x:{i}": x for i, x in enumerate(example)})
+        arrays.update({f"y:{i}": y for i, y in enumerate(expected)})
+        np.savez(os.path.join(work, name + ".npz"), **arrays)
+        with open(os.path.join(work, name + ".json"), "w") as f:
+            json.dump({**model.spec, "inputs": len(example), "outputs": len(expected)}, f)
+        return
     kind, module = model.fun.flax[0], model.fun.flax[1]
     if kind == "linen":
         from flax.traverse_util import flatten_dict
@@ -351,6 +391,7 @@ def anchor_export(mode: str, python: str, name: str, work: str) -> dict:
         return result
     result["tflite"] = os.path.join(work, mode, name + ".tflite")
     result["tflite_cold_s"], result["tflite_warm_s"] = result["cold_s"], result["warm_s"]
+    result["tflite_first_s"], result["tflite_peak_mb"] = result.get("first_s"), result.get("peak_mb")
     if mode == "old" and result.get("saved_model"):
         result.update(old_tfjs(result["saved_model"], os.path.join(work, mode, name + "_tfjs")))
     return result
@@ -421,9 +462,11 @@ def measure(name: str, model, args, work: str, pythons: dict) -> dict:
     expected = jax_outputs(model.fun, example)
     in_names = trace(model.fun, example).in_names
     inputs = dict(zip(in_names, example))
-    results = {"noxla": noxla_exports(name, work)}
+    source = ("tiny" if args.tiny else "real") if args.real_size else "zoo"
+    # The real-size models are measured for LiteRT (the anchors' common target); the zoo for both.
+    results = {"noxla": noxla_exports(name, work, source, ("tflite",) if args.real_size else ("tflite", "tfjs"))}
     # The anchor venvs rebuild Flax modules from their weights; the sampling models are plain functions.
-    rebuildable = hasattr(model.fun, "flax")
+    rebuildable = hasattr(model.fun, "flax") or hasattr(model, "spec")
     if any(pythons.values()) and rebuildable:
         write_anchor_inputs(name, model, example, expected, work)
     for mode, python in pythons.items():
@@ -549,7 +592,8 @@ def checkout_version() -> str:
 def report(all_results: dict, args) -> str:
     lines = ["# noxla benchmark", "",
              (f"noxla at {checkout_version()}. "
-              f"Batch 1. LiteRT: 1 thread, XNNPACK. TF.js: Node {tfjs_version()}, timed in Node (outputs read "
+              f"Batch 1. LiteRT: XNNPACK, 1 thread (the 'LiteRT' column: CPU time of the invoking thread) or N "
+              f"('LiteRT N threads': wall time). TF.js: Node {tfjs_version()}, timed in Node (outputs read "
              f"back). Latency: all paths of a model interleaved in {args.repeats} rounds, each round one batch "
              f"of k runs per path (k: the fastest path's batch lasts {BATCH_MS['LiteRT']:g} ms in LiteRT, "
              f"{BATCH_MS['TF.js wasm']:g} ms in TF.js), after a warm-up; ms = median over rounds of the "
@@ -567,7 +611,8 @@ def report(all_results: dict, args) -> str:
                 if "TF.js WebGL" in args.columns else "")), ""]
     latency = list(args.columns)
     webgl = "TF.js WebGL" in latency
-    header = ["model", "path", "TFLite ops", "TFLite KiB", "TFLite export s (cold/warm)", "TFLite error",
+    header = ["model", "path", "TFLite ops", "TFLite KiB", "TFLite export s (cold/warm)",
+              "first TFLite export s (fresh process)", "peak MB", "TFLite error",
               *[f"{c} ms" for c in latency], "TF.js ops", "TF.js KiB", "TF.js export s (cold/warm)",
               "TF.js error", *(["TF.js WebGL error"] if webgl else [])]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -580,14 +625,16 @@ def report(all_results: dict, args) -> str:
                 lines.append(f"| {name} | {path} | {r['failure']} |" + " |" * (len(header) - 3))
                 continue
             row = [name, path, fmt(r.get("tflite_ops")), fmt(r.get("tflite_size", 0) / 1024, 1) if "tflite" in r
-                   else "-", export_cell(r, "tflite"), fmt(r.get("tflite_error"), 6) if "tflite" in r else "-",
+                   else "-", export_cell(r, "tflite"), fmt(r.get("tflite_first_s"), 2), fmt(r.get("tflite_peak_mb"), 0),
+                   fmt(r.get("tflite_error"), 6) if "tflite" in r else "-",
                    *[fmt(r.get(c)) for c in latency], fmt(r.get("tfjs_ops")),
                    fmt(r.get("tfjs_size", 0) / 1024, 1) if "tfjs" in r else "-", export_cell(r, "tfjs"),
                    fmt(r.get("tfjs_error"), 6) if "tfjs" in r else r.get("tfjs_failure", "-"),
                    *([fmt(r.get("tfjs_webgl_error"), 6)] if webgl else [])]
             lines.append("| " + " | ".join(row) + " |")
     lines += ["", "## Ratios: noxla / best anchor (at most 1: noxla is as good or better)", ""]
-    header = ["model", "TFLite ops / native's", *[f"{c} latency" for c in latency],
+    header = ["model", "TFLite ops / fewest of native's and litert's", *[f"{c} latency" for c in latency],
+              "first TFLite export s / litert's", "peak MB / litert's",
               "noxla cold TFLite export s (<= 1), wall (cpu)", "noxla cold TF.js export s (<= 3), wall (cpu)"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     geo: dict[str, list] = {}
@@ -595,14 +642,17 @@ def report(all_results: dict, args) -> str:
     for name, results in all_results.items():
         ours = results.get("noxla", {})
         anchors = [results.get(p, {}) for p in PATHS[1:]]
-        row = [name, ratio(total_ops(ours), [total_ops(results.get("native", {}))])]
+        row = [name, ratio(total_ops(ours), [total_ops(results.get(p, {})) for p in ("native", "litert")])]
         for c in latency:
             measured = ours.get(f"{c} ratio")  # per-round ratios, interleaved (see `interleaved`)
             cell = f"{measured:.2f}" if isinstance(measured, float) else ratio(ours.get(c), [a.get(c) for a in anchors])
             row.append(cell)
             if cell != "-":
                 geo.setdefault(c, []).append(float(cell))
-        row += [cold_cell(ours, "tflite"), cold_cell(ours, "tfjs")]
+        litert = results.get("litert", {})
+        row += [ratio(ours.get("tflite_first_s"), [litert.get("tflite_first_s")]),
+                ratio(ours.get("tflite_peak_mb"), [litert.get("tflite_peak_mb")]),
+                cold_cell(ours, "tflite"), cold_cell(ours, "tfjs")]
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     for c, values in geo.items():
@@ -679,31 +729,51 @@ def main() -> int:
     parser.add_argument("--venv-dir", default=os.path.expanduser("~/.cache/noxla-bench"))
     parser.add_argument("--native-venv", help="an existing venv for the native path (skip creating one)")
     parser.add_argument("--old-venv", help="an existing venv for the old no-XLA path")
+    parser.add_argument("--litert-venv", help="an existing venv for litert-converter")
+    parser.add_argument("--anchors", nargs="+", choices=PATHS[1:], default=list(PATHS[1:]),
+                        help="anchor paths to measure (default: all)")
+    parser.add_argument("--real-size", action="store_true",
+                        help="tools/real_models.py's real-size models instead of the zoo (LiteRT only)")
+    parser.add_argument("--tiny", action="store_true", help="with --real-size: the same models at toy sizes")
+    parser.add_argument("--threads", nargs="+", type=int, default=[1],
+                        help="LiteRT thread counts, one latency column each (default: 1)")
     parser.add_argument("--no-anchors", action="store_true", help="measure noxla only")
     parser.add_argument("--quantized", action="store_true",
                         help="also every quantized export: size and max error against float JAX")
     parser.add_argument("--self-check", action="store_true",
                         help="also time noxla against a copy of its own artifacts (should measure 1.00)")
-    parser.add_argument("--columns", nargs="+", choices=list(LATENCY_COLUMNS), default=list(LATENCY_COLUMNS),
+    parser.add_argument("--columns", nargs="+", choices=list(LATENCY_COLUMNS), default=list(DEFAULT_COLUMNS),
                         metavar="COLUMN", help=f"latency columns to measure (default: {', '.join(LATENCY_COLUMNS)})")
     parser.add_argument("--export-only", action="store_true",
                         help="noxla's exports only (op counts, sizes, errors, cold/warm export times): "
                              "no anchors, no latencies")
-    parser.add_argument("--export-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--export-child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.export_child:
         noxla_export_child(*args.export_child)
         return 0
+    for threads in args.threads:  # LiteRT's columns, one per thread count
+        column = litert_column(threads)
+        LATENCY_COLUMNS[column] = functools.partial(litert_timer, threads=threads)
+        BATCH_MS[column], WARMUP_MS[column] = BATCH_MS["LiteRT"], WARMUP_MS["LiteRT"]
+    if args.real_size and args.columns == list(DEFAULT_COLUMNS):
+        args.columns = ["LiteRT"]
+    if "LiteRT" in args.columns:
+        at = args.columns.index("LiteRT")
+        args.columns[at:at + 1] = [litert_column(t) for t in args.threads]
     if args.export_only:
         args.no_anchors, args.columns = True, []
 
-    sys.path.insert(0, os.path.join(REPO, "tools"))
-    from tests import zoo
-    models = zoo.build()
+    if args.real_size:
+        import real_models
+        models = real_models.build(args.models or None, tiny=args.tiny)
+    else:
+        from tests import zoo
+        models = zoo.build()
     names = args.models or list(models)
+    given = {"native": args.native_venv, "old": args.old_venv, "litert": args.litert_venv}
     pythons = {} if args.no_anchors else {
-        "native": ensure_venv("native", args.native_venv, args.venv_dir),
-        "old": ensure_venv("old", args.old_venv, args.venv_dir)}
+        mode: ensure_venv(mode, given[mode], args.venv_dir) for mode in args.anchors}
     os.makedirs(args.out, exist_ok=True)
     all_results = {}
     with tempfile.TemporaryDirectory(prefix="noxla-bench-") as work:
