@@ -297,8 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="report every use the target cannot run (exit 1 if any)")
     add_program_args(check)
     check.add_argument("--target", default="tflite", type=lambda name: name.lower().replace("-", "_"),
-                       choices=["tf", "tflite", "tflite_flex", "tfjs", "tfjs_webgl"],
-                       help="tfjs_webgl (or tfjs-webgl): TF.js on its WebGL backend, TF.js's limits and WebGL's own")
+                       choices=["tf", "tflite", "tflite_flex", "tfjs", "tfjs_webgl", "litertjs", "litertjs_webgpu"],
+                       help="tfjs_webgl (or tfjs-webgl): TF.js on its WebGL backend, TF.js's limits and WebGL's own; "
+                            "litertjs: the .tflite on LiteRT.js (tensor dtypes, static shapes); litertjs_webgpu: "
+                            "on its WebGPU accelerator too")
     check.set_defaults(run=cmd_check)
 
     serve = sub.add_parser("serve", help="serve a TF.js export's demo page (index.html) and TF.js on localhost")

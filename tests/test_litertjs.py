@@ -71,9 +71,74 @@ def test_same_dtype_inputs_go_by_name(litertjs, tmp_path):
         np.testing.assert_allclose(out, a - 2.0 * b, err_msg=accelerator)
 
 
-def test_int32_inputs_and_outputs(litertjs, tmp_path):
+def test_int32_inputs_and_outputs_on_wasm(litertjs, tmp_path):
     def f(tokens, x):
         return jnp.argmax(x, axis=-1).astype(jnp.int32) + tokens
     tokens = np.array([[3, 1, 4]], np.int32)
     x = np.random.default_rng(1).standard_normal((1, 3, 5)).astype(np.float32)
-    _run_and_compare(litertjs, f, [tokens, x], tmp_path)
+    _run_and_compare(litertjs, f, [tokens, x], tmp_path, accelerators=("wasm",))
+
+
+# --------------------------------------------------------------------------- the targets' limits, forced
+
+def _forced_error(litertjs, path, named, accelerator, expected):
+    """Why a run past noxla's check fails (an error, or outputs unlike JAX's); None when it matches."""
+    try:
+        outs = litertjs.run(path, named, accelerator)
+    except RuntimeError as e:
+        return str(e)
+    for e, a in zip(expected, outs.values()):
+        if a.shape != e.shape or relative_error(e, a.astype(e.dtype)) > TOLERANCE[accelerator]:
+            return f"differs from JAX: {a.ravel()[:4]} vs {e.ravel()[:4]}"
+    return None
+
+
+def _tflite_unchecked(fun, args, tmp_path, polymorphic_shapes=None):
+    from noxla.export import serving_function, tflite_bytes
+    from noxla.tracing import trace
+    program = trace(fun, tuple(args), polymorphic_shapes)
+    path = tmp_path / "forced.tflite"
+    path.write_bytes(tflite_bytes(serving_function(program)))
+    return str(path), program
+
+
+def test_bool_boundary_is_rejected_and_cannot_run(litertjs, tmp_path):
+    def f(mask, x):
+        return jnp.where(mask, x, 0.0)
+    mask = np.array([[True, False, True]])
+    x = np.array([[1.0, 2.0, 3.0]], np.float32)
+    report = __import__("noxla").check(f, mask, x, target="litertjs")
+    assert [(v.param, v.value) for v in report.violations] == [("dtype", "bool")], report.format()
+    assert __import__("noxla").check(f, mask, x, target="tflite").ok
+    path, program = _tflite_unchecked(f, [mask, x], tmp_path)
+    # The nearest tensor LiteRT.js has for a bool is uint8, the same bytes.
+    named = dict(zip(program.in_names, [mask.astype(np.uint8), x]))
+    assert _forced_error(litertjs, path, named, "wasm", [np.asarray(f(mask, x))]) is not None
+
+
+def test_polymorphic_shapes_are_rejected_and_cannot_run(litertjs, tmp_path):
+    def f(x):
+        return x * 2.0 + 1.0
+    x = np.ones((3, 4), np.float32)
+    spec = jax.ShapeDtypeStruct((3, 4), np.float32)
+    report = __import__("noxla").check(f, spec, target="litertjs", polymorphic_shapes=["(b, 4)"])
+    assert {(v.primitive, v.param) for v in report.violations} == {("(program input)", "shape"),
+                                                                     ("(program output)", "shape")}
+    path, program = _tflite_unchecked(f, [x], tmp_path, polymorphic_shapes=["(b, 4)"])
+    assert _forced_error(litertjs, path, dict(zip(program.in_names, [x])), "wasm", [f(x)]) is not None
+
+
+def test_argmax_is_rejected_on_webgpu_only_and_computes_wrong_there(litertjs, tmp_path):
+    import noxla
+
+    def f(x):
+        return jnp.argmax(x, axis=-1).astype(jnp.int32)
+    x = np.random.default_rng(1).standard_normal((3, 5)).astype(np.float32)
+    assert noxla.check(f, x, target="litertjs").ok
+    report = noxla.check(f, x, target="litertjs-webgpu")
+    assert [v.primitive for v in report.violations] == ["argmax"], report.format()
+    path, program = _tflite_unchecked(f, [x], tmp_path)
+    named = dict(zip(program.in_names, [x]))
+    expected = [np.asarray(f(x))]
+    assert _forced_error(litertjs, path, named, "wasm", expected) is None
+    assert _forced_error(litertjs, path, named, "webgpu", expected) is not None
