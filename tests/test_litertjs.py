@@ -142,3 +142,38 @@ def test_argmax_is_rejected_on_webgpu_only_and_computes_wrong_there(litertjs, tm
     expected = [np.asarray(f(x))]
     assert _forced_error(litertjs, path, named, "wasm", expected) is None
     assert _forced_error(litertjs, path, named, "webgpu", expected) is not None
+
+
+# --------------------------------------------------------------------------- the page, the CLI
+
+def test_export_verify_browser_runs_the_litertjs_page(tmp_path, capfd):
+    import re
+    import subprocess
+    import sys
+    import urllib.request
+
+    from noxla.cli import main
+    model = tmp_path / "m.tflite"
+    code = main(["export", "--tflite", str(model), "--verify-browser", "--no-verify"])
+    text = capfd.readouterr().out
+    assert code == 0, text
+    for accelerator in ("wasm", "webgpu"):
+        error = re.search(rf"\[litertjs_{accelerator}\]: ([0-9.e+-]+) ", text)
+        assert error and float(error[1]) <= TOLERANCE[accelerator], text
+        assert re.search(rf"LiteRT.js {accelerator}: median [0-9.]+ ms", text), text
+    ops = tflite_op_names(str(model))
+    placed = re.search(r"LiteRT.js webgpu: .*; (every op on WebGPU|(\d+) ops on WebGPU, (\d+) on wasm)", text)
+    assert placed and (placed[2] is None or int(placed[2]) + int(placed[3]) == len(ops)), text
+
+    # `noxla serve m.tflite` serves the page, and LiteRT.js from node_modules beside it.
+    server = subprocess.Popen([sys.executable, "-m", "noxla", "serve", str(model), "--port", "0"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        url = re.search(r"(http://\S+/)index.html", server.stdout.readline())[1]
+        for path in ("index.html", "demo_data.json", "model.tflite", "litertjs/core/index.js",
+                     "litertjs/wasm-utils/index.js", "litertjs/wasm/litert_wasm_jspi_internal.wasm"):
+            with urllib.request.urlopen(url + path) as reply:
+                assert reply.status == 200 and reply.read(1), path
+    finally:
+        server.kill()
+        server.wait()
