@@ -98,7 +98,9 @@ def verify_in_browser(page_dir: str, screenshot: str | None = None) -> dict[str,
 
 def placement_text(placement: dict) -> str:
     """One line: where WebGPU's delegate put the ops, and why each op it refused left the GPU."""
-    if placement.get("fullyAccelerated"):
+    # The delegate's counts first: isFullyAccelerated said true for a model whose TRANSPOSE_CONV
+    # ops (version 4) the delegate had just refused.
+    if placement.get("cpuOps") == 0 or (placement.get("gpuOps") is None and placement.get("fullyAccelerated")):
         return "every op on WebGPU"
     refused = "; ".join(f"{u['op']} ({u['reason'].rstrip('.')})" for u in placement.get("unsupported", []))
     return (f"{placement.get('gpuOps')} ops on WebGPU, {placement.get('cpuOps')} on wasm"
