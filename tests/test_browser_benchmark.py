@@ -53,5 +53,6 @@ def test_report_rows_verdicts_and_failures(tmp_path):
     # the failure is recorded in the ORT cell (a "|" in it would break the table)
     assert rows["no_onnx"][3] == "jax2onnx: NotImplementedError: a / b"
     assert rows["no_onnx"][-1] == "partly (not all paths timed) |"
+    assert "- no_onnx, ORT-web wasm: jax2onnx: NotImplementedError: a | b" in text  # in full below
     header = next(line for line in text.splitlines() if line.startswith("| model"))
     assert header.count("|") == len(rows["fast"]) + 1

@@ -98,6 +98,12 @@ def table(results: dict[str, dict], paths: tuple[str, ...]) -> list[str]:
     return lines
 
 
+def untimed(results: dict[str, dict]) -> list[str]:
+    """Why each path left out of a model's timing was left out, in full (the table cuts it)."""
+    lines = [f"- {name}, {path}: {note}" for name, r in results.items() for path, note in r.get("notes", {}).items()]
+    return ["Paths not timed, and why:", "", *lines] if lines else []
+
+
 def write_report(path: str, results: dict, paths: tuple[str, ...], command: str, environment: str,
                  rounds: int) -> None:
     text = ["# Browser benchmark: LiteRT.js wasm against TF.js wasm and onnxruntime-web wasm", "",
@@ -109,7 +115,7 @@ def write_report(path: str, results: dict, paths: tuple[str, ...], command: str,
             "Errors: max |runtime - JAX| / max(1, max |JAX|) on the model's example inputs, checked "
             "before timing; a path that fails or differs is not timed and its cell says why. WebGPU columns, when "
             "present, ran on SwiftShader (the GPU emulated on the CPU): not meaningful for speed.", "",
-            *table(results, paths), ""]
+            *table(results, paths), "", *untimed(results), ""]
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         f.write("\n".join(text))
@@ -214,6 +220,7 @@ def measure(model, runners: dict, work: str, onnx: dict, args) -> dict:
     example = model.inputs(1)
     expected = jax_outputs(model.fun, example)
     result: dict = {"ms": {}, "errors": {}, "notes": {}, "ratios": {}}
+    ort_paths = ["ORT-web wasm", *(["ORT-web WebGPU"] if args.webgpu else [])]
     calls: dict = {}  # path -> (runner call returning (outputs in JAX's order, ms))
     try:
         exported = export(model.fun, example, tflite=os.path.join(work, f"{model.name}.tflite"),
@@ -238,13 +245,15 @@ def measure(model, runners: dict, work: str, onnx: dict, args) -> dict:
         if tfjs:
             calls["TF.js wasm"] = tfjs_call
     except Exception as e:  # noqa: BLE001 - recorded in the table
-        for p in ("LiteRT.js wasm", "TF.js wasm", "LiteRT.js WebGPU"):
+        for p in ("LiteRT.js wasm", "TF.js wasm", *(["LiteRT.js WebGPU"] if args.webgpu else [])):
             result["notes"][p] = f"noxla export fails: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
     if "failure" in onnx:
-        result["notes"]["ORT-web wasm"] = result["notes"]["ORT-web WebGPU"] = onnx["failure"]
+        for path in ort_paths:
+            result["notes"][path] = onnx["failure"]
     elif runners.get("ort") is None:
-        result["notes"]["ORT-web wasm"] = result["notes"]["ORT-web WebGPU"] = "onnxruntime-web not installed"
+        for path in ort_paths:
+            result["notes"][path] = "onnxruntime-web not installed"
     else:
         feed = {n: _ort_encode(a) for n, a in zip(onnx["inputs"], example)}
 
@@ -267,7 +276,7 @@ def measure(model, runners: dict, work: str, onnx: dict, args) -> dict:
                 raise ValueError(f"outputs {[o.shape for o in outs]} where JAX gives {[e.shape for e in expected]}")
             error = max(relative_error(e, o) for o, e in zip(outs, expected))
         except Exception as e:  # noqa: BLE001 - recorded in the table
-            result["notes"][path] = f"fails: {' '.join(str(e).split())[:80]}"
+            result["notes"][path] = f"fails: {' '.join(str(e).split())[:400]}"
             continue
         result["errors"][path] = error
         if error > TOLERANCE["webgpu" if "WebGPU" in path else "wasm"]:
