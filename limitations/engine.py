@@ -23,6 +23,7 @@ import jax
 import numpy as np
 from jax.extend import core
 
+from limitations.targets import boundary_limits
 from lowering_rules import registry
 from lowering_rules.dtype_support import (
     boundary_dtype_reason,
@@ -208,6 +209,9 @@ def _boundary_violations(closed_jaxpr, target: Target) -> Iterator[Violation]:
                                 reason, _FLOAT0_WORKAROUND if float0 else
                                 "pass complex values as two float arrays: jnp.real(z), jnp.imag(z) "
                                 "(and lax.complex(re, im) inside the program)", f"program {kind} #{i}",
+                                declared=True)
+            for param, value, why, workaround in boundary_limits(target, atom.aval):
+                yield Violation(f"(program {kind})", target, param, value, why, workaround, f"program {kind} #{i}",
                                 declared=True)
 
 

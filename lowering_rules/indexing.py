@@ -199,7 +199,7 @@ def _take(ctx, operand, clamped, dn, slice_sizes):
     axis = dn.start_index_map[0]
     if slice_sizes[axis] != 1 or any(slice_sizes[d] != op_shape[d] for d in range(len(op_shape)) if d != axis):
         return None
-    gathered = tf.gather(operand, clamped[0], axis=axis)
+    gathered = _gather_flat_indices(operand, clamped[0], axis)
     nb = len(ctx.avals_in[1].shape) - 1
     # tf.gather puts the index dims at ``axis``; JAX puts the kept operand dims at offset_dims.
     perm, next_batch = [], 0
@@ -211,6 +211,21 @@ def _take(ctx, operand, clamped, dn, slice_sizes):
             perm.append(axis + next_batch)
             next_batch += 1
     return gathered if perm == sorted(perm) else tf.transpose(gathered, perm)
+
+
+def _gather_flat_indices(operand, indices, axis: int):
+    """tf.gather with static multi-dimensional indices as a GATHER of their flattened vector between
+    two RESHAPEs: the same values, and LiteRT's GPU delegate (LiteRT.js on WebGPU) runs only 1-D
+    indices (an embedding lookup of [batch, tokens] otherwise leaves the GPU). Only rows of a table
+    (axis 0 of a matrix or more): a 1-D gather of 7,680 samples from a wave failed to compile on
+    WebGPU (log_mel_audio_classifier), where the 2-D one had fallen back to wasm."""
+    shape = indices.shape
+    if (axis != 0 or operand.shape.rank is None or operand.shape.rank < 2 or shape.rank is None or shape.rank < 2
+            or not shape.is_fully_defined() or not operand.shape.is_fully_defined()):
+        return tf.gather(operand, indices, axis=axis)
+    gathered = tf.gather(operand, tf.reshape(indices, [-1]), axis=axis)
+    op_shape = operand.shape.as_list()
+    return tf.reshape(gathered, op_shape[:axis] + shape.as_list() + op_shape[axis + 1:])
 
 
 _ONE_HOT_MODE = Limitation(

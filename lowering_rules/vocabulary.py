@@ -22,6 +22,12 @@ class Target(str, enum.Enum):
     # A TF.js graph model run on TF.js's WebGL backend (what browsers pick first): every TF.js
     # limitation applies (``base``), plus WebGL's own, declared by the rules with this target.
     TFJS_WEBGL = "tfjs_webgl"
+    # A .tflite (builtins, ``base``) run on LiteRT.js, the web's TFLite runtime, on wasm (XNNPACK):
+    # its own limits are at the program's boundary (tensor dtypes, static shapes; limitations/targets.py).
+    LITERTJS = "litertjs"
+    # LiteRT.js on WebGPU: an op its delegate lacks runs on wasm instead (a placement the runners
+    # report, not a rejection); declared here is what WebGPU computes wrong.
+    LITERTJS_WEBGPU = "litertjs_webgpu"
 
     @property
     def label(self) -> str:
@@ -59,8 +65,10 @@ _LABELS = {
     Target.TFLITE_FLEX: "TFLite (Flex)",
     Target.TFJS: "TF.js",
     Target.TFJS_WEBGL: "TF.js (WebGL)",
+    Target.LITERTJS: "LiteRT.js",
+    Target.LITERTJS_WEBGPU: "LiteRT.js (WebGPU)",
 }
-_BASES = {Target.TFJS_WEBGL: Target.TFJS}
+_BASES = {Target.TFJS_WEBGL: Target.TFJS, Target.LITERTJS: Target.TFLITE, Target.LITERTJS_WEBGPU: Target.LITERTJS}
 
 ALL_TARGETS = tuple(Target)
 

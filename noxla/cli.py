@@ -169,8 +169,38 @@ def cmd_export(args, out, err) -> int:
         from noxla.demo import backend_rejections
         errors.update({f"tfjs ({backend})": _rejected(report)
                        for backend, report in backend_rejections(exported.program).items()})
+    litertjs = {}
+    if "tflite" in exported.written and (args.litertjs_page or args.verify_browser) and not args.quantize:
+        litertjs = _litertjs(progress, args, fun, inputs, exported, errors)
     _summary(exported.program, {kind: getattr(args, kind) for kind in exported.written}, errors, out)
+    for line in litertjs.get("lines", []):
+        print(f"  {line}", file=out)
     return 0
+
+
+def _litertjs(progress, args, fun, inputs, exported, errors: dict) -> dict:
+    """The .tflite's LiteRT.js page (``<stem>_litertjs/``) and, with --verify-browser, its run in
+    Chromium: error rows go to ``errors``; latency and WebGPU's op placement come back as lines."""
+    from noxla.export import run_step
+    from noxla.litertjs_page import placement_text, verify_in_browser, write_page
+
+    page = run_step(progress, "write LiteRT.js page", write_page, exported.written["tflite"], fun,
+                    exported.program, _example_args(inputs))
+    shown = os.path.relpath(page) if not os.path.relpath(page).startswith("..") else page
+    lines = [f"LiteRT.js page: `noxla serve {shown}`"]
+    if not args.verify_browser:
+        return {"lines": lines}
+    results = run_step(progress, "verify on LiteRT.js in Chromium", verify_in_browser, page,
+                       args.screenshot if "tfjs" not in exported.written else None)
+    if isinstance(results, str):
+        errors["litertjs"] = results
+        return {"lines": lines}
+    for accelerator, r in results.items():
+        errors[f"litertjs_{accelerator}"] = r.get("error") or _rejected(r.get("rejected")) or r["max_error"]
+        if "ms" in r:
+            lines.append(f"LiteRT.js {accelerator}: median {r['ms']:.2f} ms"
+                         + (f"; {placement_text(r['placement'])}" if accelerator == "webgpu" else ""))
+    return {"lines": lines}
 
 
 def _browser_errors(results) -> dict:
@@ -191,6 +221,12 @@ def _rejected(report: str | None) -> str | None:
 
 def cmd_serve(args, out, err) -> int:
     from noxla.demo import serve
+    from noxla.litertjs_page import MODEL, page_dir_for
+    from noxla.litertjs_page import serve as serve_litertjs
+    if args.directory.endswith(".tflite"):  # its page, written by --litertjs-page
+        args.directory = page_dir_for(args.directory)
+    if os.path.exists(os.path.join(args.directory, MODEL)):
+        serve = serve_litertjs
     try:
         serve(args.directory, port=args.port, ready=lambda url: print(f"serving {args.directory} at {url} "
                                                                      "(Ctrl-C stops)", file=out, flush=True))
@@ -287,8 +323,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--force", action="store_true", help="replace existing outputs")
     export.add_argument("--no-verify", action="store_true", help="skip running the outputs against JAX")
     export.add_argument("--verify-browser", action="store_true",
-                        help="also run the TF.js export's demo page in headless Chromium (webgl, wasm, cpu)")
-    export.add_argument("--screenshot", metavar="PNG", help="with --verify-browser: save the WebGL page's screenshot")
+                        help="also run the TF.js export's demo page in headless Chromium (webgl, wasm, cpu), and "
+                             "the .tflite on LiteRT.js there (wasm, WebGPU)")
+    export.add_argument("--litertjs-page", action="store_true",
+                        help="write the .tflite's LiteRT.js page (wasm and WebGPU, error vs JAX, op placement) "
+                             "in <stem>_litertjs/ for `noxla serve`; --verify-browser writes and runs it")
+    export.add_argument("--screenshot", metavar="PNG",
+                        help="with --verify-browser: save the WebGL page's screenshot (the LiteRT.js page's "
+                             "without --tfjs)")
     export.add_argument("--strict", action="store_true",
                         help="keep JAX's NaN/inf semantics exactly (more ops); by default fused ops such as "
                              "MaxPool and Softmax may treat NaN/inf differently (see `noxla limitations`)")
@@ -297,12 +339,15 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="report every use the target cannot run (exit 1 if any)")
     add_program_args(check)
     check.add_argument("--target", default="tflite", type=lambda name: name.lower().replace("-", "_"),
-                       choices=["tf", "tflite", "tflite_flex", "tfjs", "tfjs_webgl"],
-                       help="tfjs_webgl (or tfjs-webgl): TF.js on its WebGL backend, TF.js's limits and WebGL's own")
+                       choices=["tf", "tflite", "tflite_flex", "tfjs", "tfjs_webgl", "litertjs", "litertjs_webgpu"],
+                       help="tfjs_webgl (or tfjs-webgl): TF.js on its WebGL backend, TF.js's limits and WebGL's own; "
+                            "litertjs: the .tflite on LiteRT.js (tensor dtypes, static shapes); litertjs_webgpu: "
+                            "on its WebGPU accelerator too")
     check.set_defaults(run=cmd_check)
 
-    serve = sub.add_parser("serve", help="serve a TF.js export's demo page (index.html) and TF.js on localhost")
-    serve.add_argument("directory", metavar="DIR", help="a directory written by `noxla export --tfjs DIR`")
+    serve = sub.add_parser("serve", help="serve an export's demo page (index.html) and TF.js or LiteRT.js on localhost")
+    serve.add_argument("directory", metavar="DIR", help="a directory written by `noxla export --tfjs DIR`, or a "
+                       ".tflite (or its <stem>_litertjs/ page) written with --litertjs-page")
     serve.add_argument("--port", type=int, default=8000)
     serve.set_defaults(run=cmd_serve)
 

@@ -64,6 +64,9 @@ def assert_matches(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray],
 
 def runtime_tolerance(runtime: str) -> float:
     """The float tolerance a runtime is held to at least: a browser backend's (see BROWSER_TOLERANCE)."""
+    if runtime.startswith("litertjs_"):
+        from noxla.litertjs import TOLERANCE
+        return TOLERANCE[runtime.split("_", 1)[1]]
     return BROWSER_TOLERANCE[runtime.split("_", 1)[1]] if runtime in BROWSER_RUNTIMES else 0.0
 
 
@@ -276,6 +279,9 @@ FORCED_RUNTIMES = {
     Target.TFLITE_FLEX: ("tflite_flex",),
     Target.TFJS: ("tfjs_cpu", "tfjs_wasm"),
     Target.TFJS_WEBGL: ("chromium_webgl",),
+    # LiteRT.js in headless Chromium (tests/litertjs_harness.py).
+    Target.LITERTJS: ("litertjs_wasm",),
+    Target.LITERTJS_WEBGPU: ("litertjs_webgpu",),
 }
 
 
@@ -292,6 +298,9 @@ def run_unchecked(runtime: str, program: Program, args: Sequence[np.ndarray],
         outs = run_tflite(tflite_bytes(serving_function(program), allow_flex=True),
                           dict(zip(program.in_names, args)))
         return [outs[n] for n in program.out_names]
+    if runtime.startswith("litertjs_"):
+        from tests.litertjs_harness import run_program
+        return run_program(program, args, runtime.split("_", 1)[1])
     return runtimes.run(runtime, None, program, args, key=key)
 
 

@@ -1,0 +1,36 @@
+"""Runs traced programs on LiteRT.js in headless Chromium for the differential tests: one browser per
+test process, started by the first program that needs it (LiteRtJsRunner closes it at exit)."""
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Sequence
+
+import numpy as np
+
+from noxla.export import serving_function, tflite_bytes
+from noxla.litertjs import LiteRtJsRunner
+from noxla.tracing import Program
+
+_RUNNER: list[LiteRtJsRunner] = []
+_SCRATCH = tempfile.mkdtemp(prefix="noxla-litertjs-")
+
+
+def runner() -> LiteRtJsRunner:
+    if not _RUNNER:
+        _RUNNER.append(LiteRtJsRunner())
+    return _RUNNER[0]
+
+
+def write_program(program: Program, strict: bool = False) -> str:
+    path = os.path.join(_SCRATCH, f"program_{len(os.listdir(_SCRATCH))}.tflite")
+    with open(path, "wb") as f:
+        f.write(tflite_bytes(serving_function(program, strict=strict)))
+    return path
+
+
+def run_program(program: Program, args: Sequence[np.ndarray], accelerator: str,
+                strict: bool = False) -> list[np.ndarray]:
+    """The program's outputs on LiteRT.js ``accelerator`` (inputs by signature name)."""
+    outs = runner().run(write_program(program, strict), dict(zip(program.in_names, args)), accelerator)
+    return [outs[n] for n in program.out_names]

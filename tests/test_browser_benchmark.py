@@ -1,0 +1,58 @@
+"""tools/browser_benchmark.py's arguments, its ratio and verdict, and the report it writes (no
+browsers: the results are made up here, the measuring itself runs only in the tool)."""
+import pytest
+
+from tools import browser_benchmark as bb
+
+
+def test_arguments_default_to_every_model_on_wasm_only():
+    args = bb.parse_args([])
+    assert (args.models, args.webgpu, args.rounds, args.out) == (None, False, 9, bb.DEFAULT_OUT)
+    args = bb.parse_args(["--models", "cnn,mlp", "--rounds", "3", "--webgpu", "--out", "x.md"])
+    assert (args.models, args.webgpu, args.rounds, args.out) == ("cnn,mlp", True, 3, "x.md")
+
+
+def test_zero_rounds_is_refused():
+    with pytest.raises(SystemExit):
+        bb.parse_args(["--rounds", "0"])
+
+
+def test_ratio_to_best_is_against_the_fastest_other_path():
+    # LiteRT.js / TF.js 0.2 and / ORT 0.8: ORT is the faster other path, so the ratio is 0.8.
+    assert bb.ratio_to_best({"TF.js wasm": 0.2, "ORT-web wasm": 0.8}) == (0.8, "ORT-web wasm")
+    assert bb.ratio_to_best({}) == (None, None)
+
+
+def test_batch_mean_not_median():
+    # 0.1 ms clamped timer: three runs read 0, 0, 0.1 -> median 0, mean 1/30.
+    assert bb.per_run_ms({"ms": 0.0, "times": [0.0, 0.0, 0.1]}) == pytest.approx(0.1 / 3)
+    assert bb.per_run_ms({"ms": 2.0}) == 2.0
+
+
+def test_report_rows_verdicts_and_failures(tmp_path):
+    results = {
+        "fast": {"ms": {"LiteRT.js wasm": 0.5, "TF.js wasm": 2.0, "ORT-web wasm": 1.0},
+                 "errors": {"LiteRT.js wasm": 1e-7, "TF.js wasm": 2e-7, "ORT-web wasm": 3e-7},
+                 "notes": {}, "ratios": {"TF.js wasm": 0.25, "ORT-web wasm": 0.5}},
+        "slow": {"ms": {"LiteRT.js wasm": 1.5, "TF.js wasm": 2.0, "ORT-web wasm": 1.0},
+                 "errors": {"LiteRT.js wasm": 1e-7, "TF.js wasm": 2e-7, "ORT-web wasm": 3e-7},
+                 "notes": {}, "ratios": {"TF.js wasm": 0.75, "ORT-web wasm": 1.5}},
+        "no_onnx": {"ms": {"LiteRT.js wasm": 0.5, "TF.js wasm": 2.0}, "errors": {"LiteRT.js wasm": 1e-7},
+                    "notes": {"ORT-web wasm": "jax2onnx: NotImplementedError: a | b"},
+                    "ratios": {"TF.js wasm": 0.25}},
+    }
+    out = tmp_path / "r.md"
+    bb.write_report(str(out), results, bb.WASM_PATHS, "nice -n 10 python tools/browser_benchmark.py", "env", 9)
+    text = out.read_text()
+    assert "Command: `nice -n 10 python tools/browser_benchmark.py`" in text and "in 9 rounds" in text
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ") for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith("| model")}
+    assert set(rows) == {"fast", "slow", "no_onnx"}
+    assert rows["fast"][1:4] == ["0.500", "2.000", "1.000"] and rows["fast"][-2:] == ["0.500", "yes |"]
+    assert rows["slow"][-2:] == ["1.500", "no |"]
+    # the failure is recorded in the ORT cell (a "|" in it would break the table)
+    assert rows["no_onnx"][3] == "jax2onnx: NotImplementedError: a / b"
+    assert rows["no_onnx"][-1] == "partly (not all paths timed) |"
+    assert "- no_onnx, ORT-web wasm: jax2onnx: NotImplementedError: a | b" in text  # in full below
+    header = next(line for line in text.splitlines() if line.startswith("| model"))
+    assert header.count("|") == len(rows["fast"]) + 1

@@ -1,0 +1,88 @@
+"""The zoo on LiteRT.js in headless Chromium: per model, the error against JAX and the median
+latency on wasm and WebGPU, and the share of ops WebGPU's delegate placed on the GPU (with the ops
+it refused). tests/test_litertjs.py runs the same measure as a test.
+
+    python tools/bench_litertjs.py [--models cnn,lstm_classifier] [--repeats 20]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def measure(model, runner, directory: str, repeats: int = 0, batch: int = 1) -> dict:
+    """One zoo model on every accelerator the check accepts: {accelerator: {max_error, ms, placement}
+    | {rejected: report}}, and the .tflite's op count under "ops"."""
+    from limitations.engine import check_jaxpr
+    from lowering_rules.vocabulary import Target
+    from noxla.export import export
+    from noxla.runtimes import tflite_op_names
+    from noxla.verify import jax_outputs, relative_error
+
+    args = model.inputs(batch)
+    exported = export(model.fun, args, tflite=os.path.join(directory, f"{model.name}.tflite"),
+                      overwrite=True, demo_page=False)
+    path, program = exported.written["tflite"], exported.program
+    expected = jax_outputs(model.fun, args)
+    result: dict = {"ops": len(tflite_op_names(path))}
+    for accelerator, target in (("wasm", Target.LITERTJS), ("webgpu", Target.LITERTJS_WEBGPU)):
+        report = check_jaxpr(program.closed_jaxpr, target)
+        if not report.ok:
+            result[accelerator] = {"rejected": report.format()}
+            continue
+        outs, info = runner.run_timed(path, dict(zip(program.in_names, args)), accelerator, repeats)
+        pairs = [(outs[n], e) for n, e in zip(program.out_names, expected)]
+        result[accelerator] = {"max_error": max(relative_error(e, a) for a, e in pairs),
+                               "shapes_match": all(a.shape == e.shape for a, e in pairs),
+                               "ms": info["ms"], "placement": info["placement"]}
+    return result
+
+
+def webgpu_share(result: dict) -> float | None:
+    """The share of the model's ops WebGPU ran (None when not run there)."""
+    placement = result.get("webgpu", {}).get("placement")
+    if placement is None:
+        return None
+    if placement["gpuOps"] is None:  # the delegate printed no counts: it took every op
+        return 1.0 if placement["fullyAccelerated"] else None
+    return placement["gpuOps"] / (placement["gpuOps"] + placement["cpuOps"])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", help="comma-separated zoo model names (default: all)")
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    from noxla.litertjs import LiteRtJsRunner
+    from tests import zoo
+    models = zoo.build()
+    names = args.models.split(",") if args.models else sorted(models)
+    runner = LiteRtJsRunner()
+    print("| model | ops | wasm error | wasm ms | WebGPU error | WebGPU ms | on WebGPU | left the GPU |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    try:
+        with tempfile.TemporaryDirectory() as directory:
+            for name in names:
+                r = measure(models[name], runner, directory, args.repeats)
+                cells = [name, str(r["ops"])]
+                for accelerator in ("wasm", "webgpu"):
+                    a = r[accelerator]
+                    cells += (["rejected", "-"] if "rejected" in a else [f"{a['max_error']:.1e}", f"{a['ms']:.2f}"])
+                share = webgpu_share(r)
+                refused = sorted({u["op"] for u in r["webgpu"].get("placement", {}).get("unsupported", [])})
+                placement = r["webgpu"].get("placement") or {}
+                counts = (f" ({placement['gpuOps']}/{placement['gpuOps'] + placement['cpuOps']})"
+                          if placement.get("cpuOps") else "")
+                cells += ["-" if share is None else f"{share:.0%}{counts}", ", ".join(refused)]
+                print("| " + " | ".join(cells) + " |", flush=True)
+    finally:
+        runner.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
