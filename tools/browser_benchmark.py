@@ -11,10 +11,10 @@ batch of k in-page runs per path (outputs read back; its mean per run), alternat
 the median over rounds, and LiteRT.js wasm / other is the median of the per-round ratios, so load
 from other processes cancels out of the ratios. Standalone, so tools/benchmark.py is left as is.
 
-jax2onnx runs in a venv of its own (--jax2onnx-python; it would upgrade the main environment's
-protobuf and onnx): python -m venv --system-site-packages ~/.cache/noxla-bench/jax2onnx-venv and
-pip install jax2onnx==0.17.1 there. onnxruntime-web 1.30.0 is in package.json; a node_modules
-without it can be pointed at with --ort-modules.
+Both anchors are installed on first use under ~/.cache/noxla-bench, as tools/benchmark.py does for
+its venvs, so the project's own installs stay as they are: jax2onnx 0.17.1 in a venv of its own
+(--jax2onnx-python; it would upgrade the main environment's protobuf and onnx), onnxruntime-web
+1.30.0 in a node_modules of its own (--ort-modules; 140 MB that only this benchmark reads).
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ ORT_DIR = os.path.join(REPO, "tools", "ort_web")
 DEFAULT_OUT = os.path.join(REPO, "tools", "benchmark_results", "browser_benchmark.md")
 DEFAULT_VENV_PYTHON = os.path.expanduser("~/.cache/noxla-bench/jax2onnx-venv/bin/python")
 DEFAULT_ORT_MODULES = os.path.expanduser("~/.cache/noxla-bench/npm/node_modules")
+ORT_WEB_VERSION, JAX2ONNX_VERSION = "1.30.0", "0.17.1"  # the versions the committed report measured
 WASM_PATHS = ("LiteRT.js wasm", "TF.js wasm", "ORT-web wasm")
 WEBGPU_PATHS = ("LiteRT.js WebGPU", "ORT-web WebGPU")
 # float32 kernels on wasm agree with JAX's XLA CPU to ~1e-6 relative; WebGPU's approximate
@@ -163,11 +164,28 @@ def export_onnx(python: str, names: list[str], out: str) -> dict:
 # ---- onnxruntime-web in Chromium ----------------------------------------------------------------
 
 def ort_modules(explicit: str | None) -> str | None:
-    from noxla.runtimes import node_modules_dir
-    for candidate in (explicit, node_modules_dir(), DEFAULT_ORT_MODULES):
-        if candidate and os.path.isdir(os.path.join(candidate, "onnxruntime-web", "dist")):
-            return candidate
-    return None
+    """A node_modules holding onnxruntime-web, installed under ~/.cache/noxla-bench when missing."""
+    def has_ort(candidate):
+        return candidate and os.path.isdir(os.path.join(candidate, "onnxruntime-web", "dist"))
+    if explicit or has_ort(DEFAULT_ORT_MODULES):
+        return explicit if has_ort(explicit) else (None if explicit else DEFAULT_ORT_MODULES)
+    prefix = os.path.dirname(DEFAULT_ORT_MODULES)
+    print(f"installing onnxruntime-web {ORT_WEB_VERSION} in {prefix} ...", file=sys.stderr, flush=True)
+    os.makedirs(prefix, exist_ok=True)
+    done = subprocess.run(["npm", "install", "--prefix", prefix, "--no-save", "--no-audit", "--no-fund",
+                           f"onnxruntime-web@{ORT_WEB_VERSION}"], check=False)
+    return DEFAULT_ORT_MODULES if done.returncode == 0 and has_ort(DEFAULT_ORT_MODULES) else None
+
+
+def jax2onnx_python(given: str) -> str:
+    """The jax2onnx venv's python, creating the venv on first use (system packages visible: jax, flax)."""
+    if os.path.exists(given) or given != DEFAULT_VENV_PYTHON:
+        return given
+    root = os.path.dirname(os.path.dirname(given))
+    print(f"creating the jax2onnx venv in {root} ...", file=sys.stderr, flush=True)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", root], check=True)
+    subprocess.run([given, "-m", "pip", "install", "-q", f"jax2onnx=={JAX2ONNX_VERSION}"], check=True)
+    return given
 
 
 ORT_DTYPES = {"float32": "float32", "int32": "int32", "int64": "int64", "uint8": "uint8", "bool": "bool"}
@@ -316,7 +334,7 @@ def main(argv=None) -> int:
     results: dict = {}
     try:
         with tempfile.TemporaryDirectory() as work:
-            onnx = export_onnx(args.jax2onnx_python, names, work)
+            onnx = export_onnx(jax2onnx_python(args.jax2onnx_python), names, work)
             for name in names:
                 started = time.perf_counter()
                 results[name] = measure(models[name], runners, work, onnx[name], args)
