@@ -39,6 +39,16 @@ class Lowering:
     def in_root_graph(self):
         return self._graph.as_default() if self._graph is not None else contextlib.nullcontext()
 
+    @contextlib.contextmanager
+    def folding(self):
+        """The root graph, for an equation folded there. From inside a loop or branch body its ops
+        get a scope of their own: they would otherwise take the body's scope (``while/mul``), and
+        the TF.js converter, which flattens the bodies' names into one namespace, would read the
+        body's op of the same name in their place."""
+        inside_body = self._graph is not None and tf.compat.v1.get_default_graph() is not self._graph
+        with self.in_root_graph(), (tf.name_scope("folded/") if inside_body else contextlib.nullcontext()):
+            yield
+
     def constant(self, value) -> tf.Tensor:
         """Each weight array becomes one constant, however often and wherever it is used."""
         hit = self._constants.get(id(value))
@@ -91,7 +101,7 @@ class Lowering:
             return prepare(x)
         full_key = ("prepared", id(x), key)
         if full_key not in self._folded:
-            with self.in_root_graph():
+            with self.folding():
                 self.remember_folded(full_key, [prepare(x)])
         return self._folded[full_key][0]
 
@@ -220,7 +230,13 @@ def lower_jaxpr(lowering: Lowering, jaxpr: core.Jaxpr, consts: Sequence, args: S
         key = lowering.constant_expression_key(eqn, invals)
         outs = lowering.folded(key) if key is not None else None
         if outs is None:
-            with lowering.in_root_graph() if key is not None else contextlib.nullcontext():
+            with lowering.folding() if key is not None else contextlib.nullcontext():
+                if key is not None:
+                    # A literal read above is a constant of the current graph, which may be a loop
+                    # or branch body; the folded equation is built in the root graph, so its
+                    # literals are made again there (the other operands already live there).
+                    invals = [_read(lowering, values, v) if isinstance(v, core.Literal) else x
+                              for v, x in zip(eqn.invars, invals)]
                 outs = _apply_rule(lowering, rule, eqn, invals, scope)
             if key is not None:
                 lowering.remember_folded(key, outs)
