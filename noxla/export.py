@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import tensorflow as tf
 
@@ -443,3 +443,135 @@ def _write_with(writer, concrete, path: str, overwrite: bool) -> str:
     with atomic_output(path, overwrite) as scratch:
         writer(concrete, scratch)
     return os.path.abspath(path)
+
+
+# --------------------------------------------------------------------------- several signatures
+
+# One signature: a function and its example arguments (a tuple, as ``export_tflite``'s ``*example_args``).
+Signatures = Mapping[str, "tuple[Callable, Sequence]"]
+
+
+def _signature_functions(signatures, target: Target, strict: bool, on_step: OnStep | None) -> dict:
+    """Each signature traced, checked up front for ``target`` and lowered: key -> concrete function."""
+    if not signatures:
+        raise ExportError("no signatures to export: give {name: (function, example_args)}")
+    traced = {}
+    for key, entry in signatures.items():
+        if not isinstance(key, str) or not key:
+            raise ExportError(f"signature keys are non-empty strings, got {key!r}")
+        try:
+            fun, example_args = entry
+        except (TypeError, ValueError):
+            raise ExportError(f"signature {key!r}: give (function, example_args), got {entry!r}") from None
+        program = run_step(on_step, f"trace {key}", trace, fun, tuple(example_args), None)
+        require_supported(program, target)
+        traced[key] = program
+    return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict)
+            for key, program in traced.items()}
+
+
+@collecting_new_objects_only
+def export_signatures(signatures: Signatures, *, tflite: str | None = None, saved_model: str | None = None,
+                      allow_flex: bool = False, overwrite: bool = False, strict: bool = False,
+                      quantize: str | None = None, on_step: OnStep | None = None) -> dict[str, str]:
+    """One .tflite and/or SavedModel holding several signatures (``{key: (fun, example_args)}``),
+    each with inputs named after its function's parameters and outputs after its dict keys or
+    pytree paths, as a single-function export names them. In the .tflite each signature is
+    converted on its own (the direct path of ``tflite_bytes``) and the models are merged into one
+    flatbuffer, where equal constants (the weights the signatures share) are stored once.
+    Returns {"tflite" / "saved_model": absolute path}."""
+    wanted = {kind: path for kind, path in (("tflite", tflite), ("saved_model", saved_model)) if path is not None}
+    if not wanted:
+        raise ExportError("nothing to export: give a path for tflite or saved_model")
+    quantization.check_mode(quantize, quantization.TFLITE_MODES, "TFLite")
+    if quantize == "int8":
+        raise ExportError("int8 calibration needs representative data per signature; export several "
+                          "signatures unquantized, as float16 or as dynamic_int8")
+    for path in wanted.values():
+        ensure_writable(path, overwrite)
+    written = {}
+    if "tflite" in wanted:
+        target = Target.TFLITE_FLEX if allow_flex else Target.TFLITE
+        concretes = _signature_functions(signatures, target, strict, on_step)
+        models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize)
+                  for key, concrete in concretes.items()}
+        data = run_step(on_step, "merge signatures", merge_tflite, models)
+        written["tflite"] = run_step(on_step, f"write {tflite}", _write_bytes, data, tflite, overwrite)
+    if "saved_model" in wanted:
+        concretes = _signature_functions(signatures, Target.TF, strict, on_step)
+
+        def writer(concretes, scratch):
+            module = tf.Module()
+            for i, concrete in enumerate(concretes.values()):
+                setattr(module, f"signature_{i}", concrete)
+            tf.saved_model.save(module, scratch, signatures=concretes)
+        written["saved_model"] = run_step(on_step, f"convert+write saved_model {saved_model}", _write_with,
+                                          writer, concretes, saved_model, overwrite)
+    return written
+
+
+def merge_tflite(models: Mapping[str, bytes]) -> bytes:
+    """One flatbuffer holding each model (as ``finish_tflite`` writes them: one ``serving_default``
+    signature) under its own signature key, in the given order. Subgraphs, buffers and operator
+    codes are appended with their indices remapped; equal constant buffers are then shared across
+    all signatures (``share_constant_buffers``): the weights are stored once."""
+    from tensorflow.lite.tools import flatbuffer_utils
+    merged = None
+    for key, data in models.items():
+        model = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
+        if len(model.signatureDefs or []) != 1:
+            raise ExportError(f"signature {key!r}: expected one signature in its converted model")
+        if merged is None:
+            merged = model
+            _rename_signature(merged, 0, key)
+            continue
+        _append_model(merged, model, key)
+    share_constant_buffers(merged)
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(merged))
+
+
+def _rename_signature(model, subgraph_offset: int, key: str) -> None:
+    signature = model.signatureDefs[-1]
+    signature.signatureKey = key
+    signature.subgraphIndex += subgraph_offset
+    model.subgraphs[signature.subgraphIndex].name = key
+
+
+def _append_model(merged, model, key: str) -> None:
+    buffer_map = {0: 0}  # buffer 0 is the flatbuffer's shared empty buffer
+    for b, buffer in enumerate(model.buffers):
+        if b:
+            buffer_map[b] = len(merged.buffers)
+            merged.buffers.append(buffer)
+    codes = {_code_key(c): i for i, c in enumerate(merged.operatorCodes)}
+    code_map = {}
+    for i, code in enumerate(model.operatorCodes):
+        if _code_key(code) not in codes:
+            codes[_code_key(code)] = len(merged.operatorCodes)
+            merged.operatorCodes.append(code)
+        code_map[i] = codes[_code_key(code)]
+    offset = len(merged.subgraphs)
+    for graph in model.subgraphs:
+        for tensor in graph.tensors:
+            tensor.buffer = buffer_map[tensor.buffer]
+        for op in graph.operators or []:
+            op.opcodeIndex = code_map[op.opcodeIndex]
+            for options in (op.builtinOptions, getattr(op, "builtinOptions2", None)):
+                _shift_subgraph_indices(options, offset)
+        merged.subgraphs.append(graph)
+    merged.signatureDefs.append(model.signatureDefs[0])
+    _rename_signature(merged, offset, key)
+
+
+def _code_key(code) -> tuple:
+    return (code.builtinCode, code.deprecatedBuiltinCode, code.customCode, code.version)
+
+
+def _shift_subgraph_indices(options, offset: int) -> None:
+    """Control-flow ops name their bodies by subgraph index (WHILE's cond and body, IF's branches,
+    CALL_ONCE, a composite's decomposition): shifted with the subgraphs they point at."""
+    if options is None:
+        return
+    for name, value in vars(options).items():
+        if "subgraph" in name.lower() and isinstance(value, int):
+            setattr(options, name, value + offset)

@@ -77,8 +77,8 @@ def step(config: Config, params, tokens, input_pos, mask, kv_cache):
         q = rope((h @ layer["wq"]).reshape(t, c.heads, c.head_dim), input_pos, c.rope_theta)
         k = rope((h @ layer["wk"]).reshape(t, c.kv_heads, c.head_dim), input_pos, c.rope_theta)
         v = (h @ layer["wv"]).reshape(t, c.kv_heads, c.head_dim)
-        k_cache = k_cache.at[0, :, input_pos, :].set(k)
-        v_cache = v_cache.at[0, :, :, input_pos].set(v)
+        k_cache = jnp.asarray(k_cache).at[0, :, input_pos, :].set(k)
+        v_cache = jnp.asarray(v_cache).at[0, :, :, input_pos].set(v)
         new_cache.append((k_cache, v_cache))
         q = q.reshape(t, c.kv_heads, group, c.head_dim)
         scores = jnp.einsum("tkgd,kcd->kgtc", q, k_cache[0]) / np.sqrt(c.head_dim) + mask[0, 0]
