@@ -61,3 +61,94 @@ def test_greedy_generation_loop_in_tfjs(generation, tmp_path, tfjs_runner):
     for backend in ("cpu", "wasm"):
         outs = tfjs_runner.run(path, {"prompt": args[0], "eos": args[1]}, backend=backend)
         _assert_tokens((outs["output_0"], outs["output_1"]), expected, f"TF.js {backend}")
+
+
+# --------------------------------------------------------------------------- noxla.llm
+
+LAYOUT_CONFIG = tiny_llama.Config()
+BOS, EOS = 1, 2
+
+
+def _layout(cache_length=CACHE):
+    from noxla.llm import CacheLayout
+    c = LAYOUT_CONFIG
+    return CacheLayout(c.layers, c.kv_heads, c.head_dim, cache_length)
+
+
+def _step(params, tokens, input_pos, mask, kv_cache):
+    return tiny_llama.step(LAYOUT_CONFIG, params, tokens, input_pos, mask, kv_cache)
+
+
+def _jax_greedy(params, prompt, max_new):
+    tokens, count = jax.jit(functools.partial(tiny_llama.generate, LAYOUT_CONFIG, params, max_new=max_new,
+                                              cache_length=CACHE))(np.asarray(prompt, np.int32), np.int32(EOS))
+    return [int(t) for t in np.asarray(tokens)[:int(count)]]
+
+
+def _word_level_tokenizer(path, vocab: int) -> str:
+    """A HF tokenizer.json (WordLevel): token i is the word ``t{i}``, specials at 0-2. Written out
+    directly, so the tests need no tokenizer library; LiteRT-LM parses it with HF's tokenizers."""
+    import json
+    words = {"<pad>": 0, "<bos>": 1, "<eos>": 2, **{f"t{i}": i for i in range(3, vocab)}}
+    special = [{"id": i, "content": w, "single_word": False, "lstrip": False, "rstrip": False,
+                "normalized": False, "special": True} for w, i in list(words.items())[:3]]
+    tokenizer = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": special,
+                 "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
+                 "decoder": None, "model": {"type": "WordLevel", "vocab": words, "unk_token": "<pad>"}}
+    with open(path, "w") as f:
+        json.dump(tokenizer, f)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_llm_tflite_greedy_tokens_in_signature_runners_equal_jax(tmp_path):
+    from ai_edge_litert.interpreter import Interpreter
+
+    from noxla import llm
+    params = tiny_llama.init_params(LAYOUT_CONFIG)
+    layout = _layout()
+    path = llm.export_tflite(_step, params, str(tmp_path / "model.tflite"), layout=layout, prefill_lengths=(4, 8))
+    interpreter = Interpreter(model_path=path)
+    signatures = interpreter.get_signature_list()
+    assert set(signatures) == {"prefill_4", "prefill_8", "decode"}
+    cache = llm.cache_names(layout)
+    assert sorted(signatures["decode"]["inputs"]) == sorted(["tokens", "input_pos", "mask", *cache])
+    assert sorted(signatures["decode"]["outputs"]) == sorted(["logits", *cache])
+    assert sorted(signatures["prefill_8"]["outputs"]) == sorted(cache)
+    runner = interpreter.get_signature_runner("decode")
+    details = runner.get_input_details()
+    assert tuple(details["kv_cache_v_1"]["shape"]) == (1, LAYOUT_CONFIG.kv_heads, LAYOUT_CONFIG.head_dim, CACHE)
+    assert tuple(details["mask"]["shape"]) == (1, 1, 1, CACHE)
+    assert tuple(runner.get_output_details()["logits"]["shape"]) == (1, 1, LAYOUT_CONFIG.vocab)
+    for prompt in ([BOS, 17, 42, 5, 9], [BOS, 60, 7, 33, 21, 8, 70, 12, 4]):
+        expected = _jax_greedy(params, prompt, MAX_NEW)
+        assert len(set(expected)) >= 6, f"degenerate greedy decoding: {expected}"
+        assert llm.greedy_tokens(path, prompt, MAX_NEW, layout, stop_tokens=[EOS]) == expected, prompt
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "LiteRT-LM 0.18.1's engine decodes the bundle's first two greedy tokens as JAX does, then "
+    "diverges (58 39 58 52 ... against JAX's 58 39 20 48 ...), with float32 activations too. The same "
+    ".tflite in LiteRT's signature runners gives JAX's tokens (the test above), so the engine drives "
+    "the signatures otherwise than noxla.llm.greedy_tokens assumes (padding, positions, mask or cache "
+    "hand-over); not yet found"))
+def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path):
+    """The bundle in LiteRT-LM's own engine (run in the builder's venv: litert_lm does not import
+    beside TF 2.19's protobuf) decodes the same greedy tokens as JAX."""
+    import re
+
+    from noxla import litertlm_bundle, llm
+    params = tiny_llama.init_params(LAYOUT_CONFIG)
+    layout = _layout()
+    tokenizer = _word_level_tokenizer(tmp_path / "tokenizer.json", LAYOUT_CONFIG.vocab)
+    path = llm.export_litertlm(_step, params, str(tmp_path / "model.litertlm"), tokenizer=tokenizer, layout=layout,
+                               start_token=BOS, stop_tokens=[EOS], prefill_lengths=(8,))
+    words = [17, 42, 5, 9]
+    expected = _jax_greedy(params, [BOS, *words], MAX_NEW)
+    reply = litertlm_bundle.call("generate", {"model": path, "prompt": " ".join(f"t{w}" for w in words),
+                                              "max_num_tokens": CACHE, "max_output_tokens": MAX_NEW})
+    text = "".join(reply["texts"])
+    generated = [int(t) for t in re.findall(r"t(\d+)", text)]
+    expected_words = [t for t in expected if t != EOS]
+    assert generated == expected_words, (text, expected)
