@@ -8,8 +8,13 @@ The decode step's form (Flax, Equinox or plain JAX code wraps its model in it)::
 ``tokens`` int32 [1, T]; ``input_pos`` int32 [T], the positions of those tokens; ``mask`` float32
 [1, 1, T, C], additive (0 where a query may attend to a cache slot, -inf elsewhere);
 ``kv_cache`` a list with one ``(k, v)`` pair per layer, ``k`` float32 [1, kv_heads, C, head_dim]
-and ``v`` stored transposed, [1, kv_heads, head_dim, C]; the step writes the new tokens' keys and
-values at ``input_pos`` and returns the whole cache. ``logits`` float32 [1, T, vocab].
+and ``v`` stored transposed, [1, kv_heads, head_dim, C]; the step writes the T new keys and values
+into slots ``input_pos[0]`` .. ``input_pos[0] + T - 1`` (``lax.dynamic_update_slice``) and returns
+the whole cache. ``logits`` float32 [1, T, vocab]. Why contiguous slots: LiteRT-LM runs a short
+prompt through a longer ``prefill_N`` with the padding at position 0 (measured with probe models
+on litert-lm-api 0.18.1); a scatter at ``input_pos`` would let the padding overwrite slot 0, while
+the slots a contiguous write pads are overwritten by the following decode steps before any query
+may see them.
 
 The exported tensors are LiteRT-LM's contract (as litert-torch writes it): inputs ``tokens``,
 ``input_pos``, ``mask``, ``kv_cache_k_{i}``, ``kv_cache_v_{i}``; outputs the same cache names,
@@ -133,8 +138,9 @@ def export_litertlm(step: Callable, params, path: str, *, tokenizer: str, layout
 def greedy_tokens(tflite_path: str, prompt: Sequence[int], max_new: int, layout: CacheLayout,
                   stop_tokens: Sequence[int] = ()) -> list[int]:
     """Greedy generation through LiteRT's signature runners, as LiteRT-LM drives them: the prompt
-    but its last token through the shortest ``prefill_N`` that holds it (padded), then ``decode``
-    from the last prompt token. For checking an export against the model's own JAX generation."""
+    but its last token through the shortest ``prefill_N`` that holds it (padded with token 0 at
+    position 0), then ``decode`` from the last prompt token. For checking an export against the
+    model's own JAX generation."""
     from ai_edge_litert.interpreter import Interpreter
     interpreter = Interpreter(model_path=tflite_path)
     keys = interpreter.get_signature_list()
@@ -146,7 +152,8 @@ def greedy_tokens(tflite_path: str, prompt: Sequence[int], max_new: int, layout:
         n = next((n for n in lengths if n >= len(head)), None)
         if n is None:
             raise ValueError(f"no prefill signature holds {len(head)} tokens (have {lengths})")
-        positions = np.arange(n, dtype=np.int32)  # the padding's keys land past the prompt, never attended
+        positions = np.zeros(n, np.int32)  # the padding at position 0, as LiteRT-LM pads
+        positions[:len(head)] = np.arange(len(head))
         tokens = np.zeros((1, n), np.int32)
         tokens[0, :len(head)] = head
         cache = interpreter.get_signature_runner(f"prefill_{n}")(

@@ -127,12 +127,6 @@ def test_llm_tflite_greedy_tokens_in_signature_runners_equal_jax(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "LiteRT-LM 0.18.1's engine decodes the bundle's first two greedy tokens as JAX does, then "
-    "diverges (58 39 58 52 ... against JAX's 58 39 20 48 ...), with float32 activations too. The same "
-    ".tflite in LiteRT's signature runners gives JAX's tokens (the test above), so the engine drives "
-    "the signatures otherwise than noxla.llm.greedy_tokens assumes (padding, positions, mask or cache "
-    "hand-over); not yet found"))
 def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path):
     """The bundle in LiteRT-LM's own engine (run in the builder's venv: litert_lm does not import
     beside TF 2.19's protobuf) decodes the same greedy tokens as JAX."""

@@ -77,8 +77,11 @@ def step(config: Config, params, tokens, input_pos, mask, kv_cache):
         q = rope((h @ layer["wq"]).reshape(t, c.heads, c.head_dim), input_pos, c.rope_theta)
         k = rope((h @ layer["wk"]).reshape(t, c.kv_heads, c.head_dim), input_pos, c.rope_theta)
         v = (h @ layer["wv"]).reshape(t, c.kv_heads, c.head_dim)
-        k_cache = jnp.asarray(k_cache).at[0, :, input_pos, :].set(k)
-        v_cache = jnp.asarray(v_cache).at[0, :, :, input_pos].set(v)
+        # The T new entries fill the slots from input_pos[0] on: LiteRT-LM pads a short prompt
+        # with position 0, and a scatter at input_pos would let the padding overwrite slot 0.
+        start = input_pos[0]
+        k_cache = lax.dynamic_update_slice(k_cache, k.transpose(1, 0, 2)[None], (0, 0, start, 0))
+        v_cache = lax.dynamic_update_slice(v_cache, v.transpose(1, 2, 0)[None], (0, 0, 0, start))
         new_cache.append((k_cache, v_cache))
         q = q.reshape(t, c.kv_heads, group, c.head_dim)
         scores = jnp.einsum("tkgd,kcd->kgtc", q, k_cache[0]) / np.sqrt(c.head_dim) + mask[0, 0]
