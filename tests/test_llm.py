@@ -146,3 +146,19 @@ def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path):
     generated = [int(t) for t in re.findall(r"t(\d+)", text)]
     expected_words = [t for t in expected if t != EOS]
     assert generated == expected_words, (text, expected)
+
+
+def tiny_decoder():
+    """For the CLI test: what ``noxla llm-export MODULE:FUNCTION`` loads."""
+    return _step, tiny_llama.init_params(LAYOUT_CONFIG), _layout()
+
+
+@pytest.mark.slow
+def test_cli_llm_export_writes_a_tflite_with_jax_greedy_tokens(tmp_path):
+    from noxla import llm
+    from noxla.cli import main
+    path = str(tmp_path / "cli.tflite")
+    assert main(["llm-export", "tests.test_llm:tiny_decoder", "--tflite", path, "--prefill", "4"]) == 0
+    step, params, layout = tiny_decoder()
+    prompt = [BOS, 33, 8, 61]
+    assert llm.greedy_tokens(path, prompt, MAX_NEW, layout, stop_tokens=[EOS]) == _jax_greedy(params, prompt, MAX_NEW)
