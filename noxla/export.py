@@ -466,7 +466,8 @@ def _signature_functions(signatures, target: Target, strict: bool, on_step: OnSt
         program = run_step(on_step, f"trace {key}", trace, fun, tuple(example_args), None)
         require_supported(program, target)
         traced[key] = program
-    return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict)
+    weights: dict = {}  # the signatures' weights, held once for all of them (see ``Lowering``)
+    return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict, weights=weights)
             for key, program in traced.items()}
 
 
