@@ -124,11 +124,24 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         converter._validate_inputs(graph_def, inputs)
         flags = converter._get_base_converter_args()
         flags.update(converter._quant_mode.converter_flags())
-        data = tflite_convert.convert_graphdef(graph_def, inputs, list(concrete.outputs), **flags)
-        del graph_def  # the weights' copy in it is not needed while the flatbuffer is finished
+        # The converter serializes the GraphDef it is given; given it serialized, the proto (a copy
+        # of the weights) is freed before the conversion's own copies are made.
+        serialized = _SerializedGraphDef(graph_def.SerializeToString())
+        del graph_def
+        data = tflite_convert.convert_graphdef(serialized, inputs, list(concrete.outputs), **flags)
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
     return finish_tflite(data, in_names, sorted(concrete.structured_outputs))
+
+
+class _SerializedGraphDef:
+    """A GraphDef already serialized, as ``convert_graphdef`` reads it (``SerializeToString`` only)."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def SerializeToString(self) -> bytes:  # noqa: N802  (protobuf's name)
+        return self.data
 
 
 # The dtypes whose values ``make_tensor_proto`` writes as raw ``tensor_content`` (more than one element).
