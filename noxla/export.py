@@ -187,7 +187,9 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     own last step (skipped by ``tflite_bytes``) does. One unpack and pack of the flatbuffer."""
     from tensorflow.lite.python import schema_py_generated as schema
     from tensorflow.lite.tools import flatbuffer_utils
-    model = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
+    # Read from the bytes themselves: the buffers become read-only views of them, not of a copy
+    # (nothing here writes into a buffer's data; sharing only re-points tensors).
+    model = flatbuffer_utils.read_model_from_bytearray(data)
     main = model.subgraphs[0]
 
     def tensor_map(name, index):
@@ -565,7 +567,7 @@ def merge_tflite(models: Mapping[str, bytes]) -> bytes:
     from tensorflow.lite.tools import flatbuffer_utils
     merged = None
     for key, data in models.items():
-        model = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
+        model = flatbuffer_utils.read_model_from_bytearray(data)  # views, as in ``finish_tflite``
         if len(model.signatureDefs or []) != 1:
             raise ExportError(f"signature {key!r}: expected one signature in its converted model")
         if merged is None:
