@@ -200,6 +200,10 @@ def lower_custom_vjp_call(ctx, *args, call_jaxpr, fwd_jaxpr_thunk, num_consts, b
     case("f16", lambda p, x: lax.cond(p, jnp.sin, jnp.tanh, x), np.bool_(False), f16(3, 4)),
     case("platform_dependent", lambda x: lax.platform_dependent(x, cpu=jnp.sin, default=jnp.cos), f32(3)),
     case("constant_pred", lambda x: lax.cond(jnp.int32(2) > 1, jnp.sin, jnp.cos, x), f32(3)),
+    # Constants made inside the branches (from literals only) are folded into the root graph.
+    case("constants_made_in_branches",
+         lambda p, x: lax.cond(p > 0, lambda a: a + jnp.ones((2, 4)), lambda a: a - jnp.arange(8.0).reshape(2, 4), x),
+         np.int32(-2), f32(2, 4)),
     case("polymorphic", lambda p, x: lax.cond(p, jnp.sin, lambda a: a * 2.0, x), np.bool_(True), f32(3, 4),
          polymorphic_shapes=(None, "(b, 4)")),
 ])
@@ -300,6 +304,13 @@ def _shape_invariant(aval) -> tf.TensorShape:
     case("consts_in_cond_and_body",
          lambda lim, x: lax.while_loop(lambda c: c[0] < lim, lambda c: (c[0] + 1, jnp.sin(c[1]) + x), (0, x)),
          np.int32(4), f32(2, 3)),
+    # Constants made inside the body from literals only are folded into the root graph.
+    case("constant_made_in_body",
+         lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] + jnp.ones((2, 4))), (0, x)),
+         f32(2, 4)),
+    case("fori_dynamic_bound_constant_in_body",
+         lambda n, x: lax.fori_loop(0, n, lambda i, c: c * 0.5 + jnp.arange(4.0) * jnp.ones((3, 4)), x),
+         np.int32(3), f32(3, 4)),
     case("polymorphic",
          lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, jnp.sin(c[1])), (0, x)),
          f32(5, 2), polymorphic_shapes=("(b, 2)",)),
@@ -310,9 +321,18 @@ def lower_while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     init = list(args[cond_nconsts + body_nconsts:])
     cond_fn, body_fn = ctx.sub_program(cond_jaxpr), ctx.sub_program(body_jaxpr)
     carry_avals = ctx.avals_in[cond_nconsts + body_nconsts:]
-    return tf.while_loop(lambda *carry: cond_fn(*cond_consts, *carry)[0],
-                         lambda *carry: body_fn(*body_consts, *carry),
-                         init, shape_invariants=[_shape_invariant(a) for a in carry_avals])
+    invariants = [_shape_invariant(a) for a in carry_avals]
+
+    def body(*carry):
+        outs = body_fn(*body_consts, *carry)
+        # A rule may leave a static size unknown (dynamic_update_slice's select): JAX's avals
+        # know it, and tf.while_loop rejects a body output less precise than its invariant.
+        for out, invariant in zip(outs, invariants):
+            if isinstance(out, tf.Tensor):
+                out.set_shape(invariant)
+        return outs
+    return tf.while_loop(lambda *carry: cond_fn(*cond_consts, *carry)[0], body, init,
+                         shape_invariants=invariants)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,13 +1,14 @@
 """The public API: ``convert``, ``check`` and the ``export_*`` functions."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
 from lowering_rules.vocabulary import Target
 from noxla import gradients
-from noxla.export import DEFAULT_SHARD_BYTES, OnStep, export, full_check
+from noxla.errors import ExportError
+from noxla.export import DEFAULT_SHARD_BYTES, OnStep, export, export_signatures, full_check
 from noxla.tracing import check_callable, trace
 
 
@@ -68,7 +69,15 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
     ``variables``: the positional argument(s) (index or parameter name) kept as ``tf.Variable``s
     holding their example values, so the model fine-tunes (``trainable_variables``) and shares its
     weights; the signature takes only the other arguments. ``with_gradient=False``: a gradient is an
-    error, and saving skips tracing JAX's VJP (2-5x faster). ``strict``: see ``convert``."""
+    error, and saving skips tracing JAX's VJP (2-5x faster). ``strict``: see ``convert``.
+    ``fun`` may instead be ``{signature_key: (function, example_args)}``: one SavedModel with a
+    signature per key (see ``export_tflite``; without ``variables``)."""
+    if isinstance(fun, Mapping):
+        _check_signatures_call(example_args, polymorphic_shapes)
+        if variables is not None or polymorphic_constraints:
+            raise ExportError("variables and polymorphic_constraints take one function, not several signatures")
+        return export_signatures(fun, saved_model=path, overwrite=overwrite, strict=strict,
+                                 on_step=on_step)["saved_model"]
     return export(fun, example_args, saved_model=path, polymorphic_shapes=polymorphic_shapes,
                   polymorphic_constraints=polymorphic_constraints, saved_model_variables=variables,
                   saved_model_gradient=with_gradient, overwrite=overwrite, strict=strict,
@@ -82,7 +91,17 @@ def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=No
     ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
     ``quantize``: None, "float16", "dynamic_int8" or "int8" (see noxla.quantize); "int8" calibrates
     on ``representative_data``: a callable yielding samples (one array per input, shaped like the
-    example's), or one array per input with a leading axis of samples."""
+    example's), or one array per input with a leading axis of samples.
+
+    ``fun`` may instead be ``{signature_key: (function, example_args)}`` (e.g. ``prefill_8`` and
+    ``decode``): one .tflite with a signature per key, for LiteRT's signature runners, whose
+    weights are stored once however many signatures use them (not with ``quantize="int8"``)."""
+    if isinstance(fun, Mapping):
+        _check_signatures_call(example_args, polymorphic_shapes)
+        if representative_data is not None:
+            raise ExportError("representative_data is for int8, which several signatures do not take")
+        return export_signatures(fun, tflite=path, allow_flex=allow_flex, overwrite=overwrite, strict=strict,
+                                 quantize=quantize, on_step=on_step)["tflite"]
     return export(fun, example_args, tflite=path, polymorphic_shapes=polymorphic_shapes, allow_flex=allow_flex,
                   overwrite=overwrite, strict=strict, quantize=quantize, representative_data=representative_data,
                   on_step=on_step).written["tflite"]
@@ -97,3 +116,12 @@ def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None
     return export(fun, example_args, tfjs=path, polymorphic_shapes=polymorphic_shapes, overwrite=overwrite,
                   strict=strict, tfjs_quantize=quantize, tfjs_shard_bytes=weight_shard_size_bytes,
                   on_step=on_step).written["tfjs"]
+
+
+def _check_signatures_call(example_args, polymorphic_shapes) -> None:
+    if example_args:
+        raise ExportError("with {signature_key: (function, example_args)}, the example arguments go in "
+                          "the dict, not after it")
+    if polymorphic_shapes is not None:
+        raise ExportError("several signatures take static shapes: export one signature per shape "
+                          "(e.g. prefill_8, prefill_32)")

@@ -291,6 +291,24 @@ def cmd_limitations(args, out, err) -> int:
     return 0
 
 
+def cmd_llm_export(args, out, err) -> int:
+    from noxla import llm
+    if not args.tflite and not args.litertlm:
+        raise SystemExit("noxla llm-export: give --tflite and/or --litertlm")
+    if args.litertlm and (args.tokenizer is None or args.start_token is None or not args.stop_token):
+        raise SystemExit("noxla llm-export: --litertlm needs --tokenizer, --start-token and --stop-token")
+    step, params, layout = load_function(args.decoder)()
+    common = dict(layout=layout, prefill_lengths=args.prefill or (8,), quantize=args.quantize,
+                  overwrite=args.force, on_step=Progress(out))
+    if args.tflite:
+        print(f"wrote {llm.export_tflite(step, params, args.tflite, **common)}", file=out)
+    if args.litertlm:
+        path = llm.export_litertlm(step, params, args.litertlm, tokenizer=args.tokenizer,
+                                   start_token=args.start_token, stop_tokens=args.stop_token, **common)
+        print(f"wrote {path}", file=out)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="noxla", description="Lower JAX programs to plain TF ops "
                                      "(no XLA) for TFLite builtins, TF.js and SavedModel.")
@@ -350,6 +368,21 @@ def build_parser() -> argparse.ArgumentParser:
                        ".tflite (or its <stem>_litertjs/ page) written with --litertjs-page")
     serve.add_argument("--port", type=int, default=8000)
     serve.set_defaults(run=cmd_serve)
+
+    llm_export = sub.add_parser("llm-export", help="export a JAX decode step (noxla.llm's form) to the .tflite "
+                                "and/or .litertlm that LiteRT-LM runs")
+    llm_export.add_argument("decoder", metavar="MODULE:FUNCTION",
+                            help="returns (step, params, noxla.llm.CacheLayout); see noxla.llm for the step's form")
+    llm_export.add_argument("--tflite", metavar="FILE")
+    llm_export.add_argument("--litertlm", metavar="FILE", help="also needs --tokenizer, --start-token, --stop-token")
+    llm_export.add_argument("--tokenizer", metavar="FILE", help="a HF tokenizer.json or a SentencePiece model")
+    llm_export.add_argument("--start-token", type=int)
+    llm_export.add_argument("--stop-token", type=int, action="append", default=[])
+    llm_export.add_argument("--prefill", type=int, action="append", metavar="N",
+                            help="a prefill_N signature (repeatable; default 8)")
+    llm_export.add_argument("--quantize", choices=["float16", "dynamic_int8"])
+    llm_export.add_argument("--force", action="store_true", help="replace existing outputs")
+    llm_export.set_defaults(run=cmd_llm_export)
 
     limitations = sub.add_parser("limitations", help="print the generated limitations table")
     limitations.set_defaults(run=cmd_limitations)

@@ -11,13 +11,15 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import hashlib
 import json
 import os
 import shutil
 import tempfile
 import time
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from limitations.engine import Report, check_jaxpr
@@ -127,10 +129,29 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         converter._validate_inputs(graph_def, inputs)
         flags = converter._get_base_converter_args()
         flags.update(converter._quant_mode.converter_flags())
-        data = tflite_convert.convert_graphdef(graph_def, inputs, list(concrete.outputs), **flags)
+        # The converter serializes the GraphDef it is given; given it serialized, the proto (a copy
+        # of the weights) is freed before the conversion's own copies are made.
+        serialized = _SerializedGraphDef(graph_def.SerializeToString())
+        del graph_def
+        data = tflite_convert.convert_graphdef(serialized, inputs, list(concrete.outputs), **flags)
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
     return finish_tflite(data, in_names, sorted(concrete.structured_outputs))
+
+
+class _SerializedGraphDef:
+    """A GraphDef already serialized, as ``convert_graphdef`` reads it (``SerializeToString`` only)."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def SerializeToString(self) -> bytes:  # noqa: N802  (protobuf's name)
+        return self.data
+
+
+# The dtypes whose values ``make_tensor_proto`` writes as raw ``tensor_content`` (more than one element).
+_CONTENT_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32,
+                                         np.int64, np.uint8, np.uint16)}
 
 
 def frozen_graph_def(concrete) -> tuple:
@@ -147,7 +168,16 @@ def frozen_graph_def(concrete) -> tuple:
             node.op = "Const"
             node.ClearField("attr")
             node.attr["dtype"].type = value.dtype.as_datatype_enum
-            node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value.numpy()))
+            array = value.numpy()
+            if array.dtype in _CONTENT_DTYPES and array.size > 1:
+                # A weight's bytes written straight into the node: ``make_tensor_proto`` would
+                # build a second proto of the same size to copy from.
+                tensor = node.attr["value"].tensor
+                tensor.dtype = value.dtype.as_datatype_enum
+                tensor.tensor_shape.CopyFrom(tf.TensorShape(array.shape).as_proto())
+                tensor.tensor_content = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
+            else:
+                node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(array))
     internal = {t.ref() for _, t in concrete.graph.captures}
     return graph_def, [t for t in concrete.inputs if t.ref() not in internal]
 
@@ -162,7 +192,9 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     own last step (skipped by ``tflite_bytes``) does. One unpack and pack of the flatbuffer."""
     from tensorflow.lite.python import schema_py_generated as schema
     from tensorflow.lite.tools import flatbuffer_utils
-    model = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
+    # Read from the bytes themselves: the buffers become read-only views of them, not of a copy
+    # (nothing here writes into a buffer's data; sharing only re-points tensors).
+    model = flatbuffer_utils.read_model_from_bytearray(data)
     main = model.subgraphs[0]
 
     def tensor_map(name, index):
@@ -191,7 +223,9 @@ def share_constant_buffers(model) -> None:
     """Point the constant tensors with equal data at one buffer and empty the others' (an unpacked
     flatbuffer model, ``ModelT``). A constant: a tensor that ops only read (not variables, not a
     mutated operand), that no op writes and that is no subgraph input or output."""
-    first: dict[bytes, int] = {}  # data -> the buffer that keeps it
+    # A digest of the data -> the buffers that keep data with it: the weights' bytes as keys would
+    # be one more copy of them all.
+    first: dict[bytes, list[int]] = {}
     dropped = set()
     for graph in model.subgraphs:
         read = set()
@@ -210,12 +244,26 @@ def share_constant_buffers(model) -> None:
             data = model.buffers[tensor.buffer].data if tensor.buffer > 0 else None
             if data is None or isinstance(data, list) or data.size == 0:
                 continue
-            kept = first.setdefault(data.tobytes(), tensor.buffer)
+            kept = _equal_buffer(model, first.setdefault(_buffer_digest(data), []), data, tensor.buffer)
             if kept != tensor.buffer:
                 dropped.add(tensor.buffer)
                 tensor.buffer = kept
     for b in dropped - {t.buffer for graph in model.subgraphs for t in graph.tensors}:
         model.buffers[b].data = None
+
+
+def _buffer_digest(data: np.ndarray) -> bytes:
+    return hashlib.blake2b(np.ascontiguousarray(data).view(np.uint8), digest_size=16).digest()
+
+
+def _equal_buffer(model, candidates: list, data: np.ndarray, buffer: int) -> int:
+    """The first of ``candidates`` (buffers with ``data``'s digest) that holds the same bytes, else
+    ``buffer``, which joins them."""
+    for kept in candidates:
+        if kept == buffer or np.array_equal(model.buffers[kept].data.view(np.uint8), data.view(np.uint8)):
+            return kept
+    candidates.append(buffer)
+    return buffer
 
 
 @contextlib.contextmanager
@@ -474,3 +522,136 @@ def _write_with(writer, concrete, path: str, overwrite: bool) -> str:
     with atomic_output(path, overwrite) as scratch:
         writer(concrete, scratch)
     return os.path.abspath(path)
+
+
+# --------------------------------------------------------------------------- several signatures
+
+# One signature: a function and its example arguments (a tuple, as ``export_tflite``'s ``*example_args``).
+Signatures = Mapping[str, "tuple[Callable, Sequence]"]
+
+
+def _signature_functions(signatures, target: Target, strict: bool, on_step: OnStep | None) -> dict:
+    """Each signature traced, checked up front for ``target`` and lowered: key -> concrete function."""
+    if not signatures:
+        raise ExportError("no signatures to export: give {name: (function, example_args)}")
+    traced = {}
+    for key, entry in signatures.items():
+        if not isinstance(key, str) or not key:
+            raise ExportError(f"signature keys are non-empty strings, got {key!r}")
+        try:
+            fun, example_args = entry
+        except (TypeError, ValueError):
+            raise ExportError(f"signature {key!r}: give (function, example_args), got {entry!r}") from None
+        program = run_step(on_step, f"trace {key}", trace, fun, tuple(example_args), None)
+        require_supported(program, target)
+        traced[key] = program
+    weights: dict = {}  # the signatures' weights, held once for all of them (see ``Lowering``)
+    return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict, weights=weights)
+            for key, program in traced.items()}
+
+
+@collecting_new_objects_only
+def export_signatures(signatures: Signatures, *, tflite: str | None = None, saved_model: str | None = None,
+                      allow_flex: bool = False, overwrite: bool = False, strict: bool = False,
+                      quantize: str | None = None, on_step: OnStep | None = None) -> dict[str, str]:
+    """One .tflite and/or SavedModel holding several signatures (``{key: (fun, example_args)}``),
+    each with inputs named after its function's parameters and outputs after its dict keys or
+    pytree paths, as a single-function export names them. In the .tflite each signature is
+    converted on its own (the direct path of ``tflite_bytes``) and the models are merged into one
+    flatbuffer, where equal constants (the weights the signatures share) are stored once.
+    Returns {"tflite" / "saved_model": absolute path}."""
+    wanted = {kind: path for kind, path in (("tflite", tflite), ("saved_model", saved_model)) if path is not None}
+    if not wanted:
+        raise ExportError("nothing to export: give a path for tflite or saved_model")
+    quantization.check_mode(quantize, quantization.TFLITE_MODES, "TFLite")
+    if quantize == "int8":
+        raise ExportError("int8 calibration needs representative data per signature; export several "
+                          "signatures unquantized, as float16 or as dynamic_int8")
+    for path in wanted.values():
+        ensure_writable(path, overwrite)
+    written = {}
+    if "tflite" in wanted:
+        target = Target.TFLITE_FLEX if allow_flex else Target.TFLITE
+        concretes = _signature_functions(signatures, target, strict, on_step)
+        models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize)
+                  for key, concrete in concretes.items()}
+        data = run_step(on_step, "merge signatures", merge_tflite, models)
+        written["tflite"] = run_step(on_step, f"write {tflite}", _write_bytes, data, tflite, overwrite)
+    if "saved_model" in wanted:
+        concretes = _signature_functions(signatures, Target.TF, strict, on_step)
+
+        def writer(concretes, scratch):
+            module = tf.Module()
+            for i, concrete in enumerate(concretes.values()):
+                setattr(module, f"signature_{i}", concrete)
+            tf.saved_model.save(module, scratch, signatures=concretes)
+        written["saved_model"] = run_step(on_step, f"convert+write saved_model {saved_model}", _write_with,
+                                          writer, concretes, saved_model, overwrite)
+    return written
+
+
+def merge_tflite(models: Mapping[str, bytes]) -> bytes:
+    """One flatbuffer holding each model (as ``finish_tflite`` writes them: one ``serving_default``
+    signature) under its own signature key, in the given order. Subgraphs, buffers and operator
+    codes are appended with their indices remapped; equal constant buffers are then shared across
+    all signatures (``share_constant_buffers``): the weights are stored once."""
+    from tensorflow.lite.tools import flatbuffer_utils
+    merged = None
+    for key, data in models.items():
+        model = flatbuffer_utils.read_model_from_bytearray(data)  # views, as in ``finish_tflite``
+        if len(model.signatureDefs or []) != 1:
+            raise ExportError(f"signature {key!r}: expected one signature in its converted model")
+        if merged is None:
+            merged = model
+            _rename_signature(merged, 0, key)
+            continue
+        _append_model(merged, model, key)
+    share_constant_buffers(merged)
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(merged))
+
+
+def _rename_signature(model, subgraph_offset: int, key: str) -> None:
+    signature = model.signatureDefs[-1]
+    signature.signatureKey = key
+    signature.subgraphIndex += subgraph_offset
+    model.subgraphs[signature.subgraphIndex].name = key
+
+
+def _append_model(merged, model, key: str) -> None:
+    buffer_map = {0: 0}  # buffer 0 is the flatbuffer's shared empty buffer
+    for b, buffer in enumerate(model.buffers):
+        if b:
+            buffer_map[b] = len(merged.buffers)
+            merged.buffers.append(buffer)
+    codes = {_code_key(c): i for i, c in enumerate(merged.operatorCodes)}
+    code_map = {}
+    for i, code in enumerate(model.operatorCodes):
+        if _code_key(code) not in codes:
+            codes[_code_key(code)] = len(merged.operatorCodes)
+            merged.operatorCodes.append(code)
+        code_map[i] = codes[_code_key(code)]
+    offset = len(merged.subgraphs)
+    for graph in model.subgraphs:
+        for tensor in graph.tensors:
+            tensor.buffer = buffer_map[tensor.buffer]
+        for op in graph.operators or []:
+            op.opcodeIndex = code_map[op.opcodeIndex]
+            for options in (op.builtinOptions, getattr(op, "builtinOptions2", None)):
+                _shift_subgraph_indices(options, offset)
+        merged.subgraphs.append(graph)
+    merged.signatureDefs.append(model.signatureDefs[0])
+    _rename_signature(merged, offset, key)
+
+
+def _code_key(code) -> tuple:
+    return (code.builtinCode, code.deprecatedBuiltinCode, code.customCode, code.version)
+
+
+def _shift_subgraph_indices(options, offset: int) -> None:
+    """Control-flow ops name their bodies by subgraph index (WHILE's cond and body, IF's branches,
+    CALL_ONCE, a composite's decomposition): shifted with the subgraphs they point at."""
+    if options is None:
+        return
+    for name, value in vars(options).items():
+        if "subgraph" in name.lower() and isinstance(value, int):
+            setattr(options, name, value + offset)

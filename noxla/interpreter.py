@@ -19,11 +19,15 @@ from lowering_rules.vocabulary import rule_params
 from noxla.errors import LoweringError, NoxlaError, source_line
 from noxla.shapes import Dims
 
+# Arrays from this size on are weights that ``Lowering(weights=...)`` shares; smaller ones stay
+# Consts in the graph, where rules may read their values (``tf.get_static_value``).
+WEIGHT_BYTES = 1 << 16
+
 
 class Lowering:
     """State shared by one lowering: dimension sizes and the constants emitted so far."""
 
-    def __init__(self, dims: Dims, inputs: Sequence = (), strict: bool = False):
+    def __init__(self, dims: Dims, inputs: Sequence = (), strict: bool = False, weights: dict | None = None):
         self.dims = dims
         self.inputs = list(inputs)
         # strict: IEEE-exact lowerings (NaN/inf as JAX) instead of the fused fast ones.
@@ -35,9 +39,25 @@ class Lowering:
         self._infinity: tf.Tensor | None = None
         self._constant_derived: dict[int, tf.Tensor] = {}   # id -> tensor computed from constants only
         self._folded: dict[tuple, list] = {}
+        # ``weights``: id(array) -> (array, eager tensor), shared by lowerings of the same weights
+        # (the signatures of one model). A large array is then held once, as an eager tensor the
+        # graph captures, instead of as a Const in each graph and each of its function
+        # definitions (three copies per graph, measured on TF 2.19); freezing makes it a Const
+        # again (``export.frozen_graph_def``).
+        self._weights = weights
 
     def in_root_graph(self):
         return self._graph.as_default() if self._graph is not None else contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def folding(self):
+        """The root graph, for an equation folded there. From inside a loop or branch body its ops
+        get a scope of their own: they would otherwise take the body's scope (``while/mul``), and
+        the TF.js converter, which flattens the bodies' names into one namespace, would read the
+        body's op of the same name in their place."""
+        inside_body = self._graph is not None and tf.compat.v1.get_default_graph() is not self._graph
+        with self.in_root_graph(), (tf.name_scope("folded/") if inside_body else contextlib.nullcontext()):
+            yield
 
     def constant(self, value) -> tf.Tensor:
         """Each weight array becomes one constant, however often and wherever it is used."""
@@ -47,6 +67,12 @@ class Lowering:
             with self.in_root_graph():
                 if complex_values.is_complex_dtype(array.dtype):
                     hit = (value, complex_values.constant(array))
+                elif self._weights is not None and self._graph is not None and array.nbytes >= WEIGHT_BYTES:
+                    if id(value) not in self._weights:
+                        with tf.init_scope():
+                            self._weights[id(value)] = (value, constant(array))
+                    hit = (value, self._graph.capture(self._weights[id(value)][1]))
+                    self._constant_derived[id(hit[1])] = hit[1]
                 else:
                     hit = (value, constant(array))
                     self._constant_derived[id(hit[1])] = hit[1]
@@ -91,7 +117,7 @@ class Lowering:
             return prepare(x)
         full_key = ("prepared", id(x), key)
         if full_key not in self._folded:
-            with self.in_root_graph():
+            with self.folding():
                 self.remember_folded(full_key, [prepare(x)])
         return self._folded[full_key][0]
 
@@ -220,7 +246,13 @@ def lower_jaxpr(lowering: Lowering, jaxpr: core.Jaxpr, consts: Sequence, args: S
         key = lowering.constant_expression_key(eqn, invals)
         outs = lowering.folded(key) if key is not None else None
         if outs is None:
-            with lowering.in_root_graph() if key is not None else contextlib.nullcontext():
+            with lowering.folding() if key is not None else contextlib.nullcontext():
+                if key is not None:
+                    # A literal read above is a constant of the current graph, which may be a loop
+                    # or branch body; the folded equation is built in the root graph, so its
+                    # literals are made again there (the other operands already live there).
+                    invals = [_read(lowering, values, v) if isinstance(v, core.Literal) else x
+                              for v, x in zip(eqn.invars, invals)]
                 outs = _apply_rule(lowering, rule, eqn, invals, scope)
             if key is not None:
                 lowering.remember_folded(key, outs)

@@ -1,0 +1,165 @@
+"""LLMs: a whole greedy generation loop exported as one program, and noxla.llm's decode-step
+contract (prefill_N and decode signatures, KV cache in and out) against JAX's greedy tokens."""
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+import pytest
+
+import noxla
+from noxla.runtimes import run_tflite
+from tests import tiny_llama
+
+PROMPT = np.array([3, 17, 42, 5, 9], np.int32)
+MAX_NEW, CACHE = 32, 48
+
+
+@pytest.fixture(scope="module")
+def generation():
+    """The generation program and its inputs, with an EOS that JAX's own greedy run meets midway
+    (the first token not seen before, from the sixth on), so the loop's early stop is exercised."""
+    config = tiny_llama.Config()
+    params = tiny_llama.init_params(config)
+    generate = functools.partial(tiny_llama.generate, config, params, max_new=MAX_NEW, cache_length=CACHE)
+
+    def generate_until(prompt, eos):
+        return generate(prompt, eos)
+    free_run, _ = jax.jit(generate_until)(PROMPT, np.int32(-1))
+    free_run = np.asarray(free_run)
+    assert len(set(free_run.tolist())) >= 8, f"degenerate greedy decoding: {free_run}"
+    eos = np.int32(next(t for i, t in enumerate(free_run) if i >= 5 and t not in free_run[:i]))
+    tokens, count = (np.asarray(x) for x in generate_until(PROMPT, eos))
+    assert 5 < count < MAX_NEW and tokens[count - 1] == eos
+    return generate_until, (PROMPT, eos), (tokens, count)
+
+
+def _assert_tokens(actual, expected, where):
+    np.testing.assert_array_equal(np.asarray(actual[0]), expected[0], err_msg=where)
+    assert int(actual[1]) == int(expected[1]), where
+
+
+@pytest.mark.slow
+def test_greedy_generation_loop_in_tf(generation):
+    fun, args, expected = generation
+    _assert_tokens(noxla.convert(fun)(*args), expected, "TF")
+
+
+@pytest.mark.slow
+def test_greedy_generation_loop_in_tflite(generation, tmp_path):
+    fun, args, expected = generation
+    path = noxla.export_tflite(fun, *args, path=str(tmp_path / "generate.tflite"))
+    outs = run_tflite(path, {"prompt": args[0], "eos": args[1]})
+    _assert_tokens((outs["output_0"], outs["output_1"]), expected, "TFLite")
+
+
+@pytest.mark.slow
+def test_greedy_generation_loop_in_tfjs(generation, tmp_path, tfjs_runner):
+    fun, args, expected = generation
+    path = noxla.export_tfjs(fun, *args, path=str(tmp_path / "generate_tfjs"))
+    for backend in ("cpu", "wasm"):
+        outs = tfjs_runner.run(path, {"prompt": args[0], "eos": args[1]}, backend=backend)
+        _assert_tokens((outs["output_0"], outs["output_1"]), expected, f"TF.js {backend}")
+
+
+# --------------------------------------------------------------------------- noxla.llm
+
+LAYOUT_CONFIG = tiny_llama.Config()
+BOS, EOS = 1, 2
+
+
+def _layout(cache_length=CACHE):
+    from noxla.llm import CacheLayout
+    c = LAYOUT_CONFIG
+    return CacheLayout(c.layers, c.kv_heads, c.head_dim, cache_length)
+
+
+def _step(params, tokens, input_pos, mask, kv_cache):
+    return tiny_llama.step(LAYOUT_CONFIG, params, tokens, input_pos, mask, kv_cache)
+
+
+def _jax_greedy(params, prompt, max_new):
+    tokens, count = jax.jit(functools.partial(tiny_llama.generate, LAYOUT_CONFIG, params, max_new=max_new,
+                                              cache_length=CACHE))(np.asarray(prompt, np.int32), np.int32(EOS))
+    return [int(t) for t in np.asarray(tokens)[:int(count)]]
+
+
+def _word_level_tokenizer(path, vocab: int) -> str:
+    """A HF tokenizer.json (WordLevel): token i is the word ``t{i}``, specials at 0-2. Written out
+    directly, so the tests need no tokenizer library; LiteRT-LM parses it with HF's tokenizers."""
+    import json
+    words = {"<pad>": 0, "<bos>": 1, "<eos>": 2, **{f"t{i}": i for i in range(3, vocab)}}
+    special = [{"id": i, "content": w, "single_word": False, "lstrip": False, "rstrip": False,
+                "normalized": False, "special": True} for w, i in list(words.items())[:3]]
+    tokenizer = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": special,
+                 "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
+                 "decoder": None, "model": {"type": "WordLevel", "vocab": words, "unk_token": "<pad>"}}
+    with open(path, "w") as f:
+        json.dump(tokenizer, f)
+    return str(path)
+
+
+@pytest.mark.slow
+def test_llm_tflite_greedy_tokens_in_signature_runners_equal_jax(tmp_path):
+    from ai_edge_litert.interpreter import Interpreter
+
+    from noxla import llm
+    params = tiny_llama.init_params(LAYOUT_CONFIG)
+    layout = _layout()
+    path = llm.export_tflite(_step, params, str(tmp_path / "model.tflite"), layout=layout, prefill_lengths=(4, 8))
+    interpreter = Interpreter(model_path=path)
+    signatures = interpreter.get_signature_list()
+    assert set(signatures) == {"prefill_4", "prefill_8", "decode"}
+    cache = llm.cache_names(layout)
+    assert sorted(signatures["decode"]["inputs"]) == sorted(["tokens", "input_pos", "mask", *cache])
+    assert sorted(signatures["decode"]["outputs"]) == sorted(["logits", *cache])
+    assert sorted(signatures["prefill_8"]["outputs"]) == sorted(cache)
+    runner = interpreter.get_signature_runner("decode")
+    details = runner.get_input_details()
+    assert tuple(details["kv_cache_v_1"]["shape"]) == (1, LAYOUT_CONFIG.kv_heads, LAYOUT_CONFIG.head_dim, CACHE)
+    assert tuple(details["mask"]["shape"]) == (1, 1, 1, CACHE)
+    assert tuple(runner.get_output_details()["logits"]["shape"]) == (1, 1, LAYOUT_CONFIG.vocab)
+    for prompt in ([BOS, 17, 42, 5, 9], [BOS, 60, 7, 33, 21, 8, 70, 12, 4]):
+        expected = _jax_greedy(params, prompt, MAX_NEW)
+        assert len(set(expected)) >= 6, f"degenerate greedy decoding: {expected}"
+        assert llm.greedy_tokens(path, prompt, MAX_NEW, layout, stop_tokens=[EOS]) == expected, prompt
+
+
+@pytest.mark.slow
+def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path):
+    """The bundle in LiteRT-LM's own engine (run in the builder's venv: litert_lm does not import
+    beside TF 2.19's protobuf) decodes the same greedy tokens as JAX."""
+    import re
+
+    from noxla import litertlm_bundle, llm
+    params = tiny_llama.init_params(LAYOUT_CONFIG)
+    layout = _layout()
+    tokenizer = _word_level_tokenizer(tmp_path / "tokenizer.json", LAYOUT_CONFIG.vocab)
+    path = llm.export_litertlm(_step, params, str(tmp_path / "model.litertlm"), tokenizer=tokenizer, layout=layout,
+                               start_token=BOS, stop_tokens=[EOS], prefill_lengths=(8,))
+    words = [17, 42, 5, 9]
+    expected = _jax_greedy(params, [BOS, *words], MAX_NEW)
+    reply = litertlm_bundle.call("generate", {"model": path, "prompt": " ".join(f"t{w}" for w in words),
+                                              "max_num_tokens": CACHE, "max_output_tokens": MAX_NEW})
+    text = "".join(reply["texts"])
+    specials = {"<pad>": 0, "<bos>": BOS, "<eos>": EOS}
+    generated = [specials[t] if t in specials else int(t[1:]) for t in re.findall(r"t\d+|<pad>|<bos>|<eos>", text)]
+    expected_words = [t for t in expected if t != EOS]
+    assert generated == expected_words, (text, expected)
+
+
+def tiny_decoder():
+    """For the CLI test: what ``noxla llm-export MODULE:FUNCTION`` loads."""
+    return _step, tiny_llama.init_params(LAYOUT_CONFIG), _layout()
+
+
+@pytest.mark.slow
+def test_cli_llm_export_writes_a_tflite_with_jax_greedy_tokens(tmp_path):
+    from noxla import llm
+    from noxla.cli import main
+    path = str(tmp_path / "cli.tflite")
+    assert main(["llm-export", "tests.test_llm:tiny_decoder", "--tflite", path, "--prefill", "4"]) == 0
+    step, params, layout = tiny_decoder()
+    prompt = [BOS, 33, 8, 61]
+    assert llm.greedy_tokens(path, prompt, MAX_NEW, layout, stop_tokens=[EOS]) == _jax_greedy(params, prompt, MAX_NEW)
