@@ -32,7 +32,7 @@ def test_table_holds_the_command_ratios_and_failures():
     result = {"name": "tiny", "config": dataclasses.asdict(config), "params": 1e6, "cache": 64, "prefill": 16,
               "prompt": [1, 2], "max_new": 4, "load": 3.0,
               "exports": {"noxla": {"wall_s": 10.0, "peak_mb": 500.0, "size_mb": 2.0},
-                          "litert-torch": {"wall_s": 40.0, "peak_mb": 2000.0, "size_mb": 4.0, "failure": "boom"}},
+                          "litert-torch": {"wall_s": 40.0, "peak_mb": 2000.0, "size_mb": 4.0}},
               "latency": {1: {("prefill", "noxla"): 2.0, ("prefill", "litert-torch"): 4.0, ("prefill", "ratio"): 0.5,
                               ("decode", "noxla"): 1.0, ("decode", "litert-torch"): 1.25, ("decode", "ratio"): 0.8}},
               "tokens": {"jax": [5, 6, 7], "noxla": [5, 6, 7], "litert-torch": [5, 9, 7]}}
@@ -44,4 +44,7 @@ def test_table_holds_the_command_ratios_and_failures():
     assert "| LiteRT prefill_16, 1 thread(s): tokens/s | 8e+03 | 4e+03 | 2 |" in table
     assert "| LiteRT decode, 1 thread(s): ms/token | 1 | 1.25 | 0.8 |" in table
     assert "| greedy tokens = JAX's (leading) | 3/3 | 1/3 | each other: 1/3 |" in table
+    result["exports"]["litert-torch"]["failure"] = "boom"
+    table = llm_benchmark.report(result, "python3 tools/llm_benchmark.py --config tiny")
+    assert "| export time, fresh process (s) | 10 | — | — |" in table
     assert "litert-torch failed:" in table and "boom" in table

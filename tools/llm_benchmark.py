@@ -34,8 +34,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 ANCHOR = os.path.join(REPO, "tools", "llm_bench_anchor.py")
 # litert-torch 0.10.0 takes any torch in [2.4, 2.15); 2.13.0 resolves to the CPU wheel here
-# (without a pin pip may pick a CUDA build of several GB).
-ANCHOR_PACKAGES = ["torch==2.13.0", "litert-torch==0.10.0"]
+# (without a pin pip may pick a CUDA build of several GB). TensorFlow: litert-torch 0.10.0 does not
+# declare it, but export_hf imports tensorflow.lite (model_ext/bonsai_flux2) and fails without it.
+ANCHOR_PACKAGES = ["torch==2.13.0", "litert-torch==0.10.0", "tensorflow-cpu"]
 BOS, EOS = 1, 2
 RMS_NORM_EPS = 1e-6  # tests/tiny_llama.py's rms_norm; the HF config is given the same
 SEED = 2
@@ -246,7 +247,8 @@ def report(r: dict, command: str) -> str:
         return a / b if a is not None and b else None
     ex = r["exports"]
     for label, key in (("export time, fresh process (s)", "wall_s"), ("peak memory (MB)", "peak_mb")):
-        values = [ex.get(n, {}).get(key) for n in names]
+        # A failed export's time is not an export time.
+        values = [None if "failure" in ex.get(n, {}) else ex.get(n, {}).get(key) for n in names]
         row(label, values, div(*values))
     sizes = [ex.get(n, {}).get("size_mb") for n in names]
     row(".tflite size (MB)", sizes, div(*sizes))
