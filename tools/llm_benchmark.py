@@ -233,7 +233,7 @@ def report(r: dict, command: str) -> str:
     lines = [f"# noxla.llm vs litert-torch export_hf: `{r['name']}`", "", f"Command: `{command}`", "",
              f"Shapes: vocab {c['vocab']}, hidden {c['hidden']}, {c['layers']} layers, {c['heads']} heads, "
              f"{c['kv_heads']} KV heads, head_dim {c['head_dim']}, intermediate {c['ffn']}, tied embeddings, "
-             f"RoPE theta {c['rope_theta']:g}, RMSNorm eps {RMS_NORM_EPS:g}; {r['params'] / 1e6:.1f}M parameters, "
+             f"RoPE theta {c['rope_theta']:g}, RMSNorm eps {RMS_NORM_EPS:g}; {r['params'] / 1e6:.3g}M parameters, "
              f"random weights (seed {SEED}), float32. Cache {r['cache']}, prefill_{r['prefill']}, prompt "
              f"{r['prompt']}, {r['max_new']} greedy tokens. Load average at start {r['load']:.1f} (2 cores, "
              f"shared): compare the ratios (median of per-round ratios, the two exports alternating), "
@@ -269,6 +269,9 @@ def report(r: dict, command: str) -> str:
     lines.append("| greedy tokens = JAX's (leading) | "
                  + " | ".join(agreement(tokens.get(n), tokens.get("jax")) for n in names)
                  + f" | each other: {agreement(tokens.get('noxla'), tokens.get('litert-torch'))} |")
+    if any(f"{n} in LiteRT-LM" in tokens for n in names):
+        lines.append("| greedy tokens in LiteRT-LM's engine = JAX's (leading) | " + " | ".join(
+            agreement(tokens.get(f"{n} in LiteRT-LM"), tokens.get("jax")) for n in names) + " | |")
     if tokens.get("torch") is not None:
         lines.append(f"| PyTorch (the copied weights) = JAX | | {agreement(tokens['torch'], tokens['jax'])} | |")
     for n in names:
