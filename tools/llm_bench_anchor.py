@@ -86,7 +86,7 @@ def engine(request: dict) -> dict:
             apply_prompt_template=False, sampler_config=litert_lm.SamplerConfig(top_k=1, temperature=0.0),
             max_output_tokens=request["max_output_tokens"])
         start = time.perf_counter()
-        session.run_prefill([request["prompt"]])
+        session.run_prefill([request.get("prompts", {}).get(name, request["prompt"])])
         prefilled = time.perf_counter()
         texts = list(session.run_decode().texts)
         return prefilled - start, time.perf_counter() - prefilled, "".join(texts)

@@ -197,7 +197,10 @@ def interleaved_latencies(paths: dict, threads: int, args, lay) -> dict:
 def engine_latencies(bundles: dict, threads: int, args, work: str) -> dict:
     from noxla import litertlm_bundle
     prompt = " ".join(f"t{t}" for t in args.prompt[1:])
+    # litert-torch's bundle names no start token (its llm_metadata holds none for this checkpoint),
+    # so LiteRT-LM prepends none: its prompt carries <bos> itself, and both decode the same tokens.
     request = {"models": bundles, "threads": threads, "max_num_tokens": args.cache, "prompt": prompt,
+               "prompts": {"litert-torch": "<bos> " + prompt},
                "max_output_tokens": args.max_new, "rounds": max(3, args.rounds // 4)}
     reply, run = call_script(litertlm_bundle.venv_python(), "engine", request, work)
     if not reply:
