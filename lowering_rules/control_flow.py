@@ -321,9 +321,18 @@ def lower_while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     init = list(args[cond_nconsts + body_nconsts:])
     cond_fn, body_fn = ctx.sub_program(cond_jaxpr), ctx.sub_program(body_jaxpr)
     carry_avals = ctx.avals_in[cond_nconsts + body_nconsts:]
-    return tf.while_loop(lambda *carry: cond_fn(*cond_consts, *carry)[0],
-                         lambda *carry: body_fn(*body_consts, *carry),
-                         init, shape_invariants=[_shape_invariant(a) for a in carry_avals])
+    invariants = [_shape_invariant(a) for a in carry_avals]
+
+    def body(*carry):
+        outs = body_fn(*body_consts, *carry)
+        # A rule may leave a static size unknown (dynamic_update_slice's select): JAX's avals
+        # know it, and tf.while_loop rejects a body output less precise than its invariant.
+        for out, invariant in zip(outs, invariants):
+            if isinstance(out, tf.Tensor):
+                out.set_shape(invariant)
+        return outs
+    return tf.while_loop(lambda *carry: cond_fn(*cond_consts, *carry)[0], body, init,
+                         shape_invariants=invariants)
 
 
 # ---------------------------------------------------------------------------------------------

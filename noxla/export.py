@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import hashlib
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ import tempfile
 import time
 from typing import Callable, Iterator, Mapping, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from limitations.engine import Report, check_jaxpr
@@ -123,9 +125,15 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         flags = converter._get_base_converter_args()
         flags.update(converter._quant_mode.converter_flags())
         data = tflite_convert.convert_graphdef(graph_def, inputs, list(concrete.outputs), **flags)
+        del graph_def  # the weights' copy in it is not needed while the flatbuffer is finished
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
     return finish_tflite(data, in_names, sorted(concrete.structured_outputs))
+
+
+# The dtypes whose values ``make_tensor_proto`` writes as raw ``tensor_content`` (more than one element).
+_CONTENT_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32,
+                                         np.int64, np.uint8, np.uint16)}
 
 
 def frozen_graph_def(concrete) -> tuple:
@@ -142,7 +150,16 @@ def frozen_graph_def(concrete) -> tuple:
             node.op = "Const"
             node.ClearField("attr")
             node.attr["dtype"].type = value.dtype.as_datatype_enum
-            node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value.numpy()))
+            array = value.numpy()
+            if array.dtype in _CONTENT_DTYPES and array.size > 1:
+                # A weight's bytes written straight into the node: ``make_tensor_proto`` would
+                # build a second proto of the same size to copy from.
+                tensor = node.attr["value"].tensor
+                tensor.dtype = value.dtype.as_datatype_enum
+                tensor.tensor_shape.CopyFrom(tf.TensorShape(array.shape).as_proto())
+                tensor.tensor_content = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
+            else:
+                node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(array))
     internal = {t.ref() for _, t in concrete.graph.captures}
     return graph_def, [t for t in concrete.inputs if t.ref() not in internal]
 
@@ -186,7 +203,9 @@ def share_constant_buffers(model) -> None:
     """Point the constant tensors with equal data at one buffer and empty the others' (an unpacked
     flatbuffer model, ``ModelT``). A constant: a tensor that ops only read (not variables, not a
     mutated operand), that no op writes and that is no subgraph input or output."""
-    first: dict[bytes, int] = {}  # data -> the buffer that keeps it
+    # A digest of the data -> the buffers that keep data with it: the weights' bytes as keys would
+    # be one more copy of them all.
+    first: dict[bytes, list[int]] = {}
     dropped = set()
     for graph in model.subgraphs:
         read = set()
@@ -205,12 +224,26 @@ def share_constant_buffers(model) -> None:
             data = model.buffers[tensor.buffer].data if tensor.buffer > 0 else None
             if data is None or isinstance(data, list) or data.size == 0:
                 continue
-            kept = first.setdefault(data.tobytes(), tensor.buffer)
+            kept = _equal_buffer(model, first.setdefault(_buffer_digest(data), []), data, tensor.buffer)
             if kept != tensor.buffer:
                 dropped.add(tensor.buffer)
                 tensor.buffer = kept
     for b in dropped - {t.buffer for graph in model.subgraphs for t in graph.tensors}:
         model.buffers[b].data = None
+
+
+def _buffer_digest(data: np.ndarray) -> bytes:
+    return hashlib.blake2b(np.ascontiguousarray(data).view(np.uint8), digest_size=16).digest()
+
+
+def _equal_buffer(model, candidates: list, data: np.ndarray, buffer: int) -> int:
+    """The first of ``candidates`` (buffers with ``data``'s digest) that holds the same bytes, else
+    ``buffer``, which joins them."""
+    for kept in candidates:
+        if kept == buffer or np.array_equal(model.buffers[kept].data.view(np.uint8), data.view(np.uint8)):
+            return kept
+    candidates.append(buffer)
+    return buffer
 
 
 @contextlib.contextmanager
@@ -466,7 +499,8 @@ def _signature_functions(signatures, target: Target, strict: bool, on_step: OnSt
         program = run_step(on_step, f"trace {key}", trace, fun, tuple(example_args), None)
         require_supported(program, target)
         traced[key] = program
-    return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict)
+    weights: dict = {}  # the signatures' weights, held once for all of them (see ``Lowering``)
+    return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict, weights=weights)
             for key, program in traced.items()}
 
 

@@ -19,11 +19,15 @@ from lowering_rules.vocabulary import rule_params
 from noxla.errors import LoweringError, NoxlaError, source_line
 from noxla.shapes import Dims
 
+# Arrays from this size on are weights that ``Lowering(weights=...)`` shares; smaller ones stay
+# Consts in the graph, where rules may read their values (``tf.get_static_value``).
+WEIGHT_BYTES = 1 << 16
+
 
 class Lowering:
     """State shared by one lowering: dimension sizes and the constants emitted so far."""
 
-    def __init__(self, dims: Dims, inputs: Sequence = (), strict: bool = False):
+    def __init__(self, dims: Dims, inputs: Sequence = (), strict: bool = False, weights: dict | None = None):
         self.dims = dims
         self.inputs = list(inputs)
         # strict: IEEE-exact lowerings (NaN/inf as JAX) instead of the fused fast ones.
@@ -35,6 +39,12 @@ class Lowering:
         self._infinity: tf.Tensor | None = None
         self._constant_derived: dict[int, tf.Tensor] = {}   # id -> tensor computed from constants only
         self._folded: dict[tuple, list] = {}
+        # ``weights``: id(array) -> (array, eager tensor), shared by lowerings of the same weights
+        # (the signatures of one model). A large array is then held once, as an eager tensor the
+        # graph captures, instead of as a Const in each graph and each of its function
+        # definitions (three copies per graph, measured on TF 2.19); freezing makes it a Const
+        # again (``export.frozen_graph_def``).
+        self._weights = weights
 
     def in_root_graph(self):
         return self._graph.as_default() if self._graph is not None else contextlib.nullcontext()
@@ -57,6 +67,12 @@ class Lowering:
             with self.in_root_graph():
                 if complex_values.is_complex_dtype(array.dtype):
                     hit = (value, complex_values.constant(array))
+                elif self._weights is not None and self._graph is not None and array.nbytes >= WEIGHT_BYTES:
+                    if id(value) not in self._weights:
+                        with tf.init_scope():
+                            self._weights[id(value)] = (value, constant(array))
+                    hit = (value, self._graph.capture(self._weights[id(value)][1]))
+                    self._constant_derived[id(hit[1])] = hit[1]
                 else:
                     hit = (value, constant(array))
                     self._constant_derived[id(hit[1])] = hit[1]

@@ -20,11 +20,12 @@ from noxla.tracing import Program
 
 
 def lower_program(program: Program, flat_args: Sequence, check_shapes: bool = False,
-                  strict: bool = False) -> list[tf.Tensor]:
+                  strict: bool = False, weights: dict | None = None) -> list[tf.Tensor]:
     """Emit the TF ops of a traced program on flat TF inputs (eagerly or into the current graph).
 
     ``check_shapes`` verifies inputs against their polymorphic shapes (TF only: Assert ops).
     ``strict`` keeps the IEEE-exact lowerings (see ``noxla.api.convert``).
+    ``weights``: a cache shared by lowerings of the same weights (see ``Lowering``).
     """
     flat_args = [tf.convert_to_tensor(a, dtype_hint=tf_dtype(aval.dtype)) for a, aval in
                  zip(flat_args, program.in_avals)]
@@ -37,7 +38,7 @@ def lower_program(program: Program, flat_args: Sequence, check_shapes: bool = Fa
             with tf.control_dependencies(checks):
                 flat_args = [tf.identity(a) for a in flat_args]
     # Complex values travel between rules as (real, imaginary) pairs; see complex_values.
-    lowering = Lowering(dims, [a for a in flat_args if not a.dtype.is_complex], strict=strict)
+    lowering = Lowering(dims, [a for a in flat_args if not a.dtype.is_complex], strict=strict, weights=weights)
     args = [complex_values.split(a) if a.dtype.is_complex else a for a in flat_args]
     outs = lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, args)
     # uint32 values computed as 16-bit limbs (limb_values.py) leave the program as words.
@@ -66,16 +67,18 @@ def needs_tfjs_lowering(program: Program) -> bool:
 
 
 def serving_function(program: Program, check_shapes: bool = False, strict: bool = False,
-                     uint32_as_int32: bool = False) -> tf.types.experimental.ConcreteFunction:
+                     uint32_as_int32: bool = False, weights: dict | None = None
+                     ) -> tf.types.experimental.ConcreteFunction:
     """The program as one concrete TF function: flat named inputs, a dict of named outputs.
 
     ``check_shapes`` adds run-time checks of the inputs against polymorphic shapes (TF only);
     ``strict`` keeps JAX's NaN/inf semantics exactly instead of fused ops (see ``convert``).
     ``uint32_as_int32`` (TF.js's own lowering: TF.js has no uint32) carries uint32 inputs, values and
-    outputs as the int32s with the same bits (see ``needs_tfjs_lowering``)."""
+    outputs as the int32s with the same bits (see ``needs_tfjs_lowering``). ``weights``: a cache that
+    functions lowered from the same weights share, each large constant held once (see ``Lowering``)."""
     def serve(*flat_args):
         with carry_uint32(uint32_as_int32):
-            outs = lower_program(program, flat_args, check_shapes=check_shapes, strict=strict)
+            outs = lower_program(program, flat_args, check_shapes=check_shapes, strict=strict, weights=weights)
         return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
     signature = input_signature(program, uint32_as_int32)
     return tf.function(serve, input_signature=signature, autograph=False).get_concrete_function()
