@@ -89,8 +89,8 @@ def measured_run(argv: list[str], timeout: float = 7200) -> dict:
     result = {"wall_s": time.perf_counter() - start, "peak_mb": usage.ru_maxrss / 1024, "exit": child.returncode}
     if child.returncode != 0:
         # -9 is a SIGKILL: on Linux, most often the kernel's OOM killer.
-        result["failure"] = f"exit {child.returncode}" + (" (killed: out of memory?)" if child.returncode == -9 else "") \
-            + "\n" + "".join(line for line in out if "computation_placer" not in line)[-3000:]
+        killed = " (killed: out of memory?)" if child.returncode == -9 else ""
+        result["failure"] = f"exit {child.returncode}{killed}\n" + "".join(line for line in out if "computation_placer" not in line)[-3000:]
     return result
 
 
