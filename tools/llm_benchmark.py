@@ -90,7 +90,8 @@ def measured_run(argv: list[str], timeout: float = 7200) -> dict:
     if child.returncode != 0:
         # -9 is a SIGKILL: on Linux, most often the kernel's OOM killer.
         killed = " (killed: out of memory?)" if child.returncode == -9 else ""
-        result["failure"] = f"exit {child.returncode}{killed}\n" + "".join(line for line in out if "computation_placer" not in line)[-3000:]
+        log = "".join(line for line in out if "computation_placer" not in line)
+        result["failure"] = f"exit {child.returncode}{killed}\n" + log[-3000:]
     return result
 
 
