@@ -1,0 +1,50 @@
+"""tools/llm_benchmark.py's arguments and table (fast: no export, no venv)."""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+
+import llm_benchmark  # noqa: E402
+
+
+def test_arguments_default_to_a_cache_per_config():
+    args = llm_benchmark.parse_args(["--config", "135m", "--threads", "1,4", "--prompt", "1,5,6"])
+    assert (args.cache, args.threads, args.prompt) == (256, [1, 4], [1, 5, 6])
+    assert llm_benchmark.parse_args([]).cache == 64
+
+
+def test_parameter_count_of_smollm_135m_shapes():
+    # SmolLM-135M's published size: 134.5M parameters (tied embeddings).
+    assert abs(llm_benchmark.parameter_count(llm_benchmark.configs()["135m"]) - 134.5e6) < 0.1e6
+
+
+def test_agreement_counts_leading_equal_tokens():
+    assert llm_benchmark.agreement([1, 2, 3, 4], [1, 2, 9, 4]) == "2/4"
+    assert llm_benchmark.agreement([1, 2], [1, 2, 3]) == "2/3"
+    assert llm_benchmark.agreement(None, [1]) == "—"
+
+
+def test_table_holds_the_command_ratios_and_failures():
+    config = llm_benchmark.configs()["tiny"]
+    import dataclasses
+    result = {"name": "tiny", "config": dataclasses.asdict(config), "params": 1e6, "cache": 64, "prefill": 16,
+              "prompt": [1, 2], "max_new": 4, "load": 3.0,
+              "exports": {"noxla": {"wall_s": 10.0, "peak_mb": 500.0, "size_mb": 2.0},
+                          "litert-torch": {"wall_s": 40.0, "peak_mb": 2000.0, "size_mb": 4.0}},
+              "latency": {1: {("prefill", "noxla"): 2.0, ("prefill", "litert-torch"): 4.0, ("prefill", "ratio"): 0.5,
+                              ("decode", "noxla"): 1.0, ("decode", "litert-torch"): 1.25, ("decode", "ratio"): 0.8}},
+              "tokens": {"jax": [5, 6, 7], "noxla": [5, 6, 7], "litert-torch": [5, 9, 7]}}
+    table = llm_benchmark.report(result, "python3 tools/llm_benchmark.py --config tiny")
+    assert "Command: `python3 tools/llm_benchmark.py --config tiny`" in table
+    assert "| export time, fresh process (s) | 10 | 40 | 0.25 |" in table
+    assert "| peak memory (MB) | 500 | 2e+03 | 0.25 |" in table
+    # prefill throughput: 16 tokens in 2 ms; its ratio is the inverse of the latency ratio.
+    assert "| LiteRT prefill_16, 1 thread(s): tokens/s | 8e+03 | 4e+03 | 2 |" in table
+    assert "| LiteRT decode, 1 thread(s): ms/token | 1 | 1.25 | 0.8 |" in table
+    assert "| greedy tokens = JAX's (leading) | 3/3 | 1/3 | each other: 1/3 |" in table
+    result["exports"]["litert-torch"]["failure"] = "boom"
+    table = llm_benchmark.report(result, "python3 tools/llm_benchmark.py --config tiny")
+    assert "| export time, fresh process (s) | 10 | — | — |" in table
+    assert "litert-torch failed:" in table and "boom" in table
