@@ -94,13 +94,18 @@ class Outcome:
     detail: str = ""
 
 
-def run_harness(name: str, target: str, run, check, event=lambda what, members: None) -> Outcome:
+def _ignore(what, members):
+    pass
+
+
+def run_harness(name: str, target: str, run, check, event=_ignore, hp: HarnessProgram | str | None = None) -> Outcome:
     """``name`` on the CLI ``target``: ``check(program, runtime)`` gives the up-front report,
-    ``run(runtime, fun, program, args)`` the runtime's outputs."""
+    ``run(runtime, fun, program, args)`` the runtime's outputs; ``hp``: the harness already built."""
     from tests.gauge import mismatch
-    check_target, runtimes = TARGETS[target]
-    event("prepare", [name])
-    hp = build(name)
+    _, runtimes = TARGETS[target]
+    if hp is None:
+        event("prepare", [name])
+        hp = build(name)
     if isinstance(hp, str):
         return Outcome(name, target, "invalid", hp)
     event("check", [name])
@@ -159,11 +164,19 @@ def _worker() -> int:
         sys.stdout.write(json.dumps({"event": what, "members": list(members)}) + "\n")
         sys.stdout.flush()
 
-    tfjs = TfjsRunner() if target == "tfjs" else None
+    targets = target.split(",")  # every target of the run, so that each harness is built once
+    tfjs = TfjsRunner() if "tfjs" in targets else None
     try:
-        run, check = runner(target, tempfile.mkdtemp(prefix="noxla_harness_"), tfjs)
-        outcomes = [Outcome(n, target, "crashed", request["skip"][n]) if n in request["skip"]
-                    else run_harness(n, target, run, check, event) for n in request["items"]]
+        scratch = tempfile.mkdtemp(prefix="noxla_harness_")
+        runners = {t: runner(t, scratch, tfjs) for t in targets}
+        outcomes = []
+        for n in request["items"]:
+            if n in request["skip"]:
+                outcomes += [Outcome(n, t, "crashed", request["skip"][n]) for t in targets]
+                continue
+            event("prepare", [n])
+            hp = build(n)
+            outcomes += [run_harness(n, t, *runners[t], event, hp) for t in targets]
     finally:
         if tfjs is not None:
             tfjs.close()
@@ -194,7 +207,7 @@ def main(argv=None) -> int:
     import time
 
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("targets", nargs="*", default=["tf"], choices=sorted(TARGETS))
+    parser.add_argument("targets", nargs="*", default=["tf"], help=f"any of {', '.join(TARGETS)}")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--sample", type=int, default=None, help="a seeded sample of N harnesses (default: all)")
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
@@ -205,12 +218,17 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.worker:
         return _worker()
+    unknown = [t for t in args.targets if t not in TARGETS]
+    if unknown:
+        parser.error(f"unknown targets {unknown}: choose from {', '.join(TARGETS)}")
     chosen = names(args.sample, args.seed, [g for g in args.group.split(",") if g])
     bad = 0
+    start = time.time()
+    every = run_isolated(chosen, ",".join(args.targets), chunk=args.chunk, log=None if args.quiet else print)
+    print(f"{len(chosen)} harnesses on {', '.join(args.targets)} in {time.time() - start:.0f} s", flush=True)
     for target in args.targets:
-        start = time.time()
-        outcomes = run_isolated(chosen, target, chunk=args.chunk, log=None if args.quiet else print)
-        print(f"{summary(target, outcomes)} ({time.time() - start:.0f} s)", flush=True)
+        outcomes = [o for o in every if o.target == target]
+        print(summary(target, outcomes), flush=True)
         for o in outcomes:
             if o.result in ("crashed", "mismatched"):
                 bad += 1
