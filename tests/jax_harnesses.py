@@ -56,6 +56,28 @@ def names(sample: int | None = None, seed: int = 0, groups: Sequence[str] = ()) 
     return chosen
 
 
+def stratified(size: int, seed: int, always: Sequence[str] = ()) -> list[str]:
+    """A seeded sample of ``size`` harnesses that holds ``always`` and one of every group (then
+    more of each group in turn, at random), so that every primitive is tried: a plain sample of
+    5,483 is mostly scatter."""
+    rng = np.random.default_rng(seed)
+    by_group: dict[str, list[str]] = {}
+    for n, h in all_harnesses().items():
+        by_group.setdefault(h.group_name, []).append(n)
+    queues = [list(rng.permutation(members)) for _, members in sorted(by_group.items())]
+    chosen = [n for n in always if n in all_harnesses()]
+    picked = set(chosen)
+    while len(chosen) < size and any(queues):
+        for queue in queues:
+            while queue and queue[0] in picked:
+                queue.pop(0)
+            if queue and len(chosen) < size:
+                picked.add(queue[0])
+                chosen.append(queue.pop(0))
+    order = {n: i for i, n in enumerate(all_harnesses())}
+    return sorted(chosen, key=order.__getitem__)
+
+
 @dataclasses.dataclass
 class HarnessProgram:
     name: str
