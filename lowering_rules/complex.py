@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from lowering_rules.cases import c64, case, f32, i32
+from lowering_rules.cases import c64, case, f32, i8, i32
 from lowering_rules.complex_values import ComplexPair, part_dtype
 from lowering_rules.registry import (
     COMPONENTWISE,
@@ -200,6 +200,13 @@ def lower_convert_element_type(ctx, x, *, new_dtype, weak_type):
 def lower_dot_general(ctx, lhs, rhs, **params):
     # (A + Bi)(C + Di) = (AC - BD) + (AD + BC)i: four real products through the real rule.
     real_dot, parts = rule_for("dot_general").lower, ctx.for_parts()
+    # A real operand (an integer or float times a complex one: JAX converts it to the complex
+    # output type, a zero imaginary part) multiplies each part of the other; the real rule
+    # converts it as XLA would.
+    if not isinstance(lhs, ComplexPair):
+        return ComplexPair(*(real_dot(parts, lhs, y, **params) for y in _parts(rhs)))
+    if not isinstance(rhs, ComplexPair):
+        return ComplexPair(*(real_dot(parts, x, rhs, **params) for x in _parts(lhs)))
     product = [[real_dot(parts, x, y, **params) for y in _parts(rhs)] for x in _parts(lhs)]
     return ComplexPair(product[0][0] - product[1][1], product[0][1] + product[1][0])
 
@@ -257,7 +264,12 @@ add_complex(lax.dot_general_p, _dot_general_signature,
             case("complex_matmul", _parts_of(lambda a, b, c, d: _z(a, b) @ _z(c, d)),
                  f32(3, 4), f32(3, 4), f32(4, 2), f32(4, 2)),
             case("complex_batched", _parts_of(lambda a, b, c, d: jnp.einsum("bij,bjk->bik", _z(a, b), _z(c, d))),
-                 f32(2, 3, 4), f32(2, 3, 4), f32(2, 4, 2), f32(2, 4, 2)))
+                 f32(2, 3, 4), f32(2, 3, 4), f32(2, 4, 2), f32(2, 4, 2)),
+            case("int8_times_complex", _parts_of(lambda a, c, d: lax.dot(a, _z(c, d))),
+                 i8(3, 4), f32(4, 2), f32(4, 2)),
+            case("complex_times_float", _parts_of(lambda a, b, c: lax.dot_general(_z(a, b), c, (((0,), (1,)), ((),
+                                                                                                              ())))),
+                 f32(4, 3), f32(4, 3), f32(2, 4)))
 
 
 # ----------------------------------------------------------------------------- componentwise and calls

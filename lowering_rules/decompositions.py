@@ -100,10 +100,14 @@ def _spd(x):
     case("not_positive_definite", jnp.linalg.cholesky, np.array([[1.0, 2.0], [2.0, 1.0]], np.float32)),
     case("cho_solve", lambda x, b: jsl.cho_solve(jsl.cho_factor(_spd(x), lower=True), b), f32(6, 6), f32(6, 2)),
     case("too_large", lambda x: jnp.linalg.cholesky(_spd(x)), f32(33, 33)),
+    case("empty", lambda x, y: jnp.concatenate([jnp.linalg.cholesky(x[:, :0, :0]).reshape(-1), y]),
+         f32(3, 2, 2), f32(3)),
 ])
 def lower_cholesky(ctx, x):
     n = ctx.avals_in[0].shape[-1]
     _check_size("cholesky", n)
+    if n == 0:  # no columns to concatenate: the empty factor is the empty input
+        return x
     row = tf.constant(_index(n, 0))
     columns, ok = [], None
     for j in range(n):
@@ -396,12 +400,17 @@ def _eigh_invariants(x):
          f32(4, 4)),
     case("subset", lambda x: lax.linalg.eigh(x + x.T, subset_by_index=(0, 2))[1], f32(4, 4)),
     case("too_large", lambda x: jnp.linalg.eigvalsh(x + x.T), f32(33, 33)),
+    case("empty", lambda x, y: jnp.concatenate([c.reshape(-1) for c in jnp.linalg.eigh(x[:0, :0])] + [y]),
+         f32(2, 2), f32(3)),
 ])
 def lower_eigh(ctx, x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, algorithm=None):
     # algorithm picks among XLA's eigensolvers; any one gives the same decomposition.
     aval = ctx.avals_in[0]
     n = aval.shape[-1]
     _check_size("eigh", n)
+    if n == 0:
+        # Reshaped from the empty input: the reduction below gave TF.js a (1,) vector for (0, 0).
+        return x, tf.reshape(x, ctx.shape(ctx.avals_out[1].shape))
     row, col = tf.constant(_index(n, 0)), tf.constant(_index(n, 1))
     # Only the named triangle is read.
     triangle = tf.where(row >= col if lower else row <= col, x, tf.zeros_like(x))

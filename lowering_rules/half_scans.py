@@ -38,7 +38,8 @@ BLOCK = 16  # XLA CPU's ReduceWindowRewriter base length
 HALF_TRANSCENDENTAL_RTOL = 2.0 ** -10
 
 
-def _rounded(dtype):
+def rounded_to(dtype):
+    """float32 -> float32 rounded to ``dtype`` (a half float), as XLA rounds each half-float op."""
     return lambda x: tf.cast(tf.cast(x, dtype), tf.float32)
 
 
@@ -125,7 +126,7 @@ def half_scan(ctx, name: str, x, axis: int, reverse: bool):
     if axis != rank - 1:
         work = tf.transpose(work, perm)
     lead = [ctx.dim(aval.shape[d]) for d in perm[:-1]]
-    out = _scan(work, lead, ctx.dim(aval.shape[axis]), reverse, COMBINES[name](_rounded(x.dtype)), _IDENTITY[name])
+    out = _scan(work, lead, ctx.dim(aval.shape[axis]), reverse, COMBINES[name](rounded_to(x.dtype)), _IDENTITY[name])
     if axis != rank - 1:
         out = tf.transpose(out, [perm.index(d) for d in range(rank)])
     return tf.cast(out, x.dtype)

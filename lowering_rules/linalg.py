@@ -64,6 +64,15 @@ def _int_matmul(lhs, rhs):
     return tf.reduce_sum(tf.expand_dims(lhs, -1) * tf.expand_dims(rhs, -3), axis=-2)
 
 
+def _converted_first(dtype, lhs_dtype, rhs_dtype, out_dtype) -> bool:
+    """Whether an operand goes through the output's dtype before the product: XLA's CPU dot
+    converts operands of different dtypes to the output's first (JAX's dot_general lowering), so a
+    value the output cannot hold (float16 in a bfloat16 product, a large int32 in a float16 one)
+    is rounded or wrapped there. Operands the output holds exactly need no conversion."""
+    return (lhs_dtype != rhs_dtype and out_dtype != np.bool_ and dtype != out_dtype
+            and not np.can_cast(dtype, out_dtype, "safe"))
+
+
 @lowering(lax.dot_general_p, fast=power_spectrum.POWER_SPECTRUM, cases=[
     case("matmul", lambda a, b: a @ b, f32(3, 4), f32(4, 5)),
     case("vector_dot", jnp.dot, f32(6), f32(6)),
@@ -93,6 +102,11 @@ def _int_matmul(lhs, rhs):
     case("f16", lambda a, b: a @ b, f16(3, 4, low=-1, high=1), f16(4, 2, low=-1, high=1)),
     case("f16_to_f32", lambda a, b: lax.dot(a, b, preferred_element_type=jnp.float32),
          f16(3, 4), f16(4, 2)),
+    # The float16 operand is rounded to bfloat16 first, as XLA does: 1 + 2^-9 is 1 in bfloat16,
+    # so 256 (1 + 2^-9) - 256 is 0, not 0.5.
+    case("bf16_times_f16", lambda a, b: lax.dot_general(a, b, (((1,), (0,)), ((), ()))),
+         np.array([[256.0, -256.0], [1.0, 1.0]], jnp.bfloat16),
+         np.array([[1.001953125, 0.25], [1.0, 0.25]], np.float16)),
     case("precision_highest", lambda a, b: jnp.dot(a, b, precision=lax.Precision.HIGHEST),
          f32(3, 4), f32(4, 2)),
     case("size1_dims", lambda a, b: a @ b, f32(1, 4), f32(4, 1)),
@@ -130,9 +144,11 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     lhs_rows, lhs_cols, adj_lhs = _layout(lhs_batch, lhs_free, lhs_contract, may_transpose)
     rhs_rows, rhs_cols, adj_rhs = _layout(rhs_batch, rhs_contract, rhs_free, may_transpose)
     def prepared(x, name, aval, batch, rows, cols):
-        key = (name, compute, tuple(batch), tuple(rows), tuple(cols), fold_batch)
+        through_out = _converted_first(aval.dtype, lhs_aval.dtype, rhs_aval.dtype, ctx.aval_out.dtype)
+        key = (name, compute, through_out, tuple(batch), tuple(rows), tuple(cols), fold_batch)
         return ctx.prepare_operand(x, key, lambda x: _as_batched_matrix(
-            ctx, tf.cast(x, compute), aval, batch, rows, cols, fold_batch))
+            ctx, tf.cast(tf.cast(x, ctx.out_dtype) if through_out else x, compute), aval, batch, rows, cols,
+            fold_batch))
     lhs = prepared(lhs, "dot_lhs", lhs_aval, lhs_batch, lhs_rows, lhs_cols)
     rhs = prepared(rhs, "dot_rhs", rhs_aval, rhs_batch, rhs_rows, rhs_cols)
     if compute.is_integer:

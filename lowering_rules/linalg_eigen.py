@@ -393,6 +393,8 @@ def _vector_limitation(side: str) -> Limitation:
     case("vectors_real_spectrum", _vectors_by_eigenvalue, f32(3, 3)),
     case("left_vectors", lambda x: jnp.real(lax.linalg.eig(x, compute_right_eigenvectors=False)[1]), f32(2, 2)),
     case("complex_matrix", lambda x: jnp.real(jnp.linalg.eigvals(x)), c64(2, 2)),
+    case("empty", lambda x, y: jnp.concatenate([jnp.real(c).reshape(-1) for c in lax.linalg.eig(
+        x[:, :0, :0], compute_left_eigenvectors=False)] + [y]), f32(2, 3, 3), f32(3)),
 ])
 def lower_eig(ctx, x, *, compute_left_eigenvectors, compute_right_eigenvectors, enable_eigvec_derivs=False,
               implementation=None):  # lax.linalg.eig's defaults
@@ -400,6 +402,10 @@ def lower_eig(ctx, x, *, compute_left_eigenvectors, compute_right_eigenvectors, 
     n = ctx.avals_in[0].shape[-1]
     if compute_left_eigenvectors or isinstance(x, ComplexPair) or n > MAX_SIZE:
         raise ValueError("eig is lowered for real matrices up to 8x8, without left eigenvectors")
+    if n == 0:  # empty results, reshaped from the empty input (no Schur form to build)
+        values = tf.reshape(x, ctx.shape(ctx.avals_out[0].shape))
+        pairs = [ComplexPair(values, values), ComplexPair(x, x)]
+        return pairs if compute_right_eigenvectors else pairs[:1]
     t, _ = real_schur(x, n)
     w = _eigenvalues(t, n)
     return [w, _eigenvectors(x, w, n)] if compute_right_eigenvectors else [w]

@@ -36,6 +36,7 @@ from lowering_rules.helpers import (
     pad_or_crop,
     size_vector,
 )
+from lowering_rules.jax_compat import windowed_reductions
 from lowering_rules.registry import Limitation, Target, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
 
@@ -272,6 +273,7 @@ def lower_select_and_gather_add(ctx, tangents, operand, *, select_prim, window_d
     x, valid, _ = _prepare_operand(ctx, operand, dims, select_prim, padding, base_dilation)
     for a, factor in enumerate(base_dilation):
         tangents = interior_pad(tangents, tangent_dims, a, factor)
+        tangent_dims[a] = dilated_size(tangent_dims[a], factor)  # the next axis reshapes these sizes
     tangents = pad_or_crop(tangents, padding)
     taps, chosen, tap_slice = _selection(x, rank, valid, window_dimensions, window_strides,
                                          window_dilation, out_dims, select_prim)
@@ -289,15 +291,20 @@ def lower_select_and_scatter_add(ctx, source, operand, *, select_prim, window_di
     out_dims = [ctx.dim(d) for d in ctx.avals_in[0].shape]  # the windows' grid
     if _has_zero(out_dims) or _has_zero(dims):
         return tf.zeros(ctx.out_shape(), ctx.out_dtype)
+    if operand.dtype == tf.bool:  # ordered as 0 < 1: TF has no bool Maximum
+        operand = tf.cast(operand, tf.int32)
     x, valid, padded_dims = _prepare_operand(ctx, operand, dims, select_prim, padding, (1,) * rank)
     taps, chosen, _ = _selection(x, rank, valid, window_dimensions, window_strides, (1,) * rank,
                                  out_dims, select_prim)
-    zeros = tf.zeros_like(source)
+    # XLA adds booleans by OR (TF has no bool AddV2): count the selected true sources, then test.
+    counted = tf.cast(source, tf.int32) if ctx.out_dtype == tf.bool else source
+    zeros = tf.zeros_like(counted)
     total = None
     for tap, hit in zip(taps, chosen):
-        placed = place_at_tap(tf.where(hit, source, zeros), tap, window_strides, out_dims, padded_dims)
+        placed = place_at_tap(tf.where(hit, counted, zeros), tap, window_strides, out_dims, padded_dims)
         total = placed if total is None else total + placed
-    return pad_or_crop(total, [(-lo, -hi) for lo, hi in padding])
+    total = pad_or_crop(total, [(-lo, -hi) for lo, hi in padding])
+    return total > 0 if ctx.out_dtype == tf.bool else total
 
 
 def place_at_tap(t, tap, strides, grid, padded_dims):
@@ -419,6 +426,9 @@ SCATTER_CASES = [
     case("grad_ties_go_to_first_max",
          lambda x, ct: jax.vjp(max_pool_3x3_same, jnp.round(x))[1](ct)[0], f32(1, 4, 5, 1, low=0, high=2),
          f32(1, 4, 5, 1)),
+    # Booleans (XLA's add of booleans is OR), as JAX's harnesses bind it: no user API makes it.
+    case("bool", lambda s, x: windowed_reductions._select_and_scatter_add(
+        s, x, lax.ge_p, (2, 2), (1, 2), ((0, 1), (1, 0))), boolean(4, 3), boolean(4, 6)),
 ]
 
 GATHER_CASES = [
@@ -426,6 +436,9 @@ GATHER_CASES = [
     case("jvp_dilated_min", jvp_of(window(lax.min, INF, (2, 2), (1, 2), ((1, 0), (0, 1)),
                                           base_dilation=(1, 2), window_dilation=(2, 1))),
          f32(5, 4), f32(5, 4)),
+    # Base dilation on two axes: the tangents' sizes after the first one's (a Reshape error before).
+    case("jvp_base_dilated_both_axes", jvp_of(window(lax.max, -INF, (2, 2), base_dilation=(2, 3),
+                                                     window_dilation=(3, 2))), f32(4, 6), f32(4, 6)),
 ]
 
 for _prim, _name, _cases in ((lax.reduce_window_sum_p, "add", SUM_CASES),

@@ -411,7 +411,7 @@ def _key(pair) -> str:
 
 
 def _worker() -> int:
-    """One worker: reads {"target", "rules", "solo", "skip"} on stdin, prints a JSON line per event
+    """One worker: reads {"target", "items" (rule names), "solo", "skip"} on stdin, prints a JSON line per event
     (``{"event": what, "members": ["primitive|dtype", ...]}``) before each step that could kill it,
     then ``{"outcomes": [...]}``. LiteRT aborts the process on some models: the parent
     (``sweep_isolated``) learns from the last event which combination did it."""
@@ -441,7 +441,7 @@ def _worker() -> int:
     tfjs = TfjsRunner() if target == "tfjs" else None
     try:
         runtimes = Runtimes(tempfile.mkdtemp(prefix="noxla_sweep_"), tfjs)
-        outcomes = sweep_on([lowering_rules.RULES[n] for n in request["rules"]], Target(target),
+        outcomes = sweep_on([lowering_rules.RULES[n] for n in request["items"]], Target(target),
                             TARGET_RUNTIMES[target], runtimes.run,
                             solo={tuple(k.split("|", 1)) for k in request["solo"]},
                             skip={tuple(k.split("|", 1)): why for k, why in request["skip"].items()}, event=event)
@@ -471,9 +471,20 @@ def _died(returncode: int | None, stderr_tail: str) -> str:
 def sweep_isolated(names: Sequence[str], target: str, *, chunk: int = 12, timeout: float = 1200.0,
                    log=None) -> list[Outcome]:
     """``sweep_on`` for the rules ``names`` on ``target``, each chunk of rules in a worker subprocess
-    (one at a time). A worker that dies (LiteRT aborts on some models) is restarted on its chunk;
-    the combinations it was running when it died then run alone, and one combination that kills a
-    worker alone is recorded as a crash of that combination."""
+    (``isolated``); a rule whose worker dies before its first step is a crash of the rule ("*")."""
+    return [Outcome(**o) for o in isolated("tests.dtype_sweep", target, names, chunk=chunk, timeout=timeout,
+                                           log=log, whole=lambda name: f"{name}|*")]
+
+
+def isolated(module: str, target: str, items: Sequence[str], *, chunk: int, timeout: float = 1200.0,
+             log=None, whole=lambda item: item) -> list[dict]:
+    """Run ``python3 -m module --worker`` on each chunk of ``items`` (one worker at a time), and
+    return the outcomes (dicts) the workers print. A worker reads {"target", "items", "solo",
+    "skip"} on stdin and prints events as ``_worker`` does. A worker that dies (LiteRT aborts on
+    some models) is restarted on its chunk; the members it was running when it died then run
+    alone, and one member that kills a worker alone is passed in ``skip`` with why, for the worker
+    to record as its crash. A worker that dies before its first event has every item of its chunk
+    skipped (``whole(item)`` is the skip key of an item as a whole)."""
     import json
     import os
     import subprocess
@@ -482,18 +493,18 @@ def sweep_isolated(names: Sequence[str], target: str, *, chunk: int = 12, timeou
     import time
 
     began = time.time()
-    outcomes: list[Outcome] = []
+    outcomes: list[dict] = []
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout these tests are in
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.pathsep.join(
         p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
-    for start in range(0, len(names), chunk):
-        rules = list(names[start:start + chunk])
+    for start in range(0, len(items), chunk):
+        members_of_chunk = list(items[start:start + chunk])
         solo: set[str] = set()
         skip: dict[str, str] = {}
         while True:
-            request = json.dumps({"target": target, "rules": rules, "solo": sorted(solo), "skip": skip})
+            request = json.dumps({"target": target, "items": members_of_chunk, "solo": sorted(solo), "skip": skip})
             with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
-                proc = subprocess.Popen([sys.executable, "-m", "tests.dtype_sweep", "--worker"], stdin=subprocess.PIPE,
+                proc = subprocess.Popen([sys.executable, "-m", module, "--worker"], stdin=subprocess.PIPE,
                                         stdout=stdout, stderr=stderr, env=env, text=True, cwd=root)
                 proc.stdin.write(request)
                 proc.stdin.close()
@@ -508,15 +519,16 @@ def sweep_isolated(names: Sequence[str], target: str, *, chunk: int = 12, timeou
                 stderr.seek(0)
                 tail = [ln.strip() for ln in stderr.read().splitlines() if ln.strip() and not _NOISE.match(ln)][-1:]
             done = [line["outcomes"] for line in lines if "outcomes" in line]
+            first, last_item = members_of_chunk[0], members_of_chunk[-1]
             if done and returncode == 0:
-                outcomes.extend(Outcome(**o) for o in done[0])
+                outcomes.extend(done[0])
                 if log:
-                    log(f"  {rules[0]}..{rules[-1]}: done ({time.time() - began:.0f} s)")
+                    log(f"  {first}..{last_item}: done ({time.time() - began:.0f} s)")
                 break
             events = [line for line in lines if "event" in line]
             why = _died(returncode, tail[0][:300] if tail else "")
             if not events:  # died before its first step: nothing to blame but the chunk
-                skip.update({f"{n}|*": why for n in rules})
+                skip.update({whole(n): why for n in members_of_chunk})
                 continue
             last = events[-1]
             members = last["members"]
@@ -526,7 +538,7 @@ def sweep_isolated(names: Sequence[str], target: str, *, chunk: int = 12, timeou
             else:
                 solo.update(members)
             if log:
-                log(f"  worker for {rules[0]}..{rules[-1]} died during {last['event']} of {members[:4]}: {why}")
+                log(f"  worker for {first}..{last_item} died during {last['event']} of {members[:4]}: {why}")
     return outcomes
 
 

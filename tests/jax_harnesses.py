@@ -1,0 +1,265 @@
+"""JAX's own primitive harnesses (``jax._src.internal_test_util.test_harnesses``, the suite jax2tf
+was tested with) through noxla, strict, compared with JAX.
+
+Each harness on CPU (5,483 in JAX 0.10) is a program and its seeded inputs. It is *refused by JAX*
+when JAX cannot trace or run it; otherwise the up-front check for the target either rejects it, or
+it runs in each of the target's runtimes and must match JAX. Where a decomposition is not unique
+(eigen- and singular vectors, QR's signs, LU's pivots among equal candidates, eig's order,
+cholesky's unspecified upper triangle, approx_top_k's ties) a result that differs from JAX's is
+still right when it is a valid decomposition of the operand: ``gauge.py``'s checks, the ones JAX's
+own jax2tf tests make (their ``custom_assert``s), decide it.
+
+This module is the only place in the tests that imports JAX internals for the harnesses.
+
+``python3 -m tests.jax_harnesses tf|tfgraph|tflite|tfjs [--sample N] [--seed S] [--group G,...]``
+prints the counts and every crash and mismatch, running chunks of harnesses in worker processes
+(LiteRT aborts the process on some models: an abort is recorded as a crash of that harness).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import zlib
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from tests import dtype_sweep
+
+# Each CLI target: the up-front check's target and the runtimes its programs run in.
+TARGETS = {
+    "tf": ("tf", ("tf_eager",)),
+    "tfgraph": ("tf", ("tf_graph",)),
+    "tflite": ("tflite", ("tflite",)),
+    "tfjs": ("tfjs", ("tfjs_wasm",)),
+}
+
+
+@functools.cache
+def all_harnesses() -> dict:
+    """Every harness JAX runs on CPU, by its full name."""
+    from jax._src.internal_test_util import test_harnesses
+    found = {}
+    for h in test_harnesses.all_harnesses:
+        if h.filter("cpu"):
+            assert h.fullname not in found, f"two harnesses named {h.fullname}"
+            found[h.fullname] = h
+    return found
+
+
+def names(sample: int | None = None, seed: int = 0, groups: Sequence[str] = ()) -> list[str]:
+    """Harness names (all, or those of ``groups``), or a seeded sample of ``sample`` of them."""
+    chosen = [n for n, h in all_harnesses().items() if not groups or h.group_name in groups]
+    if sample is not None and sample < len(chosen):
+        picked = np.random.default_rng(seed).choice(len(chosen), size=sample, replace=False)
+        chosen = [chosen[i] for i in sorted(picked)]
+    return chosen
+
+
+def stratified(size: int, seed: int, always: Sequence[str] = ()) -> list[str]:
+    """A seeded sample of ``size`` harnesses that holds ``always`` and one of every group (then
+    more of each group in turn, at random), so that every primitive is tried: a plain sample of
+    5,483 is mostly scatter."""
+    rng = np.random.default_rng(seed)
+    by_group: dict[str, list[str]] = {}
+    for n, h in all_harnesses().items():
+        by_group.setdefault(h.group_name, []).append(n)
+    queues = [list(rng.permutation(members)) for _, members in sorted(by_group.items())]
+    chosen = [n for n in always if n in all_harnesses()]
+    picked = set(chosen)
+    while len(chosen) < size and any(queues):
+        for queue in queues:
+            while queue and queue[0] in picked:
+                queue.pop(0)
+            if queue and len(chosen) < size:
+                picked.add(queue[0])
+                chosen.append(queue.pop(0))
+    order = {n: i for i, n in enumerate(all_harnesses())}
+    return sorted(chosen, key=order.__getitem__)
+
+
+@dataclasses.dataclass
+class HarnessProgram:
+    name: str
+    group: str
+    dtype: object
+    params: dict
+    fun: Callable
+    args: tuple
+    program: object        # noxla.tracing.Program
+    expected: list         # JAX's outputs
+
+
+def build(name: str) -> HarnessProgram | str:
+    """The harness traced with its seeded inputs and JAX's outputs, or why JAX refuses it."""
+    from noxla.tracing import trace
+    from noxla.verify import jax_outputs
+    h = all_harnesses()[name]
+    rng = np.random.RandomState(zlib.crc32(name.encode()))
+    try:
+        args = tuple(np.asarray(a) for a in h.dyn_args_maker(rng))
+        program = trace(h.dyn_fun, args)
+        expected = jax_outputs(h.dyn_fun, args)
+    except Exception as e:  # noqa: BLE001 - JAX cannot trace or run this harness here
+        return f"JAX refuses: {type(e).__name__}: {dtype_sweep._first_line(e)}"
+    return HarnessProgram(name, h.group_name, h.dtype, dict(h.params), h.dyn_fun, args, program, expected)
+
+
+@dataclasses.dataclass
+class Outcome:
+    """One harness on one target: "matched", "rejected" (up front), "invalid" (JAX refuses);
+    "crashed" (after the check passed) or "mismatched" are failures."""
+    name: str
+    target: str
+    result: str
+    detail: str = ""
+
+
+def _ignore(what, members):
+    pass
+
+
+def run_harness(name: str, target: str, run, check, event=_ignore, hp: HarnessProgram | str | None = None) -> Outcome:
+    """``name`` on the CLI ``target``: ``check(program, runtime)`` gives the up-front report,
+    ``run(runtime, fun, program, args)`` the runtime's outputs; ``hp``: the harness already built."""
+    from tests.gauge import mismatch
+    _, runtimes = TARGETS[target]
+    if hp is None:
+        event("prepare", [name])
+        hp = build(name)
+    if isinstance(hp, str):
+        return Outcome(name, target, "invalid", hp)
+    event("check", [name])
+    try:
+        report = check(hp.program, runtimes[0])
+    except Exception as e:  # noqa: BLE001 - the check must report, never raise
+        return Outcome(name, target, "crashed", f"the check raised {type(e).__name__}: {dtype_sweep._first_line(e)}")
+    if report is not None and not report.ok:
+        return Outcome(name, target, "rejected", report.format())
+    problems = []
+    for runtime in runtimes:
+        event(runtime, [name])
+        outs = dtype_sweep._run(run, runtime, hp.fun, hp.program, hp.args)
+        if isinstance(outs, str):
+            problems.append(f"[{runtime}] {outs}")
+            continue
+        problem = mismatch(hp, outs)
+        if problem:
+            problems.append(f"[{runtime}] mismatched: {problem}")
+    if not problems:
+        return Outcome(name, target, "matched")
+    return Outcome(name, target, problems[0].split("] ", 1)[1].split(":")[0], "\n".join(problems))
+
+
+def runner(target: str, scratch: str, tfjs=None):
+    """(run, check) for ``target`` in this process."""
+    from limitations.targets import Target
+    from noxla.export import full_check
+    from tests.differential import Runtimes
+    runtimes = Runtimes(scratch, tfjs)
+
+    def run(runtime, fun, program, args):
+        return runtimes.run(runtime, fun, program, args, strict=True)
+
+    def check(program, runtime):
+        if TARGETS[target][0] == "tf":
+            return full_check(program.closed_jaxpr, Target.TF)
+        return runtimes.check(program, runtime, strict=True)
+    return run, check
+
+
+def _worker() -> int:
+    """One worker: reads {"target", "items" (harness names), "solo", "skip"} on stdin and prints a
+    JSON line per event before each step that could kill it, then {"outcomes": [...]}
+    (``dtype_sweep.isolated`` runs it)."""
+    import json
+    import sys
+    import tempfile
+
+    from noxla.runtimes import TfjsRunner
+
+    request = json.loads(sys.stdin.read())
+    target = request["target"]
+
+    def event(what, members):
+        sys.stdout.write(json.dumps({"event": what, "members": list(members)}) + "\n")
+        sys.stdout.flush()
+
+    targets = target.split(",")  # every target of the run, so that each harness is built once
+    tfjs = TfjsRunner() if "tfjs" in targets else None
+    try:
+        scratch = tempfile.mkdtemp(prefix="noxla_harness_")
+        runners = {t: runner(t, scratch, tfjs) for t in targets}
+        outcomes = []
+        for n in request["items"]:
+            if n in request["skip"]:
+                outcomes += [Outcome(n, t, "crashed", request["skip"][n]) for t in targets]
+                continue
+            event("prepare", [n])
+            hp = build(n)
+            outcomes += [run_harness(n, t, *runners[t], event, hp) for t in targets]
+    finally:
+        if tfjs is not None:
+            tfjs.close()
+    sys.stdout.write(json.dumps({"outcomes": [dataclasses.asdict(o) for o in outcomes]}) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def run_isolated(items: Sequence[str], target: str, *, chunk: int = 200, log=None) -> list[Outcome]:
+    """``run_harness`` on each of ``items``, chunks of them in worker processes."""
+    return [Outcome(**o) for o in dtype_sweep.isolated("tests.jax_harnesses", target, items, chunk=chunk, log=log)]
+
+
+def summary(target: str, outcomes: Sequence[Outcome]) -> str:
+    import collections
+    counts = collections.Counter(o.result for o in outcomes)
+    return (f"{target}: {len(outcomes)} harnesses, refused by JAX {counts['invalid']}, rejected up front "
+            f"{counts['rejected']}, matched {counts['matched']}, crashed after the check {counts['crashed']}, "
+            f"differed silently {counts['mismatched']}")
+
+
+def main(argv=None) -> int:
+    """``python3 -m tests.jax_harnesses tf|tfgraph|tflite|tfjs ... [--sample N] [--seed S]``: JAX's
+    harnesses through noxla (strict) on each target, their counts, and every crash and mismatch.
+    Exit status 1 if there is any."""
+    import argparse
+    import json
+    import time
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("targets", nargs="*", default=["tf"], help=f"any of {', '.join(TARGETS)}")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--sample", type=int, default=None, help="a seeded sample of N harnesses (default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
+    parser.add_argument("--group", default="", help="comma-separated harness groups (e.g. dot_general,eig)")
+    parser.add_argument("--chunk", type=int, default=200, help="harnesses per worker process")
+    parser.add_argument("--json", default="", help="write every outcome to this file (JSON lines)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = parser.parse_args(argv)
+    if args.worker:
+        return _worker()
+    unknown = [t for t in args.targets if t not in TARGETS]
+    if unknown:
+        parser.error(f"unknown targets {unknown}: choose from {', '.join(TARGETS)}")
+    chosen = names(args.sample, args.seed, [g for g in args.group.split(",") if g])
+    bad = 0
+    start = time.time()
+    every = run_isolated(chosen, ",".join(args.targets), chunk=args.chunk, log=None if args.quiet else print)
+    print(f"{len(chosen)} harnesses on {', '.join(args.targets)} in {time.time() - start:.0f} s", flush=True)
+    for target in args.targets:
+        outcomes = [o for o in every if o.target == target]
+        print(summary(target, outcomes), flush=True)
+        for o in outcomes:
+            if o.result in ("crashed", "mismatched"):
+                bad += 1
+                print(f"  {o.name}: {o.detail.splitlines()[0] if o.detail else o.result}")
+        if args.json:
+            with open(args.json, "a") as f:
+                for o in outcomes:
+                    f.write(json.dumps(dataclasses.asdict(o)) + "\n")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
