@@ -398,6 +398,15 @@ def lower_optimization_barrier(ctx, *operands):
 _U32_EDGES = (np.array([0, 1, 7, 2 ** 32 - 1, 2 ** 32 - 1, 2 ** 31, 3000000000, 123456789, 5, 0x9E3779B9], np.uint32),
               np.array([3, 0, 7, 1, 2 ** 32 - 1, 2 ** 31 + 1, 65535, 10, 0, 0x1BD11BDA], np.uint32))
 
+def _atan2(y, x):
+    # TFLite's ATAN2 takes operands of the result's shape only (the converter refuses others):
+    # broadcast them explicitly. Broadcasting keeps each value, the sign of a zero too.
+    if y.shape != x.shape:
+        shape = tf.broadcast_dynamic_shape(tf.shape(y), tf.shape(x))
+        y, x = tf.broadcast_to(y, shape), tf.broadcast_to(x, shape)
+    return tf.atan2(y, x)
+
+
 # Primitive: (TF lowering, cases).
 BINARY = {
     lax.add_p: (tf.math.add, [
@@ -422,8 +431,11 @@ BINARY = {
         case("u16_wraps", lax.sub, np.array([0, 1, 65535, 0, 5], np.uint16),
              np.array([1, 65535, 0, 65535, 3], np.uint16)),
         case("u32_wraps", lax.sub, *_U32_EDGES)]),
-    lax.atan2_p: (tf.atan2, [
+    lax.atan2_p: (lambda y, x: _atan2(y, x), [
         case("f32", lax.atan2, f32(3, 4), f32(3, 4)),
+        # lax.atan2 broadcasts size-1 dimensions inside the primitive (no broadcast_in_dim).
+        case("broadcast_rows", lax.atan2, f32(4, 5), f32(1, 5)),
+        case("broadcast_columns", lax.atan2, f32(1, 5), f32(4, 5)),
         case("edges", lax.atan2, np.array([0.0, -0.0, 0.0, -0.0, 1.0, INF, INF, NAN], np.float32),
              np.array([-0.0, -0.0, 1.0, 1.0, 0.0, INF, -1.0, 1.0], np.float32)),
         case("f16", lax.atan2, f16(5), f16(5))]),
