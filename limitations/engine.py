@@ -25,6 +25,7 @@ from jax.extend import core
 from lowering_rules import registry
 from lowering_rules.dtype_support import (
     boundary_dtype_reason,
+    boundary_dtype_workaround,
     carries_uint32,
     dtype_name,
     sorted_names,
@@ -182,20 +183,26 @@ def check_jaxpr(closed_jaxpr, target: Target | str, *, tf_ops: OpBackstop | None
     it narrows: TF.js's serves TF.js on WebGL), which then runs when they pass.
     """
     target = Target.parse(target)
-    seen, found = set(), list(_boundary_violations(closed_jaxpr, target))
+    seen, found = set(), []
     for eqn, source in iter_eqns_with_sources(closed_jaxpr):
         for v in violations_of(eqn_view(eqn), target, source):
             key = (v.primitive, v.param, v.value, v.source)
             if key not in seen:
                 seen.add(key)
                 found.append(v)
+    # A dtype the target lacks is named once: at the primitives computing on it, else (a value passed
+    # through untouched) at the program's boundary.
+    named = {v.value for v in found if v.param == "dtype"}
+    found[:0] = [v for v in _boundary_violations(closed_jaxpr, target)
+                 if v.value not in named or np.issubdtype(np.dtype(v.value), np.complexfloating)]
     if not found and tf_ops is not None and tf_ops.target in target.lineage:  # TF.js's, for WebGL too
         found.extend(op_violations(closed_jaxpr, tf_ops))
     return Report(target, tuple(found))
 
 
 def _boundary_violations(closed_jaxpr, target: Target) -> Iterator[Violation]:
-    """Program inputs and outputs of a dtype the target cannot pass in or out (complex values)."""
+    """Program inputs and outputs of a dtype the target cannot pass in or out (complex values, and
+    dtypes the target has no tensors of)."""
     jaxpr = closed_jaxpr.jaxpr
     for kind, atoms in (("input", jaxpr.invars), ("output", jaxpr.outvars)):
         for i, atom in enumerate(atoms):
@@ -203,9 +210,7 @@ def _boundary_violations(closed_jaxpr, target: Target) -> Iterator[Violation]:
             reason = dtype is not None and boundary_dtype_reason(target, dtype, kind == "output")
             if reason:
                 yield Violation(f"(program {kind})", target, "dtype", np.dtype(dtype).name, reason,
-                                "pass complex values as two float arrays: jnp.real(z), jnp.imag(z) "
-                                "(and lax.complex(re, im) inside the program)", f"program {kind} #{i}",
-                                declared=True)
+                                boundary_dtype_workaround(target, dtype), f"program {kind} #{i}", declared=True)
 
 
 @functools.lru_cache(maxsize=8)  # programs hold their weights; the harness asks twice per case

@@ -32,6 +32,7 @@ from lowering_rules.helpers import (
     int_info,
     is_inf,
     is_nan,
+    kernel_dtype,
     where_nan_either,
     wide,
     wrap_to,
@@ -869,13 +870,20 @@ _CONVERT_EDGES = np.array([NAN, INF, -INF, 3e9, -3e9, 2.9, -2.9, 2147483520.0, 3
                                                                    np.float32)),
     case("f16_to_f32", lambda x: x.astype(jnp.float32), f16(3, 4)),
     case("f16_to_i32", lambda x: x.astype(jnp.int32), np.array([NAN, INF, -2.5, 300.0, 65504.0], np.float16)),
+    case("f16_to_bool", lambda x: x.astype(jnp.bool_), np.array([NAN, 0.0, -0.0, 6e-8, -INF, 0.25], np.float16)),
+    case("i8_to_bool", lambda x: x.astype(jnp.bool_), np.array([0, 1, -128, 127, -1], np.int8)),
+    case("u16_to_bool", lambda x: x.astype(jnp.bool_), np.array([0, 1, 65535, 256], np.uint16)),
+    case("u32_to_bool", lambda x: x.astype(jnp.bool_), np.array([0, 1, 2 ** 32 - 1, 2 ** 31], np.uint32)),
     case("weak_type", lambda x: x + 1.5, i32(3)),
 ])
 def lower_convert_element_type(ctx, x, *, new_dtype, weak_type):
     # weak_type only steers JAX's type promotion at trace time; the values are the same.
     target = ctx.out_dtype
     if target == tf.bool:
-        return tf.not_equal(x, tf.zeros_like(x))  # NaN is true, as in JAX
+        # NaN is true, as in JAX. TFLite's NOT_EQUAL has no float16, 8/16-bit or uint32 kernel: compare
+        # in the kernel dtype (a uint32 as the int32 with the same bits, nonzero exactly when it is).
+        x = tf.cast(x, kernel_dtype(x.dtype, ordered=False)) if x.dtype != tf.bool else x
+        return tf.not_equal(x, tf.zeros_like(x))
     if x.dtype.is_floating and target.is_integer:
         return _float_to_int(x, target)
     if x.dtype.is_integer and target.is_integer and target.size < x.dtype.size:
