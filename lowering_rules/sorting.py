@@ -159,6 +159,10 @@ _WIDE_KEYS = dtype_limitation(  # TF.js has none of these dtypes at all (lowerin
     case("bool", lambda x: (jnp.sort(x, axis=1), jnp.argsort(x, axis=1)), boolean(3, 8)),
     case("u8", lambda x: jnp.sort(x, axis=0), u8(6, 3, low=0, high=255)),
     case("f16", lambda x: (jnp.sort(x, axis=1), jnp.argsort(x, axis=1)), f16(3, 8)),
+    case("f16_axis0", lambda x: jnp.sort(x, axis=0), f16(5, 7)),
+    case("i16_u16_axis0", lambda x, y: (jnp.sort(x, axis=0), jnp.sort(y, axis=0)),
+         np.arange(35, dtype=np.int16).reshape(5, 7) * 1013 % 97 - 40,
+         np.arange(35, dtype=np.uint16).reshape(5, 7) * 4099 % 65521),
     case("lexsort", lambda a, b: jnp.lexsort((a, b)), i32(10, low=0, high=3), i32(10, low=0, high=2)),
     case("lax_two_keys_with_payload", lambda a, b, c: lax.sort((a, b, c), dimension=1, num_keys=2),
          i32(3, 8, low=0, high=2), f32(3, 8), f32(3, 8)),
@@ -181,12 +185,13 @@ def lower_sort(ctx, *operands, dimension, is_stable, num_keys):
     rows = Rows(ctx, aval, dimension)
     order = None
     for key in reversed(operands[:num_keys]):
-        key_rows = _numeric(rows.rows(key))
+        key_rows = rows.rows(_numeric(key))
         if order is not None:
             key_rows = rows.take(key_rows, order)
         step = _ascending_pass(key_rows, rows)
         order = step if order is None else rows.take(order, step)
-    return [rows.back(tf.cast(rows.take(_numeric(rows.rows(x)), order), x.dtype)) for x in operands]
+    # Moved in float32/int32 both ways: TFLite's TRANSPOSE has no float16 or 16-bit kernel.
+    return [tf.cast(rows.back(rows.take(rows.rows(_numeric(x)), order)), x.dtype) for x in operands]
 
 
 # --------------------------------------------------------------------------- top_k
