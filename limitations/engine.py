@@ -27,6 +27,7 @@ from limitations.targets import boundary_limits
 from lowering_rules import registry
 from lowering_rules.dtype_support import (
     boundary_dtype_reason,
+    boundary_dtype_workaround,
     carries_uint32,
     dtype_name,
     sorted_names,
@@ -184,20 +185,26 @@ def check_jaxpr(closed_jaxpr, target: Target | str, *, tf_ops: OpBackstop | None
     it narrows: TF.js's serves TF.js on WebGL), which then runs when they pass.
     """
     target = Target.parse(target)
-    seen, found = set(), list(_boundary_violations(closed_jaxpr, target))
+    seen, found = set(), []
     for eqn, source in iter_eqns_with_sources(closed_jaxpr):
         for v in violations_of(eqn_view(eqn), target, source):
             key = (v.primitive, v.param, v.value, v.source)
             if key not in seen:
                 seen.add(key)
                 found.append(v)
+    # A dtype the target lacks is named once: at the primitives computing on it, else (a value passed
+    # through untouched) at the program's boundary.
+    named = {v.value for v in found if v.param == "dtype"}
+    found[:0] = [v for v in _boundary_violations(closed_jaxpr, target)
+                 if v.value not in named or np.issubdtype(np.dtype(v.value), np.complexfloating)]
     if not found and tf_ops is not None and tf_ops.target in target.lineage:  # TF.js's, for WebGL too
         found.extend(op_violations(closed_jaxpr, tf_ops))
     return Report(target, tuple(found))
 
 
 def _boundary_violations(closed_jaxpr, target: Target) -> Iterator[Violation]:
-    """Program inputs and outputs of a dtype the target cannot pass in or out (complex values)."""
+    """Program inputs and outputs of a dtype the target cannot pass in or out (complex values, and
+    dtypes the target has no tensors of)."""
     jaxpr = closed_jaxpr.jaxpr
     for kind, atoms in (("input", jaxpr.invars), ("output", jaxpr.outvars)):
         for i, atom in enumerate(atoms):
@@ -206,9 +213,8 @@ def _boundary_violations(closed_jaxpr, target: Target) -> Iterator[Violation]:
             if reason:
                 float0 = dtype == jax.dtypes.float0
                 yield Violation(f"(program {kind})", target, "dtype", "float0" if float0 else np.dtype(dtype).name,
-                                reason, _FLOAT0_WORKAROUND if float0 else
-                                "pass complex values as two float arrays: jnp.real(z), jnp.imag(z) "
-                                "(and lax.complex(re, im) inside the program)", f"program {kind} #{i}",
+                                reason, _FLOAT0_WORKAROUND if float0 else boundary_dtype_workaround(target, dtype),
+                                f"program {kind} #{i}",
                                 declared=True)
             for param, value, why, workaround in boundary_limits(target, atom.aval):
                 yield Violation(f"(program {kind})", target, param, value, why, workaround, f"program {kind} #{i}",

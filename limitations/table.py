@@ -355,6 +355,11 @@ def render(rules=None) -> str:
         "",
         "## Dtypes per target",
         "",
+        "A program input or output of a dtype its target lacks is rejected too, even when no primitive "
+        "computes on it (`lambda x: x` on float16): a converter refuses it, or a TF.js model would return "
+        "int32 or float32 values in its place without a word. TF.js's uint32 is the exception: its models "
+        "take and return a uint32 as the int32 with the same bits.",
+        "",
         *_dtype_section(),
         "## Dtypes per rule",
         "",

@@ -184,14 +184,25 @@ _COMPLEX_OUTPUTS = frozenset({Target.TF, Target.TFLITE_FLEX})
 
 
 def boundary_dtype_reason(target: Target, dtype, output: bool) -> str | None:
-    """Why ``target`` cannot take (``output``: return) a program value of ``dtype``, else None."""
+    """Why ``target`` cannot take (``output``: return) a program value of ``dtype``, else None.
+
+    A program that applies no primitive to a value (``lambda x: x``, a broadcast to the same shape)
+    passes it through untouched: only this check sees its dtype. A TFLite converter refuses a
+    bfloat16 input; a TF.js model has no uint8 or float16 tensors to return, so it would hand back
+    int32 or float32 values without a word. uint32 is the exception for TF.js: its models take and
+    return uint32 as the int32 with the same bits (``carries_uint32``), as PRNG keys need.
+    A float0 (a gradient w.r.t. an integer input) becomes jax2tf's bfloat16 zero in TF only."""
     if output and dtype == jax.dtypes.float0 and target is not Target.TF:
         return (f"{target.label} cannot return a float0 (JAX's gradient w.r.t. an integer input, which "
                 "holds no value): TF gets jax2tf's bfloat16 zero, which TFLite builtins and TF.js lack")
     try:
-        if not np.issubdtype(np.dtype(dtype), np.complexfloating):
-            return None
-    except TypeError:  # extended dtypes (PRNG keys) are not complex
+        complex_ = np.issubdtype(np.dtype(dtype), np.complexfloating)
+    except TypeError:  # extended dtypes (PRNG keys) are no tensor dtype of their own
+        return None
+    lacks = target_lacks(target, dtype)
+    if lacks and not (target.within((Target.TFJS,)) and np.dtype(dtype) == np.uint32):
+        return f"{target.label} cannot {'return' if output else 'take'} {dtype_name(dtype)} values: {lacks}"
+    if not complex_:
         return None
     if output and target not in _COMPLEX_OUTPUTS:
         return (f"{target.label} cannot return complex values: TFLite builtins have no op that builds "
@@ -199,6 +210,17 @@ def boundary_dtype_reason(target: Target, dtype, output: bool) -> str | None:
     if not output and target not in _COMPLEX_INPUTS:
         return f"{target.label} cannot take complex inputs: TF.js's wasm backend has no Real or Imag kernel"
     return None
+
+
+def boundary_dtype_workaround(target: Target, dtype) -> str:
+    if np.issubdtype(np.dtype(dtype), np.complexfloating) and target_has(target, dtype):
+        return ("pass complex values as two float arrays: jnp.real(z), jnp.imag(z) "
+                "(and lax.complex(re, im) inside the program)")
+    name = dtype_name(dtype)
+    instead = [d for d in _INSTEAD.get(name, ()) if target_has(target, d)]
+    to = instead[0] if instead else "a dtype the target has"
+    return (f"give the program {to} values instead (cast {name} inputs before calling it, and cast its {name} "
+            f"results to {to} inside the program with .astype)")
 
 
 # TF.js has no uint32, but noxla's TF.js lowering carries a uint32 as the int32 with the same bits
@@ -237,6 +259,8 @@ __all__ = [
     "KEY",
     "NUMERIC",
     "ORDER",
+    "boundary_dtype_reason",
+    "boundary_dtype_workaround",
     "SHORT",
     "SIGNED",
     "UNSIGNED",

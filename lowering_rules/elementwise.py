@@ -34,6 +34,7 @@ from lowering_rules.helpers import (
     int_info,
     is_inf,
     is_nan,
+    kernel_dtype,
     where_nan_either,
     wide,
     wrap_to,
@@ -400,6 +401,15 @@ def lower_optimization_barrier(ctx, *operands):
 _U32_EDGES = (np.array([0, 1, 7, 2 ** 32 - 1, 2 ** 32 - 1, 2 ** 31, 3000000000, 123456789, 5, 0x9E3779B9], np.uint32),
               np.array([3, 0, 7, 1, 2 ** 32 - 1, 2 ** 31 + 1, 65535, 10, 0, 0x1BD11BDA], np.uint32))
 
+def _atan2(y, x):
+    # TFLite's ATAN2 takes operands of the result's shape only (the converter refuses others):
+    # broadcast them explicitly. Broadcasting keeps each value, the sign of a zero too.
+    if y.shape != x.shape:
+        shape = tf.broadcast_dynamic_shape(tf.shape(y), tf.shape(x))
+        y, x = tf.broadcast_to(y, shape), tf.broadcast_to(x, shape)
+    return tf.atan2(y, x)
+
+
 # Primitive: (TF lowering, cases).
 BINARY = {
     lax.add_p: (tf.math.add, [
@@ -424,8 +434,11 @@ BINARY = {
         case("u16_wraps", lax.sub, np.array([0, 1, 65535, 0, 5], np.uint16),
              np.array([1, 65535, 0, 65535, 3], np.uint16)),
         case("u32_wraps", lax.sub, *_U32_EDGES)]),
-    lax.atan2_p: (tf.atan2, [
+    lax.atan2_p: (lambda y, x: _atan2(y, x), [
         case("f32", lax.atan2, f32(3, 4), f32(3, 4)),
+        # lax.atan2 broadcasts size-1 dimensions inside the primitive (no broadcast_in_dim).
+        case("broadcast_rows", lax.atan2, f32(4, 5), f32(1, 5)),
+        case("broadcast_columns", lax.atan2, f32(1, 5), f32(4, 5)),
         case("edges", lax.atan2, np.array([0.0, -0.0, 0.0, -0.0, 1.0, INF, INF, NAN], np.float32),
              np.array([-0.0, -0.0, 1.0, 1.0, 0.0, INF, -1.0, 1.0], np.float32)),
         case("f16", lax.atan2, f16(5), f16(5))]),
@@ -690,90 +703,6 @@ def lower_clamp(ctx, lo, x, hi):
     return as_out(ctx, lower_min(ctx, lower_max(ctx, x, lo), hi))
 
 
-def _float_format(dtype):
-    """(explicit mantissa bits, smallest normal exponent, largest finite) of a float dtype."""
-    info = jnp.finfo(dtype)
-    return int(info.nmant), int(info.minexp), float(info.max)
-
-
-# 2^k for every k a float32 ulp or power of two can have, from the smallest subnormal up: a float
-# table gathered by integer exponent is exact in every runtime, where pow(2, k) need not be.
-_POW2_MIN_EXPONENT = -149
-_POW2_F32 = np.array([2.0 ** k for k in range(_POW2_MIN_EXPONENT, 128)], np.float32)
-
-
-def _pow2(k):
-    return tf.gather(tf.constant(_POW2_F32), k - _POW2_MIN_EXPONENT)
-
-
-def _exponent(a, min_exponent: int):
-    """floor(log2 a) for finite a > 0, at least ``min_exponent``: the log's estimate, corrected
-    by one either way against exact powers of two (log may round across a power of two)."""
-    a = tf.maximum(a, float(2.0 ** min_exponent))  # subnormals share the smallest normal's ulp
-    e = tf.cast(tf.floor(log(a) * (1.0 / math.log(2.0))), tf.int32)
-    e = tf.clip_by_value(e, min_exponent, 127)
-    e = tf.where(a < _pow2(e), e - 1, e)
-    return tf.where(a >= 2.0 * _pow2(e), e + 1, e)
-
-
-def _next_float(x, y, dtype):
-    """nextafter without the bit pattern: x moves by one ulp of its format, which is exact.
-    Away from zero the step is ulp(|x|); toward zero from an exact power of two it is half that.
-    Subnormal operands and results are exact where the runtime keeps subnormals (TF.js); TF and
-    TFLite on CPU flush them to zero in every op, this one included."""
-    mantissa_bits, min_exponent, largest = _float_format(dtype)
-    a = tf.abs(x)
-    finite_a = tf.where(tf.math.is_finite(a), a, tf.ones_like(a))
-    e = _exponent(finite_a, min_exponent)
-    ulp_exponent = e - mantissa_bits
-    toward_zero = tf.equal(y > x, x < 0)  # up (y > x) shrinks a negative x, grows a positive one
-    halved = tf.logical_and(tf.logical_and(toward_zero, tf.equal(finite_a, _pow2(e))), e > min_exponent)
-    step_exponent = tf.where(halved, ulp_exponent - 1, ulp_exponent)
-    # TF and TFLite on CPU flush subnormal operands to zero, so a subnormal step would vanish:
-    # tiny magnitudes take the step scaled up by 2^64 (exact) and scale back.
-    scale_exponent = tf.where(a < 2.0 ** -100, 64, 0)
-    a_scaled, step = a * _pow2(scale_exponent), _pow2(step_exponent + scale_exponent)
-    magnitude = tf.where(toward_zero, a_scaled - step, a_scaled + step) * _pow2(-scale_exponent)
-    result = tf.where(x < 0, -magnitude, magnitude)
-    smallest = _pow2(tf.fill(tf.shape(x), min_exponent - mantissa_bits))
-    result = tf.where(tf.equal(x, 0.0), tf.where(y > 0, smallest, -smallest), result)
-    # From an infinity toward anything else: the largest finite float (a finite constant survives
-    # the TFLite converter; the infinities themselves never appear as constants).
-    largest = largest + tf.zeros_like(x)
-    result = tf.where(is_inf(x), tf.where(x < 0, -largest, largest), result)
-    result = tf.where(tf.equal(x, y), y, result)
-    return tf.where(tf.logical_or(is_nan(x), is_nan(y)), x + y, result)
-
-
-_NEXTAFTER_X = np.array([1.0, 1.0, -1.0, -1.0, 2.0, -2.0, 0.0, -0.0, 0.0, 0.0, INF, -INF, INF, -INF, NAN, 1.0,
-                         3.0, 0.75, 2.0 ** -126, -2.0 ** -125, 2.0 ** -125, 1.5e-38, 3e-36, -2e-31,
-                         3.4028235e38, 3.4028235e38, 2.0 ** 127, 1e10, -7.5e-20, 0.1, 16777216.0, 1.0],
-                        np.float32)
-_NEXTAFTER_Y = np.array([2.0, 0.0, -2.0, 0.0, 0.0, 0.0, 1.0, 1.0, -1.0, -0.0, 0.0, 0.0, INF, 5.0, 1.0, NAN,
-                         3.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, -1.0, INF, 0.0, INF, -INF, 1.0, 0.2, 0.0, INF],
-                        np.float32)
-_NEXTAFTER_F16_X = np.array([1.0, 1.0, -2.0, 0.0, 0.0, 6.1035e-05, 6e-8, 65504.0, INF, -INF, NAN, 0.1, 1024.0],
-                            np.float16)
-_NEXTAFTER_F16_Y = np.array([2.0, 0.0, 0.0, -1.0, 1.0, 0.0, 0.0, INF, 0.0, 0.0, 1.0, 1.0, 0.0], np.float16)
-
-
-# The result is one ulp from x: the cases compare exactly (atol = rtol = 0).
-@lowering(lax.nextafter_p, dtypes=FLOAT32_SERIES, cases=[
-    case("f32_edges", lax.nextafter, _NEXTAFTER_X, _NEXTAFTER_Y, atol=0.0, rtol=0.0),
-    case("f32_random", lax.nextafter, f32(4, 6, low=-100, high=100), f32(4, 6, low=-100, high=100),
-         atol=0.0, rtol=0.0),
-    # Normal operands whose ulp is subnormal (TF and TFLite flush subnormal operands and results,
-    # which the cases therefore avoid).
-    case("f32_tiny", lax.nextafter, f32(8, low=1.2e-38, high=1e-35), f32(8), atol=0.0, rtol=0.0),
-    case("f16_edges", lax.nextafter, _NEXTAFTER_F16_X, _NEXTAFTER_F16_Y, atol=0.0, rtol=0.0),
-    case("f16_random", lax.nextafter, f16(3, 4), f16(3, 4), atol=0.0, rtol=0.0),
-    case("poly", lax.nextafter, f32(3, 4), f32(3, 4), atol=0.0, rtol=0.0,
-         polymorphic_shapes=("(b, 4)", "(b, 4)")),
-])
-def lower_nextafter(ctx, x, y):
-    return as_out(ctx, _next_float(wide(x), wide(y), ctx.avals_in[0].dtype))
-
-
 # ----------------------------------------------------------------------------- integer_pow, select, convert
 
 _HALF_POW_X = np.random.default_rng(7).uniform(0.5, 3.0, 48) * np.resize([1.0, -1.0], 48)
@@ -879,13 +808,20 @@ _CONVERT_EDGES = np.array([NAN, INF, -INF, 3e9, -3e9, 2.9, -2.9, 2147483520.0, 3
                                                                    np.float32)),
     case("f16_to_f32", lambda x: x.astype(jnp.float32), f16(3, 4)),
     case("f16_to_i32", lambda x: x.astype(jnp.int32), np.array([NAN, INF, -2.5, 300.0, 65504.0], np.float16)),
+    case("f16_to_bool", lambda x: x.astype(jnp.bool_), np.array([NAN, 0.0, -0.0, 6e-8, -INF, 0.25], np.float16)),
+    case("i8_to_bool", lambda x: x.astype(jnp.bool_), np.array([0, 1, -128, 127, -1], np.int8)),
+    case("u16_to_bool", lambda x: x.astype(jnp.bool_), np.array([0, 1, 65535, 256], np.uint16)),
+    case("u32_to_bool", lambda x: x.astype(jnp.bool_), np.array([0, 1, 2 ** 32 - 1, 2 ** 31], np.uint32)),
     case("weak_type", lambda x: x + 1.5, i32(3)),
 ])
 def lower_convert_element_type(ctx, x, *, new_dtype, weak_type):
     # weak_type only steers JAX's type promotion at trace time; the values are the same.
     target = ctx.out_dtype
     if target == tf.bool:
-        return tf.not_equal(x, tf.zeros_like(x))  # NaN is true, as in JAX
+        # NaN is true, as in JAX. TFLite's NOT_EQUAL has no float16, 8/16-bit or uint32 kernel: compare
+        # in the kernel dtype (a uint32 as the int32 with the same bits, nonzero exactly when it is).
+        x = tf.cast(x, kernel_dtype(x.dtype, ordered=False)) if x.dtype != tf.bool else x
+        return tf.not_equal(x, tf.zeros_like(x))
     if x.dtype.is_floating and target.is_integer:
         return _float_to_int(x, target)
     if x.dtype.is_integer and target.is_integer and target.size < x.dtype.size:

@@ -362,6 +362,8 @@ def _scatter(kind, ctx, operand, indices, updates, dn, mode, unique_indices, app
     # and min in int64: TFLite's SCATTER_ND, SUM, PROD, MAX and MIN have no uint32 kernel.
     if kind in ("add", "sub", "mul", "max", "min"):
         compute = kernel_dtype(dtype, ordered=kind in ("max", "min"), bools=True)
+    elif kind == "set":  # moved only: a uint32 as the int32 with the same bits (no uint32 SELECT_V2)
+        compute = _moved_dtype(dtype)
     else:
         compute = compute_dtype(dtype, bools=True)
     positions, values, size = _scatter_positions(ctx, indices, tf.cast(updates, compute), dn, mode)
@@ -539,6 +541,8 @@ def _segment_sum(x, ids):
 
 SET_CASES = [
     case("unique", lambda x, i, v: x.at[i].set(v), f32(6), _idx(4, 0, 2), f32(3)),
+    case("u32_words", lambda x, i, v: x.at[i].set(v), np.array([0, 1, 2 ** 32 - 1, 2 ** 31, 5], np.uint32),
+         _idx(0, 2, 7), np.array([2 ** 32 - 2, 2 ** 31 + 3, 9], np.uint32)),
     case("duplicates_last_wins", lambda x, i, v: x.at[i].set(v), f32(6), _idx(1, 3, 1, 1, 3, 5), f32(6)),
     case("many_duplicates", lambda x, i, v: x.at[i].set(v), i32(3), np.arange(300, dtype=np.int32) % 3,
          i32(300)),

@@ -60,3 +60,10 @@ __all__ = ["ad_util", "api_util", "linear_util",
 # jax2tf.call_tf's primitive (a public module, imported here so rules name it in one place): its
 # TF function is in the equation's parameters, and noxla's output is TF, so it runs in place.
 from jax.experimental.jax2tf.call_tf import call_tf_p  # noqa: E402, F401
+
+
+def primitive_test_harnesses():
+    """JAX's own primitive harnesses (the suite jax2tf was tested with), for tests/jax_harnesses.py:
+    imported on call, as they build test data at import time."""
+    from jax._src.internal_test_util import test_harnesses
+    return test_harnesses

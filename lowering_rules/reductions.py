@@ -372,6 +372,12 @@ def _sum_and_max(x):
         (0, 2)), f32(2, 3, 4)),
     case("argmax_pair_init_wins", lambda x: _argmax_by_reduce(x - 100.0, "max")[0], f32(2, 3)),
     case("unrecognised_body", lambda x: lax.reduce(x, 0.0, lambda a, b: a * 0.5 + b, (1,)), f32(3, 4)),
+    case("add_body_u16_wraps", lambda x: lax.reduce(x, np.uint16(3), lambda a, b: a + b, (0,)),
+         np.array([[65535, 7, 1], [2, 65000, 0]], np.uint16)),
+    case("max_min_bodies_u16", lambda x, y: lax.reduce((x, y), (np.uint16(3), np.int32(3)),
+                                                      lambda a, b: (jnp.maximum(a[0], b[0]), jnp.minimum(a[1], b[1])),
+                                                      (0,)), np.array([[1, 7, 2], [2, 65000, 0]], np.uint16),
+         i32(2, 3)),
     case("argmax_pair_bool_rejected", lambda x: _argmax_by_reduce(x, "max"), boolean(3, 8)),
 ], limitations=[
     Limitation(ALL_TARGETS, "a (value, index) argmax/argmin pair reduction over bool values",
@@ -395,10 +401,12 @@ def lower_reduce(ctx, *operands_and_inits, computation, jaxpr, dimensions):
         outs = []
         for x, init, kind, aval, out_aval in zip(operands, inits, detail, ctx.avals_in, ctx.avals_out):
             reduced = monoid_reduce(ctx, x, dimensions, kind, aval)
-            # init joins as one more element (the monoid is commutative and associative).
-            pair = tf.stack([tf.fill(ctx.shape(out_aval.shape), init), reduced])
+            # init joins as one more element (the monoid is commutative and associative), stacked
+            # in the kernel dtype: TFLite's PACK has no float16 or uint16 kernel.
+            work = kernel_dtype(reduced.dtype, ordered=kind in ("max", "min"))
+            pair = tf.stack([tf.cast(tf.fill(ctx.shape(out_aval.shape), init), work), tf.cast(reduced, work)])
             pair_aval = ShapedArray((2, *out_aval.shape), out_aval.dtype)
-            outs.append(monoid_reduce(ctx, pair, (0,), kind, pair_aval))
+            outs.append(tf.cast(monoid_reduce(ctx, pair, (0,), kind, pair_aval), reduced.dtype))
         return outs
     return _arg_pair_reduce(ctx, *operands, *inits, tuple(dimensions), detail)
 

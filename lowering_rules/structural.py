@@ -188,15 +188,30 @@ REV_CASES = [
     case("empty", lambda x, y: _beside(lax.rev(_emptied(x, 1), (1,)), y, axis=1), f32(2, 3), f32(2, 1)),
     case("jnp_flip", lambda x: jnp.flip(x, 1), f32(2, 3)),
     case("symbolic", lambda x: lax.rev(x, (0,)), f32(3, 4), polymorphic_shapes=("(b, 4)",)),
+    case("non_adjacent_axes", lambda x: lax.rev(x, (0, 2)), f32(3, 4, 5)),
+    case("runs_of_axes_i32", lambda x: lax.rev(x, (3, 0, 1)), i32(2, 3, 2, 4, 3)),
 ]
+
+
+def _runs(axes):
+    """Sorted ``axes`` split into runs of adjacent axes: (0, 1, 3) -> [[0, 1], [3]]."""
+    runs: list[list[int]] = []
+    for a in sorted(axes):
+        if runs and runs[-1][-1] == a - 1:
+            runs[-1].append(a)
+        else:
+            runs.append([a])
+    return runs
 
 
 @lowering(lax.rev_p, cases=REV_CASES)
 @_carried(tf.float16, tf.bool, tf.int8, tf.uint16, tf.uint32)  # TF.js wasm garbles bool Reverse
 def lower_rev(ctx, x, *, dimensions):
-    if not dimensions:
-        return x
-    return tf.reverse(x, axis=list(dimensions))
+    # LiteRT's REVERSE_V2 reverses adjacent axes only ("Non-contiguous `axes` not supported" at run
+    # time): one Reverse per run of adjacent axes (reversals of different axes commute).
+    for run in _runs(dimensions):
+        x = tf.reverse(x, axis=run)
+    return x
 
 
 TILE_CASES = [

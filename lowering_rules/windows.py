@@ -206,12 +206,16 @@ def lower_reduce_window(ctx, x, init, *, jaxpr, consts, window_dimensions, windo
     name = _body_monoid(jaxpr)
     if name is not None:
         combine, fill = _monoid(name, ctx.avals_in[0].dtype)
+        # In the kernel dtype, as the monoid rules do: TFLite's PAD, ADD, MUL, MAXIMUM lack float16,
+        # 8/16-bit integers and uint32; max/min are exact there, narrow sums wrap on the final cast.
+        work = kernel_dtype(x.dtype, ordered=name in ("max", "min"))
+        x, init = tf.cast(x, work), tf.cast(init, work)
     else:
         body = ctx.sub_program(jax.extend.core.ClosedJaxpr(jaxpr, consts))
         combine, fill = (lambda a, b: body(a, b)[0]), None
     result = reduce_window(ctx, x, name, window_dimensions, window_strides, padding, base_dilation,
                            window_dilation, fill=fill, combine=combine)
-    return [combine(init, result)]
+    return [tf.cast(combine(init, tf.cast(result, x.dtype)), ctx.out_dtype)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -411,6 +415,13 @@ GENERIC_CASES = [
                                      window_dilation=(1, 2)), f32(4, 7, low=-0.5, high=0.5)),
     case("unrecognised_body_padded", window(lambda a, b: a + b + a * b, 0., (2, 3), (1, 2), "SAME"),
          f32(4, 7, low=-0.5, high=0.5)),
+    # Dtypes TFLite's kernels lack, with an initial value that is no identity (JAX's harnesses).
+    case("max_u8_init", window(lax.max, np.uint8(1), (2, 2), (1, 1)), np.arange(24, dtype=np.uint8).reshape(4, 6) % 7),
+    case("add_i8_wraps", window(lax.add, np.int8(100), (2,), (1,), ((1, 0),)),
+         np.array([100, 27, -128, -1, 5], np.int8)),
+    case("mul_f16_init", window(lax.mul, np.float16(2), (2, 2), (1, 1)), f16(4, 6, low=0.5, high=1.5)),
+    case("max_u32_init", window(lax.max, np.uint32(1), (3,), (1,)),
+         np.array([0, 2 ** 32 - 1, 7, 2 ** 31, 3], np.uint32)),
     case("variadic", lambda x, y: lax.reduce_window((x, y), (0., -jnp.inf),
                                                     lambda a, b: (a[0] + b[0], lax.max(a[1], b[1])),
                                                     (2,), (1,), "VALID"), f32(5), f32(5)),
@@ -463,5 +474,16 @@ lowering(lax.reduce_window_p, cases=GENERIC_CASES, limitations=[
 _NO_TFLITE_FLOAT16 = dtypes(gaps=[gap((Target.TFLITE,), {"float16"},
                                       "the window selection pads and slices float16 values (PAD, STRIDED_SLICE), "
                                       "which TFLite's builtins have no kernel for")])
-lowering(lax.select_and_scatter_add_p, cases=SCATTER_CASES, dtypes=_NO_TFLITE_FLOAT16)(lower_select_and_scatter_add)
+# The scattered sums add 8/16-bit and uint32 values, which TFLite's ADD has no kernel for (the converter
+# refuses them, found by JAX's own harnesses).
+_NO_TFLITE_NARROW_SUMS = dtypes(gaps=[*_NO_TFLITE_FLOAT16.gaps, gap(
+    (Target.TFLITE,), {"int8", "int16", "uint8", "uint16", "uint32"},
+    "the scattered values are summed in their own dtype, and TFLite's ADD has no 8/16-bit or uint32 kernel")])
+lowering(lax.select_and_scatter_add_p, cases=[
+    *SCATTER_CASES,
+    # Integer sums (JAX's harness binds it directly; no gradient has integers).
+    case("i16", lambda ct, x: windowed_reductions._select_and_scatter_add(ct, x, lax.ge_p, (2, 2), (2, 2),
+                                                                          ((0, 0), (0, 0))),
+         np.arange(6, dtype=np.int16).reshape(2, 3), np.arange(24, dtype=np.int16).reshape(4, 6) % 5),
+], dtypes=_NO_TFLITE_NARROW_SUMS)(lower_select_and_scatter_add)
 lowering(lax.select_and_gather_add_p, cases=GATHER_CASES, dtypes=_NO_TFLITE_FLOAT16)(lower_select_and_gather_add)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from lowering_rules.jax_compat import primitive_test_harnesses
 from tests import dtype_sweep
 
 # Each CLI target: the up-front check's target and the runtimes its programs run in.
@@ -38,7 +39,7 @@ TARGETS = {
 @functools.cache
 def all_harnesses() -> dict:
     """Every harness JAX runs on CPU, by its full name."""
-    from jax._src.internal_test_util import test_harnesses
+    test_harnesses = primitive_test_harnesses()
     found = {}
     for h in test_harnesses.all_harnesses:
         if h.filter("cpu"):

@@ -390,3 +390,23 @@ def test_webgl_target_inherits_tfjs_and_adds_its_own():
     assert all(_at(v.source, "webgl:uses") for v in webgl.violations)
     assert "float32 textures" in webgl.format()
     assert Target.parse("tfjs-webgl").within((Target.TFJS,)) and not Target.TFJS.within((Target.TFJS_WEBGL,))
+
+
+@pytest.mark.parametrize("dtype, target", [("float16", "tfjs"), ("uint8", "tfjs"), ("bfloat16", "tfjs"),
+                                           ("bfloat16", "tflite")])
+def test_a_value_passed_through_untouched_is_checked_at_the_boundary(dtype, target):
+    # No primitive computes on x, so only the boundary sees its dtype: without this check the TFLite
+    # converter refused bfloat16, and TF.js returned uint8/float16 as int32/float32 without a word.
+    import ml_dtypes
+    x = np.arange(4).astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    report = noxla.check(lambda x: jnp.broadcast_to(x, (4,)), x, target=target)
+    assert not report.ok and {v.primitive for v in report.violations} == {"(program input)", "(program output)"}
+    assert all(v.value == dtype and v.declared and ("float32" in v.workaround or "int32" in v.workaround)
+               for v in report.violations), report.format()
+    assert noxla.check(lambda x: jnp.broadcast_to(x, (4,)), x, target="tf").ok
+
+
+def test_tfjs_keeps_uint32_carried_at_the_boundary_and_one_message_per_dtype():
+    assert noxla.check(lambda x: x, np.arange(3, dtype=np.uint32), target="tfjs").ok
+    report = noxla.check(lambda x: x * x, np.ones(3, np.float16), target="tfjs")
+    assert [v.primitive for v in report.violations] == ["mul"], report.format()
