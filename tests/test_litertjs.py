@@ -212,6 +212,14 @@ def test_zoo_model_matches_jax_on_wasm_and_webgpu(name, litertjs, tmp_path):
 KNOWN_WEBGPU_FAILURES = {
     "random_wrap:uniform_from_halves": "LiteRT.js 2.5.3 on WebGPU computes noxla's PRNG bit arithmetic wrong "
                                        "(every sample differs; wasm matches); not yet narrowed to one op",
+    # Sampled once more rules were registered (session 7's merge); each is LiteRT.js's, not TFLite's
+    # (the same .tflite matches JAX in LiteRT on CPU), and not yet declared for the check.
+    "conj:complex": "LiteRT.js 2.5.3 returns garbage for a program computing on complex64 values inside "
+                    "(REAL/IMAG/COMPLEX tensors), already on wasm: complex values are outside its tensor types",
+    "population_count:i32": "LiteRT.js 2.5.3 on WebGPU counts the bits of negative int32s wrong (31 for -1's "
+                            "neighbours); wasm matches",
+    "symmetric_product:alpha_beta": "LiteRT.js 2.5.3's WebGPU delegate aborts on an op reading the same input "
+                                    "twice (x @ x^T: 'Node 0 is already a consumer of the value 0')",
 }
 
 
