@@ -85,21 +85,6 @@ def _jax_greedy(params, prompt, max_new):
     return [int(t) for t in np.asarray(tokens)[:int(count)]]
 
 
-def _word_level_tokenizer(path, vocab: int) -> str:
-    """A HF tokenizer.json (WordLevel): token i is the word ``t{i}``, specials at 0-2. Written out
-    directly, so the tests need no tokenizer library; LiteRT-LM parses it with HF's tokenizers."""
-    import json
-    words = {"<pad>": 0, "<bos>": 1, "<eos>": 2, **{f"t{i}": i for i in range(3, vocab)}}
-    special = [{"id": i, "content": w, "single_word": False, "lstrip": False, "rstrip": False,
-                "normalized": False, "special": True} for w, i in list(words.items())[:3]]
-    tokenizer = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": special,
-                 "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
-                 "decoder": None, "model": {"type": "WordLevel", "vocab": words, "unk_token": "<pad>"}}
-    with open(path, "w") as f:
-        json.dump(tokenizer, f)
-    return str(path)
-
-
 @pytest.mark.slow
 def test_llm_tflite_greedy_tokens_in_signature_runners_equal_jax(tmp_path):
     from ai_edge_litert.interpreter import Interpreter
@@ -135,7 +120,7 @@ def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path):
     from noxla import litertlm_bundle, llm
     params = tiny_llama.init_params(LAYOUT_CONFIG)
     layout = _layout()
-    tokenizer = _word_level_tokenizer(tmp_path / "tokenizer.json", LAYOUT_CONFIG.vocab)
+    tokenizer = tiny_llama.word_level_tokenizer(tmp_path / "tokenizer.json", LAYOUT_CONFIG.vocab)
     path = llm.export_litertlm(_step, params, str(tmp_path / "model.litertlm"), tokenizer=tokenizer, layout=layout,
                                start_token=BOS, stop_tokens=[EOS], prefill_lengths=(8,))
     words = [17, 42, 5, 9]

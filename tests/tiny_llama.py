@@ -8,6 +8,7 @@ K cache [1, kv_heads, C, head_dim] and a V cache stored transposed, [1, kv_heads
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
@@ -131,3 +132,17 @@ def generate(config: Config, params, prompt, eos, max_new: int, cache_length: in
     stopped_at_eos = (last == eos) & (count < max_new)
     out = jnp.where(stopped_at_eos & (jnp.arange(max_new) == count), eos, out)
     return out, count + stopped_at_eos.astype(jnp.int32)
+
+
+def word_level_tokenizer(path, vocab: int) -> str:
+    """A HF tokenizer.json (WordLevel): token i is the word ``t{i}``, specials at 0-2. Written out
+    directly, so the tests need no tokenizer library; LiteRT-LM parses it with HF's tokenizers."""
+    words = {"<pad>": 0, "<bos>": 1, "<eos>": 2, **{f"t{i}": i for i in range(3, vocab)}}
+    special = [{"id": i, "content": w, "single_word": False, "lstrip": False, "rstrip": False,
+                "normalized": False, "special": True} for w, i in list(words.items())[:3]]
+    tokenizer = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": special,
+                 "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
+                 "decoder": None, "model": {"type": "WordLevel", "vocab": words, "unk_token": "<pad>"}}
+    with open(path, "w") as f:
+        json.dump(tokenizer, f)
+    return str(path)

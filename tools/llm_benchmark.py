@@ -321,7 +321,8 @@ def run(args) -> dict:
         paths["noxla"] = noxla_tflite
     python = None if args.no_anchor else anchor_python(args.venv_dir)
     tokenizer = os.path.join(work, "tokenizer.json")
-    word_level_tokenizer(tokenizer, config.vocab)
+    from tests import tiny_llama
+    tiny_llama.word_level_tokenizer(tokenizer, config.vocab)
     if python:
         print("litert-torch checkpoint and export ...", file=sys.stderr, flush=True)
         hf_dir, out_dir = os.path.join(work, "hf"), os.path.join(work, "litert_torch")
@@ -376,20 +377,6 @@ def run(args) -> dict:
             if text is not None:
                 r["tokens"][f"{name} in LiteRT-LM"] = [int(t) for t in re.findall(r"t(\d+)", text)]
     return r
-
-
-def word_level_tokenizer(path: str, vocab: int) -> str:
-    """A HF tokenizer.json (WordLevel): token i is the word ``t{i}``, specials at 0-2 (as in
-    tests/test_llm.py), so prompts and outputs of LiteRT-LM's engine map back to token ids."""
-    words = {"<pad>": 0, "<bos>": 1, "<eos>": 2, **{f"t{i}": i for i in range(3, vocab)}}
-    special = [{"id": i, "content": w, "single_word": False, "lstrip": False, "rstrip": False,
-                "normalized": False, "special": True} for w, i in list(words.items())[:3]]
-    tokenizer = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": special,
-                 "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
-                 "decoder": None, "model": {"type": "WordLevel", "vocab": words, "unk_token": "<pad>"}}
-    with open(path, "w") as f:
-        json.dump(tokenizer, f)
-    return path
 
 
 def parse_args(argv=None):
