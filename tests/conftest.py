@@ -5,7 +5,28 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # TF.js's default CPU forwarding, ops on small CPU-resident tensors hid WebGL failures.
 os.environ.setdefault("NOXLA_WEBGL_NO_CPU_FORWARD", "1")
 
+import hashlib  # noqa: E402
+import pathlib  # noqa: E402
+
+import jax  # noqa: E402
 import pytest  # noqa: E402
+
+
+def _cpu_flags() -> bytes:
+    try:
+        return next(line for line in open("/proc/cpuinfo", "rb") if line.startswith(b"flags"))
+    except (OSError, StopIteration):
+        return b""
+
+
+# JAX's compile of the expected values dominates the slowest rule cases (igamma's is ~4 s), so the
+# second run of the loop reads them from JAX's persistent cache. XLA compiles for the host's
+# instruction set, so the directory is per CPU feature set: a cache made on an AVX-512 machine is
+# never loaded on one without it.
+_JAX_CACHE = pathlib.Path(os.environ.get("NOXLA_TEST_JAX_CACHE", pathlib.Path.home() / ".cache/noxla-tests/jax"))
+jax.config.update("jax_compilation_cache_dir",
+                  str(_JAX_CACHE / hashlib.sha256(_cpu_flags()).hexdigest()[:16]))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 from noxla.runtimes import BrowserRunner, TfjsRunner  # noqa: E402
 from tests.differential import Runtimes  # noqa: E402
