@@ -87,22 +87,26 @@ def quantize_tflite(data: bytes, quantize: str) -> bytes:
     result = quantizer.Quantizer(prepared, getattr(recipe, recipe_name)()).quantize(
         enable_progress_bar=False, enable_progress_report=False)
     quantized = flatbuffer_utils.read_model_from_bytearray(result.quantized_model)
+    _unique_tensor_names(quantized, undo=True)
     # Where one weight feeds ops the recipe treats differently, the quantizer gives every tensor
     # of it a buffer of its own, also across signatures: equal buffers are joined again.
     share_constant_buffers(quantized)
     return bytes(flatbuffer_utils.convert_object_to_bytearray(quantized))
 
 
-def _unique_tensor_names(model) -> None:
-    """Prefix each tensor's name with its signature key. The quantizer keys its work by tensor
-    name across the whole file, and refuses a model where two subgraphs share one (every
-    signature has a ``tokens``); signatures name their inputs and outputs in their own maps,
-    which stay as they are."""
+def _unique_tensor_names(model, undo: bool = False) -> None:
+    """Prefix each tensor's name with its signature key (``undo``: take the prefix off again).
+    The quantizer keys its work by tensor name across the whole file, and refuses a model where
+    two subgraphs share one (every signature has a ``tokens``); the signatures name their inputs
+    and outputs in maps of their own, which stay as they are."""
     for signature in model.signatureDefs or []:
-        key = signature.signatureKey.decode()
+        prefix = signature.signatureKey.decode() + "/"
         for tensor in model.subgraphs[signature.subgraphIndex].tensors:
             name = tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name or "")
-            tensor.name = f"{key}/{name}".encode()
+            if undo:
+                tensor.name = name.removeprefix(prefix).encode()
+            else:
+                tensor.name = (prefix + name).encode()
 
 
 def _embedding_lookups(model) -> None:
