@@ -192,3 +192,44 @@ def test_bad_llm_quantize_mode_is_refused_before_any_work(tmp_path):
         with pytest.raises(QuantizationError, match=r"quantize='int3'.*'int8'.*'int4'.*blockwise"):
             export(layout=_layout(), quantize="int3")
     assert not os.listdir(tmp_path)
+
+
+def _builtin_counts(data: bytes) -> dict:
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+    model = flatbuffer_utils.read_model_from_bytearray(data)
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    counts: dict = {}
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            code = model.operatorCodes[op.opcodeIndex]
+            name = names[max(code.builtinCode, code.deprecatedBuiltinCode)]
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+@pytest.mark.slow
+def test_embedding_lookup_rewrite_computes_the_gathers_rows(tmp_path):
+    """Only a GATHER of whole rows of a constant table becomes EMBEDDING_LOOKUP, and the float
+    model computes exactly JAX's values after the rewrite (before any quantization)."""
+    import jax.numpy as jnp
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    import noxla
+    from noxla import llm_quantize
+    from noxla.runtimes import run_tflite
+    table = np.random.default_rng(0).standard_normal((10, 6)).astype(np.float32)
+
+    def f(ids, x):
+        return {"rows": jnp.take(table, ids, axis=0), "columns": jnp.take(table, ids % 6, axis=1),
+                "of_input": jnp.take(x, ids, axis=0)}
+    ids, x = np.array([3, 0, 9, 3], np.int32), np.ones((10, 2), np.float32)
+    path = noxla.export_tflite(f, ids, x, path=str(tmp_path / "m.tflite"))
+    model = flatbuffer_utils.read_model(path)
+    llm_quantize._embedding_lookups(model)
+    data = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+    before, after = _builtin_counts(open(path, "rb").read()), _builtin_counts(data)
+    assert after.get("EMBEDDING_LOOKUP") == 1 and after["GATHER"] == before["GATHER"] - 1, (before, after)
+    got = run_tflite(data, {"ids": ids, "x": x})
+    for name, want in f(ids, x).items():
+        np.testing.assert_array_equal(got[name], np.asarray(want), err_msg=name)
