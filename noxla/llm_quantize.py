@@ -75,6 +75,7 @@ def export_quantized(signatures: dict, path: str, quantize: str, *, overwrite: b
 def quantize_tflite(data: bytes, quantize: str) -> bytes:
     """The float multi-signature .tflite ``data`` quantized with ``quantize``'s recipe; the
     signatures, their tensor names and the weights they share are kept."""
+    import numpy as np
     from ai_edge_quantizer import quantizer, recipe
     from tensorflow.lite.tools import flatbuffer_utils
 
@@ -88,6 +89,11 @@ def quantize_tflite(data: bytes, quantize: str) -> bytes:
     result = quantizer.Quantizer(prepared, getattr(recipe, recipe_name)()).quantize(
         enable_progress_bar=False, enable_progress_report=False)
     quantized = flatbuffer_utils.read_model_from_bytearray(result.quantized_model)
+    for buffer in quantized.buffers:
+        # A large model comes back with its buffers after the flatbuffer (offset and size), which
+        # the reader hands over as bytearray slices: as uint8 arrays, like inline buffers.
+        if isinstance(buffer.data, (bytes, bytearray, memoryview)):
+            buffer.data = np.frombuffer(buffer.data, np.uint8)
     _unique_tensor_names(quantized, undo=True)
     # Where one weight feeds ops the recipe treats differently, the quantizer gives every tensor
     # of it a buffer of its own, also across signatures: equal buffers are joined again.
