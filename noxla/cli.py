@@ -13,6 +13,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from noxla import llm_quantize
+
 _DTYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i8": np.int8, "u8": np.uint8,
            "bool": np.bool_, "i64": np.int64, "f64": np.float64}
 _INPUT = re.compile(r"^(?P<dtype>[a-z0-9]+)\[(?P<dims>[^\]]*)\]$")
@@ -380,7 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     llm_export.add_argument("--stop-token", type=int, action="append", default=[])
     llm_export.add_argument("--prefill", type=int, action="append", metavar="N",
                             help="a prefill_N signature (repeatable; default 8)")
-    llm_export.add_argument("--quantize", choices=["float16", "dynamic_int8"])
+    llm_export.add_argument("--quantize", choices=llm_quantize.MODES, help="; ".join(
+        [f"{m}: {what} (LiteRT's quantizer, recipe {recipe})"
+         for m, (recipe, what) in llm_quantize.QUANTIZER_MODES.items()]
+        + [f"{', '.join(llm_quantize.CONVERTER_MODES)}: the TFLite converter's modes"]))
     llm_export.add_argument("--force", action="store_true", help="replace existing outputs")
     llm_export.set_defaults(run=cmd_llm_export)
 

@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from noxla import litertlm_bundle
+from noxla import litertlm_bundle, llm_quantize
 from noxla.errors import ExportError
 from noxla.export import ensure_writable, export_signatures
 
@@ -104,9 +104,14 @@ def signatures(step: Callable, params, layout: CacheLayout, prefill_lengths: Seq
 def export_tflite(step: Callable, params, path: str, *, layout: CacheLayout, prefill_lengths: Sequence[int] = (8,),
                   quantize: str | None = None, overwrite: bool = False, on_step=None) -> str:
     """The .tflite LiteRT-LM runs: a ``prefill_N`` signature per length and ``decode``, sharing weights.
-    ``quantize``: None, "float16" or "dynamic_int8" (see noxla.quantize)."""
-    return export_signatures(signatures(step, params, layout, prefill_lengths), tflite=path, quantize=quantize,
-                             overwrite=overwrite, on_step=on_step)["tflite"]
+    ``quantize``: None; "int8" or "int4" (LiteRT's quantizer, see noxla.llm_quantize); or the TFLite
+    converter's "float16" or "dynamic_int8" (see noxla.quantize)."""
+    llm_quantize.check_mode(quantize)
+    functions = signatures(step, params, layout, prefill_lengths)
+    if llm_quantize.uses_quantizer(quantize):
+        return llm_quantize.export_quantized(functions, path, quantize, overwrite=overwrite, on_step=on_step)
+    return export_signatures(functions, tflite=path, quantize=quantize, overwrite=overwrite,
+                             on_step=on_step)["tflite"]
 
 
 def export_litertlm(step: Callable, params, path: str, *, tokenizer: str, layout: CacheLayout,
@@ -116,6 +121,7 @@ def export_litertlm(step: Callable, params, path: str, *, tokenizer: str, layout
     ``tokenizer.json`` or a SentencePiece model) and LLM metadata (start and stop tokens,
     ``max_num_tokens`` = the cache length). Built by ``litert-lm-builder`` in its own venv
     (created on first use; see noxla.litertlm_bundle for why)."""
+    llm_quantize.check_mode(quantize)
     path = ensure_writable(path, overwrite)
     if not os.path.exists(tokenizer):
         raise ExportError(f"tokenizer not found: {tokenizer}")

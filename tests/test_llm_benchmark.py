@@ -48,3 +48,23 @@ def test_table_holds_the_command_ratios_and_failures():
     table = llm_benchmark.report(result, "python3 tools/llm_benchmark.py --config tiny")
     assert "| export time, fresh process (s) | 10 | — | — |" in table
     assert "litert-torch failed:" in table and "boom" in table
+
+
+def test_quantize_modes_are_checked_and_tabled():
+    import pytest
+    assert llm_benchmark.parse_args(["--quantize", "int8,int4"]).quantize == ["int8", "int4"]
+    with pytest.raises(SystemExit):
+        llm_benchmark.parse_args(["--quantize", "int3"])
+    import dataclasses
+    result = {"name": "tiny", "config": dataclasses.asdict(llm_benchmark.configs()["tiny"]), "params": 1e6,
+              "cache": 64, "prefill": 16, "prompt": [1, 2], "max_new": 4, "load": 3.0, "threads": [1],
+              "exports": {"noxla": {"wall_s": 10.0, "peak_mb": 500.0, "size_mb": 2.0}},
+              "quantized": {"int4": {"wall_s": 12.0, "peak_mb": 600.0, "size_mb": 0.5, "forced": "3/4"}},
+              "forced_float": "4/4",
+              "engine": {1: {"noxla": {"decode_ms_per_token": 2.0}, "noxla int4": {"decode_ms_per_token": 1.0},
+                             "ratios": {"noxla int4": 0.5}}},
+              "tokens": {"jax": [5, 6, 7, 8], "noxla": [5, 6, 7, 8], "noxla int4": [5, 6, 9, 8],
+                         "noxla int4 in LiteRT-LM": [5, 6, 9, 8]}}
+    table = llm_benchmark.report(result, "python3 tools/llm_benchmark.py --quantize int4")
+    assert "| float32 | — | 2 | 1 | 10 | 500 | 4/4 | 4/4 | — | 2 | — |" in table
+    assert "| int4 | dynamic_wi4b32_afp32 | 0.5 | 0.25 | 12 | 600 | 2/4 | 3/4 | 2/4 | 1 | 0.5 |" in table

@@ -146,3 +146,44 @@ def word_level_tokenizer(path, vocab: int) -> str:
     with open(path, "w") as f:
         json.dump(tokenizer, f)
     return str(path)
+
+
+def token_ids(text: str) -> list[int]:
+    """The ids of a text that ``word_level_tokenizer``'s tokenizer decoded (its specials included)."""
+    import re
+    specials = {"<pad>": 0, "<bos>": 1, "<eos>": 2}
+    return [specials[t] if t in specials else int(t[1:]) for t in re.findall(r"t\d+|<pad>|<bos>|<eos>", text)]
+
+
+def forced_tokens(tflite_path: str, prompt, continuation, layout) -> list[int]:
+    """The tokens an exported .tflite predicts after each prefix of ``prompt + continuation``
+    (teacher forcing): driven as noxla.llm.greedy_tokens drives it (the prompt but its last token
+    through the shortest prefill_N, then decode), but fed ``continuation`` instead of its own
+    choices, so one different token does not change every later prediction. With JAX's greedy
+    tokens as ``continuation``, the first disagreement is where greedy decoding of the file leaves
+    JAX's, and the count of agreements tells the quality of every step."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from noxla import llm
+    interpreter = Interpreter(model_path=tflite_path)
+    prompt = [int(t) for t in prompt]
+    cache = dict(zip(llm.cache_names(layout), (x for pair in layout.empty() for x in pair)))
+    head = prompt[:-1]
+    if head:
+        lengths = sorted(int(k.split("_")[1]) for k in interpreter.get_signature_list() if k.startswith("prefill_"))
+        n = next(n for n in lengths if n >= len(head))
+        positions = np.zeros(n, np.int32)
+        positions[:len(head)] = np.arange(len(head))
+        tokens = np.zeros((1, n), np.int32)
+        tokens[0, :len(head)] = head
+        cache = interpreter.get_signature_runner(f"prefill_{n}")(
+            tokens=tokens, input_pos=positions, mask=llm.causal_mask(positions, layout.cache_length), **cache)
+    decode = interpreter.get_signature_runner("decode")
+    predicted = []
+    fed = [prompt[-1], *[int(t) for t in continuation[:-1]]]
+    for pos, token in enumerate(fed, start=len(prompt) - 1):
+        outs = decode(tokens=np.array([[token]], np.int32), input_pos=np.array([pos], np.int32),
+                      mask=llm.causal_mask([pos], layout.cache_length), **cache)
+        predicted.append(int(np.argmax(outs.pop("logits")[0, -1])))
+        cache = outs
+    return predicted

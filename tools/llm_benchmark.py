@@ -2,6 +2,7 @@
 
     python3 tools/llm_benchmark.py --config tiny          # a quick run
     nice -n 10 python3 tools/llm_benchmark.py --config 135m   # SmolLM-135M's shapes
+    python3 tools/llm_benchmark.py --config tiny --no-anchor --quantize int8,int4
     python3 tools/llm_benchmark.py --config 1b --export-only --no-anchor
 
 The decoder is tests/tiny_llama.py's JAX Llama (GQA, RoPE, RMSNorm, tied embeddings) with random
@@ -13,6 +14,9 @@ against JAX's and against each other; per .tflite: prefill tokens/s and decode m
 signature runners at 1 and 4 threads; per .litertlm: prefill and decode in LiteRT-LM's engine.
 Latencies alternate the two exports round by round and report the median per-round ratio, as
 tools/benchmark.py does: the machine is shared, so ratios hold where absolute numbers do not.
+``--quantize int8,int4`` adds noxla's quantized exports (noxla.llm_quantize): their size, export
+time and memory, greedy tokens against float JAX (leading agreement, and teacher-forced: each
+step fed JAX's tokens, see tests/tiny_llama.forced_tokens) and LiteRT-LM's decode ms/token.
 """
 from __future__ import annotations
 
@@ -124,7 +128,7 @@ def noxla_export_child(request: dict) -> dict:
     params = nested_weights(np.load(request["weights"]))
     step = functools.partial(tiny_llama.step, config)
     llm.export_tflite(step, params, request["output"], layout=layout(config, request["cache_length"]),
-                      prefill_lengths=(request["prefill"],), overwrite=True)
+                      prefill_lengths=(request["prefill"],), quantize=request.get("quantize"), overwrite=True)
     return {"import_s": imported - start, "export_s": time.perf_counter() - imported}
 
 
@@ -208,11 +212,16 @@ def engine_latencies(bundles: dict, threads: int, args, work: str) -> dict:
     reply, run = call_script(litertlm_bundle.venv_python(), "engine", request, work)
     if not reply:
         return {"failure": run.get("failure", "no reply")}
-    names = list(bundles)
-    if len(names) == 2:
-        a, b = (reply[n]["decode_s"] for n in names)
-        reply["decode_ratio"] = statistics.median(x / y for x, y in zip(a, b))
+    if "noxla" in reply and "litert-torch" in reply:
+        reply["decode_ratio"] = decode_ratio(reply, "noxla", "litert-torch")
     return reply
+
+
+def decode_ratio(reply: dict, name: str, reference: str) -> float:
+    """The median per-round ratio of two bundles' decode times (per token: their texts may differ
+    in length)."""
+    a, b = ((x / reply[n]["tokens"] for x in reply[n]["decode_s"]) for n in (name, reference))
+    return statistics.median(x / y for x, y in zip(a, b))
 
 
 # --------------------------------------------------------------------------- the table
@@ -231,6 +240,37 @@ def agreement(a: list | None, b: list | None) -> str:
         return "—"
     same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     return f"{same}/{max(len(a), len(b))}"
+
+
+def quantized_table(r: dict) -> list[str]:
+    """noxla's quantized exports beside its float one (``--quantize``)."""
+    if not r.get("quantized"):
+        return []
+    from noxla.llm_quantize import QUANTIZER_MODES
+    tokens, engine = r["tokens"], r.get("engine", {}).get(r["threads"][0], {})
+    lines = ["", f"noxla's quantized exports (LiteRT's quantizer, ai-edge-quantizer); greedy tokens of "
+             f"{r['max_new']} against float JAX; LiteRT-LM at {r['threads'][0]} thread(s), decode time "
+             f"as a median per-round ratio to the float bundle:", "",
+             "| quantize | recipe | .tflite size (MB) | of float | export time (s) | peak memory (MB) "
+             "| leading tokens = JAX's | teacher-forced = JAX's | in LiteRT-LM: leading = JAX's "
+             "| LiteRT-LM decode ms/token | decode / float |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    float_size = r["exports"].get("noxla", {}).get("size_mb")
+    for mode, q in [("float32", {**r["exports"].get("noxla", {}), "recipe": "—"}),
+                    *((m, {**q, "recipe": QUANTIZER_MODES[m][0]}) for m, q in r["quantized"].items())]:
+        name = "noxla" if mode == "float32" else f"noxla {mode}"
+        size = q.get("size_mb")
+        cells = [mode, q["recipe"], fmt(size), fmt(size / float_size if size and float_size else None),
+                 fmt(None if "failure" in q else q.get("wall_s")), fmt(None if "failure" in q else q.get("peak_mb")),
+                 agreement(tokens.get(name), tokens.get("jax")), q.get("forced", "—" if mode != "float32" else
+                                                                       r.get("forced_float", "—")),
+                 agreement(tokens.get(f"{name} in LiteRT-LM"), tokens.get("jax")),
+                 fmt(engine.get(name, {}).get("decode_ms_per_token")), fmt(engine.get("ratios", {}).get(name))]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    for mode, q in r["quantized"].items():
+        if "failure" in q:
+            lines += ["", f"noxla {mode} failed:", "", "```", q["failure"][-1500:], "```"]
+    return lines
 
 
 def report(r: dict, command: str) -> str:
@@ -280,6 +320,7 @@ def report(r: dict, command: str) -> str:
             agreement(tokens.get(f"{n} in LiteRT-LM"), tokens.get("jax")) for n in names) + " | |")
     if tokens.get("torch") is not None:
         lines.append(f"| PyTorch (the copied weights) = JAX | | {agreement(tokens['torch'], tokens['jax'])} | |")
+    lines += quantized_table(r)
     for n in names:
         if "failure" in ex.get(n, {}):
             lines += ["", f"{n} failed:", "", "```", ex[n]["failure"][-1500:], "```"]
@@ -311,7 +352,7 @@ def run(args) -> dict:
     lay = layout(config, args.cache)
     base = {"config": dataclasses.asdict(config), "weights": weights, "cache_length": args.cache,
             "prefill": args.prefill}
-    paths = {}
+    paths, quantized_paths = {}, {}
     print("noxla export ...", file=sys.stderr, flush=True)
     noxla_tflite = os.path.join(work, "noxla.tflite")
     reply, measured = call_script(sys.executable, "noxla-export", {**base, "output": noxla_tflite}, work)
@@ -319,6 +360,15 @@ def run(args) -> dict:
     if reply:
         r["exports"]["noxla"]["size_mb"] = os.path.getsize(noxla_tflite) / 2**20
         paths["noxla"] = noxla_tflite
+    r["threads"], r["quantized"] = args.threads, {}
+    for mode in args.quantize:
+        print(f"noxla export, quantize={mode} ...", file=sys.stderr, flush=True)
+        path = os.path.join(work, f"noxla_{mode}.tflite")
+        reply, measured = call_script(sys.executable, "noxla-export", {**base, "output": path, "quantize": mode}, work)
+        r["quantized"][mode] = {**measured, **reply}
+        if reply:
+            r["quantized"][mode]["size_mb"] = os.path.getsize(path) / 2**20
+            quantized_paths[mode] = path
     python = None if args.no_anchor else anchor_python(args.venv_dir)
     tokenizer = os.path.join(work, "tokenizer.json")
     from tests import tiny_llama
@@ -350,21 +400,25 @@ def run(args) -> dict:
             r["tokens"][name] = llm.greedy_tokens(path, args.prompt, args.max_new, lay, stop_tokens=[EOS])
         except Exception as e:  # noqa: BLE001 -- a row of the table, not a crash of the run
             r["exports"][name]["failure"] = f"greedy_tokens: {type(e).__name__}: {e}"
+    if quantized_paths:
+        quantized_tokens(r, quantized_paths, paths.get("noxla"), args, lay)
     del params
     r["latency"] = {}
     for threads in args.threads:
         print(f"LiteRT latencies, {threads} thread(s) ...", file=sys.stderr, flush=True)
         r["latency"][threads] = interleaved_latencies(paths, threads, args, lay)
     if not args.no_engine:
+        from noxla import litertlm_bundle
         bundles = {}
-        if "noxla" in paths:
-            bundles["noxla"] = os.path.join(work, "noxla.litertlm")
-            llm_metadata = os.path.join(work, "llm_metadata.textproto")
-            from noxla import litertlm_bundle
-            with open(llm_metadata, "w") as f:
-                f.write(litertlm_bundle.metadata_textproto(BOS, [EOS], args.cache))
-            litertlm_bundle.call("build", {"tflite": paths["noxla"], "metadata": llm_metadata,
-                                           "tokenizer": tokenizer, "output": bundles["noxla"]})
+        llm_metadata = os.path.join(work, "llm_metadata.textproto")
+        with open(llm_metadata, "w") as f:
+            f.write(litertlm_bundle.metadata_textproto(BOS, [EOS], args.cache))
+        noxla_tflites = {**({"noxla": paths["noxla"]} if "noxla" in paths else {}),
+                         **{f"noxla {mode}": path for mode, path in quantized_paths.items()}}
+        for name, path in noxla_tflites.items():
+            bundles[name] = os.path.join(work, name.replace(" ", "_") + ".litertlm")
+            litertlm_bundle.call("build", {"tflite": path, "metadata": llm_metadata, "tokenizer": tokenizer,
+                                           "output": bundles[name]})
         anchor_bundle = os.path.join(work, "litert_torch", "model.litertlm")
         if os.path.exists(anchor_bundle):
             bundles["litert-torch"] = anchor_bundle
@@ -372,11 +426,32 @@ def run(args) -> dict:
         for threads in args.threads:
             print(f"LiteRT-LM engine, {threads} thread(s) ...", file=sys.stderr, flush=True)
             r["engine"][threads] = engine_latencies(bundles, threads, args, work)
+        first = r["engine"][args.threads[0]]
+        if "noxla" in first:
+            first["ratios"] = {f"noxla {m}": decode_ratio(first, f"noxla {m}", "noxla")
+                               for m in quantized_paths if f"noxla {m}" in first}
         for name in bundles:
             text = r["engine"][args.threads[0]].get(name, {}).get("text")
             if text is not None:
                 r["tokens"][f"{name} in LiteRT-LM"] = [int(t) for t in re.findall(r"t(\d+)", text)]
     return r
+
+
+def quantized_tokens(r: dict, quantized_paths: dict, float_path: str | None, args, lay) -> None:
+    """Greedy tokens of each quantized export, and how many of JAX's it predicts teacher-forced."""
+    from noxla import llm
+    from tests import tiny_llama
+    expected = r["tokens"]["jax"]
+    for mode, path in [("float32", float_path), *quantized_paths.items()]:
+        if path is None:
+            continue
+        forced = tiny_llama.forced_tokens(path, args.prompt, expected, lay)
+        count = f"{sum(a == b for a, b in zip(forced, expected))}/{len(expected)}"
+        if mode == "float32":
+            r["forced_float"] = count
+            continue
+        r["quantized"][mode]["forced"] = count
+        r["tokens"][f"noxla {mode}"] = llm.greedy_tokens(path, args.prompt, args.max_new, lay, stop_tokens=[EOS])
 
 
 def parse_args(argv=None):
@@ -390,6 +465,8 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--batch-ms", type=float, default=50.0)
     parser.add_argument("--warmup-ms", type=float, default=500.0)
+    parser.add_argument("--quantize", type=lambda s: [m for m in s.split(",") if m], default=[],
+                        help="also export noxla quantized: a comma list of noxla.llm_quantize's modes (int8,int4)")
     parser.add_argument("--export-only", action="store_true", help="exports only: time, memory, size")
     parser.add_argument("--no-anchor", action="store_true", help="noxla alone (no litert-torch venv)")
     parser.add_argument("--no-engine", action="store_true", help="skip LiteRT-LM's engine")
@@ -400,6 +477,10 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.cache is None:
         args.cache = 64 if args.config == "tiny" else 256
+    from noxla.llm_quantize import QUANTIZER_MODES
+    bad = [m for m in args.quantize if m not in QUANTIZER_MODES]
+    if bad:
+        parser.error(f"--quantize {','.join(bad)}: expected modes among {', '.join(QUANTIZER_MODES)}")
     return args
 
 

@@ -1,0 +1,158 @@
+"""Quantized LLM exports through LiteRT's own quantizer (PyPI ``ai-edge-quantizer``), the tool
+LiteRT-LM's models are quantized with, applied to the float .tflite that noxla.llm writes.
+
+Modes (``quantize=`` of noxla.llm.export_tflite / export_litertlm, ``--quantize`` of the CLI):
+- ``"int8"``: the recipe ``dynamic_wi8_afp32``: weights int8, one scale per output channel;
+  activations float32, quantized on the fly by the kernels that can (dynamic range).
+- ``"int4"``: ``dynamic_wi4b32_afp32``: weights int4 with one scale per block of 32 input values
+  (blockwise), activations as in ``int8``.
+
+The quantizer's recipes cover FULLY_CONNECTED, BATCH_MATMUL and EMBEDDING_LOOKUP, not GATHER:
+the embedding table's lookup (a GATHER of whole rows, as ``jnp.take(embed, tokens, axis=0)``
+lowers) is first rewritten into the equivalent EMBEDDING_LOOKUP, so the table is quantized too.
+Without it, a tied embedding (the table also the logits' FULLY_CONNECTED weight) stayed float32
+beside its quantized copy (measured on the tiny Llama): with SmolLM-135M's shapes, 49152 x 576
+float32 values, 113 MB, in every quantized file.
+
+Why in-process: ai-edge-quantizer 0.10.0 needs only ai-edge-litert 2.3.0 (as measured with noxla), numpy,
+scipy, ml_dtypes and absl, so it installs beside TensorFlow 2.19 and protobuf 5.29 unchanged. It
+also pulls litert-lm-builder, whose protos need protobuf 6, but imports it only in its ``aeq``
+command line (for .litertlm files), never from ``Quantizer``.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+# mode -> (the ai_edge_quantizer.recipe function, what it stores)
+QUANTIZER_MODES = {
+    "int8": ("dynamic_wi8_afp32", "int8 weights, per output channel"),
+    "int4": ("dynamic_wi4b32_afp32", "int4 weights, blockwise (32 values per scale)"),
+}
+# The TFLite converter's own modes (noxla.quantize), which noxla.llm passes to it per signature.
+CONVERTER_MODES = ("float16", "dynamic_int8")
+MODES = (*QUANTIZER_MODES, *CONVERTER_MODES)
+
+
+def check_mode(quantize: str | None) -> None:
+    """Refuse a bad mode, or a quantizer mode without the quantizer installed, before any work."""
+    # Here, not at the top: the CLI reads this module's modes for its --help, which must not
+    # load JAX and TensorFlow (noxla.errors imports JAX's internals).
+    from noxla.errors import QuantizationError
+    if quantize is None or quantize in CONVERTER_MODES:
+        return
+    if quantize not in QUANTIZER_MODES:
+        described = ", ".join(f"{m!r} ({QUANTIZER_MODES[m][1]})" for m in QUANTIZER_MODES)
+        raise QuantizationError(f"LLM quantize={quantize!r}: expected one of {described}, "
+                                f"{', '.join(map(repr, CONVERTER_MODES))} (the TFLite converter's), or None")
+    if importlib.util.find_spec("ai_edge_quantizer") is None:
+        raise QuantizationError(f"LLM quantize={quantize!r} uses LiteRT's quantizer: pip install ai-edge-quantizer")
+
+
+def uses_quantizer(quantize: str | None) -> bool:
+    return quantize in QUANTIZER_MODES
+
+
+def export_quantized(signatures: dict, path: str, quantize: str, *, overwrite: bool = False, on_step=None) -> str:
+    """``signatures`` (as noxla.llm.signatures makes them) exported to a float .tflite in a scratch
+    directory, then quantized into ``path``."""
+    import os
+    import tempfile
+
+    from noxla.export import atomic_output, ensure_writable, export_signatures, run_step
+    path = ensure_writable(path, overwrite)
+    with tempfile.TemporaryDirectory(prefix="noxla-llm-float-", dir=os.path.dirname(path) or None) as scratch:
+        float_path = export_signatures(signatures, tflite=os.path.join(scratch, "float.tflite"),
+                                       on_step=on_step)["tflite"]
+        with open(float_path, "rb") as f:
+            data = f.read()
+    quantized = run_step(on_step, f"quantize {quantize} ({QUANTIZER_MODES[quantize][0]})", quantize_tflite,
+                         data, quantize)
+    with atomic_output(path, overwrite) as scratch, open(scratch, "wb") as f:
+        f.write(quantized)
+    return path
+
+
+def quantize_tflite(data: bytes, quantize: str) -> bytes:
+    """The float multi-signature .tflite ``data`` quantized with ``quantize``'s recipe; the
+    signatures, their tensor names and the weights they share are kept."""
+    import numpy as np
+    from ai_edge_quantizer import quantizer, recipe
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    from noxla.export import share_constant_buffers
+    model = flatbuffer_utils.read_model_from_bytearray(data)
+    _unique_tensor_names(model)
+    _embedding_lookups(model)
+    prepared = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+    del model
+    recipe_name = QUANTIZER_MODES[quantize][0]
+    result = quantizer.Quantizer(prepared, getattr(recipe, recipe_name)()).quantize(
+        enable_progress_bar=False, enable_progress_report=False)
+    quantized = flatbuffer_utils.read_model_from_bytearray(result.quantized_model)
+    for buffer in quantized.buffers:
+        # A large model comes back with its buffers after the flatbuffer (offset and size), which
+        # the reader hands over as bytearray slices: as uint8 arrays, like inline buffers.
+        if isinstance(buffer.data, (bytes, bytearray, memoryview)):
+            buffer.data = np.frombuffer(buffer.data, np.uint8)
+    _unique_tensor_names(quantized, undo=True)
+    # Where one weight feeds ops the recipe treats differently, the quantizer gives every tensor
+    # of it a buffer of its own, also across signatures: equal buffers are joined again.
+    share_constant_buffers(quantized)
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(quantized))
+
+
+def _unique_tensor_names(model, undo: bool = False) -> None:
+    """Prefix each tensor's name with its signature key (``undo``: take the prefix off again).
+    The quantizer keys its work by tensor name across the whole file, and refuses a model where
+    two subgraphs share one (every signature has a ``tokens``); the signatures name their inputs
+    and outputs in maps of their own, which stay as they are."""
+    for signature in model.signatureDefs or []:
+        prefix = signature.signatureKey.decode() + "/"
+        for tensor in model.subgraphs[signature.subgraphIndex].tensors:
+            name = tensor.name.decode() if isinstance(tensor.name, bytes) else str(tensor.name or "")
+            if undo:
+                tensor.name = name.removeprefix(prefix).encode()
+            else:
+                tensor.name = (prefix + name).encode()
+
+
+def _embedding_lookups(model) -> None:
+    """Rewrite each GATHER of whole rows of a constant float32 table (axis 0, no batch
+    dimensions, int32 indices of rank 1) into EMBEDDING_LOOKUP, which computes the same
+    (``out[i] = table[ids[i]]``) and which the quantizer's recipes quantize."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    opcodes = model.operatorCodes
+    gathers = {i for i, c in enumerate(opcodes)
+               if max(c.builtinCode, c.deprecatedBuiltinCode) == schema.BuiltinOperator.GATHER}
+    lookup = None
+    for graph in model.subgraphs:
+        for op in graph.operators or []:
+            if op.opcodeIndex not in gathers or not _is_row_lookup(model, graph, op, schema):
+                continue
+            if lookup is None:
+                lookup = _opcode_index(model, schema.BuiltinOperator.EMBEDDING_LOOKUP, schema)
+            op.opcodeIndex = lookup
+            op.inputs = [op.inputs[1], op.inputs[0]]  # (ids, table)
+            op.builtinOptionsType, op.builtinOptions = schema.BuiltinOptions.NONE, None
+
+
+def _is_row_lookup(model, graph, op, schema) -> bool:
+    options = op.builtinOptions
+    if options is None or options.axis != 0 or options.batchDims != 0 or len(op.inputs) != 2:
+        return False
+    table, ids = (graph.tensors[i] for i in op.inputs)
+    data = model.buffers[table.buffer].data if table.buffer > 0 else None
+    return (table.type == schema.TensorType.FLOAT32 and len(table.shape) == 2 and data is not None
+            and len(data) > 0 and ids.type == schema.TensorType.INT32 and len(ids.shape) == 1)
+
+
+def _opcode_index(model, builtin: int, schema) -> int:
+    for i, code in enumerate(model.operatorCodes):
+        if max(code.builtinCode, code.deprecatedBuiltinCode) == builtin:
+            return i
+    code = schema.OperatorCodeT()
+    # deprecatedBuiltinCode holds codes below 127 (EMBEDDING_LOOKUP is 7), as readers older than
+    # the wider field expect.
+    code.builtinCode, code.deprecatedBuiltinCode, code.version = builtin, min(builtin, 127), 1
+    model.operatorCodes.append(code)
+    return len(model.operatorCodes) - 1
