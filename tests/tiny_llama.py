@@ -146,3 +146,17 @@ def word_level_tokenizer(path, vocab: int) -> str:
     with open(path, "w") as f:
         json.dump(tokenizer, f)
     return str(path)
+
+
+def engine_greedy(bundle: str, words, max_new: int, cache_length: int) -> list[int]:
+    """The token ids LiteRT-LM's engine decodes greedily after the prompt ``t{w}...`` of a bundle
+    with ``word_level_tokenizer``'s vocabulary (run in the builder's venv: litert_lm does not
+    import beside TF 2.19's protobuf)."""
+    import re
+
+    from noxla import litertlm_bundle
+    reply = litertlm_bundle.call("generate", {"model": bundle, "prompt": " ".join(f"t{w}" for w in words),
+                                              "max_num_tokens": cache_length, "max_output_tokens": max_new})
+    specials = {"<pad>": 0, "<bos>": 1, "<eos>": 2}
+    return [specials[t] if t in specials else int(t[1:])
+            for t in re.findall(r"t\d+|<pad>|<bos>|<eos>", "".join(reply["texts"]))]
