@@ -81,15 +81,16 @@ def _keras_greedy(lm, prompt, max_new):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family,wrap", [("llama", "causal_lm"), ("gemma", "backbone")])
-def test_keras_hub_litertlm_engine_generates_jax_greedy_tokens(family, wrap, tmp_path):
+# Prompts whose 32 greedy tokens hold no EOS, so all 32 are compared.
+@pytest.mark.parametrize("family,wrap,words", [("llama", "causal_lm", [12, 70, 8, 44]),
+                                               ("gemma", "backbone", [17, 42, 5, 9])])
+def test_keras_hub_litertlm_engine_generates_jax_greedy_tokens(family, wrap, words, tmp_path):
     from noxla import llm, llm_keras
     backbone = _backbone(family)
     lm = llm_keras.causal_lm(backbone)
     model = lm if wrap == "causal_lm" else backbone
-    words = [17, 42, 5, 9]
     expected = _keras_greedy(lm, [BOS, *words], MAX_NEW)
-    assert len(set(expected)) >= 8, f"degenerate greedy decoding: {expected}"
+    assert len(expected) == MAX_NEW and len(set(expected)) >= 8, f"EOS or degenerate greedy decoding: {expected}"
     tokenizer = tiny_llama.word_level_tokenizer(tmp_path / "tokenizer.json", VOCAB)
     path = llm.export_litertlm(model, str(tmp_path / f"{family}.litertlm"), tokenizer=tokenizer, cache_length=CACHE,
                                start_token=BOS, stop_tokens=[EOS], prefill_lengths=(8,))
@@ -108,11 +109,19 @@ def test_keras_hub_signatures_match_keras_forward_logits(family, tmp_path):
     cache = 24
     path = llm.export_tflite(lm.backbone, str(tmp_path / f"{family}.tflite"), cache_length=cache,
                              prefill_lengths=(4, 8))
-    layout = llm.CacheLayout(lm.backbone.num_layers, *llm_keras.keras_cache_shape(lm, cache)[4:], cache)
+    # GPT-2 has no grouped-query attention: as many KV heads as heads. head_dim = 32 / 4.
+    layout = llm.CacheLayout(2, {"gpt2": 4}.get(family, 2), 8, cache)
     sequence = np.random.default_rng(1).integers(3, VOCAB, 14).astype(np.int32)
     expected = _forward(lm)(sequence)
     interpreter = Interpreter(model_path=path)
-    assert set(interpreter.get_signature_list()) == {"prefill_4", "prefill_8", "decode"}
+    signatures = interpreter.get_signature_list()
+    assert set(signatures) == {"prefill_4", "prefill_8", "decode"}
+    names = llm.cache_names(layout)
+    assert sorted(signatures["decode"]["inputs"]) == sorted(["tokens", "input_pos", "mask", *names])
+    assert sorted(signatures["decode"]["outputs"]) == sorted(["logits", *names])
+    details = interpreter.get_signature_runner("decode").get_input_details()
+    assert tuple(details["kv_cache_k_1"]["shape"]) == layout.k_shape()
+    assert tuple(details["kv_cache_v_1"]["shape"]) == layout.v_shape()
     state = dict(zip(llm.cache_names(layout), (x for pair in layout.empty() for x in pair)))
     positions = np.zeros(8, np.int32)
     positions[:6] = np.arange(6)
@@ -140,12 +149,30 @@ def test_flax_nnx_llama_litertlm_engine_generates_jax_greedy_tokens(tmp_path):
     model = tiny_nnx_llama.Llama(config)
     words = [17, 42, 5, 9]
     expected = tiny_nnx_llama.greedy(model, [BOS, *words], MAX_NEW, CACHE, EOS)
-    assert len(set(expected)) >= 8, f"degenerate greedy decoding: {expected}"
+    assert len(expected) == MAX_NEW and len(set(expected)) >= 8, f"EOS or degenerate greedy decoding: {expected}"
     tokenizer = tiny_llama.word_level_tokenizer(tmp_path / "tokenizer.json", config.vocab)
     layout = llm.CacheLayout(config.layers, config.kv_heads, config.head_dim, CACHE)
     path = llm.export_litertlm(model, str(tmp_path / "nnx.litertlm"), tokenizer=tokenizer, layout=layout,
                                start_token=BOS, stop_tokens=[EOS], prefill_lengths=(8,))
     assert tiny_llama.engine_greedy(path, words, MAX_NEW, CACHE) == [t for t in expected if t != EOS], expected
+
+
+def tiny_keras_qwen():
+    """For the CLI test: what ``noxla llm-export tests.test_llm_keras:tiny_keras_qwen`` loads."""
+    return _backbone("qwen")
+
+
+@pytest.mark.slow
+def test_cli_llm_export_writes_a_keras_hub_model_with_jax_greedy_tokens(tmp_path):
+    from noxla import llm, llm_keras
+    from noxla.cli import main
+    path = str(tmp_path / "cli.tflite")
+    assert main(["llm-export", "tests.test_llm_keras:tiny_keras_qwen", "--tflite", path, "--cache-length", "24",
+                 "--prefill", "4"]) == 0
+    lm = llm_keras.causal_lm(tiny_keras_qwen())
+    layout = llm.CacheLayout(lm.backbone.num_layers, *llm_keras.keras_cache_shape(lm, 24)[4:], 24)
+    prompt = [BOS, 33, 8, 61]
+    assert llm.greedy_tokens(path, prompt, 16, layout, stop_tokens=[EOS]) == _keras_greedy(lm, prompt, 16)
 
 
 def _python(code: str, **env) -> subprocess.CompletedProcess:
