@@ -3,8 +3,9 @@
 Why call keras-hub's own ``call_with_cache`` rather than map the weights into a decoder of our
 own: the family's math (Gemma's embedding scaling, norm +1 and soft-capping, GPT-2's learned
 positions, Llama 3's RoPE scaling, sliding windows, q/k norms, biases) then stays keras-hub's, for
-every family whose causal LM has that method (Llama, Llama 3, Gemma 1-3, Qwen, Qwen 2/3, Mistral,
-Mixtral, GPT-2, Phi-3, ...), instead of a re-implementation per family that could drift silently.
+every family whose causal LM has that method, instead of a re-implementation per family that could
+drift silently. Tested (tests/test_llm_keras.py): Llama, Gemma with Gemma 2's soft-caps, post-norms
+and sliding window, Qwen, Mistral, GPT-2; other families are refused only if their cache differs.
 What the adapter owns is only the cache contract: keras-hub keeps one cache tensor
 [batch, layers, 2, C, kv_heads, head_dim], the contract one K [1, kv_heads, C, head_dim] and one
 transposed V [1, kv_heads, head_dim, C] per layer, so each step transposes them in and out (a
