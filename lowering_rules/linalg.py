@@ -139,8 +139,12 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     if ctx.out_dtype == tf.bool:  # a bool dot is an OR of ANDs: count the true products
         compute = tf.int32
     fold_batch = len(lhs_batch) > _MAX_BATCH_DIMS
-    # The integer matmul multiplies and sums plain layouts only.
-    may_transpose = not compute.is_integer
+    # An outer product (nothing contracted) is a broadcast multiply. As a matmul over K = 1 the
+    # TFLite converter folded a one-row lhs into a FULLY_CONNECTED of a scalar that fails to
+    # prepare (keras-hub's RoPE, einsum("i,j->ij", positions, freqs), in a one-token decode step).
+    outer = not lhs_contract
+    # The integer matmul and the outer product read plain layouts only.
+    may_transpose = not compute.is_integer and not outer
     lhs_rows, lhs_cols, adj_lhs = _layout(lhs_batch, lhs_free, lhs_contract, may_transpose)
     rhs_rows, rhs_cols, adj_rhs = _layout(rhs_batch, rhs_contract, rhs_free, may_transpose)
     def prepared(x, name, aval, batch, rows, cols):
@@ -151,7 +155,9 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
             fold_batch))
     lhs = prepared(lhs, "dot_lhs", lhs_aval, lhs_batch, lhs_rows, lhs_cols)
     rhs = prepared(rhs, "dot_rhs", rhs_aval, rhs_batch, rhs_rows, rhs_cols)
-    if compute.is_integer:
+    if outer:
+        out = lhs * rhs
+    elif compute.is_integer:
         out = _int_matmul(lhs, rhs)
     else:
         out = tf.linalg.matmul(lhs, rhs, transpose_a=adj_lhs, transpose_b=adj_rhs)

@@ -297,16 +297,21 @@ def cmd_llm_export(args, out, err) -> int:
     from noxla import llm
     if not args.tflite and not args.litertlm:
         raise SystemExit("noxla llm-export: give --tflite and/or --litertlm")
-    if args.litertlm and (args.tokenizer is None or args.start_token is None or not args.stop_token):
-        raise SystemExit("noxla llm-export: --litertlm needs --tokenizer, --start-token and --stop-token")
-    step, params, layout = load_function(args.decoder)()
-    common = dict(layout=layout, prefill_lengths=args.prefill or (8,), quantize=args.quantize,
-                  overwrite=args.force, on_step=Progress(out))
+    if args.litertlm and args.tokenizer is None:
+        raise SystemExit("noxla llm-export: --litertlm needs --tokenizer")
+    loaded = load_function(args.decoder)()
+    # (step, params, layout), (nnx_module, layout) or a keras-hub model (with --cache-length).
+    if isinstance(loaded, tuple) and len(loaded) in (2, 3):
+        model, params, layout = loaded[0], loaded[1:-1], loaded[-1]
+    else:
+        model, params, layout = loaded, (), None
+    common = dict(layout=layout, cache_length=args.cache_length, prefill_lengths=args.prefill or (8,),
+                  quantize=args.quantize, overwrite=args.force, on_step=Progress(out))
     if args.tflite:
-        print(f"wrote {llm.export_tflite(step, params, args.tflite, **common)}", file=out)
+        print(f"wrote {llm.export_tflite(model, *params, args.tflite, **common)}", file=out)
     if args.litertlm:
-        path = llm.export_litertlm(step, params, args.litertlm, tokenizer=args.tokenizer,
-                                   start_token=args.start_token, stop_tokens=args.stop_token, **common)
+        path = llm.export_litertlm(model, *params, args.litertlm, tokenizer=args.tokenizer,
+                                   start_token=args.start_token, stop_tokens=args.stop_token or None, **common)
         print(f"wrote {path}", file=out)
     return 0
 
@@ -374,9 +379,12 @@ def build_parser() -> argparse.ArgumentParser:
     llm_export = sub.add_parser("llm-export", help="export a JAX decode step (noxla.llm's form) to the .tflite "
                                 "and/or .litertlm that LiteRT-LM runs")
     llm_export.add_argument("decoder", metavar="MODULE:FUNCTION",
-                            help="returns (step, params, noxla.llm.CacheLayout); see noxla.llm for the step's form")
+                            help="returns (step, params, noxla.llm.CacheLayout), (Flax NNX module, CacheLayout) "
+                            "or a keras-hub causal LM or backbone (JAX backend, with --cache-length); see noxla.llm")
+    llm_export.add_argument("--cache-length", type=int, metavar="C", help="KV cache positions, for a keras model")
     llm_export.add_argument("--tflite", metavar="FILE")
-    llm_export.add_argument("--litertlm", metavar="FILE", help="also needs --tokenizer, --start-token, --stop-token")
+    llm_export.add_argument("--litertlm", metavar="FILE", help="also needs --tokenizer, and --start-token and "
+                            "--stop-token unless a keras-hub model's preprocessor has them")
     llm_export.add_argument("--tokenizer", metavar="FILE", help="a HF tokenizer.json or a SentencePiece model")
     llm_export.add_argument("--start-token", type=int)
     llm_export.add_argument("--stop-token", type=int, action="append", default=[])

@@ -1,7 +1,9 @@
-"""The LLM front door: a JAX decode step to a .tflite (``prefill_{N}`` and ``decode`` signatures,
-KV cache in and out) and to a ``.litertlm`` bundle that LiteRT-LM's engine runs.
+"""The LLM front door: a keras-hub causal LM (noxla.llm_keras), a Flax NNX module or a JAX decode
+step to a .tflite (``prefill_{N}`` and ``decode`` signatures, KV cache in and out) and to a
+``.litertlm`` bundle that LiteRT-LM's engine runs.
 
-The decode step's form (Flax, Equinox or plain JAX code wraps its model in it)::
+The decode step's form (Equinox or plain JAX code wraps its model in it; a Flax NNX module is
+called the same way without ``params``)::
 
     step(params, tokens, input_pos, mask, kv_cache) -> (logits, kv_cache)
 
@@ -101,12 +103,65 @@ def signatures(step: Callable, params, layout: CacheLayout, prefill_lengths: Seq
     return out
 
 
-def export_tflite(step: Callable, params, path: str, *, layout: CacheLayout, prefill_lengths: Sequence[int] = (8,),
-                  quantize: str | None = None, overwrite: bool = False, on_step=None) -> str:
+def decoder(model, *args, layout: CacheLayout | None = None, cache_length: int | None = None) -> tuple:
+    """``(step, params, layout, path)`` from what the exporters accept, ``model, *args`` being:
+
+    - ``keras_model, path``: a keras-hub causal LM or backbone on the JAX backend (noxla.llm_keras);
+      the layout comes from the model, with ``cache_length``;
+    - ``nnx_module, path``: a Flax NNX module called as ``module(tokens, input_pos, mask, kv_cache)
+      -> (logits, kv_cache)``, the decode-step form without ``params``; ``layout`` given;
+    - ``step, params, path``: the decode-step form above; ``layout`` given.
+    """
+    if layout is not None and cache_length is not None and layout.cache_length != cache_length:
+        raise ExportError(f"cache_length={cache_length} contradicts layout.cache_length={layout.cache_length}")
+    from noxla import llm_keras
+    if llm_keras.is_keras_model(model) or _is_nnx_module(model):
+        if len(args) != 1:
+            raise ExportError(f"expected ({type(model).__name__}, path), got {len(args) + 1} arguments")
+        path = args[0]
+        if llm_keras.is_keras_model(model):
+            length = cache_length or (layout.cache_length if layout else None)
+            if length is None:
+                raise ExportError("a keras model needs cache_length (the KV cache's positions, C)")
+            step, params, shape = llm_keras.decode_step(model, int(length))
+            return step, params, CacheLayout(*shape, int(length)), path
+        step, params = _nnx_step(model)
+    else:
+        if len(args) != 2 or not callable(model):
+            raise ExportError("expected (step, params, path) for a decode step, (model, path) for a keras-hub "
+                              "or Flax NNX model")
+        step, (params, path) = model, args
+    if layout is None:
+        raise ExportError("a decode step or NNX module needs layout=noxla.llm.CacheLayout(num_layers, kv_heads, "
+                          "head_dim, cache_length)")
+    return step, params, layout, path
+
+
+def _is_nnx_module(model) -> bool:
+    # Without importing flax: JAX-only users never pay for it.
+    return any(c.__module__.startswith("flax.nnx") and c.__name__ == "Module" for c in type(model).__mro__)
+
+
+def _nnx_step(module):
+    """The decode-step form of an NNX module: its state as ``params``, merged back in the step."""
+    from flax import nnx
+    graphdef, state = nnx.split(module)
+
+    def step(params, tokens, input_pos, mask, kv_cache):
+        return nnx.merge(graphdef, params)(tokens, input_pos, mask, kv_cache)
+    return step, state
+
+
+def export_tflite(model, *args, layout: CacheLayout | None = None, cache_length: int | None = None,
+                  prefill_lengths: Sequence[int] = (8,), quantize: str | None = None, overwrite: bool = False,
+                  on_step=None) -> str:
     """The .tflite LiteRT-LM runs: a ``prefill_N`` signature per length and ``decode``, sharing weights.
+    ``model, *args``: ``keras_model, path`` (with ``cache_length``), ``nnx_module, path`` or
+    ``step, params, path`` (with ``layout``); see ``decoder``.
     ``quantize``: None; "int8" or "int4" (LiteRT's quantizer, see noxla.llm_quantize); or the TFLite
     converter's "float16" or "dynamic_int8" (see noxla.quantize)."""
     llm_quantize.check_mode(quantize)
+    step, params, layout, path = decoder(model, *args, layout=layout, cache_length=cache_length)
     functions = signatures(step, params, layout, prefill_lengths)
     if llm_quantize.uses_quantizer(quantize):
         return llm_quantize.export_quantized(functions, path, quantize, overwrite=overwrite, on_step=on_step)
@@ -114,14 +169,24 @@ def export_tflite(step: Callable, params, path: str, *, layout: CacheLayout, pre
                              on_step=on_step)["tflite"]
 
 
-def export_litertlm(step: Callable, params, path: str, *, tokenizer: str, layout: CacheLayout,
-                    start_token: int, stop_tokens: Sequence[int], prefill_lengths: Sequence[int] = (8,),
-                    quantize: str | None = None, overwrite: bool = False, on_step=None) -> str:
-    """A ``.litertlm`` bundle: the .tflite of ``export_tflite``, the tokenizer (a HF
-    ``tokenizer.json`` or a SentencePiece model) and LLM metadata (start and stop tokens,
-    ``max_num_tokens`` = the cache length). Built by ``litert-lm-builder`` in its own venv
-    (created on first use; see noxla.litertlm_bundle for why)."""
+def export_litertlm(model, *args, tokenizer: str, layout: CacheLayout | None = None, cache_length: int | None = None,
+                    start_token: int | None = None, stop_tokens: Sequence[int] | None = None,
+                    prefill_lengths: Sequence[int] = (8,), quantize: str | None = None, overwrite: bool = False,
+                    on_step=None) -> str:
+    """A ``.litertlm`` bundle: the .tflite of ``export_tflite`` (same ``model, *args``), the tokenizer
+    (a HF ``tokenizer.json`` or a SentencePiece model) and LLM metadata (start and stop tokens,
+    ``max_num_tokens`` = the cache length). A keras-hub causal LM with a preprocessor gives the
+    start and stop tokens' defaults. Built by ``litert-lm-builder`` in its own venv (created on
+    first use; see noxla.litertlm_bundle for why)."""
     llm_quantize.check_mode(quantize)
+    step, params, layout, path = decoder(model, *args, layout=layout, cache_length=cache_length)
+    from noxla import llm_keras
+    if llm_keras.is_keras_model(model):
+        default_start, default_stops = llm_keras.special_tokens(model)
+        start_token = default_start if start_token is None else start_token
+        stop_tokens = default_stops if stop_tokens is None else stop_tokens
+    if start_token is None or not stop_tokens:
+        raise ExportError("the bundle's metadata needs start_token and stop_tokens")
     path = ensure_writable(path, overwrite)
     if not os.path.exists(tokenizer):
         raise ExportError(f"tokenizer not found: {tokenizer}")

@@ -187,3 +187,13 @@ def forced_tokens(tflite_path: str, prompt, continuation, layout) -> list[int]:
         predicted.append(int(np.argmax(outs.pop("logits")[0, -1])))
         cache = outs
     return predicted
+
+
+def engine_greedy(bundle: str, words, max_new: int, cache_length: int) -> list[int]:
+    """The token ids LiteRT-LM's engine decodes greedily after the prompt ``t{w}...`` of a bundle
+    with ``word_level_tokenizer``'s vocabulary (run in the builder's venv: litert_lm does not
+    import beside TF 2.19's protobuf)."""
+    from noxla import litertlm_bundle
+    reply = litertlm_bundle.call("generate", {"model": bundle, "prompt": " ".join(f"t{w}" for w in words),
+                                              "max_num_tokens": cache_length, "max_output_tokens": max_new})
+    return token_ids("".join(reply["texts"]))
