@@ -34,6 +34,7 @@ from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_fusions import check_fused_ops, portable_remapping
 from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
 from noxla.tracing import Program, trace
+from noxla.weight_stubs import StubMismatch, WeightStubs
 
 DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
 
@@ -90,7 +91,9 @@ def write_saved_model(concrete, path: str, module: tf.Module | None = None) -> N
 
 
 def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None,
-                 samples: Callable | None = None) -> bytes:
+                 samples: Callable | None = None, stubs: WeightStubs | None = None) -> bytes:
+    """``stubs``: convert with the large weights as stand-ins (``noxla.weight_stubs``); the bytes
+    returned hold those, for ``stubs.splice``."""
     from tensorflow.core.framework.graph_debug_info_pb2 import GraphDebugInfo
     from tensorflow.lite.python import convert as tflite_convert
     trackable = module_for(concrete)
@@ -104,7 +107,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
     converter.target_spec.supported_ops = ops
     quantization.configure_tflite(converter, quantize, samples)
-    graph_def, inputs = frozen_graph_def(concrete)
+    graph_def, inputs = frozen_graph_def(concrete, stubs)
     in_names = [t.name.split(":")[0] for t in inputs]
     if quantize == "int8":
         # Calibration runs in the converter's last step, which the direct path below skips: int8
@@ -154,10 +157,11 @@ _CONTENT_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.
                                          np.int64, np.uint8, np.uint16)}
 
 
-def frozen_graph_def(concrete) -> tuple:
+def frozen_graph_def(concrete, stubs: WeightStubs | None = None) -> tuple:
     """The function's GraphDef with every captured eager tensor (a rule's module-level constant)
     as a Const node, and its inputs without those captures: what freezing it would give, as it
-    holds no variables, without re-importing the graph in Python."""
+    holds no variables, without re-importing the graph in Python. ``stubs``: the weights it takes
+    become stand-ins (``noxla.weight_stubs``)."""
     graph_def = concrete.graph.as_graph_def()
     captured = {internal.op.name: external for external, internal in concrete.graph.captures}
     for node in graph_def.node:
@@ -169,17 +173,26 @@ def frozen_graph_def(concrete) -> tuple:
             node.ClearField("attr")
             node.attr["dtype"].type = value.dtype.as_datatype_enum
             array = value.numpy()
-            if array.dtype in _CONTENT_DTYPES and array.size > 1:
-                # A weight's bytes written straight into the node: ``make_tensor_proto`` would
-                # build a second proto of the same size to copy from.
-                tensor = node.attr["value"].tensor
-                tensor.dtype = value.dtype.as_datatype_enum
-                tensor.tensor_shape.CopyFrom(tf.TensorShape(array.shape).as_proto())
-                tensor.tensor_content = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
+            if stubs is not None and stubs.takes(array):
+                stubs.stub(node, value.ref(), array)
             else:
-                node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(array))
+                _write_const(node, array)
+    if stubs is not None:
+        stubs.finish_graph_def(graph_def, _write_const)
     internal = {t.ref() for _, t in concrete.graph.captures}
     return graph_def, [t for t in concrete.inputs if t.ref() not in internal]
+
+
+def _write_const(node, array: np.ndarray) -> None:
+    tensor = node.attr["value"].tensor
+    if array.dtype in _CONTENT_DTYPES and array.size > 1:
+        # A weight's bytes written straight into the node: ``make_tensor_proto`` would
+        # build a second proto of the same size to copy from.
+        tensor.dtype = tf.as_dtype(array.dtype).as_datatype_enum
+        tensor.tensor_shape.CopyFrom(tf.TensorShape(array.shape).as_proto())
+        tensor.tensor_content = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
+    else:
+        tensor.CopyFrom(tf.make_tensor_proto(array))
 
 
 def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]) -> bytes:
@@ -573,9 +586,7 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
     if "tflite" in wanted:
         target = Target.TFLITE_FLEX if allow_flex else Target.TFLITE
         concretes = _signature_functions(signatures, target, strict, on_step)
-        models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize)
-                  for key, concrete in concretes.items()}
-        data = run_step(on_step, "merge signatures", merge_tflite, models)
+        data = _converted_signatures(concretes, allow_flex, quantize, on_step)
         written["tflite"] = run_step(on_step, f"write {tflite}", _write_bytes, data, tflite, overwrite)
     if "saved_model" in wanted:
         concretes = _signature_functions(signatures, Target.TF, strict, on_step)
@@ -590,11 +601,32 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
     return written
 
 
-def merge_tflite(models: Mapping[str, bytes]) -> bytes:
+def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | None,
+                          on_step: OnStep | None) -> bytes:
+    """The signatures converted and merged into one flatbuffer. Unquantized, the converter sees
+    the large weights as stand-ins and their bytes are spliced in afterwards
+    (``noxla.weight_stubs``); were the converter to change a weight, it converts again with them."""
+    stubs = WeightStubs() if quantize is None else None
+    while True:
+        models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize,
+                                stubs=stubs)
+                  for key, concrete in concretes.items()}
+        try:
+            return run_step(on_step, "merge signatures", merge_tflite, models, stubs)
+        except StubMismatch:
+            if stubs is None:
+                raise
+            stubs = None
+            if on_step is not None:
+                on_step("the converter changed a stubbed weight: converting with the real ones", 0.0)
+
+
+def merge_tflite(models: Mapping[str, bytes], stubs: WeightStubs | None = None) -> bytes:
     """One flatbuffer holding each model (as ``finish_tflite`` writes them: one ``serving_default``
     signature) under its own signature key, in the given order. Subgraphs, buffers and operator
     codes are appended with their indices remapped; equal constant buffers are then shared across
-    all signatures (``share_constant_buffers``): the weights are stored once."""
+    all signatures (``share_constant_buffers``): the weights are stored once. ``stubs``: the
+    stand-ins the models were converted with, replaced by the real bytes (raises ``StubMismatch``)."""
     from tensorflow.lite.tools import flatbuffer_utils
     merged = None
     for key, data in models.items():
@@ -606,6 +638,8 @@ def merge_tflite(models: Mapping[str, bytes]) -> bytes:
             _rename_signature(merged, 0, key)
             continue
         _append_model(merged, model, key)
+    if stubs is not None:  # before sharing: a tied embedding's transposed copy is the same bytes
+        stubs.splice(merged)
     share_constant_buffers(merged)
     return bytes(flatbuffer_utils.convert_object_to_bytearray(merged))
 
