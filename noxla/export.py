@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from limitations.engine import Report, check_jaxpr
 from lowering_rules.vocabulary import Target
+from noxla import large_tflite
 from noxla import quantize as quantization
 from noxla.demo import write_demo
 from noxla.errors import ExportError, UnsupportedError
@@ -92,8 +93,7 @@ def write_saved_model(concrete, path: str, module: tf.Module | None = None) -> N
 
 def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None,
                  samples: Callable | None = None, stubs: WeightStubs | None = None) -> bytes:
-    """``stubs``: convert with the large weights as stand-ins (``noxla.weight_stubs``); the bytes
-    returned hold those, for ``stubs.splice``."""
+    """``stubs``: convert with the large weights as stand-ins (``noxla.weight_stubs``)."""
     from tensorflow.core.framework.graph_debug_info_pb2 import GraphDebugInfo
     from tensorflow.lite.python import convert as tflite_convert
     trackable = module_for(concrete)
@@ -136,10 +136,11 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         # of the weights) is freed before the conversion's own copies are made.
         serialized = _SerializedGraphDef(graph_def.SerializeToString())
         del graph_def
-        data = tflite_convert.convert_graphdef(serialized, inputs, list(concrete.outputs), **flags)
+        stand_ins = stubs.input_specs() if stubs is not None else []
+        data = tflite_convert.convert_graphdef(serialized, inputs + stand_ins, list(concrete.outputs), **flags)
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
-    return finish_tflite(data, in_names, sorted(concrete.structured_outputs))
+    return finish_tflite(data, in_names, sorted(concrete.structured_outputs), stubs)
 
 
 class _SerializedGraphDef:
@@ -195,7 +196,8 @@ def _write_const(node, array: np.ndarray) -> None:
         tensor.CopyFrom(tf.make_tensor_proto(array))
 
 
-def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]) -> bytes:
+def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str],
+                  stubs: WeightStubs | None = None) -> bytes:
     """The converted model with its ``serving_default`` signature (inputs and outputs by name, in
     the subgraph's order: the concrete function's inputs, its outputs flattened in key order) and
     ``keep_num_dims`` on every FULLY_CONNECTED whose input and output are 2-D, as the native
@@ -209,6 +211,8 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     # (nothing here writes into a buffer's data; sharing only re-points tensors).
     model = flatbuffer_utils.read_model_from_bytearray(data)
     main = model.subgraphs[0]
+    if stubs is not None:  # the stand-ins become constants with the weights' bytes
+        stubs.attach(model)
 
     def tensor_map(name, index):
         entry = schema.TensorMapT()
@@ -525,9 +529,11 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     return Exported(program, written)
 
 
-def _write_bytes(data: bytes, path: str, overwrite: bool) -> str:
+def _write_bytes(data: bytes | list, path: str, overwrite: bool) -> str:
+    """``data``: the bytes, or a list of chunks (``large_tflite.serialized``) written one after another."""
     with atomic_output(path, overwrite) as scratch, open(scratch, "wb") as f:
-        f.write(data)
+        for chunk in data if isinstance(data, list) else [data]:
+            f.write(chunk)
     return os.path.abspath(path)
 
 
@@ -602,31 +608,37 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
 
 
 def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | None,
-                          on_step: OnStep | None) -> bytes:
-    """The signatures converted and merged into one flatbuffer. Unquantized, the converter sees
+                          on_step: OnStep | None) -> list:
+    """The signatures converted and merged into one flatbuffer (as chunks: past 2 GB, the form of
+    ``noxla.large_tflite``). Unquantized, the converter sees
     the large weights as stand-ins and their bytes are spliced in afterwards
     (``noxla.weight_stubs``); were the converter to change a weight, it converts again with them."""
     stubs = WeightStubs() if quantize is None else None
-    while True:
+    try:
         models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize,
                                 stubs=stubs)
                   for key, concrete in concretes.items()}
-        try:
-            return run_step(on_step, "merge signatures", merge_tflite, models, stubs)
-        except StubMismatch:
-            if stubs is None:
-                raise
-            stubs = None
-            if on_step is not None:
-                on_step("the converter changed a stubbed weight: converting with the real ones", 0.0)
+    except StubMismatch:
+        if on_step is not None:
+            on_step("the converter changed a stubbed weight: converting with the real ones", 0.0)
+        models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize)
+                  for key, concrete in concretes.items()}
+    merged = run_step(on_step, "merge signatures", merged_model, models)
+    del models
+    return run_step(on_step, "serialize", large_tflite.serialized, merged)
 
 
-def merge_tflite(models: Mapping[str, bytes], stubs: WeightStubs | None = None) -> bytes:
+def merge_tflite(models: Mapping[str, bytes]) -> bytes:
+    """``merged_model`` serialized (below the 2 GB limit)."""
+    from tensorflow.lite.tools import flatbuffer_utils
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(merged_model(models)))
+
+
+def merged_model(models: Mapping[str, bytes]):
     """One flatbuffer holding each model (as ``finish_tflite`` writes them: one ``serving_default``
     signature) under its own signature key, in the given order. Subgraphs, buffers and operator
     codes are appended with their indices remapped; equal constant buffers are then shared across
-    all signatures (``share_constant_buffers``): the weights are stored once. ``stubs``: the
-    stand-ins the models were converted with, replaced by the real bytes (raises ``StubMismatch``)."""
+    all signatures (``share_constant_buffers``): the weights are stored once."""
     from tensorflow.lite.tools import flatbuffer_utils
     merged = None
     for key, data in models.items():
@@ -638,10 +650,8 @@ def merge_tflite(models: Mapping[str, bytes], stubs: WeightStubs | None = None) 
             _rename_signature(merged, 0, key)
             continue
         _append_model(merged, model, key)
-    if stubs is not None:  # before sharing: a tied embedding's transposed copy is the same bytes
-        stubs.splice(merged)
     share_constant_buffers(merged)
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(merged))
+    return merged
 
 
 def _rename_signature(model, subgraph_offset: int, key: str) -> None:

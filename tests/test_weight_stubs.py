@@ -79,17 +79,17 @@ def test_the_converter_gets_stand_ins_and_the_tflite_holds_the_real_weights(tmp_
 def test_a_weight_the_converter_changes_is_converted_from_its_real_bytes(tmp_path, monkeypatch):
     steps = []
     calls = []
-    original = weight_stubs.WeightStubs.splice
+    original = weight_stubs.WeightStubs.attach
 
     def changed_once(self, model):
         calls.append(1)
         raise weight_stubs.StubMismatch("as if the converter had folded a weight")
-    monkeypatch.setattr(weight_stubs.WeightStubs, "splice", changed_once)
+    monkeypatch.setattr(weight_stubs.WeightStubs, "attach", changed_once)
     signatures = _signatures()
     path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"),
                                on_step=lambda name, seconds: steps.append(name))
     assert calls == [1] and any("stubbed" in s for s in steps), steps
-    monkeypatch.setattr(weight_stubs.WeightStubs, "splice", original)
+    monkeypatch.setattr(weight_stubs.WeightStubs, "attach", original)
     _check_against_jax(path, signatures)
 
 
@@ -115,24 +115,29 @@ def test_weights_read_with_constants_or_by_other_ops_are_not_stubbed(tmp_path):
     _check_against_jax(path, signatures)
 
 
-def test_splice_refuses_a_changed_or_missing_stand_in():
+def test_attach_refuses_a_stand_in_read_by_another_operator():
     from tensorflow.lite.python import schema_py_generated as schema
     stubs = weight_stubs.WeightStubs()
-    marker = 0x7FC00001
-    stubs.real[marker] = np.ones((128, 128), np.float32)
-    stubs.shapes[marker] = (128, 128)
+    stubs.real[0] = np.ones((128, 128), np.float32)
+    stubs.shapes[0] = (128, 128)
     model = schema.ModelT()
     model.buffers = [schema.BufferT()]
-    model.subgraphs, model.operatorCodes = [], []
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.ADD
+    model.operatorCodes = [code]
+    graph = schema.SubGraphT()
+    tensors = []
+    for name in (b"x", b"w", b"y"):
+        tensor = schema.TensorT()
+        tensor.name, tensor.shape, tensor.buffer = name, [128, 128], 0
+        tensors.append(tensor)
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
+    graph.tensors, graph.operators, graph.inputs, graph.outputs = tensors, [op], [0, 1], [2]
+    model.subgraphs = [graph]
+    stubs.inputs = {"w": 0}
+    with pytest.raises(weight_stubs.StubMismatch, match="read by operator"):
+        stubs.attach(model)
+    stubs.inputs = {"v": 0}
     with pytest.raises(weight_stubs.StubMismatch, match="missing"):
-        stubs.splice(model)
-    changed = np.full(128 * 128, marker, np.uint32)
-    changed[5] = 0
-    model.buffers.append(schema.BufferT())
-    model.buffers[1].data = changed.view(np.uint8)
-    with pytest.raises(weight_stubs.StubMismatch, match="changed"):
-        stubs.splice(model)
-    folded = np.full(64, 0x7FC00000, np.uint32)  # the canonical NaN that arithmetic on a marker gives
-    model.buffers[1].data = folded.view(np.uint8)
-    with pytest.raises(weight_stubs.StubMismatch, match="folded"):
-        stubs.splice(model)
+        stubs.attach(model)
