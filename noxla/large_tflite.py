@@ -22,14 +22,15 @@ def buffer_bytes(model) -> int:
     return sum(b.data.size for b in model.buffers if b.data is not None and not isinstance(b.data, list))
 
 
-def needs_offsets(model, limit: int = FLATBUFFER_LIMIT) -> bool:
-    return buffer_bytes(model) + _TABLES_MARGIN > limit
+def needs_offsets(model, limit: int | None = None) -> bool:
+    return buffer_bytes(model) + _TABLES_MARGIN > (FLATBUFFER_LIMIT if limit is None else limit)
 
 
-def serialized(model, limit: int = FLATBUFFER_LIMIT) -> list:
+def serialized(model, limit: int | None = None) -> list:
     """The file's bytes as a list of chunks (``model``, an unpacked ``ModelT``, is modified):
     one flatbuffer, or past ``limit`` the flatbuffer with offsets and the buffers' bytes after it."""
     from tensorflow.lite.tools import flatbuffer_utils
+    limit = FLATBUFFER_LIMIT if limit is None else limit
     if not needs_offsets(model, limit):
         return [bytes(flatbuffer_utils.convert_object_to_bytearray(model))]
     outside = []

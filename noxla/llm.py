@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from noxla import litertlm_bundle
+from noxla import large_tflite, litertlm_bundle
 from noxla.errors import ExportError
 from noxla.export import ensure_writable, export_signatures
 
@@ -53,6 +53,11 @@ class CacheLayout:
     def empty(self) -> list:
         return [(np.zeros(self.k_shape(), np.float32), np.zeros(self.v_shape(), np.float32))
                 for _ in range(self.num_layers)]
+
+
+def _leaves(tree) -> list:
+    import jax
+    return jax.tree_util.tree_leaves(tree)
 
 
 def cache_names(layout: CacheLayout) -> list[str]:
@@ -104,7 +109,14 @@ def signatures(step: Callable, params, layout: CacheLayout, prefill_lengths: Seq
 def export_tflite(step: Callable, params, path: str, *, layout: CacheLayout, prefill_lengths: Sequence[int] = (8,),
                   quantize: str | None = None, overwrite: bool = False, on_step=None) -> str:
     """The .tflite LiteRT-LM runs: a ``prefill_N`` signature per length and ``decode``, sharing weights.
-    ``quantize``: None, "float16" or "dynamic_int8" (see noxla.quantize)."""
+    ``quantize``: None, "float16" or "dynamic_int8" (see noxla.quantize). Past 2 GB of weights the
+    file is written with buffer offsets (``noxla.large_tflite``); quantized, TF's converter would
+    have to hold the float weights in one GraphDef, a protobuf (2 GB at most): refused up front."""
+    weight_bytes = sum(int(getattr(x, "nbytes", 0)) for x in _leaves(params))
+    if quantize is not None and weight_bytes >= large_tflite.FLATBUFFER_LIMIT:
+        raise ExportError(f"the weights take {weight_bytes / 2**30:.2f} GiB: quantize={quantize!r} runs in TF's "
+                          f"converter, which takes at most 2 GiB of float weights; export unquantized "
+                          f"(written with buffer offsets past 2 GiB) or quantize the weights beforehand")
     return export_signatures(signatures(step, params, layout, prefill_lengths), tflite=path, quantize=quantize,
                              overwrite=overwrite, on_step=on_step)["tflite"]
 

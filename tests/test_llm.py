@@ -148,3 +148,17 @@ def test_cli_llm_export_writes_a_tflite_with_jax_greedy_tokens(tmp_path):
     step, params, layout = tiny_decoder()
     prompt = [BOS, 33, 8, 61]
     assert llm.greedy_tokens(path, prompt, MAX_NEW, layout, stop_tokens=[EOS]) == _jax_greedy(params, prompt, MAX_NEW)
+
+
+def test_quantized_weights_past_2_gib_are_refused_before_any_work(tmp_path, monkeypatch):
+    from noxla import large_tflite, llm
+    from noxla.errors import ExportError
+    params = tiny_llama.init_params(LAYOUT_CONFIG)
+    weight_bytes = sum(x.nbytes for x in jax.tree_util.tree_leaves(params))
+    monkeypatch.setattr(large_tflite, "FLATBUFFER_LIMIT", weight_bytes - 1)
+
+    def never_traced(*args):
+        raise AssertionError("traced")
+    with pytest.raises(ExportError, match="at most 2 GiB"):
+        llm.export_tflite(never_traced, params, str(tmp_path / "m.tflite"), layout=_layout(), quantize="float16")
+    assert not (tmp_path / "m.tflite").exists()

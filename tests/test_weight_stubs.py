@@ -141,3 +141,24 @@ def test_attach_refuses_a_stand_in_read_by_another_operator():
     stubs.inputs = {"v": 0}
     with pytest.raises(weight_stubs.StubMismatch, match="missing"):
         stubs.attach(model)
+
+
+@pytest.mark.slow
+def test_a_model_past_the_flatbuffer_limit_is_written_with_buffer_offsets(tmp_path, monkeypatch):
+    """The limit lowered to just under this model's size: the file holds the weights after the
+    flatbuffer (buffers with offsets), and LiteRT's signature runners still compute JAX's outputs."""
+    from noxla import large_tflite
+    weight_bytes = sum(np.asarray(x).nbytes for x in jax.tree_util.tree_leaves(PARAMS))
+    monkeypatch.setattr(large_tflite, "FLATBUFFER_LIMIT", large_tflite._TABLES_MARGIN + weight_bytes // 2)
+    signatures = _signatures()
+    path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"))
+    from tensorflow.lite.python import schema_py_generated as schema
+    with open(path, "rb") as f:
+        data = f.read()
+    raw = schema.Model.GetRootAs(data, 0)
+    offsets = [raw.Buffers(i).Offset() for i in range(raw.BuffersLength())]
+    outside = [o for o in offsets if o > 1]
+    # The weights after the flatbuffer's tables (well under 1 MB here), each at an aligned offset.
+    assert len(outside) >= 4 and min(outside) < 2**20 and all(o % 64 == 0 for o in outside), offsets
+    assert len(data) > weight_bytes * 0.9
+    _check_against_jax(path, signatures)
