@@ -32,7 +32,7 @@ def serialized(model, limit: int | None = None) -> list:
     from tensorflow.lite.tools import flatbuffer_utils
     limit = FLATBUFFER_LIMIT if limit is None else limit
     if not needs_offsets(model, limit):
-        return [bytes(flatbuffer_utils.convert_object_to_bytearray(model))]
+        return [packed(model)]
     outside = []
     for buffer in model.buffers:
         data = buffer.data
@@ -50,6 +50,16 @@ def serialized(model, limit: int | None = None) -> list:
     if len(head) != size or size > limit:
         raise ExportError(f"the flatbuffer's tables alone take {size} bytes, past the {limit}-byte limit")
     return list(_chunks(head, outside))
+
+
+def packed(model) -> memoryview:
+    """The flatbuffer, packed into a builder sized for the buffers up front and returned as a view
+    of it: ``flatbuffer_utils.convert_object_to_bytearray`` grows its builder by doubling and copies
+    the result twice (1.5 GB above the weights for a 0.54 GB model)."""
+    import flatbuffers
+    builder = flatbuffers.Builder(buffer_bytes(model) + _TABLES_MARGIN)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return memoryview(builder.Bytes)[builder.Head():]
 
 
 def _aligned(n: int) -> int:

@@ -112,12 +112,20 @@ def test_llm_tflite_greedy_tokens_in_signature_runners_equal_jax(tmp_path):
 
 
 @pytest.mark.slow
-def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path):
+@pytest.mark.parametrize("buffer_offsets", [False, True], ids=["inline", "buffer-offsets"])
+def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path, monkeypatch, buffer_offsets):
     """The bundle in LiteRT-LM's own engine (run in the builder's venv: litert_lm does not import
-    beside TF 2.19's protobuf) decodes the same greedy tokens as JAX."""
+    beside TF 2.19's protobuf) decodes the same greedy tokens as JAX; also with the .tflite in the
+    form of one past 2 GB (the limit lowered: weights after the flatbuffer, noxla.large_tflite)."""
     import re
 
-    from noxla import litertlm_bundle, llm
+    from noxla import large_tflite, litertlm_bundle, llm
+    used_offsets = []
+    if buffer_offsets:
+        monkeypatch.setattr(large_tflite, "FLATBUFFER_LIMIT", large_tflite._TABLES_MARGIN + 1)
+        decide = large_tflite.needs_offsets
+        monkeypatch.setattr(large_tflite, "needs_offsets",
+                            lambda *a: used_offsets.append(decide(*a)) or used_offsets[-1])
     params = tiny_llama.init_params(LAYOUT_CONFIG)
     layout = _layout()
     tokenizer = tiny_llama.word_level_tokenizer(tmp_path / "tokenizer.json", LAYOUT_CONFIG.vocab)
@@ -132,6 +140,7 @@ def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path):
     generated = [specials[t] if t in specials else int(t[1:]) for t in re.findall(r"t\d+|<pad>|<bos>|<eos>", text)]
     expected_words = [t for t in expected if t != EOS]
     assert generated == expected_words, (text, expected)
+    assert used_offsets == ([True] if buffer_offsets else [])
 
 
 def tiny_decoder():
