@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from limitations.engine import Report, check_jaxpr
 from lowering_rules.vocabulary import Target
+from noxla import large_tflite
 from noxla import quantize as quantization
 from noxla.demo import write_demo
 from noxla.errors import ExportError, UnsupportedError
@@ -34,6 +35,7 @@ from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_fusions import check_fused_ops, portable_remapping
 from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
 from noxla.tracing import Program, trace
+from noxla.weight_stubs import StubMismatch, WeightStubs
 
 DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
 
@@ -90,7 +92,8 @@ def write_saved_model(concrete, path: str, module: tf.Module | None = None) -> N
 
 
 def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None,
-                 samples: Callable | None = None) -> bytes:
+                 samples: Callable | None = None, stubs: WeightStubs | None = None) -> bytes:
+    """``stubs``: convert with the large weights as stand-ins (``noxla.weight_stubs``)."""
     from tensorflow.core.framework.graph_debug_info_pb2 import GraphDebugInfo
     from tensorflow.lite.python import convert as tflite_convert
     trackable = module_for(concrete)
@@ -104,7 +107,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
     converter.target_spec.supported_ops = ops
     quantization.configure_tflite(converter, quantize, samples)
-    graph_def, inputs = frozen_graph_def(concrete)
+    graph_def, inputs = frozen_graph_def(concrete, stubs)
     in_names = [t.name.split(":")[0] for t in inputs]
     if quantize == "int8":
         # Calibration runs in the converter's last step, which the direct path below skips: int8
@@ -133,10 +136,11 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         # of the weights) is freed before the conversion's own copies are made.
         serialized = _SerializedGraphDef(graph_def.SerializeToString())
         del graph_def
-        data = tflite_convert.convert_graphdef(serialized, inputs, list(concrete.outputs), **flags)
+        stand_ins = stubs.input_specs() if stubs is not None else []
+        data = tflite_convert.convert_graphdef(serialized, inputs + stand_ins, list(concrete.outputs), **flags)
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
-    return finish_tflite(data, in_names, sorted(concrete.structured_outputs))
+    return finish_tflite(data, in_names, sorted(concrete.structured_outputs), stubs)
 
 
 class _SerializedGraphDef:
@@ -154,10 +158,11 @@ _CONTENT_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.
                                          np.int64, np.uint8, np.uint16)}
 
 
-def frozen_graph_def(concrete) -> tuple:
+def frozen_graph_def(concrete, stubs: WeightStubs | None = None) -> tuple:
     """The function's GraphDef with every captured eager tensor (a rule's module-level constant)
     as a Const node, and its inputs without those captures: what freezing it would give, as it
-    holds no variables, without re-importing the graph in Python."""
+    holds no variables, without re-importing the graph in Python. ``stubs``: the weights it takes
+    become stand-ins (``noxla.weight_stubs``)."""
     graph_def = concrete.graph.as_graph_def()
     captured = {internal.op.name: external for external, internal in concrete.graph.captures}
     for node in graph_def.node:
@@ -169,20 +174,30 @@ def frozen_graph_def(concrete) -> tuple:
             node.ClearField("attr")
             node.attr["dtype"].type = value.dtype.as_datatype_enum
             array = value.numpy()
-            if array.dtype in _CONTENT_DTYPES and array.size > 1:
-                # A weight's bytes written straight into the node: ``make_tensor_proto`` would
-                # build a second proto of the same size to copy from.
-                tensor = node.attr["value"].tensor
-                tensor.dtype = value.dtype.as_datatype_enum
-                tensor.tensor_shape.CopyFrom(tf.TensorShape(array.shape).as_proto())
-                tensor.tensor_content = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
+            if stubs is not None and stubs.takes(array):
+                stubs.stub(node, value.ref(), array)
             else:
-                node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(array))
+                _write_const(node, array)
+    if stubs is not None:
+        stubs.finish_graph_def(graph_def, _write_const)
     internal = {t.ref() for _, t in concrete.graph.captures}
     return graph_def, [t for t in concrete.inputs if t.ref() not in internal]
 
 
-def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]) -> bytes:
+def _write_const(node, array: np.ndarray) -> None:
+    tensor = node.attr["value"].tensor
+    if array.dtype in _CONTENT_DTYPES and array.size > 1:
+        # A weight's bytes written straight into the node: ``make_tensor_proto`` would
+        # build a second proto of the same size to copy from.
+        tensor.dtype = tf.as_dtype(array.dtype).as_datatype_enum
+        tensor.tensor_shape.CopyFrom(tf.TensorShape(array.shape).as_proto())
+        tensor.tensor_content = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
+    else:
+        tensor.CopyFrom(tf.make_tensor_proto(array))
+
+
+def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str],
+                  stubs: WeightStubs | None = None) -> bytes:
     """The converted model with its ``serving_default`` signature (inputs and outputs by name, in
     the subgraph's order: the concrete function's inputs, its outputs flattened in key order) and
     ``keep_num_dims`` on every FULLY_CONNECTED whose input and output are 2-D, as the native
@@ -196,6 +211,8 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     # (nothing here writes into a buffer's data; sharing only re-points tensors).
     model = flatbuffer_utils.read_model_from_bytearray(data)
     main = model.subgraphs[0]
+    if stubs is not None:  # the stand-ins become constants with the weights' bytes
+        stubs.attach(model)
 
     def tensor_map(name, index):
         entry = schema.TensorMapT()
@@ -512,9 +529,11 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     return Exported(program, written)
 
 
-def _write_bytes(data: bytes, path: str, overwrite: bool) -> str:
+def _write_bytes(data: bytes | list, path: str, overwrite: bool) -> str:
+    """``data``: the bytes, or a list of chunks (``large_tflite.serialized``) written one after another."""
     with atomic_output(path, overwrite) as scratch, open(scratch, "wb") as f:
-        f.write(data)
+        for chunk in data if isinstance(data, list) else [data]:
+            f.write(chunk)
     return os.path.abspath(path)
 
 
@@ -573,9 +592,7 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
     if "tflite" in wanted:
         target = Target.TFLITE_FLEX if allow_flex else Target.TFLITE
         concretes = _signature_functions(signatures, target, strict, on_step)
-        models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize)
-                  for key, concrete in concretes.items()}
-        data = run_step(on_step, "merge signatures", merge_tflite, models)
+        data = _converted_signatures(concretes, allow_flex, quantize, on_step)
         written["tflite"] = run_step(on_step, f"write {tflite}", _write_bytes, data, tflite, overwrite)
     if "saved_model" in wanted:
         concretes = _signature_functions(signatures, Target.TF, strict, on_step)
@@ -590,7 +607,34 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
     return written
 
 
+def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | None,
+                          on_step: OnStep | None) -> list:
+    """The signatures converted and merged into one flatbuffer (as chunks: past 2 GB, the form of
+    ``noxla.large_tflite``). Unquantized, the converter sees
+    the large weights as stand-ins and their bytes are spliced in afterwards
+    (``noxla.weight_stubs``); were the converter to change a weight, it converts again with them."""
+    stubs = WeightStubs() if quantize is None else None
+    try:
+        models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize,
+                                stubs=stubs)
+                  for key, concrete in concretes.items()}
+    except StubMismatch:
+        if on_step is not None:
+            on_step("the converter changed a stubbed weight: converting with the real ones", 0.0)
+        models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize)
+                  for key, concrete in concretes.items()}
+    merged = run_step(on_step, "merge signatures", merged_model, models)
+    del models
+    return run_step(on_step, "serialize", large_tflite.serialized, merged)
+
+
 def merge_tflite(models: Mapping[str, bytes]) -> bytes:
+    """``merged_model`` serialized (below the 2 GB limit)."""
+    from tensorflow.lite.tools import flatbuffer_utils
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(merged_model(models)))
+
+
+def merged_model(models: Mapping[str, bytes]):
     """One flatbuffer holding each model (as ``finish_tflite`` writes them: one ``serving_default``
     signature) under its own signature key, in the given order. Subgraphs, buffers and operator
     codes are appended with their indices remapped; equal constant buffers are then shared across
@@ -607,7 +651,7 @@ def merge_tflite(models: Mapping[str, bytes]) -> bytes:
             continue
         _append_model(merged, model, key)
     share_constant_buffers(merged)
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(merged))
+    return merged
 
 
 def _rename_signature(model, subgraph_offset: int, key: str) -> None:

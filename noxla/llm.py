@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from noxla import litertlm_bundle, llm_quantize
+from noxla import large_tflite, litertlm_bundle, llm_quantize
 from noxla.errors import ExportError
 from noxla.export import ensure_writable, export_signatures
 
@@ -55,6 +55,11 @@ class CacheLayout:
     def empty(self) -> list:
         return [(np.zeros(self.k_shape(), np.float32), np.zeros(self.v_shape(), np.float32))
                 for _ in range(self.num_layers)]
+
+
+def _leaves(tree) -> list:
+    import jax
+    return jax.tree_util.tree_leaves(tree)
 
 
 def cache_names(layout: CacheLayout) -> list[str]:
@@ -159,9 +164,16 @@ def export_tflite(model, *args, layout: CacheLayout | None = None, cache_length:
     ``model, *args``: ``keras_model, path`` (with ``cache_length``), ``nnx_module, path`` or
     ``step, params, path`` (with ``layout``); see ``decoder``.
     ``quantize``: None; "int8" or "int4" (LiteRT's quantizer, see noxla.llm_quantize); or the TFLite
-    converter's "float16" or "dynamic_int8" (see noxla.quantize)."""
+    converter's "float16" or "dynamic_int8" (see noxla.quantize). Past 2 GB of weights the file is
+    written with buffer offsets (``noxla.large_tflite``); quantized, TF's converter would have to
+    hold the float weights in one GraphDef, a protobuf (2 GB at most): refused up front."""
     llm_quantize.check_mode(quantize)
     step, params, layout, path = decoder(model, *args, layout=layout, cache_length=cache_length)
+    weight_bytes = sum(int(getattr(x, "nbytes", 0)) for x in _leaves(params))
+    if quantize is not None and weight_bytes >= large_tflite.FLATBUFFER_LIMIT:
+        raise ExportError(f"the weights take {weight_bytes / 2**30:.2f} GiB: quantize={quantize!r} runs in TF's "
+                          f"converter, which takes at most 2 GiB of float weights; export unquantized "
+                          f"(written with buffer offsets past 2 GiB) or quantize the weights beforehand")
     functions = signatures(step, params, layout, prefill_lengths)
     if llm_quantize.uses_quantizer(quantize):
         return llm_quantize.export_quantized(functions, path, quantize, overwrite=overwrite, on_step=on_step)

@@ -112,9 +112,18 @@ def test_llm_tflite_greedy_tokens_in_signature_runners_equal_jax(tmp_path):
 
 
 @pytest.mark.slow
-def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path):
-    """The bundle in LiteRT-LM's own engine decodes the same greedy tokens as JAX."""
-    from noxla import llm
+@pytest.mark.parametrize("buffer_offsets", [False, True], ids=["inline", "buffer-offsets"])
+def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path, monkeypatch, buffer_offsets):
+    """The bundle in LiteRT-LM's own engine (run in the builder's venv: litert_lm does not import
+    beside TF 2.19's protobuf) decodes the same greedy tokens as JAX; also with the .tflite in the
+    form of one past 2 GB (the limit lowered: weights after the flatbuffer, noxla.large_tflite)."""
+    from noxla import large_tflite, llm
+    used_offsets = []
+    if buffer_offsets:
+        monkeypatch.setattr(large_tflite, "FLATBUFFER_LIMIT", large_tflite._TABLES_MARGIN + 1)
+        decide = large_tflite.needs_offsets
+        monkeypatch.setattr(large_tflite, "needs_offsets",
+                            lambda *a: used_offsets.append(decide(*a)) or used_offsets[-1])
     params = tiny_llama.init_params(LAYOUT_CONFIG)
     layout = _layout()
     tokenizer = tiny_llama.word_level_tokenizer(tmp_path / "tokenizer.json", LAYOUT_CONFIG.vocab)
@@ -124,6 +133,7 @@ def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path):
     expected = _jax_greedy(params, [BOS, *words], MAX_NEW)
     generated = tiny_llama.engine_greedy(path, words, MAX_NEW, CACHE)
     assert generated == [t for t in expected if t != EOS], expected
+    assert used_offsets == ([True] if buffer_offsets else [])
 
 
 def tiny_decoder():
@@ -140,3 +150,17 @@ def test_cli_llm_export_writes_a_tflite_with_jax_greedy_tokens(tmp_path):
     step, params, layout = tiny_decoder()
     prompt = [BOS, 33, 8, 61]
     assert llm.greedy_tokens(path, prompt, MAX_NEW, layout, stop_tokens=[EOS]) == _jax_greedy(params, prompt, MAX_NEW)
+
+
+def test_quantized_weights_past_2_gib_are_refused_before_any_work(tmp_path, monkeypatch):
+    from noxla import large_tflite, llm
+    from noxla.errors import ExportError
+    params = tiny_llama.init_params(LAYOUT_CONFIG)
+    weight_bytes = sum(x.nbytes for x in jax.tree_util.tree_leaves(params))
+    monkeypatch.setattr(large_tflite, "FLATBUFFER_LIMIT", weight_bytes - 1)
+
+    def never_traced(*args):
+        raise AssertionError("traced")
+    with pytest.raises(ExportError, match="at most 2 GiB"):
+        llm.export_tflite(never_traced, params, str(tmp_path / "m.tflite"), layout=_layout(), quantize="float16")
+    assert not (tmp_path / "m.tflite").exists()

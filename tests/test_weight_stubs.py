@@ -1,0 +1,164 @@
+"""Several signatures converted with their large weights as stand-ins (noxla.weight_stubs): the
+converter never sees the weights' bytes, and the .tflite still computes what JAX computes."""
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import noxla
+from noxla import weight_stubs
+from tests import tiny_llama
+
+# hidden 128: wq and wo are square and 64 KiB, so stubbed (wk and wv, 32 KiB, stay Consts); the
+# converter would transpose them for FULLY_CONNECTED, which a square stand-in cannot show
+# (weight_stubs hands them over transposed).
+CONFIG = tiny_llama.Config(layers=1, vocab=256, hidden=128, heads=4, kv_heads=2, head_dim=32, ffn=256)
+CACHE = 16
+PARAMS = tiny_llama.init_params(CONFIG)
+
+
+def _step(tokens, input_pos, mask, kv_cache):
+    logits, cache = tiny_llama.step(CONFIG, PARAMS, tokens, input_pos, mask, kv_cache)
+    return {"logits": logits, "kv_cache": cache}
+
+
+def _signatures():
+    rng = np.random.default_rng(0)
+    out = {}
+    for key, start, length in (("prefill_4", 0, 4), ("decode", 6, 1)):
+        positions = np.arange(start, start + length, dtype=np.int32)
+        # A cache of random values: a wrongly spliced K or V projection shows in the logits.
+        cache = [tuple(rng.standard_normal(np.shape(x)).astype(np.float32) for x in layer)
+                 for layer in tiny_llama.empty_cache(CONFIG, CACHE)]
+        args = (rng.integers(0, CONFIG.vocab, (1, length)).astype(np.int32), positions,
+                np.asarray(tiny_llama.causal_mask(positions, CACHE)), cache)
+        out[key] = (_step, args)
+    return out
+
+
+def _check_against_jax(path, signatures):
+    from ai_edge_litert.interpreter import Interpreter
+
+    from noxla.tracing import trace
+    interpreter = Interpreter(model_path=path)
+    for key, (fun, args) in signatures.items():
+        program = trace(fun, args)
+        outs = interpreter.get_signature_runner(key)(**dict(zip(program.in_names, jax.tree_util.tree_leaves(args))))
+        expected = dict(zip(program.out_names, jax.tree_util.tree_leaves(fun(*args))))
+        for name, value in expected.items():
+            np.testing.assert_allclose(outs[name], np.asarray(value), atol=2e-4, rtol=1e-4, err_msg=f"{key}: {name}")
+
+
+@pytest.mark.slow
+def test_the_converter_gets_stand_ins_and_the_tflite_holds_the_real_weights(tmp_path, monkeypatch):
+    from tensorflow.lite.python import convert
+    graph_bytes = []
+    original = convert.convert_graphdef
+
+    def recording(graph_def, *args, **kwargs):
+        graph_bytes.append(len(graph_def.SerializeToString()))
+        return original(graph_def, *args, **kwargs)
+    monkeypatch.setattr(convert, "convert_graphdef", recording)
+    steps = []
+    signatures = _signatures()
+    path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"),
+                               on_step=lambda name, seconds: steps.append(name))
+    weight_bytes = sum(np.asarray(x).nbytes for x in jax.tree_util.tree_leaves(PARAMS))
+    assert len(graph_bytes) == 2 and max(graph_bytes) < weight_bytes / 5, (graph_bytes, weight_bytes)
+    assert not any("stubbed" in s for s in steps), steps
+    _check_against_jax(path, signatures)
+    # The tied embedding (gathered, and transposed for the logits) is stored once.
+    assert abs(os.path.getsize(path) - weight_bytes) < 0.1 * weight_bytes
+
+
+@pytest.mark.slow
+def test_a_weight_the_converter_changes_is_converted_from_its_real_bytes(tmp_path, monkeypatch):
+    steps = []
+    calls = []
+    original = weight_stubs.WeightStubs.attach
+
+    def changed_once(self, model):
+        calls.append(1)
+        raise weight_stubs.StubMismatch("as if the converter had folded a weight")
+    monkeypatch.setattr(weight_stubs.WeightStubs, "attach", changed_once)
+    signatures = _signatures()
+    path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"),
+                               on_step=lambda name, seconds: steps.append(name))
+    assert calls == [1] and any("stubbed" in s for s in steps), steps
+    monkeypatch.setattr(weight_stubs.WeightStubs, "attach", original)
+    _check_against_jax(path, signatures)
+
+
+@pytest.mark.slow
+def test_weights_read_with_constants_or_by_other_ops_are_not_stubbed(tmp_path):
+    """A MatMul of two constants is folded by the converter, and an Add reads its weight as is:
+    those weights go to the converter as they are, the others as stand-ins, and all come out right."""
+    rng = np.random.default_rng(1)
+    w_folded, w_added, w_matmul = (rng.standard_normal((128, 128)).astype(np.float32) for _ in range(3))
+    ones = np.ones((2, 128), np.float32)
+
+    def f(x):
+        return {"y": (x @ w_matmul + ones @ w_folded) @ w_matmul + jnp.sum(w_added, axis=0)}
+
+    def g(x):
+        return {"y": x @ w_matmul}
+    signatures = {"f": (f, (rng.standard_normal((2, 128)).astype(np.float32),)),
+                  "g": (g, (rng.standard_normal((2, 128)).astype(np.float32),))}
+    steps = []
+    path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"),
+                               on_step=lambda name, seconds: steps.append(name))
+    assert not any("stubbed" in s for s in steps), steps
+    _check_against_jax(path, signatures)
+
+
+def test_attach_refuses_a_stand_in_read_by_another_operator():
+    from tensorflow.lite.python import schema_py_generated as schema
+    stubs = weight_stubs.WeightStubs()
+    stubs.real[0] = np.ones((128, 128), np.float32)
+    stubs.shapes[0] = (128, 128)
+    model = schema.ModelT()
+    model.buffers = [schema.BufferT()]
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.ADD
+    model.operatorCodes = [code]
+    graph = schema.SubGraphT()
+    tensors = []
+    for name in (b"x", b"w", b"y"):
+        tensor = schema.TensorT()
+        tensor.name, tensor.shape, tensor.buffer = name, [128, 128], 0
+        tensors.append(tensor)
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
+    graph.tensors, graph.operators, graph.inputs, graph.outputs = tensors, [op], [0, 1], [2]
+    model.subgraphs = [graph]
+    stubs.inputs = {"w": 0}
+    with pytest.raises(weight_stubs.StubMismatch, match="read by operator"):
+        stubs.attach(model)
+    stubs.inputs = {"v": 0}
+    with pytest.raises(weight_stubs.StubMismatch, match="missing"):
+        stubs.attach(model)
+
+
+@pytest.mark.slow
+def test_a_model_past_the_flatbuffer_limit_is_written_with_buffer_offsets(tmp_path, monkeypatch):
+    """The limit lowered to just under this model's size: the file holds the weights after the
+    flatbuffer (buffers with offsets), and LiteRT's signature runners still compute JAX's outputs."""
+    from noxla import large_tflite
+    weight_bytes = sum(np.asarray(x).nbytes for x in jax.tree_util.tree_leaves(PARAMS))
+    monkeypatch.setattr(large_tflite, "FLATBUFFER_LIMIT", large_tflite._TABLES_MARGIN + weight_bytes // 2)
+    signatures = _signatures()
+    path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"))
+    from tensorflow.lite.python import schema_py_generated as schema
+    with open(path, "rb") as f:
+        data = f.read()
+    raw = schema.Model.GetRootAs(data, 0)
+    offsets = [raw.Buffers(i).Offset() for i in range(raw.BuffersLength())]
+    outside = [o for o in offsets if o > 1]
+    # The weights after the flatbuffer's tables (well under 1 MB here), each at an aligned offset.
+    assert len(outside) >= 4 and min(outside) < 2**20 and all(o % 64 == 0 for o in outside), offsets
+    assert len(data) > weight_bytes * 0.9
+    _check_against_jax(path, signatures)
