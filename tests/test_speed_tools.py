@@ -1,5 +1,5 @@
 """The benchmark's interleaved latency measurement, its real-size models, the light import of the TF.js
-converter, and the zero-pad fold the real-size CNNs need."""
+converter and of TensorFlow (without Keras), and the zero-pad fold the real-size CNNs need."""
 from __future__ import annotations
 
 import os
@@ -27,6 +27,24 @@ def test_interleaved_ratio_is_the_median_of_per_round_ratios():
     assert ratios[("a", "b")] == pytest.approx(2.0) and ratios[("b", "a")] == pytest.approx(0.5)
     assert calls[2:] == [10] * 18  # one run each to estimate, then batches lasting 10 ms of "b"
     assert ms["a"] > ms["b"]
+
+
+@pytest.mark.slow
+def test_tensorflow_imported_through_noxla_leaves_keras_to_first_use():
+    pytest.importorskip("keras", reason="TF loads Keras eagerly only when Keras is installed")
+    code = (
+        "import sys\n"
+        "import noxla.api\n"
+        "assert 'tensorflow' in sys.modules\n"
+        "assert not [k for k in sys.modules if k.split('.')[0] in ('keras', 'pandas', 'IPython')], 'loaded'\n"
+        "assert not [f for f in sys.meta_path if type(f).__module__ == 'noxla.lean_tensorflow'], 'left installed'\n"
+        "import keras\n"
+        "import tensorflow as tf\n"
+        "assert tf.keras.layers.Dense is keras.layers.Dense\n"
+    )
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 @pytest.mark.slow
