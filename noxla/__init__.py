@@ -1,7 +1,11 @@
 """noxla: lower JAX programs to plain TensorFlow ops (no XLA) for TFLite, TF.js and SavedModel."""
 import importlib
 
+from noxla import lean_tensorflow
+
 __version__ = "0.1.0"
+
+lean_tensorflow.install()  # before anything imports TensorFlow (see noxla/lean_tensorflow.py)
 
 # Resolved on first use: importing noxla stays cheap (the CLI's --help does not load TF), and
 # the limitations engine can import noxla.errors without a cycle through the public API.

@@ -1,5 +1,5 @@
 """The benchmark's interleaved latency measurement, its real-size models, the light import of the TF.js
-converter, and the zero-pad fold the real-size CNNs need."""
+converter and of TensorFlow (without Keras), and the zero-pad fold the real-size CNNs need."""
 from __future__ import annotations
 
 import os
@@ -27,6 +27,24 @@ def test_interleaved_ratio_is_the_median_of_per_round_ratios():
     assert ratios[("a", "b")] == pytest.approx(2.0) and ratios[("b", "a")] == pytest.approx(0.5)
     assert calls[2:] == [10] * 18  # one run each to estimate, then batches lasting 10 ms of "b"
     assert ms["a"] > ms["b"]
+
+
+@pytest.mark.slow
+def test_tensorflow_imported_through_noxla_leaves_keras_to_first_use():
+    pytest.importorskip("keras", reason="TF loads Keras eagerly only when Keras is installed")
+    code = (
+        "import sys\n"
+        "import noxla.api\n"
+        "assert 'tensorflow' in sys.modules\n"
+        "assert not [k for k in sys.modules if k.split('.')[0] in ('keras', 'pandas', 'IPython')], 'loaded'\n"
+        "assert not [f for f in sys.meta_path if type(f).__module__ == 'noxla.lean_tensorflow'], 'left installed'\n"
+        "import keras\n"
+        "import tensorflow as tf\n"
+        "assert tf.keras.layers.Dense is keras.layers.Dense\n"
+    )
+    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 @pytest.mark.slow
@@ -81,3 +99,37 @@ def test_real_models_rebuild_the_same_function_from_their_spec_and_weights():
 def json_round_trip(spec: dict) -> dict:
     import json
     return json.loads(json.dumps(spec))
+
+
+def test_tflite_export_frees_the_lowered_graph_before_the_converter_runs(tmp_path, monkeypatch):
+    """The TF graph and its weights are 2-3x the weights' size; the converter's copies come on top."""
+    import gc
+    import weakref
+
+    import jax.numpy as jnp
+    import numpy as np
+    from tensorflow.lite.python import convert as tflite_convert
+
+    import noxla
+    from noxla import export as export_module
+    from noxla.runtimes import run_tflite
+    lowered, alive_at_conversion = [], []
+    serving_function, convert_graphdef = export_module.serving_function, tflite_convert.convert_graphdef
+
+    def recording_serving_function(*args, **kwargs):
+        concrete = serving_function(*args, **kwargs)
+        lowered.append(weakref.ref(concrete))
+        return concrete
+
+    def checking_convert_graphdef(*args, **kwargs):
+        gc.collect()
+        alive_at_conversion.append([ref() is not None for ref in lowered])
+        return convert_graphdef(*args, **kwargs)
+    monkeypatch.setattr(export_module, "serving_function", recording_serving_function)
+    monkeypatch.setattr(tflite_convert, "convert_graphdef", checking_convert_graphdef)
+    w = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    x = np.ones((2, 8), np.float32)
+    path = noxla.export_tflite(lambda x: jnp.tanh(x @ w), x, path=str(tmp_path / "m.tflite"))
+    assert alive_at_conversion == [[False]]
+    (out,) = run_tflite(path, {"x": x}).values()
+    np.testing.assert_allclose(out, np.tanh(x @ w), rtol=1e-5, atol=1e-6)

@@ -747,6 +747,8 @@ def main() -> int:
     parser.add_argument("--export-only", action="store_true",
                         help="noxla's exports only (op counts, sizes, errors, cold/warm export times): "
                              "no anchors, no latencies")
+    parser.add_argument("--no-latency", action="store_true",
+                        help="every path's exports (ops, sizes, errors, export times, peak memory), no latencies")
     parser.add_argument("--export-child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.export_child:
@@ -763,6 +765,8 @@ def main() -> int:
         args.columns[at:at + 1] = [litert_column(t) for t in args.threads]
     if args.export_only:
         args.no_anchors, args.columns = True, []
+    if args.no_latency:
+        args.columns = []
 
     if args.real_size:
         import real_models
