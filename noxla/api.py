@@ -86,8 +86,11 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
 
 def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=None, allow_flex: bool = False,
                   overwrite: bool = False, strict: bool = False, quantize: str | None = None,
-                  representative_data=None, on_step: OnStep | None = None) -> str:
+                  representative_data=None, target: str = "tflite", on_step: OnStep | None = None) -> str:
     """A .tflite using TFLITE_BUILTINS only (plus SELECT_TF_OPS when ``allow_flex``).
+    ``target``: where it will run, "tflite" (LiteRT), "litertjs" or "litertjs-webgpu" (LiteRT.js in
+    the browser: checked for it up front; for WebGPU also lowered with the exact alternatives its
+    delegate runs where the default's ops would fall back to wasm, see noxla.export.export).
     ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
     ``quantize``: None, "float16", "dynamic_int8" or "int8" (see noxla.quantize); "int8" calibrates
     on ``representative_data``: a callable yielding samples (one array per input, shaped like the
@@ -101,10 +104,10 @@ def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=No
         if representative_data is not None:
             raise ExportError("representative_data is for int8, which several signatures do not take")
         return export_signatures(fun, tflite=path, allow_flex=allow_flex, overwrite=overwrite, strict=strict,
-                                 quantize=quantize, on_step=on_step)["tflite"]
+                                 quantize=quantize, tflite_target=target, on_step=on_step)["tflite"]
     return export(fun, example_args, tflite=path, polymorphic_shapes=polymorphic_shapes, allow_flex=allow_flex,
                   overwrite=overwrite, strict=strict, quantize=quantize, representative_data=representative_data,
-                  on_step=on_step).written["tflite"]
+                  tflite_target=target, on_step=on_step).written["tflite"]
 
 
 def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None, overwrite: bool = False,

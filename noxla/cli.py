@@ -154,7 +154,8 @@ def cmd_export(args, out, err) -> int:
                       polymorphic_shapes=_polymorphic_shapes(args, inputs), allow_flex=args.allow_flex,
                       overwrite=args.force, strict=args.strict, quantize=args.quantize,
                       representative_data=_representative_data(args.representative_data),
-                      tfjs_quantize=args.tfjs_quantize, tfjs_shard_bytes=args.tfjs_shard_bytes, on_step=progress)
+                      tfjs_quantize=args.tfjs_quantize, tfjs_shard_bytes=args.tfjs_shard_bytes,
+                      tflite_target=args.tflite_target, on_step=progress)
     errors = {}
     if not args.no_verify:
         from noxla.export import run_step
@@ -346,6 +347,12 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--litertjs-page", action="store_true",
                         help="write the .tflite's LiteRT.js page (wasm and WebGPU, error vs JAX, op placement) "
                              "in <stem>_litertjs/ for `noxla serve`; --verify-browser writes and runs it")
+    export.add_argument("--tflite-target", default="tflite", type=lambda name: name.lower().replace("-", "_"),
+                        choices=["tflite", "litertjs", "litertjs_webgpu"],
+                        help="where the .tflite runs: tflite (LiteRT, default), litertjs (LiteRT.js: checked for "
+                             "its tensor dtypes and static shapes), litertjs-webgpu (also lowered with exact "
+                             "alternatives to the ops LiteRT.js's WebGPU delegate leaves on wasm; see "
+                             "`noxla limitations`)")
     export.add_argument("--screenshot", metavar="PNG",
                         help="with --verify-browser: save the WebGL page's screenshot (the LiteRT.js page's "
                              "without --tfjs)")

@@ -34,6 +34,7 @@ from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_fusions import check_fused_ops, portable_remapping
 from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
 from noxla.tracing import Program, trace
+from noxla.webgpu_tflite import unfuse_transpose_conv_activations
 
 DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
 
@@ -90,7 +91,9 @@ def write_saved_model(concrete, path: str, module: tf.Module | None = None) -> N
 
 
 def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None,
-                 samples: Callable | None = None) -> bytes:
+                 samples: Callable | None = None, webgpu: bool = False) -> bytes:
+    """The converted model; ``webgpu``: with the rewrites LiteRT.js's WebGPU delegate needs
+    (``noxla.webgpu_tflite``), for a concrete function lowered for it."""
     from tensorflow.core.framework.graph_debug_info_pb2 import GraphDebugInfo
     from tensorflow.lite.python import convert as tflite_convert
     trackable = module_for(concrete)
@@ -114,7 +117,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
             data = converter.convert()
         except Exception as e:  # the converter raises several private error types
             raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
-        return finish_tflite(data, in_names, sorted(concrete.structured_outputs))
+        return finish_tflite(data, in_names, sorted(concrete.structured_outputs), webgpu)
     # The converter's own entry point for a concrete function saves it as a SavedModel, loads it
     # back and converts that (or, without a trackable object, re-imports the graph to freeze it):
     # most of its time on a model without loops (mobilenet_v2: 0.51 of 0.65 CPU s). A noxla graph
@@ -136,7 +139,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         data = tflite_convert.convert_graphdef(serialized, inputs, list(concrete.outputs), **flags)
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
-    return finish_tflite(data, in_names, sorted(concrete.structured_outputs))
+    return finish_tflite(data, in_names, sorted(concrete.structured_outputs), webgpu)
 
 
 class _SerializedGraphDef:
@@ -182,7 +185,7 @@ def frozen_graph_def(concrete) -> tuple:
     return graph_def, [t for t in concrete.inputs if t.ref() not in internal]
 
 
-def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]) -> bytes:
+def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str], webgpu: bool = False) -> bytes:
     """The converted model with its ``serving_default`` signature (inputs and outputs by name, in
     the subgraph's order: the concrete function's inputs, its outputs flattened in key order) and
     ``keep_num_dims`` on every FULLY_CONNECTED whose input and output are 2-D, as the native
@@ -207,6 +210,8 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     signature.outputs = [tensor_map(n, i) for n, i in zip(out_names, main.outputs)]
     model.signatureDefs = [signature]
     share_constant_buffers(model)
+    if webgpu:
+        unfuse_transpose_conv_activations(model)
     for graph in model.subgraphs:
         for op in graph.operators or []:
             code = model.operatorCodes[op.opcodeIndex]
@@ -432,7 +437,7 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
            tfjs_quantize: str | None = None, tfjs_shard_bytes: int = DEFAULT_SHARD_BYTES,
            representative_data=None, demo_page: bool = True, polymorphic_constraints: Sequence[str] = (),
            saved_model_variables=None, saved_model_gradient: bool = True,
-           on_step: OnStep | None = None) -> Exported:
+           tflite_target: Target | str = Target.TFLITE, on_step: OnStep | None = None) -> Exported:
     """The one export pipeline, for the API and the CLI: trace once, check every requested target
     up front, lower, then convert and write each output beside its path and rename it into place.
 
@@ -450,6 +455,10 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     saves it without a gradient (saving traces the VJP otherwise). Beside a TF.js model, ``demo_page``
     writes index.html and demo_data.json (example inputs and JAX's outputs on them): the page runs
     the model on every backend the browser offers and shows the error against JAX (``noxla serve``).
+    ``tflite_target`` is where the .tflite will run: "tflite" (LiteRT), "litertjs" (LiteRT.js: checked
+    for its tensor dtypes and static shapes) or "litertjs-webgpu" (also checked for what its WebGPU
+    delegate computes wrong, and lowered with the exact alternatives it runs on the GPU where the
+    default .tflite's ops would fall back to wasm: ``limitations.targets.WEBGPU_FALLBACKS``, ``exported``).
     """
     wanted = {kind: path for kind, path in (("tflite", tflite), ("tfjs", tfjs), ("saved_model", saved_model))
               if path is not None}
@@ -462,19 +471,22 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
         ensure_writable(path, overwrite)
     program = run_step(on_step, "trace", trace, fun, tuple(example_args), polymorphic_shapes,
                        tuple(polymorphic_constraints))
-    targets = {"tflite": Target.TFLITE_FLEX if allow_flex else Target.TFLITE, "tfjs": Target.TFJS,
-               "saved_model": Target.TF}
+    tflite_target = _tflite_target(tflite_target, allow_flex)
+    webgpu = tflite_target == Target.LITERTJS_WEBGPU
+    targets = {"tflite": tflite_target, "tfjs": Target.TFJS, "saved_model": Target.TF}
     polymorphic = bool(dim_vars(program.in_avals))
     lowered: dict[tuple[bool, bool], object] = {}
     tfjs_own_lowering = "tfjs" in wanted and needs_tfjs_lowering(program)
 
     def concrete_for(kind: str):
-        key = (polymorphic and kind == "saved_model", kind == "tfjs" and tfjs_own_lowering)
+        key = (polymorphic and kind == "saved_model", kind == "tfjs" and tfjs_own_lowering,
+               kind == "tflite" and webgpu)
         if key not in lowered:
             name = "lower"
             if lowered:
-                name += " (with input shape checks)" if key[0] else " (for TF.js)"
-            lowered[key] = run_step(on_step, name, serving_function, program, key[0], strict, key[1])
+                name += " (with input shape checks)" if key[0] else " (for TF.js)" if key[1] else " (for WebGPU)"
+            lowered[key] = run_step(on_step, name, serving_function, program, key[0], strict, key[1],
+                                    webgpu=key[2])
         return lowered[key]
 
     for kind in wanted:
@@ -500,7 +512,7 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
             continue
         concrete = concrete_for(kind)
         if kind == "tflite":  # converting and writing are separate steps; the other converters write
-            data = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize, samples)
+            data = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize, samples, webgpu)
             written[kind] = run_step(on_step, f"write {path}", _write_bytes, data, path, overwrite)
         else:
             def writer(concrete, scratch):
@@ -510,6 +522,17 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
             written[kind] = run_step(on_step, f"convert+write {kind} {path}", _write_with, writer, concrete,
                                      path, overwrite)
     return Exported(program, written)
+
+
+def _tflite_target(target: Target | str, allow_flex: bool) -> Target:
+    target = Target.parse(target)
+    if target not in (Target.TFLITE, Target.LITERTJS, Target.LITERTJS_WEBGPU):
+        raise ExportError(f"a .tflite runs on tflite, litertjs or litertjs-webgpu, not {target.value}")
+    if allow_flex:
+        if target != Target.TFLITE:
+            raise ExportError("LiteRT.js runs builtin ops only: allow_flex is for LiteRT (target tflite)")
+        return Target.TFLITE_FLEX
+    return target
 
 
 def _write_bytes(data: bytes, path: str, overwrite: bool) -> str:
@@ -530,7 +553,8 @@ def _write_with(writer, concrete, path: str, overwrite: bool) -> str:
 Signatures = Mapping[str, "tuple[Callable, Sequence]"]
 
 
-def _signature_functions(signatures, target: Target, strict: bool, on_step: OnStep | None) -> dict:
+def _signature_functions(signatures, target: Target, strict: bool, on_step: OnStep | None,
+                         webgpu: bool = False) -> dict:
     """Each signature traced, checked up front for ``target`` and lowered: key -> concrete function."""
     if not signatures:
         raise ExportError("no signatures to export: give {name: (function, example_args)}")
@@ -546,20 +570,22 @@ def _signature_functions(signatures, target: Target, strict: bool, on_step: OnSt
         require_supported(program, target)
         traced[key] = program
     weights: dict = {}  # the signatures' weights, held once for all of them (see ``Lowering``)
-    return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict, weights=weights)
+    return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict, weights=weights,
+                          webgpu=webgpu)
             for key, program in traced.items()}
 
 
 @collecting_new_objects_only
 def export_signatures(signatures: Signatures, *, tflite: str | None = None, saved_model: str | None = None,
                       allow_flex: bool = False, overwrite: bool = False, strict: bool = False,
-                      quantize: str | None = None, on_step: OnStep | None = None) -> dict[str, str]:
+                      quantize: str | None = None, tflite_target: Target | str = Target.TFLITE,
+                      on_step: OnStep | None = None) -> dict[str, str]:
     """One .tflite and/or SavedModel holding several signatures (``{key: (fun, example_args)}``),
     each with inputs named after its function's parameters and outputs after its dict keys or
     pytree paths, as a single-function export names them. In the .tflite each signature is
     converted on its own (the direct path of ``tflite_bytes``) and the models are merged into one
     flatbuffer, where equal constants (the weights the signatures share) are stored once.
-    Returns {"tflite" / "saved_model": absolute path}."""
+    ``tflite_target``: as ``export``'s. Returns {"tflite" / "saved_model": absolute path}."""
     wanted = {kind: path for kind, path in (("tflite", tflite), ("saved_model", saved_model)) if path is not None}
     if not wanted:
         raise ExportError("nothing to export: give a path for tflite or saved_model")
@@ -571,9 +597,11 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
         ensure_writable(path, overwrite)
     written = {}
     if "tflite" in wanted:
-        target = Target.TFLITE_FLEX if allow_flex else Target.TFLITE
-        concretes = _signature_functions(signatures, target, strict, on_step)
-        models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize)
+        target = _tflite_target(tflite_target, allow_flex)
+        webgpu = target == Target.LITERTJS_WEBGPU
+        concretes = _signature_functions(signatures, target, strict, on_step, webgpu)
+        models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize,
+                                None, webgpu)
                   for key, concrete in concretes.items()}
         data = run_step(on_step, "merge signatures", merge_tflite, models)
         written["tflite"] = run_step(on_step, f"write {tflite}", _write_bytes, data, tflite, overwrite)
