@@ -34,7 +34,7 @@ from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_fusions import check_fused_ops, portable_remapping
 from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
 from noxla.tracing import Program, trace
-from noxla.webgpu_tflite import unfuse_transpose_conv_activations
+from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
 
 DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
 
@@ -199,6 +199,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     # (nothing here writes into a buffer's data; sharing only re-points tensors).
     model = flatbuffer_utils.read_model_from_bytearray(data)
     main = model.subgraphs[0]
+    copy_passthrough_outputs(model)
 
     def tensor_map(name, index):
         entry = schema.TensorMapT()

@@ -1,7 +1,8 @@
-"""Rewrites of a converted .tflite for LiteRT.js's WebGPU delegate, where the TFLite converter's
-fusions make an op the delegate refuses (it then runs on wasm): exact, one op more each.
+"""Rewrites of a converted .tflite for LiteRT.js: exact, one op more each.
 
-Only for a .tflite exported with ``target="litertjs-webgpu"``; the default keeps the fused ops.
+``copy_passthrough_outputs`` for every .tflite (LiteRT.js returns garbage for an output that is an
+input); ``unfuse_transpose_conv_activations`` only for one exported with ``target="litertjs-webgpu"``,
+where the TFLite converter's fusion makes an op its WebGPU delegate refuses (it then runs on wasm).
 """
 from __future__ import annotations
 
@@ -59,3 +60,42 @@ def _code_index(model, builtin: int) -> int:
     code.builtinCode, code.deprecatedBuiltinCode, code.version = builtin, min(builtin, 127), 1
     model.operatorCodes.append(code)
     return len(model.operatorCodes) - 1
+
+
+def copy_passthrough_outputs(model) -> int:
+    """Give every output of the main subgraph that is one of its inputs (a value returned unchanged,
+    such as the real part of ``lax.complex(a, b)``) its own tensor, through a RESHAPE to the same
+    shape; returns how many. LiteRT.js 2.5.3 returns garbage for such an output, on wasm and WebGPU
+    (LiteRT returns the input)."""
+    import numpy as np
+    from tensorflow.lite.python import schema_py_generated as schema
+    graph = model.subgraphs[0]
+    inputs = set(graph.inputs if graph.inputs is not None else [])
+    copied = 0
+    outputs = [int(t) for t in (graph.outputs if graph.outputs is not None else [])]
+    for i, t in enumerate(outputs):
+        if t not in inputs:
+            continue
+        source = graph.tensors[t]
+        shape = np.asarray(source.shape, np.int32)
+        buffer = schema.BufferT()
+        buffer.data = shape.view(np.uint8)
+        model.buffers.append(buffer)
+        shape_tensor = schema.TensorT()
+        shape_tensor.shape, shape_tensor.type = [len(shape)], schema.TensorType.INT32
+        shape_tensor.buffer, shape_tensor.name = len(model.buffers) - 1, source.name + b"/shape"
+        out = copy.copy(source)
+        out.name, out.buffer = source.name + b"/output", 0
+        graph.tensors += [shape_tensor, out]
+        op = schema.OperatorT()
+        op.opcodeIndex = _code_index(model, schema.BuiltinOperator.RESHAPE)
+        op.inputs, op.outputs = [t, len(graph.tensors) - 2], [len(graph.tensors) - 1]
+        op.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
+        op.builtinOptions = schema.ReshapeOptionsT()
+        op.builtinOptions.newShape = [int(d) for d in shape]
+        graph.operators = [*(graph.operators or []), op]
+        outputs[i] = len(graph.tensors) - 1
+        copied += 1
+    if copied:
+        graph.outputs = outputs
+    return copied
