@@ -90,3 +90,12 @@ def test_webgpu_target_is_checked_up_front(tmp_path):
         noxla.export_tflite(f, x, path=str(tmp_path / "webgpu.tflite"), target="litertjs-webgpu")
     with pytest.raises(noxla.ExportError, match="builtin ops only"):
         noxla.export_tflite(f, x, path=str(tmp_path / "flex.tflite"), target="litertjs", allow_flex=True)
+
+
+def test_cli_tflite_target(tmp_path, capfd):
+    from noxla.cli import main
+    for target, path in (("tflite", tmp_path / "d.tflite"), ("litertjs-webgpu", tmp_path / "w.tflite")):
+        assert main(["export", "--tflite", str(path), "--tflite-target", target]) == 0, capfd.readouterr().out
+    # The CLI's example (an MNIST CNN) ends in log_softmax.
+    assert "LOG_SOFTMAX" in tflite_op_names(str(tmp_path / "d.tflite"))
+    assert "LOG_SOFTMAX" not in tflite_op_names(str(tmp_path / "w.tflite"))
