@@ -86,7 +86,8 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
 
 def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=None, allow_flex: bool = False,
                   overwrite: bool = False, strict: bool = False, quantize: str | None = None,
-                  representative_data=None, target: str = "tflite", on_step: OnStep | None = None) -> str:
+                  representative_data=None, target: str = "tflite", shape_buckets=None,
+                  on_step: OnStep | None = None) -> str:
     """A .tflite using TFLITE_BUILTINS only (plus SELECT_TF_OPS when ``allow_flex``).
     ``target``: where it will run, "tflite" (LiteRT), "litertjs" or "litertjs-webgpu" (LiteRT.js in
     the browser: checked for it up front; for WebGPU also lowered with the exact alternatives its
@@ -98,7 +99,17 @@ def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=No
 
     ``fun`` may instead be ``{signature_key: (function, example_args)}`` (e.g. ``prefill_8`` and
     ``decode``): one .tflite with a signature per key, for LiteRT's signature runners, whose
-    weights are stored once however many signatures use them (not with ``quantize="int8"``)."""
+    weights are stored once however many signatures use them (not with ``quantize="int8"``).
+
+    ``shape_buckets`` (``{"b": [1, 8, 32]}``, with ``polymorphic_shapes`` naming those variables):
+    one signature per size instead of dynamic dimensions, keyed ``b1``, ``b8``, ``b32`` (LiteRT.js
+    runs static shapes only; see noxla.shape_buckets)."""
+    if shape_buckets is not None:
+        if isinstance(fun, Mapping):
+            raise ExportError("shape buckets are for one function; give {signature_key: ...} or buckets")
+        from noxla.shape_buckets import bucket_signatures
+        fun, example_args = bucket_signatures(fun, example_args, polymorphic_shapes, shape_buckets), ()
+        polymorphic_shapes = None
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, polymorphic_shapes)
         if representative_data is not None:

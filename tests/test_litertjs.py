@@ -143,6 +143,32 @@ def test_argmax_is_rejected_on_webgpu_only_and_computes_wrong_there(litertjs, tm
     assert _forced_error(litertjs, path, named, "webgpu", expected) is not None
 
 
+def test_shape_buckets_run_on_litertjs_wasm_and_webgpu(litertjs, tmp_path):
+    """A polymorphic function exported as one signature per batch size; each runs on LiteRT.js
+    (which refuses dynamic dimensions) and matches JAX."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    import noxla
+
+    w = np.random.default_rng(2).standard_normal((6, 3)).astype(np.float32)
+
+    def f(x):
+        return jax.nn.log_softmax(jnp.tanh(x @ w), axis=-1)
+    spec = jax.ShapeDtypeStruct((1, 6), np.float32)
+    path = noxla.export_tflite(f, spec, path=str(tmp_path / "b.tflite"), polymorphic_shapes=["(b, 6)"],
+                               shape_buckets={"b": [1, 4]}, target="litertjs-webgpu")
+    assert sorted(Interpreter(model_path=path).get_signature_list()) == ["b1", "b4"]
+    for size in (1, 4):
+        x = np.random.default_rng(size).standard_normal((size, 6)).astype(np.float32)
+        for accelerator in ("wasm", "webgpu"):
+            outs = litertjs.run(path, {"x": x}, accelerator, signature=f"b{size}")
+            (out,) = outs.values()
+            assert out.shape == (size, 3) and relative_error(np.asarray(f(x)), out) <= TOLERANCE[accelerator]
+    with pytest.raises(noxla.ExportError, match="not one of b"):
+        noxla.export_tflite(f, spec, path=str(tmp_path / "c.tflite"), polymorphic_shapes=["(2*b, 6)"],
+                            shape_buckets={"b": [1]})
+
+
 # --------------------------------------------------------------------------- the page, the CLI
 
 def test_export_verify_browser_runs_the_litertjs_page(tmp_path, capfd):

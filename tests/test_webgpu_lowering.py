@@ -99,3 +99,4 @@ def test_cli_tflite_target(tmp_path, capfd):
     # The CLI's example (an MNIST CNN) ends in log_softmax.
     assert "LOG_SOFTMAX" in tflite_op_names(str(tmp_path / "d.tflite"))
     assert "LOG_SOFTMAX" not in tflite_op_names(str(tmp_path / "w.tflite"))
+
