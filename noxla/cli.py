@@ -150,6 +150,8 @@ def cmd_export(args, out, err) -> int:
         args.tflite = "model.tflite"
         print("noxla: no output given; writing --tflite model.tflite", file=out)
     progress = Progress(out)
+    if args.shape_buckets:
+        return _export_buckets(args, fun, inputs, progress, out)
     exported = export(fun, _example_args(inputs), tflite=args.tflite, tfjs=args.tfjs, saved_model=args.saved_model,
                       polymorphic_shapes=_polymorphic_shapes(args, inputs), allow_flex=args.allow_flex,
                       overwrite=args.force, strict=args.strict, quantize=args.quantize,
@@ -176,6 +178,26 @@ def cmd_export(args, out, err) -> int:
     _summary(exported.program, {kind: getattr(args, kind) for kind in exported.written}, errors, out)
     for line in litertjs.get("lines", []):
         print(f"  {line}", file=out)
+    return 0
+
+
+def _export_buckets(args, fun, inputs, progress, out) -> int:
+    """--shape-buckets: the .tflite with one signature per size, each run on LiteRT.js with --verify-browser."""
+    from noxla.api import export_tflite
+    from noxla.shape_bucket_cli import parse_buckets, verify_buckets
+    from noxla.shape_buckets import bucket_signatures
+    if args.tfjs or args.saved_model or args.quantize:
+        raise SystemExit("noxla: --shape-buckets writes a .tflite only (no --tfjs, --saved-model or --quantize)")
+    buckets, poly = parse_buckets(args.shape_buckets), _polymorphic_shapes(args, inputs)
+    signatures = bucket_signatures(fun, _example_args(inputs), poly, buckets)
+    path = export_tflite(fun, *_example_args(inputs), path=args.tflite, polymorphic_shapes=poly, shape_buckets=buckets,
+                         target=args.tflite_target, overwrite=args.force, strict=args.strict, on_step=progress)
+    print(f"wrote {path}: signatures {', '.join(signatures)}", file=out)
+    if args.verify_browser:
+        from noxla.export import run_step
+        for line in run_step(progress, "verify the buckets on LiteRT.js in Chromium", verify_buckets, path, fun,
+                             signatures):
+            print(f"  {line}", file=out)
     return 0
 
 
@@ -353,6 +375,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "its tensor dtypes and static shapes), litertjs-webgpu (also lowered with exact "
                              "alternatives to the ops LiteRT.js's WebGPU delegate leaves on wasm; see "
                              "`noxla limitations`)")
+    export.add_argument("--shape-buckets", action="append", metavar="VAR=SIZES",
+                        help="with --polymorphic: one .tflite signature per size instead of dynamic dimensions "
+                             "(LiteRT.js runs static shapes only), e.g. b=1,8,32 gives b1, b8, b32; "
+                             "--verify-browser runs each on LiteRT.js")
     export.add_argument("--screenshot", metavar="PNG",
                         help="with --verify-browser: save the WebGL page's screenshot (the LiteRT.js page's "
                              "without --tfjs)")

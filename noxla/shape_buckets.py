@@ -24,7 +24,8 @@ def bucket_signatures(fun: Callable, example_args: Sequence, polymorphic_shapes:
         raise ExportError("shape buckets need polymorphic_shapes, one per example argument")
     if not buckets or any(not sizes for sizes in buckets.values()):
         raise ExportError("shape buckets: give each dimension variable a non-empty list of sizes")
-    specs = [jax.export.symbolic_shape(s) if s is not None else None for s in polymorphic_shapes]
+    specs = [jax.export.symbolic_shape(s, like=np.shape(a)) if s is not None else None  # "_": the example's size
+             for s, a in zip(polymorphic_shapes, example_args)]
     names = sorted(buckets)
     for spec in specs:
         for d in spec or ():

@@ -204,6 +204,19 @@ def test_export_verify_browser_runs_the_litertjs_page(tmp_path, capfd):
         server.wait()
 
 
+
+def test_export_shape_buckets_verify_browser(tmp_path, capfd):
+    import re
+
+    from noxla.cli import main
+    code = main(["export", "--input", "f32[b,28,28,1]", "--tflite", str(tmp_path / "b.tflite"),
+                 "--shape-buckets", "b=1,3", "--tflite-target", "litertjs-webgpu", "--verify-browser"])
+    text = capfd.readouterr().out
+    assert code == 0 and "signatures b1, b3" in text, text
+    runs = re.findall(r"LiteRT.js (wasm|webgpu) \[(b\d)\]: max error ([0-9.e+-]+) \(ok\)", text)
+    assert sorted((a, k) for a, k, _ in runs) == [("wasm", "b1"), ("wasm", "b3"), ("webgpu", "b1"),
+                                                  ("webgpu", "b3")], text
+
 # --------------------------------------------------------------------------- the differential harness
 
 def _zoo():
