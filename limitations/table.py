@@ -287,6 +287,14 @@ def _missing_section(missing: dict[str, str]) -> list[str]:
     return lines
 
 
+def _webgpu_fallback_section() -> list[str]:
+    from limitations.targets import WEBGPU_FALLBACKS
+    lines = ["| TFLite op | the delegate says | why | exact alternative | the litertjs-webgpu export |",
+             "|---|---|---|---|---|"]
+    return lines + [f"| {'any' if f.op == '*' else f'`{f.op}`'} | {_escape(f.delegate_says)} | {_escape(f.reason)} | "
+                    f"{_escape(f.alternative)} | {_escape(f.exported) or '-'} |" for f in WEBGPU_FALLBACKS]
+
+
 def render(rules=None) -> str:
     """The whole limitations table as Markdown; deterministic for a given registry and JAX."""
     if rules is None:
@@ -352,6 +360,17 @@ def render(rules=None) -> str:
         "the inputs named below give other results there, in strict mode too.",
         "",
         *_differs_section(table, rules),
+        "",
+        "## LiteRT.js on WebGPU: ops that leave the GPU",
+        "",
+        "LiteRT.js's WebGPU delegate runs the ops it refuses on wasm (its JSPI build): the model still "
+        "matches JAX, slower. Not rejected by the check (`litertjs-webgpu` rejects only what WebGPU "
+        "computes wrong); `--verify-browser` reports the placement. A .tflite exported with "
+        "`target=\"litertjs-webgpu\"` (CLI `--tflite-target litertjs-webgpu`) is lowered with the exact "
+        "alternatives in the last column; the default .tflite keeps the fused ops LiteRT's CPU runs "
+        "faster. `tests/test_litertjs.py` checks every op a zoo model leaves on wasm against this list.",
+        "",
+        *_webgpu_fallback_section(),
         "",
         "## Dtypes per target",
         "",

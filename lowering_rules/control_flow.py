@@ -15,7 +15,7 @@ from jax import lax
 from jax.extend import core as jax_core
 
 from lowering_rules.cases import case, f16, f32, i32
-from lowering_rules.helpers import tf_dtype
+from lowering_rules.helpers import lowering_for_webgpu, tf_dtype
 from lowering_rules.jax_compat import api_util, core, is_constant_dim, linear_util
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import Target
@@ -427,9 +427,16 @@ def _equation_count(jaxpr) -> int:
 def _unrolled_scan(ctx, step, consts, carry, xs, length, reverse, num_carry, y_avals):
     if length == 0:
         return [*carry, *(tf.zeros(ctx.shape(_stacked(a, 0).shape), tf_dtype(a.dtype)) for a in y_avals)]
+    if lowering_for_webgpu():
+        # x[i] is a STRIDED_SLICE with shrink_axis_mask, which LiteRT.js's WebGPU delegate refuses:
+        # one UNPACK of each stacked input gives every step's row instead.
+        rows = [tf.unstack(x, num=length) for x in xs]
+        xs = [[r[i] for r in rows] for i in range(length)]
+    else:
+        xs = [[x[i] for x in xs] for i in range(length)]
     steps_ys = []
     for i in (reversed(range(length)) if reverse else range(length)):
-        outs = step(*consts, *carry, *(x[i] for x in xs))
+        outs = step(*consts, *carry, *xs[i])
         carry, ys = outs[:num_carry], outs[num_carry:]
         steps_ys.append(ys)
     if reverse:

@@ -20,6 +20,7 @@ from jax import lax
 from jax.extend import core
 
 from lowering_rules.cases import case, f32
+from lowering_rules.helpers import lowering_for_webgpu
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,11 +184,21 @@ def softmax(ctx):
 
 
 def log_softmax(ctx):
-    """tf.nn.log_softmax for ``sub`` when it ends jax.nn.log_softmax's spelling, else None."""
+    """tf.nn.log_softmax for ``sub`` when it ends jax.nn.log_softmax's spelling, else None. LiteRT.js's
+    WebGPU delegate has no LOG_SOFTMAX: lowered for it, the same value as JAX spells it, x - max -
+    log(sum(exp(x - max))), in six ops it runs (JAX's own primitives would add NaN handling)."""
     if ctx.strict or not is_float32(ctx.aval_out):
         return None
     hit = log_softmax_input(ctx, *ctx.eqn.invars)
-    return None if hit is None else tf.nn.log_softmax(ctx.value(hit[0]), axis=hit[1])
+    if hit is None:
+        return None
+    x, axis = ctx.value(hit[0]), hit[1]
+    if not lowering_for_webgpu():
+        return tf.nn.log_softmax(x, axis=axis)
+    shifted = x - tf.reduce_max(x, axis=axis, keepdims=True)
+    # The sum reduced without keepdims and expanded after the LOG: the converter folds the
+    # keepdims spelling back into LOG_SOFTMAX.
+    return shifted - tf.expand_dims(tf.math.log(tf.reduce_sum(tf.exp(shifted), axis=axis)), axis)
 
 
 # --------------------------------------------------------------------------- pooling

@@ -31,6 +31,27 @@ def lowering_for_tfjs() -> bool:
     return _UINT32_AS_INT32.get()
 
 
+# LiteRT.js on WebGPU: its GPU delegate refuses some ops the TFLite converter makes (LOG_SOFTMAX,
+# STRIDED_SLICE with shrink_axis_mask, GATHER with 2-D indices) and sends them to wasm. A .tflite
+# exported for it (``target="litertjs-webgpu"``) is lowered with exact alternatives the delegate
+# runs; the default .tflite keeps the leaner graph LiteRT on the CPU runs faster.
+_FOR_WEBGPU = contextvars.ContextVar("noxla_for_webgpu", default=False)
+
+
+@contextlib.contextmanager
+def webgpu_lowering(enabled: bool = True):
+    token = _FOR_WEBGPU.set(enabled)
+    try:
+        yield
+    finally:
+        _FOR_WEBGPU.reset(token)
+
+
+def lowering_for_webgpu() -> bool:
+    """Whether this lowering is for LiteRT.js's WebGPU delegate (see ``webgpu_lowering``)."""
+    return _FOR_WEBGPU.get()
+
+
 def tf_dtype(dtype) -> tf.DType:
     dtype = np.dtype(dtype)
     if dtype == np.uint32 and _UINT32_AS_INT32.get():

@@ -32,6 +32,7 @@ from lowering_rules.helpers import (
     identity_element,
     is_nan,
     kernel_dtype,
+    lowering_for_webgpu,
     size_vector,
     where_nan_either,
 )
@@ -214,18 +215,22 @@ def _take(ctx, operand, clamped, dn, slice_sizes):
 
 
 def _gather_flat_indices(operand, indices, axis: int):
-    """tf.gather with static multi-dimensional indices as a GATHER of their flattened vector between
-    two RESHAPEs: the same values, and LiteRT's GPU delegate (LiteRT.js on WebGPU) runs only 1-D
-    indices (an embedding lookup of [batch, tokens] otherwise leaves the GPU). Only rows of a table
-    (axis 0 of a matrix or more): a 1-D gather of 7,680 samples from a wave failed to compile on
-    WebGPU (log_mel_audio_classifier), where the 2-D one had fallen back to wasm."""
+    """tf.gather; lowered for LiteRT.js's WebGPU delegate (``lowering_for_webgpu``), which takes
+    only 1-D indices, a gather with static multi-dimensional indices is a GATHER of their flattened
+    vector between RESHAPEs (the same values; an embedding lookup of [batch, tokens] otherwise
+    leaves the GPU). The default .tflite keeps the one GATHER: two ops fewer on LiteRT's CPU. Rows
+    of a table only (axis 0 of a matrix or more): the flattened gather of 7,680 samples from a wave
+    failed to compile on WebGPU (log_mel_audio_classifier), from its [1, n] and from an [n, 1] table
+    ("Unable to parse bc coord for BATCH axis"), where the 2-D one falls back to wasm."""
     shape = indices.shape
-    if (axis != 0 or operand.shape.rank is None or operand.shape.rank < 2 or shape.rank is None or shape.rank < 2
-            or not shape.is_fully_defined() or not operand.shape.is_fully_defined()):
+    if (not lowering_for_webgpu() or shape.rank is None or shape.rank < 2 or not shape.is_fully_defined()
+            or not operand.shape.is_fully_defined()):
         return tf.gather(operand, indices, axis=axis)
-    gathered = tf.gather(operand, tf.reshape(indices, [-1]), axis=axis)
     op_shape = operand.shape.as_list()
-    return tf.reshape(gathered, op_shape[:axis] + shape.as_list() + op_shape[axis + 1:])
+    out_shape = op_shape[:axis] + shape.as_list() + op_shape[axis + 1:]
+    if axis != 0 or len(op_shape) < 2:
+        return tf.gather(operand, indices, axis=axis)
+    return tf.reshape(tf.gather(operand, tf.reshape(indices, [-1])), out_shape)
 
 
 _ONE_HOT_MODE = Limitation(

@@ -86,8 +86,12 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
 
 def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=None, allow_flex: bool = False,
                   overwrite: bool = False, strict: bool = False, quantize: str | None = None,
-                  representative_data=None, on_step: OnStep | None = None) -> str:
+                  representative_data=None, target: str = "tflite", shape_buckets=None,
+                  on_step: OnStep | None = None) -> str:
     """A .tflite using TFLITE_BUILTINS only (plus SELECT_TF_OPS when ``allow_flex``).
+    ``target``: where it will run, "tflite" (LiteRT), "litertjs" or "litertjs-webgpu" (LiteRT.js in
+    the browser: checked for it up front; for WebGPU also lowered with the exact alternatives its
+    delegate runs where the default's ops would fall back to wasm, see noxla.export.export).
     ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
     ``quantize``: None, "float16", "dynamic_int8" or "int8" (see noxla.quantize); "int8" calibrates
     on ``representative_data``: a callable yielding samples (one array per input, shaped like the
@@ -95,16 +99,26 @@ def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=No
 
     ``fun`` may instead be ``{signature_key: (function, example_args)}`` (e.g. ``prefill_8`` and
     ``decode``): one .tflite with a signature per key, for LiteRT's signature runners, whose
-    weights are stored once however many signatures use them (not with ``quantize="int8"``)."""
+    weights are stored once however many signatures use them (not with ``quantize="int8"``).
+
+    ``shape_buckets`` (``{"b": [1, 8, 32]}``, with ``polymorphic_shapes`` naming those variables):
+    one signature per size instead of dynamic dimensions, keyed ``b1``, ``b8``, ``b32`` (LiteRT.js
+    runs static shapes only; see noxla.shape_buckets)."""
+    if shape_buckets is not None:
+        if isinstance(fun, Mapping):
+            raise ExportError("shape buckets are for one function; give {signature_key: ...} or buckets")
+        from noxla.shape_buckets import bucket_signatures
+        fun, example_args = bucket_signatures(fun, example_args, polymorphic_shapes, shape_buckets), ()
+        polymorphic_shapes = None
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, polymorphic_shapes)
         if representative_data is not None:
             raise ExportError("representative_data is for int8, which several signatures do not take")
         return export_signatures(fun, tflite=path, allow_flex=allow_flex, overwrite=overwrite, strict=strict,
-                                 quantize=quantize, on_step=on_step)["tflite"]
+                                 quantize=quantize, tflite_target=target, on_step=on_step)["tflite"]
     return export(fun, example_args, tflite=path, polymorphic_shapes=polymorphic_shapes, allow_flex=allow_flex,
                   overwrite=overwrite, strict=strict, quantize=quantize, representative_data=representative_data,
-                  on_step=on_step).written["tflite"]
+                  tflite_target=target, on_step=on_step).written["tflite"]
 
 
 def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None, overwrite: bool = False,

@@ -152,11 +152,14 @@ def cmd_export(args, out, err) -> int:
         args.tflite = "model.tflite"
         print("noxla: no output given; writing --tflite model.tflite", file=out)
     progress = Progress(out)
+    if args.shape_buckets:
+        return _export_buckets(args, fun, inputs, progress, out)
     exported = export(fun, _example_args(inputs), tflite=args.tflite, tfjs=args.tfjs, saved_model=args.saved_model,
                       polymorphic_shapes=_polymorphic_shapes(args, inputs), allow_flex=args.allow_flex,
                       overwrite=args.force, strict=args.strict, quantize=args.quantize,
                       representative_data=_representative_data(args.representative_data),
-                      tfjs_quantize=args.tfjs_quantize, tfjs_shard_bytes=args.tfjs_shard_bytes, on_step=progress)
+                      tfjs_quantize=args.tfjs_quantize, tfjs_shard_bytes=args.tfjs_shard_bytes,
+                      tflite_target=args.tflite_target, on_step=progress)
     errors = {}
     if not args.no_verify:
         from noxla.export import run_step
@@ -177,6 +180,26 @@ def cmd_export(args, out, err) -> int:
     _summary(exported.program, {kind: getattr(args, kind) for kind in exported.written}, errors, out)
     for line in litertjs.get("lines", []):
         print(f"  {line}", file=out)
+    return 0
+
+
+def _export_buckets(args, fun, inputs, progress, out) -> int:
+    """--shape-buckets: the .tflite with one signature per size, each run on LiteRT.js with --verify-browser."""
+    from noxla.api import export_tflite
+    from noxla.shape_bucket_cli import parse_buckets, verify_buckets
+    from noxla.shape_buckets import bucket_signatures
+    if args.tfjs or args.saved_model or args.quantize:
+        raise SystemExit("noxla: --shape-buckets writes a .tflite only (no --tfjs, --saved-model or --quantize)")
+    buckets, poly = parse_buckets(args.shape_buckets), _polymorphic_shapes(args, inputs)
+    signatures = bucket_signatures(fun, _example_args(inputs), poly, buckets)
+    path = export_tflite(fun, *_example_args(inputs), path=args.tflite, polymorphic_shapes=poly, shape_buckets=buckets,
+                         target=args.tflite_target, overwrite=args.force, strict=args.strict, on_step=progress)
+    print(f"wrote {path}: signatures {', '.join(signatures)}", file=out)
+    if args.verify_browser:
+        from noxla.export import run_step
+        for line in run_step(progress, "verify the buckets on LiteRT.js in Chromium", verify_buckets, path, fun,
+                             signatures):
+            print(f"  {line}", file=out)
     return 0
 
 
@@ -353,6 +376,16 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--litertjs-page", action="store_true",
                         help="write the .tflite's LiteRT.js page (wasm and WebGPU, error vs JAX, op placement) "
                              "in <stem>_litertjs/ for `noxla serve`; --verify-browser writes and runs it")
+    export.add_argument("--tflite-target", default="tflite", type=lambda name: name.lower().replace("-", "_"),
+                        choices=["tflite", "litertjs", "litertjs_webgpu"],
+                        help="where the .tflite runs: tflite (LiteRT, default), litertjs (LiteRT.js: checked for "
+                             "its tensor dtypes and static shapes), litertjs-webgpu (also lowered with exact "
+                             "alternatives to the ops LiteRT.js's WebGPU delegate leaves on wasm; see "
+                             "`noxla limitations`)")
+    export.add_argument("--shape-buckets", action="append", metavar="VAR=SIZES",
+                        help="with --polymorphic: one .tflite signature per size instead of dynamic dimensions "
+                             "(LiteRT.js runs static shapes only), e.g. b=1,8,32 gives b1, b8, b32; "
+                             "--verify-browser runs each on LiteRT.js")
     export.add_argument("--screenshot", metavar="PNG",
                         help="with --verify-browser: save the WebGL page's screenshot (the LiteRT.js page's "
                              "without --tfjs)")

@@ -35,6 +35,7 @@ from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_fusions import check_fused_ops, portable_remapping
 from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
 from noxla.tracing import Program, trace
+from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
 from noxla.weight_stubs import StubMismatch, WeightStubs
 
 DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
@@ -114,9 +115,12 @@ class _Endpoint:
 
 
 def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None,
-                 samples: Callable | None = None, stubs: WeightStubs | None = None) -> bytes:
-    """``concrete``: the lowered function, or a ``Handoff`` of it (released before converting).
-    ``stubs``: convert with the large weights as stand-ins (``noxla.weight_stubs``)."""
+                 samples: Callable | None = None, webgpu: bool = False,
+                 stubs: WeightStubs | None = None) -> bytes:
+    """The converted model. ``concrete``: the lowered function, or a ``Handoff`` of it (released
+    before converting). ``webgpu``: with the rewrites LiteRT.js's WebGPU delegate needs
+    (``noxla.webgpu_tflite``), for a concrete function lowered for it. ``stubs``: convert with the
+    large weights as stand-ins (``noxla.weight_stubs``)."""
     from tensorflow.core.framework.graph_debug_info_pb2 import GraphDebugInfo
     from tensorflow.lite.python import convert as tflite_convert
     handoff = isinstance(concrete, Handoff)
@@ -144,7 +148,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
             data = converter.convert()
         except Exception as e:  # the converter raises several private error types
             raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
-        return finish_tflite(data, in_names, out_names)
+        return finish_tflite(data, in_names, out_names, webgpu=webgpu)
     # The converter's own entry point for a concrete function saves it as a SavedModel, loads it
     # back and converts that (or, without a trackable object, re-imports the graph to freeze it):
     # most of its time on a model without loops (mobilenet_v2: 0.51 of 0.65 CPU s). A noxla graph
@@ -172,7 +176,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         data = tflite_convert.convert_graphdef(serialized, inputs + stand_ins, outputs, **flags)
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
-    return finish_tflite(data, in_names, out_names, stubs)
+    return finish_tflite(data, in_names, out_names, stubs, webgpu)
 
 
 class _SerializedGraphDef:
@@ -229,7 +233,7 @@ def _write_const(node, array: np.ndarray) -> None:
 
 
 def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str],
-                  stubs: WeightStubs | None = None) -> bytes:
+                  stubs: WeightStubs | None = None, webgpu: bool = False) -> bytes:
     """The converted model with its ``serving_default`` signature (inputs and outputs by name, in
     the subgraph's order: the concrete function's inputs, its outputs flattened in key order) and
     ``keep_num_dims`` on every FULLY_CONNECTED whose input and output are 2-D, as the native
@@ -245,6 +249,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     main = model.subgraphs[0]
     if stubs is not None:  # the stand-ins become constants with the weights' bytes
         stubs.attach(model)
+    copy_passthrough_outputs(model)
 
     def tensor_map(name, index):
         entry = schema.TensorMapT()
@@ -256,6 +261,8 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     signature.outputs = [tensor_map(n, i) for n, i in zip(out_names, main.outputs)]
     model.signatureDefs = [signature]
     share_constant_buffers(model)
+    if webgpu:
+        unfuse_transpose_conv_activations(model)
     for graph in model.subgraphs:
         for op in graph.operators or []:
             code = model.operatorCodes[op.opcodeIndex]
@@ -481,7 +488,7 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
            tfjs_quantize: str | None = None, tfjs_shard_bytes: int = DEFAULT_SHARD_BYTES,
            representative_data=None, demo_page: bool = True, polymorphic_constraints: Sequence[str] = (),
            saved_model_variables=None, saved_model_gradient: bool = True,
-           on_step: OnStep | None = None) -> Exported:
+           tflite_target: Target | str = Target.TFLITE, on_step: OnStep | None = None) -> Exported:
     """The one export pipeline, for the API and the CLI: trace once, check every requested target
     up front, lower, then convert and write each output beside its path and rename it into place.
 
@@ -499,6 +506,10 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     saves it without a gradient (saving traces the VJP otherwise). Beside a TF.js model, ``demo_page``
     writes index.html and demo_data.json (example inputs and JAX's outputs on them): the page runs
     the model on every backend the browser offers and shows the error against JAX (``noxla serve``).
+    ``tflite_target`` is where the .tflite will run: "tflite" (LiteRT), "litertjs" (LiteRT.js: checked
+    for its tensor dtypes and static shapes) or "litertjs-webgpu" (also checked for what its WebGPU
+    delegate computes wrong, and lowered with the exact alternatives it runs on the GPU where the
+    default .tflite's ops would fall back to wasm: ``limitations.targets.WEBGPU_FALLBACKS``, ``exported``).
     """
     wanted = {kind: path for kind, path in (("tflite", tflite), ("tfjs", tfjs), ("saved_model", saved_model))
               if path is not None}
@@ -511,19 +522,22 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
         ensure_writable(path, overwrite)
     program = run_step(on_step, "trace", trace, fun, tuple(example_args), polymorphic_shapes,
                        tuple(polymorphic_constraints))
-    targets = {"tflite": Target.TFLITE_FLEX if allow_flex else Target.TFLITE, "tfjs": Target.TFJS,
-               "saved_model": Target.TF}
+    tflite_target = _tflite_target(tflite_target, allow_flex)
+    webgpu = tflite_target == Target.LITERTJS_WEBGPU
+    targets = {"tflite": tflite_target, "tfjs": Target.TFJS, "saved_model": Target.TF}
     polymorphic = bool(dim_vars(program.in_avals))
     lowered: dict[tuple[bool, bool], object] = {}
     tfjs_own_lowering = "tfjs" in wanted and needs_tfjs_lowering(program)
 
     def concrete_for(kind: str):
-        key = (polymorphic and kind == "saved_model", kind == "tfjs" and tfjs_own_lowering)
+        key = (polymorphic and kind == "saved_model", kind == "tfjs" and tfjs_own_lowering,
+               kind == "tflite" and webgpu)
         if key not in lowered:
             name = "lower"
             if lowered:
-                name += " (with input shape checks)" if key[0] else " (for TF.js)"
-            lowered[key] = run_step(on_step, name, serving_function, program, key[0], strict, key[1])
+                name += " (with input shape checks)" if key[0] else " (for TF.js)" if key[1] else " (for WebGPU)"
+            lowered[key] = run_step(on_step, name, serving_function, program, key[0], strict, key[1],
+                                    webgpu=key[2])
         return lowered[key]
 
     for kind in wanted:
@@ -549,9 +563,9 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
             continue
         if kind == "tflite":  # converting and writing are separate steps; the other converters write
             concrete = concrete_for(kind)
-            if "tfjs" not in wanted or tfjs_own_lowering:  # its last user: freed before converting
-                concrete = Handoff(lowered.pop((False, False)))
-            data = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize, samples)
+            if "tfjs" not in wanted or tfjs_own_lowering or webgpu:  # its last user: freed before converting
+                concrete = Handoff(lowered.pop((False, False, webgpu)))
+            data = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize, samples, webgpu)
             del concrete
             written[kind] = run_step(on_step, f"write {path}", _write_bytes, data, path, overwrite)
         else:
@@ -564,6 +578,17 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
             written[kind] = run_step(on_step, f"convert+write {kind} {path}", _write_with, writer, concrete,
                                      path, overwrite)
     return Exported(program, written)
+
+
+def _tflite_target(target: Target | str, allow_flex: bool) -> Target:
+    target = Target.parse(target)
+    if target not in (Target.TFLITE, Target.LITERTJS, Target.LITERTJS_WEBGPU):
+        raise ExportError(f"a .tflite runs on tflite, litertjs or litertjs-webgpu, not {target.value}")
+    if allow_flex:
+        if target != Target.TFLITE:
+            raise ExportError("LiteRT.js runs builtin ops only: allow_flex is for LiteRT (target tflite)")
+        return Target.TFLITE_FLEX
+    return target
 
 
 def _write_bytes(data: bytes | list, path: str, overwrite: bool) -> str:
@@ -586,7 +611,8 @@ def _write_with(writer, concrete, path: str, overwrite: bool) -> str:
 Signatures = Mapping[str, "tuple[Callable, Sequence]"]
 
 
-def _signature_functions(signatures, target: Target, strict: bool, on_step: OnStep | None) -> dict:
+def _signature_functions(signatures, target: Target, strict: bool, on_step: OnStep | None,
+                         webgpu: bool = False) -> dict:
     """Each signature traced, checked up front for ``target`` and lowered: key -> concrete function."""
     if not signatures:
         raise ExportError("no signatures to export: give {name: (function, example_args)}")
@@ -602,20 +628,22 @@ def _signature_functions(signatures, target: Target, strict: bool, on_step: OnSt
         require_supported(program, target)
         traced[key] = program
     weights: dict = {}  # the signatures' weights, held once for all of them (see ``Lowering``)
-    return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict, weights=weights)
+    return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict, weights=weights,
+                          webgpu=webgpu)
             for key, program in traced.items()}
 
 
 @collecting_new_objects_only
 def export_signatures(signatures: Signatures, *, tflite: str | None = None, saved_model: str | None = None,
                       allow_flex: bool = False, overwrite: bool = False, strict: bool = False,
-                      quantize: str | None = None, on_step: OnStep | None = None) -> dict[str, str]:
+                      quantize: str | None = None, tflite_target: Target | str = Target.TFLITE,
+                      on_step: OnStep | None = None) -> dict[str, str]:
     """One .tflite and/or SavedModel holding several signatures (``{key: (fun, example_args)}``),
     each with inputs named after its function's parameters and outputs after its dict keys or
     pytree paths, as a single-function export names them. In the .tflite each signature is
     converted on its own (the direct path of ``tflite_bytes``) and the models are merged into one
     flatbuffer, where equal constants (the weights the signatures share) are stored once.
-    Returns {"tflite" / "saved_model": absolute path}."""
+    ``tflite_target``: as ``export``'s. Returns {"tflite" / "saved_model": absolute path}."""
     wanted = {kind: path for kind, path in (("tflite", tflite), ("saved_model", saved_model)) if path is not None}
     if not wanted:
         raise ExportError("nothing to export: give a path for tflite or saved_model")
@@ -627,9 +655,10 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
         ensure_writable(path, overwrite)
     written = {}
     if "tflite" in wanted:
-        target = Target.TFLITE_FLEX if allow_flex else Target.TFLITE
-        concretes = _signature_functions(signatures, target, strict, on_step)
-        data = _converted_signatures(concretes, allow_flex, quantize, on_step)
+        target = _tflite_target(tflite_target, allow_flex)
+        webgpu = target == Target.LITERTJS_WEBGPU
+        concretes = _signature_functions(signatures, target, strict, on_step, webgpu)
+        data = _converted_signatures(concretes, allow_flex, quantize, on_step, webgpu)
         written["tflite"] = run_step(on_step, f"write {tflite}", _write_bytes, data, tflite, overwrite)
     if "saved_model" in wanted:
         concretes = _signature_functions(signatures, Target.TF, strict, on_step)
@@ -645,7 +674,7 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
 
 
 def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | None,
-                          on_step: OnStep | None) -> list:
+                          on_step: OnStep | None, webgpu: bool = False) -> list:
     """The signatures converted and merged into one flatbuffer (as chunks: past 2 GB, the form of
     ``noxla.large_tflite``). Unquantized, the converter sees
     the large weights as stand-ins and their bytes are spliced in afterwards
@@ -653,12 +682,13 @@ def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | 
     stubs = WeightStubs() if quantize is None else None
     try:
         models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize,
-                                stubs=stubs)
+                                webgpu=webgpu, stubs=stubs)
                   for key, concrete in concretes.items()}
     except StubMismatch:
         if on_step is not None:
             on_step("the converter changed a stubbed weight: converting with the real ones", 0.0)
-        models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize)
+        models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize,
+                                webgpu=webgpu)
                   for key, concrete in concretes.items()}
     merged = run_step(on_step, "merge signatures", merged_model, models)
     del models

@@ -71,15 +71,18 @@ class LiteRtJsRunner(runtimes._LineRunner):
         return self._accelerators
 
     def run_timed(self, model: str, inputs: Mapping[str, np.ndarray], accelerator: str = "wasm",
-                  repeats: int = 0) -> tuple[dict[str, np.ndarray], dict]:
+                  repeats: int = 0, signature: str | None = None) -> tuple[dict[str, np.ndarray], dict]:
         """Outputs by signature name, and what the page measured: ``ms`` (median of ``repeats``
         runs after the first, outputs read back) and ``placement`` (``gpuOps``, ``cpuOps``,
-        ``unsupported``: [{op, reason}], ``fullyAccelerated``). Inputs go by signature name."""
+        ``unsupported``: [{op, reason}], ``fullyAccelerated``). Inputs go by signature name, to the
+        default signature or to ``signature`` (a shape bucket's)."""
         reply = self.request({"model": os.path.abspath(model), "accelerator": accelerator, "repeats": repeats,
-                              "inputs": {k: encode(v) for k, v in inputs.items()}})
+                              "inputs": {k: encode(v) for k, v in inputs.items()},
+                              **({"signature": signature} if signature else {})})
         if "error" in reply:
             raise RuntimeError(f"LiteRT.js ({accelerator}) failed: {reply['error']}")
         return {k: decode(v) for k, v in reply["outputs"].items()}, {k: v for k, v in reply.items() if k != "outputs"}
 
-    def run(self, model: str, inputs: Mapping[str, np.ndarray], accelerator: str = "wasm") -> dict[str, np.ndarray]:
-        return self.run_timed(model, inputs, accelerator)[0]
+    def run(self, model: str, inputs: Mapping[str, np.ndarray], accelerator: str = "wasm",
+            signature: str | None = None) -> dict[str, np.ndarray]:
+        return self.run_timed(model, inputs, accelerator, signature=signature)[0]

@@ -13,6 +13,7 @@ import tensorflow as tf
 from limitations.engine import eqn_view, iter_eqns
 from lowering_rules import RULES, complex_values, limb_values
 from lowering_rules.helpers import uint32_as_int32 as carry_uint32
+from lowering_rules.helpers import webgpu_lowering
 from lowering_rules.key_types import physical_dtype
 from lowering_rules.vocabulary import Target
 from noxla.interpreter import Lowering, lower_jaxpr, tf_dtype
@@ -83,7 +84,7 @@ def needs_tfjs_lowering(program: Program) -> bool:
 
 
 def serving_function(program: Program, check_shapes: bool = False, strict: bool = False,
-                     uint32_as_int32: bool = False, weights: dict | None = None
+                     uint32_as_int32: bool = False, weights: dict | None = None, webgpu: bool = False
                      ) -> tf.types.experimental.ConcreteFunction:
     """The program as one concrete TF function: flat named inputs, a dict of named outputs.
 
@@ -91,9 +92,10 @@ def serving_function(program: Program, check_shapes: bool = False, strict: bool 
     ``strict`` keeps JAX's NaN/inf semantics exactly instead of fused ops (see ``convert``).
     ``uint32_as_int32`` (TF.js's own lowering: TF.js has no uint32) carries uint32 inputs, values and
     outputs as the int32s with the same bits (see ``needs_tfjs_lowering``). ``weights``: a cache that
-    functions lowered from the same weights share, each large constant held once (see ``Lowering``)."""
+    functions lowered from the same weights share, each large constant held once (see ``Lowering``).
+    ``webgpu``: lowered for LiteRT.js's WebGPU delegate (``helpers.webgpu_lowering``)."""
     def serve(*flat_args):
-        with carry_uint32(uint32_as_int32):
+        with carry_uint32(uint32_as_int32), webgpu_lowering(webgpu):
             outs = lower_program(program, flat_args, check_shapes=check_shapes, strict=strict, weights=weights)
         return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
     signature = input_signature(program, uint32_as_int32)

@@ -22,15 +22,17 @@ def runner() -> LiteRtJsRunner:
     return _RUNNER[0]
 
 
-def write_program(program: Program, strict: bool = False) -> str:
+def write_program(program: Program, strict: bool = False, webgpu: bool = False) -> str:
     path = os.path.join(_SCRATCH, f"program_{len(os.listdir(_SCRATCH))}.tflite")
     with open(path, "wb") as f:
-        f.write(tflite_bytes(serving_function(program, strict=strict)))
+        f.write(tflite_bytes(serving_function(program, strict=strict, webgpu=webgpu), webgpu=webgpu))
     return path
 
 
 def run_program(program: Program, args: Sequence[np.ndarray], accelerator: str,
                 strict: bool = False) -> list[np.ndarray]:
-    """The program's outputs on LiteRT.js ``accelerator`` (inputs by signature name)."""
-    outs = runner().run(write_program(program, strict), dict(zip(program.in_names, args)), accelerator)
+    """The program's outputs on LiteRT.js ``accelerator`` (inputs by signature name), WebGPU's from
+    the .tflite exported for it (``target="litertjs-webgpu"``)."""
+    path = write_program(program, strict, webgpu=accelerator == "webgpu")
+    outs = runner().run(path, dict(zip(program.in_names, args)), accelerator)
     return [outs[n] for n in program.out_names]

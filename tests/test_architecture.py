@@ -20,7 +20,8 @@ PACKAGES = ("lowering_rules", "limitations", "noxla")
 
 # noxla's modules from the top down; a module may import only modules at its rank or below.
 # Modules not listed (errors, shapes, tracing, runtimes, example) are leaves used by all.
-NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.api": 5, "noxla.llm": 5, "noxla.verify": 3,
+NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.shape_bucket_cli": 6, "noxla.api": 5, "noxla.llm": 5,
+              "noxla.verify": 3,
               "noxla.llm_keras": 4, "noxla.demo": 3, "noxla.litertjs_page": 3, "noxla.export": 4,
               "noxla.llm_quantize": 4,
               "noxla.tfjs_ops": 3, "noxla.gradients": 3, "noxla.lowering": 2, "noxla.interpreter": 1}

@@ -143,6 +143,32 @@ def test_argmax_is_rejected_on_webgpu_only_and_computes_wrong_there(litertjs, tm
     assert _forced_error(litertjs, path, named, "webgpu", expected) is not None
 
 
+def test_shape_buckets_run_on_litertjs_wasm_and_webgpu(litertjs, tmp_path):
+    """A polymorphic function exported as one signature per batch size; each runs on LiteRT.js
+    (which refuses dynamic dimensions) and matches JAX."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    import noxla
+
+    w = np.random.default_rng(2).standard_normal((6, 3)).astype(np.float32)
+
+    def f(x):
+        return jax.nn.log_softmax(jnp.tanh(x @ w), axis=-1)
+    spec = jax.ShapeDtypeStruct((1, 6), np.float32)
+    path = noxla.export_tflite(f, spec, path=str(tmp_path / "b.tflite"), polymorphic_shapes=["(b, 6)"],
+                               shape_buckets={"b": [1, 4]}, target="litertjs-webgpu")
+    assert sorted(Interpreter(model_path=path).get_signature_list()) == ["b1", "b4"]
+    for size in (1, 4):
+        x = np.random.default_rng(size).standard_normal((size, 6)).astype(np.float32)
+        for accelerator in ("wasm", "webgpu"):
+            outs = litertjs.run(path, {"x": x}, accelerator, signature=f"b{size}")
+            (out,) = outs.values()
+            assert out.shape == (size, 3) and relative_error(np.asarray(f(x)), out) <= TOLERANCE[accelerator]
+    with pytest.raises(noxla.ExportError, match="not one of b"):
+        noxla.export_tflite(f, spec, path=str(tmp_path / "c.tflite"), polymorphic_shapes=["(2*b, 6)"],
+                            shape_buckets={"b": [1]})
+
+
 # --------------------------------------------------------------------------- the page, the CLI
 
 def test_export_verify_browser_runs_the_litertjs_page(tmp_path, capfd):
@@ -178,6 +204,19 @@ def test_export_verify_browser_runs_the_litertjs_page(tmp_path, capfd):
         server.wait()
 
 
+
+def test_export_shape_buckets_verify_browser(tmp_path, capfd):
+    import re
+
+    from noxla.cli import main
+    code = main(["export", "--input", "f32[b,28,28,1]", "--tflite", str(tmp_path / "b.tflite"),
+                 "--shape-buckets", "b=1,3", "--tflite-target", "litertjs-webgpu", "--verify-browser"])
+    text = capfd.readouterr().out
+    assert code == 0 and "signatures b1, b3" in text, text
+    runs = re.findall(r"LiteRT.js (wasm|webgpu) \[(b\d)\]: max error ([0-9.e+-]+) \(ok\)", text)
+    assert sorted((a, k) for a, k, _ in runs) == [("wasm", "b1"), ("wasm", "b3"), ("webgpu", "b1"),
+                                                  ("webgpu", "b3")], text
+
 # --------------------------------------------------------------------------- the differential harness
 
 def _zoo():
@@ -188,6 +227,7 @@ def _zoo():
 @pytest.mark.parametrize("name", sorted(_zoo()))
 def test_zoo_model_matches_jax_on_wasm_and_webgpu(name, litertjs, tmp_path):
     from limitations.engine import check_jaxpr
+    from limitations.targets import declared_fallback
     from lowering_rules.vocabulary import Target
     from tools.bench_litertjs import measure
 
@@ -205,33 +245,52 @@ def test_zoo_model_matches_jax_on_wasm_and_webgpu(name, litertjs, tmp_path):
         assert r["shapes_match"] and r["max_error"] <= TOLERANCE[accelerator], (accelerator, r)
     placement = result["webgpu"].get("placement")
     if placement and placement["gpuOps"] is not None:
-        assert placement["gpuOps"] + placement["cpuOps"] == result["ops"], placement
+        assert placement["gpuOps"] + placement["cpuOps"] == result["webgpu"]["ops"], placement
+    # Every op the .tflite exported for WebGPU still leaves on wasm is a declared fallback.
+    undeclared = {(u["op"], u["reason"]) for u in (placement or {}).get("unsupported", [])
+                  if declared_fallback(u["op"], u["reason"]) is None}
+    assert not undeclared, undeclared
 
 
-# Found by the sample: strict, so a fix shows up as an unexpected pass.
-KNOWN_WEBGPU_FAILURES = {
-    "random_wrap:uniform_from_halves": "LiteRT.js 2.5.3 on WebGPU computes noxla's PRNG bit arithmetic wrong "
-                                       "(every sample differs; wasm matches); not yet narrowed to one op",
-    # Sampled once more rules were registered (session 7's merge); each is LiteRT.js's, not TFLite's
-    # (the same .tflite matches JAX in LiteRT on CPU), and not yet declared for the check.
-    "conj:complex": "LiteRT.js 2.5.3 returns garbage for a program computing on complex64 values inside "
-                    "(REAL/IMAG/COMPLEX tensors), already on wasm: complex values are outside its tensor types",
-    "population_count:i32": "LiteRT.js 2.5.3 on WebGPU counts the bits of negative int32s wrong (31 for -1's "
-                            "neighbours); wasm matches",
-    "symmetric_product:alpha_beta": "LiteRT.js 2.5.3's WebGPU delegate aborts on an op reading the same input "
-                                    "twice (x @ x^T: 'Node 0 is already a consumer of the value 0')",
+# Found failing by the sample, now declared (rejected up front): the accelerator each fails on.
+# (The fourth, conj:complex, returned an input unchanged: every .tflite now copies such an output.)
+DECLARED_AFTER_SAMPLING = {
+    "random_wrap:uniform_from_halves": "webgpu",  # its key words joined with OR: integer bit operations
+    "population_count:i32": "webgpu",
+    "symmetric_product:alpha_beta": "webgpu",     # A A^T reads A twice
 }
+
+
+def _case(case_id: str):
+    from lowering_rules import RULES
+    return next(c for c in RULES[case_id.split(":")[0]].cases if c.id == case_id)
 
 
 def _rule_case_sample(every: int = 16):
     """Every ``every``-th rule's first case, in name order (a sample across every rule file), and the
-    cases known to fail on WebGPU."""
+    cases the sample found failing before their declarations."""
     from lowering_rules import RULES
     names = sorted(n for n in RULES if RULES[n].cases)
     cases = [RULES[n].cases[0] for n in names[::every]]
-    cases += [c for known in KNOWN_WEBGPU_FAILURES for c in RULES[known.split(":")[0]].cases if c.id == known]
-    return [pytest.param(c, id=c.id, marks=[pytest.mark.xfail(reason=KNOWN_WEBGPU_FAILURES[c.id], strict=True)]
-                         if c.id in KNOWN_WEBGPU_FAILURES else []) for c in cases]
+    cases += [_case(c) for c in DECLARED_AFTER_SAMPLING if c not in {c.id for c in cases}]
+    return [pytest.param(c, id=c.id) for c in cases]
+
+
+@pytest.mark.parametrize("case_id", sorted(DECLARED_AFTER_SAMPLING))
+def test_declared_limits_fail_when_forced(case_id, litertjs):
+    """Each declaration holds: the case run past the check on its accelerator differs from JAX or fails."""
+    from tests.differential import traced
+    from tests.litertjs_harness import write_program
+
+    program, args, expected = traced(_case(case_id))
+    accelerator = DECLARED_AFTER_SAMPLING[case_id]
+    path = write_program(program, webgpu=accelerator == "webgpu")
+    try:
+        outs = litertjs.run(path, dict(zip(program.in_names, args)), accelerator)
+    except RuntimeError:
+        return
+    assert any(outs[n].shape != e.shape or relative_error(e, outs[n].astype(e.dtype)) > TOLERANCE[accelerator]
+               for n, e in zip(program.out_names, expected)), "matches JAX: the declaration no longer holds"
 
 
 @pytest.mark.parametrize("case", _rule_case_sample())

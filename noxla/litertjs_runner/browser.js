@@ -119,6 +119,7 @@ async function main() {
     log = [];
     return page.evaluate((req) => noxla.runEncoded(req), {
       model: url, accelerator: request.accelerator, inputs: request.inputs, repeats: request.repeats || 0,
+      signature: request.signature || null,
     });
   }
 

@@ -1,0 +1,101 @@
+"""Rewrites of a converted .tflite for LiteRT.js: exact, one op more each.
+
+``copy_passthrough_outputs`` for every .tflite (LiteRT.js returns garbage for an output that is an
+input); ``unfuse_transpose_conv_activations`` only for one exported with ``target="litertjs-webgpu"``,
+where the TFLite converter's fusion makes an op its WebGPU delegate refuses (it then runs on wasm).
+"""
+from __future__ import annotations
+
+import copy
+
+# TFLite's ActivationFunctionType -> the builtin that applies it on its own.
+_ACTIVATION_OPS = {1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH"}
+
+
+def unfuse_transpose_conv_activations(model) -> int:
+    """Move every activation fused into a TRANSPOSE_CONV (``ModelT``, unpacked) into its own op after
+    it; returns how many. The converter fuses a following RELU into the op, which makes it version 4,
+    and LiteRT.js 2.5.3's delegate takes versions up to 3 ("Max version supported: 3. Requested
+    version 4"): the VAE decoder's two transposed convolutions left the GPU, and everything after them."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    ops = schema.BuiltinOperator
+    codes = model.operatorCodes
+    rewritten = 0
+    for graph in model.subgraphs:
+        new_ops = []
+        for op in graph.operators or []:
+            new_ops.append(op)
+            code = codes[op.opcodeIndex]
+            options = op.builtinOptions
+            if (max(code.builtinCode, code.deprecatedBuiltinCode) != ops.TRANSPOSE_CONV
+                    or not isinstance(options, schema.TransposeConvOptionsT)
+                    or options.fusedActivationFunction not in _ACTIVATION_OPS):
+                continue
+            activation = getattr(ops, _ACTIVATION_OPS[options.fusedActivationFunction])
+            options.fusedActivationFunction = 0
+            out = graph.tensors[op.outputs[0]]
+            raw = copy.copy(out)
+            raw.name = out.name + b"/before_activation"
+            raw.buffer = 0
+            graph.tensors.append(raw)
+            applied = schema.OperatorT()
+            applied.opcodeIndex = _code_index(model, activation)
+            applied.inputs = [len(graph.tensors) - 1]
+            applied.outputs = [op.outputs[0]]
+            op.outputs = [len(graph.tensors) - 1]
+            new_ops.append(applied)
+            if code.version == 4:  # the version a fused activation asks for; 3 takes the bias input
+                code.version = 3
+            rewritten += 1
+        graph.operators = new_ops
+    return rewritten
+
+
+def _code_index(model, builtin: int) -> int:
+    from tensorflow.lite.python import schema_py_generated as schema
+    for i, code in enumerate(model.operatorCodes):
+        if max(code.builtinCode, code.deprecatedBuiltinCode) == builtin and not code.customCode:
+            return i
+    code = schema.OperatorCodeT()
+    code.builtinCode, code.deprecatedBuiltinCode, code.version = builtin, min(builtin, 127), 1
+    model.operatorCodes.append(code)
+    return len(model.operatorCodes) - 1
+
+
+def copy_passthrough_outputs(model) -> int:
+    """Give every output of the main subgraph that is one of its inputs (a value returned unchanged,
+    such as the real part of ``lax.complex(a, b)``) its own tensor, through a RESHAPE to the same
+    shape; returns how many. LiteRT.js 2.5.3 returns garbage for such an output, on wasm and WebGPU
+    (LiteRT returns the input)."""
+    import numpy as np
+    from tensorflow.lite.python import schema_py_generated as schema
+    graph = model.subgraphs[0]
+    inputs = set(graph.inputs if graph.inputs is not None else [])
+    copied = 0
+    outputs = [int(t) for t in (graph.outputs if graph.outputs is not None else [])]
+    for i, t in enumerate(outputs):
+        if t not in inputs:
+            continue
+        source = graph.tensors[t]
+        shape = np.asarray(source.shape, np.int32)
+        buffer = schema.BufferT()
+        buffer.data = shape.view(np.uint8)
+        model.buffers.append(buffer)
+        shape_tensor = schema.TensorT()
+        shape_tensor.shape, shape_tensor.type = [len(shape)], schema.TensorType.INT32
+        shape_tensor.buffer, shape_tensor.name = len(model.buffers) - 1, source.name + b"/shape"
+        out = copy.copy(source)
+        out.name, out.buffer = source.name + b"/output", 0
+        graph.tensors += [shape_tensor, out]
+        op = schema.OperatorT()
+        op.opcodeIndex = _code_index(model, schema.BuiltinOperator.RESHAPE)
+        op.inputs, op.outputs = [t, len(graph.tensors) - 2], [len(graph.tensors) - 1]
+        op.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
+        op.builtinOptions = schema.ReshapeOptionsT()
+        op.builtinOptions.newShape = [int(d) for d in shape]
+        graph.operators = [*(graph.operators or []), op]
+        outputs[i] = len(graph.tensors) - 1
+        copied += 1
+    if copied:
+        graph.outputs = outputs
+    return copied
