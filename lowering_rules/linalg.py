@@ -77,6 +77,10 @@ def _converted_first(dtype, lhs_dtype, rhs_dtype, out_dtype) -> bool:
     case("matmul", lambda a, b: a @ b, f32(3, 4), f32(4, 5)),
     case("vector_dot", jnp.dot, f32(6), f32(6)),
     case("matvec", jnp.dot, f32(3, 6), f32(6)),
+    # A vector times a matrix: the TFLite converter refused the plain (1, K) x (K, N) lowering.
+    case("vecmat", jnp.dot, f32(4), f32(4, 4)),
+    case("vecmat_free_dims_folded", lambda a, b: jnp.einsum("k,kij->ij", a, b), f32(4), f32(4, 2, 3)),
+    case("vecmat_rhs_transposed", lambda a, b: jnp.einsum("k,nk->n", a, b), f32(4), f32(6, 4)),
     case("outer_no_contraction", lambda a, b: lax.dot_general(a, b, (((), ()), ((), ()))),
          f32(3), f32(4)),
     case("batched_matmul", jnp.matmul, f32(2, 3, 4), f32(2, 4, 5)),
@@ -151,8 +155,15 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
             fold_batch))
     lhs = prepared(lhs, "dot_lhs", lhs_aval, lhs_batch, lhs_rows, lhs_cols)
     rhs = prepared(rhs, "dot_rhs", rhs_aval, rhs_batch, rhs_rows, rhs_cols)
+    # A vector times a matrix is computed as (rhs^T lhs^T)^T: the TFLite converter fuses the
+    # Reshape of a 1-D lhs to (1, K), the MatMul and the output's Reshape into a BATCH_MATMUL of a
+    # 1-D operand, then refuses it ("operand 0 is 2-D"). The (N, 1) result is reshaped below.
+    swapped = (not compute.is_integer and not lhs_batch and not lhs_free and lhs_contract
+               and rhs_free)
     if compute.is_integer:
         out = _int_matmul(lhs, rhs)
+    elif swapped:
+        out = tf.linalg.matmul(rhs, lhs, transpose_a=not adj_rhs, transpose_b=not adj_lhs)
     else:
         out = tf.linalg.matmul(lhs, rhs, transpose_a=adj_lhs, transpose_b=adj_rhs)
     sizes = lambda aval, dims: _product([ctx.dim(aval.shape[d]) for d in dims])  # noqa: E731
@@ -161,6 +172,6 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     else:
         folded_out = [ctx.dim(lhs_aval.shape[d]) for d in lhs_batch]
     folded_out += [sizes(lhs_aval, lhs_free), sizes(rhs_aval, rhs_free)]
-    if not _same_static_shape(folded_out, ctx.out_shape()):
+    if swapped or not _same_static_shape(folded_out, ctx.out_shape()):
         out = tf.reshape(out, ctx.out_shape())
     return out > 0 if ctx.out_dtype == tf.bool else tf.cast(out, ctx.out_dtype)
