@@ -187,11 +187,11 @@ def _masked(ctx, gathered, starts, clamped, dn, mode, fill_value):
 def _take(ctx, operand, clamped, dn, slice_sizes):
     """Whole slices at single indices along one axis (x[i], jnp.take, an embedding lookup) as one
     GatherV2 (TFLite GATHER) on the ``clamped`` indices, in the output's layout; else None.
-    GatherNd would need the coordinates built, and reshapes around it. Not for half floats or
-    uint32: the TFLite converter moves their cast behind GATHER, which has no float16 or uint32
-    kernel."""
+    GatherNd would need the coordinates built, and reshapes around it. Not for half floats,
+    uint16 or uint32: the TFLite converter moves their cast behind GATHER, which has no float16,
+    uint16 or uint32 kernel."""
     op_shape = ctx.avals_in[0].shape
-    if np.dtype(ctx.avals_in[0].dtype) in (np.float16, jnp.bfloat16, np.uint32):
+    if np.dtype(ctx.avals_in[0].dtype) in (np.float16, jnp.bfloat16, np.uint16, np.uint32):
         return None
     if len(dn.start_index_map) != 1 or dn.operand_batching_dims or tuple(dn.collapsed_slice_dims) != tuple(
             dn.start_index_map):
@@ -509,6 +509,9 @@ GATHER_CASES = [
     case("rows_of_size_one_operand", _rows_gather, f32(1, 3), np.array([[0], [2], [-1]], np.int32)),
     case("size_one_dims", lambda x, i: x[i, 0], f32(1, 1), _idx(0, 0, -1)),
     case("f16", lambda x, i: jnp.take(x, i, axis=1), f16(3, 4), _idx(3, 0)),
+    # JAX's gather_dtypes harness: GATHER has no uint16 kernel (words above 2^15 come back as is).
+    case("u16_scalar_take", lambda x, i: jnp.take(x, i, axis=0),
+         np.array([3, 40000, 65535, 0, 32768, 9], np.uint16), np.int32(2)),
     case("u8_fill_default", lambda x, i: x.at[i].get(mode="fill"), u8(4), _idx(3, 4, 0)),
     # uint32 moves as int32 bits (no uint32 Transpose/GatherNd in TFLite): words above 2^31 and
     # the fill value 2^32 - 1 must come back unchanged.
