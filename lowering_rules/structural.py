@@ -402,7 +402,7 @@ def _every_nth(ctx, x, sizes, axis, stride, kept):
 
 
 @lowering(lax.slice_p, cases=SLICE_CASES)
-@_carried(tf.float16, tf.bool, tf.int16, tf.uint16, tf.int8, tf.uint8, tf.uint32)  # bool, 8-bit, uint32: PAD in _every_nth
+@_carried(tf.float16, tf.bool, tf.int16, tf.uint16, tf.int8, tf.uint8, tf.uint32)  # bool, 8-bit, u32: PAD in _every_nth
 def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
     starts = [ctx.dim(s) for s in start_indices]
     limits = [ctx.dim(s) for s in limit_indices]
