@@ -50,7 +50,8 @@ def _as_batched_matrix(ctx, x, aval, batch, rows, cols, fold_batch):
     nb, nr = len(batch), len(rows)
     folded = [_product(dims[nb:nb + nr]), _product(dims[nb + nr:])]
     folded[:0] = [_product(dims[:nb])] if fold_batch and batch else dims[:nb]
-    return x if _same_static_shape(folded, [ctx.dim(d) for d in aval.shape]) else tf.reshape(x, folded)
+    # Compared with the transposed shape: a transpose can give the operand's own shape back permuted.
+    return x if _same_static_shape(folded, dims) else tf.reshape(x, folded)
 
 
 def _same_static_shape(a, b) -> bool:
@@ -99,6 +100,12 @@ def _converted_first(dtype, lhs_dtype, rhs_dtype, out_dtype) -> bool:
     # More batch dimensions than BATCH_MATMUL takes: folded into one.
     case("four_batch_dims", lambda a, b: jnp.einsum("abcdij,abcdjk->abcdik", a, b),
          f32(2, 1, 2, 2, 3, 2), f32(2, 1, 2, 2, 2, 3)),
+    # Found by tests/fuzz.py: the transposed lhs (2, 1, 1, 4) folds to (2, 1, 4, 1), the operand's own
+    # shape, and its Reshape was left out.
+    case("transposed_to_own_shape", lambda a, b: lax.dot_general(a, b, (((), ()), ((0, 3), (1, 0)))),
+         f32(2, 1, 4, 1), f32(1, 2)),
+    case("transposed_to_own_shape_i32", lambda a, b: lax.dot_general(a, b, (((), ()), ((0, 3), (0, 1)))),
+         i32(2, 1, 4, 1), i32(2, 1)),
     case("int32", lambda a, b: a @ b, i32(3, 4), i32(4, 2)),
     case("bool", lambda a, b: a @ b, boolean(3, 4), boolean(4, 2)),
     case("int8_to_int32", lambda a, b: lax.dot(a, b, preferred_element_type=jnp.int32),
