@@ -179,9 +179,18 @@ def _masked(ctx, gathered, starts, clamped, dn, mode, fill_value):
         if valid is not None:
             for o in sorted(dn.offset_dims):
                 valid = tf.expand_dims(valid, o)
-            fill = tf.cast(tf.constant(np.asarray(fill_value, dtype=ctx.aval_out.dtype)), gathered.dtype)
+            fill = tf.cast(tf.constant(_fill_constant(fill_value, ctx.aval_out.dtype)), gathered.dtype)
             gathered = tf.where(valid, gathered, fill)
     return tf.cast(gathered, ctx.out_dtype)
+
+
+def _fill_constant(fill_value, dtype) -> np.ndarray:
+    """The fill value in the output's dtype as JAX makes it (lax.full_like, through NumPy): a
+    float or out-of-range fill wraps into an integer dtype (-2.0 is 254 in uint8) instead of failing."""
+    if fill_value is None:
+        return np.asarray(fill_value, dtype=dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.asarray(fill_value).astype(dtype)
 
 
 def _take(ctx, operand, clamped, dn, slice_sizes):
@@ -494,6 +503,10 @@ GATHER_CASES = [
     case("vmap_fancy_batching_dims", jax.vmap(lambda x, i: x[i]), f32(3, 5), i32(3, 4, low=-5, high=4)),
     case("window_2d_clipped", _window_gather, f32(5, 6), _idx(0, 4, 2), _idx(5, 0, 1)),
     case("get_fill_value", lambda x, i: x.at[i].get(mode="fill", fill_value=-1.0), f32(5, 2), _idx(1, 5, -7, 4)),
+    # Found by tests/fuzz.py: a float fill value below 0 for uint8 wraps, as JAX converts it.
+    case("get_fill_negative_float_u8", lambda x, i: lax.gather(
+        x, i, lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,)),
+        (1,), mode=lax.GatherScatterMode.FILL_OR_DROP, fill_value=-2.0), u8(5), _idx(1, 5, -7, 4)[:, None]),
     case("get_fill_default_i32", lambda x, i: x.at[i].get(mode="fill"), i32(5), _idx(1, 5, -9, 4)),
     case("get_fill_default_bool", lambda x, i: x.at[i].get(mode="fill"), boolean(5), _idx(1, 5, 0, 9)),
     case("get_clip", lambda x, i: x.at[i].get(mode="clip"), f32(5, 2), _idx(-8, 5, 2)),
