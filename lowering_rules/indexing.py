@@ -180,19 +180,28 @@ def _masked(ctx, gathered, starts, clamped, dn, mode, fill_value):
         if valid is not None:
             for o in sorted(dn.offset_dims):
                 valid = tf.expand_dims(valid, o)
-            fill = tf.cast(tf.constant(np.asarray(fill_value, dtype=ctx.aval_out.dtype)), gathered.dtype)
+            fill = tf.cast(tf.constant(_fill_constant(fill_value, ctx.aval_out.dtype)), gathered.dtype)
             gathered = tf.where(valid, gathered, fill)
     return tf.cast(gathered, ctx.out_dtype)
+
+
+def _fill_constant(fill_value, dtype) -> np.ndarray:
+    """The fill value in the output's dtype as JAX makes it (lax.full_like, through NumPy): a
+    float or out-of-range fill wraps into an integer dtype (-2.0 is 254 in uint8) instead of failing."""
+    if fill_value is None:
+        return np.asarray(fill_value, dtype=dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.asarray(fill_value).astype(dtype)
 
 
 def _take(ctx, operand, clamped, dn, slice_sizes):
     """Whole slices at single indices along one axis (x[i], jnp.take, an embedding lookup) as one
     GatherV2 (TFLite GATHER) on the ``clamped`` indices, in the output's layout; else None.
-    GatherNd would need the coordinates built, and reshapes around it. Not for half floats or
-    uint32: the TFLite converter moves their cast behind GATHER, which has no float16 or uint32
-    kernel."""
+    GatherNd would need the coordinates built, and reshapes around it. Not for half floats,
+    uint16 or uint32: the TFLite converter moves their cast behind GATHER, which has no float16,
+    uint16 or uint32 kernel."""
     op_shape = ctx.avals_in[0].shape
-    if np.dtype(ctx.avals_in[0].dtype) in (np.float16, jnp.bfloat16, np.uint32):
+    if np.dtype(ctx.avals_in[0].dtype) in (np.float16, jnp.bfloat16, np.uint16, np.uint32):
         return None
     if len(dn.start_index_map) != 1 or dn.operand_batching_dims or tuple(dn.collapsed_slice_dims) != tuple(
             dn.start_index_map):
@@ -499,6 +508,10 @@ GATHER_CASES = [
     case("vmap_fancy_batching_dims", jax.vmap(lambda x, i: x[i]), f32(3, 5), i32(3, 4, low=-5, high=4)),
     case("window_2d_clipped", _window_gather, f32(5, 6), _idx(0, 4, 2), _idx(5, 0, 1)),
     case("get_fill_value", lambda x, i: x.at[i].get(mode="fill", fill_value=-1.0), f32(5, 2), _idx(1, 5, -7, 4)),
+    # Found by tests/fuzz.py: a float fill value below 0 for uint8 wraps, as JAX converts it.
+    case("get_fill_negative_float_u8", lambda x, i: lax.gather(
+        x, i, lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,)),
+        (1,), mode=lax.GatherScatterMode.FILL_OR_DROP, fill_value=-2.0), u8(5), _idx(1, 5, -7, 4)[:, None]),
     case("get_fill_default_i32", lambda x, i: x.at[i].get(mode="fill"), i32(5), _idx(1, 5, -9, 4)),
     case("get_fill_default_bool", lambda x, i: x.at[i].get(mode="fill"), boolean(5), _idx(1, 5, 0, 9)),
     case("get_clip", lambda x, i: x.at[i].get(mode="clip"), f32(5, 2), _idx(-8, 5, 2)),
@@ -514,6 +527,9 @@ GATHER_CASES = [
     case("rows_of_size_one_operand", _rows_gather, f32(1, 3), np.array([[0], [2], [-1]], np.int32)),
     case("size_one_dims", lambda x, i: x[i, 0], f32(1, 1), _idx(0, 0, -1)),
     case("f16", lambda x, i: jnp.take(x, i, axis=1), f16(3, 4), _idx(3, 0)),
+    # JAX's gather_dtypes harness: GATHER has no uint16 kernel (words above 2^15 come back as is).
+    case("u16_scalar_take", lambda x, i: jnp.take(x, i, axis=0),
+         np.array([3, 40000, 65535, 0, 32768, 9], np.uint16), np.int32(2)),
     case("u8_fill_default", lambda x, i: x.at[i].get(mode="fill"), u8(4), _idx(3, 4, 0)),
     # uint32 moves as int32 bits (no uint32 Transpose/GatherNd in TFLite): words above 2^31 and
     # the fill value 2^32 - 1 must come back unchanged.

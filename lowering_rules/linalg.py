@@ -50,7 +50,8 @@ def _as_batched_matrix(ctx, x, aval, batch, rows, cols, fold_batch):
     nb, nr = len(batch), len(rows)
     folded = [_product(dims[nb:nb + nr]), _product(dims[nb + nr:])]
     folded[:0] = [_product(dims[:nb])] if fold_batch and batch else dims[:nb]
-    return x if _same_static_shape(folded, [ctx.dim(d) for d in aval.shape]) else tf.reshape(x, folded)
+    # Compared with the transposed shape: a transpose can give the operand's own shape back permuted.
+    return x if _same_static_shape(folded, dims) else tf.reshape(x, folded)
 
 
 def _same_static_shape(a, b) -> bool:
@@ -77,6 +78,10 @@ def _converted_first(dtype, lhs_dtype, rhs_dtype, out_dtype) -> bool:
     case("matmul", lambda a, b: a @ b, f32(3, 4), f32(4, 5)),
     case("vector_dot", jnp.dot, f32(6), f32(6)),
     case("matvec", jnp.dot, f32(3, 6), f32(6)),
+    # A vector times a matrix: the TFLite converter refused the plain (1, K) x (K, N) lowering.
+    case("vecmat", jnp.dot, f32(4), f32(4, 4)),
+    case("vecmat_free_dims_folded", lambda a, b: jnp.einsum("k,kij->ij", a, b), f32(4), f32(4, 2, 3)),
+    case("vecmat_rhs_transposed", lambda a, b: jnp.einsum("k,nk->n", a, b), f32(4), f32(6, 4)),
     case("outer_no_contraction", lambda a, b: lax.dot_general(a, b, (((), ()), ((), ()))),
          f32(3), f32(4)),
     case("batched_matmul", jnp.matmul, f32(2, 3, 4), f32(2, 4, 5)),
@@ -95,6 +100,12 @@ def _converted_first(dtype, lhs_dtype, rhs_dtype, out_dtype) -> bool:
     # More batch dimensions than BATCH_MATMUL takes: folded into one.
     case("four_batch_dims", lambda a, b: jnp.einsum("abcdij,abcdjk->abcdik", a, b),
          f32(2, 1, 2, 2, 3, 2), f32(2, 1, 2, 2, 2, 3)),
+    # Found by tests/fuzz.py: the transposed lhs (2, 1, 1, 4) folds to (2, 1, 4, 1), the operand's own
+    # shape, and its Reshape was left out.
+    case("transposed_to_own_shape", lambda a, b: lax.dot_general(a, b, (((), ()), ((0, 3), (1, 0)))),
+         f32(2, 1, 4, 1), f32(1, 2)),
+    case("transposed_to_own_shape_i32", lambda a, b: lax.dot_general(a, b, (((), ()), ((0, 3), (0, 1)))),
+         i32(2, 1, 4, 1), i32(2, 1)),
     case("int32", lambda a, b: a @ b, i32(3, 4), i32(4, 2)),
     case("bool", lambda a, b: a @ b, boolean(3, 4), boolean(4, 2)),
     case("int8_to_int32", lambda a, b: lax.dot(a, b, preferred_element_type=jnp.int32),
@@ -155,10 +166,17 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
             fold_batch))
     lhs = prepared(lhs, "dot_lhs", lhs_aval, lhs_batch, lhs_rows, lhs_cols)
     rhs = prepared(rhs, "dot_rhs", rhs_aval, rhs_batch, rhs_rows, rhs_cols)
+    # A vector times a matrix is computed as (rhs^T lhs^T)^T: the TFLite converter fuses the
+    # Reshape of a 1-D lhs to (1, K), the MatMul and the output's Reshape into a BATCH_MATMUL of a
+    # 1-D operand, then refuses it ("operand 0 is 2-D"). The (N, 1) result is reshaped below.
+    swapped = (not compute.is_integer and not lhs_batch and not lhs_free and lhs_contract
+               and rhs_free)
     if outer:
         out = lhs * rhs
     elif compute.is_integer:
         out = _int_matmul(lhs, rhs)
+    elif swapped:
+        out = tf.linalg.matmul(rhs, lhs, transpose_a=not adj_rhs, transpose_b=not adj_lhs)
     else:
         out = tf.linalg.matmul(lhs, rhs, transpose_a=adj_lhs, transpose_b=adj_rhs)
     sizes = lambda aval, dims: _product([ctx.dim(aval.shape[d]) for d in dims])  # noqa: E731
@@ -167,6 +185,6 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     else:
         folded_out = [ctx.dim(lhs_aval.shape[d]) for d in lhs_batch]
     folded_out += [sizes(lhs_aval, lhs_free), sizes(rhs_aval, rhs_free)]
-    if not _same_static_shape(folded_out, ctx.out_shape()):
+    if swapped or not _same_static_shape(folded_out, ctx.out_shape()):
         out = tf.reshape(out, ctx.out_shape())
     return out > 0 if ctx.out_dtype == tf.bool else tf.cast(out, ctx.out_dtype)

@@ -73,6 +73,11 @@ class Rows:
 
     def take(self, x, index):
         """Per row, x[row, index[row, j]]: one flat gather (TF.js wasm mishandles batch_dims)."""
+        if self.rank == 1:
+            # The one row of a 1-D operand, gathered along its axis: flattening it would undo
+            # ``rows``'s Reshape, and the TFLite converter moves a Cast that then feeds GATHER behind
+            # it (a float16, uint16 or uint32 GATHER, which has no kernel).
+            return tf.gather(x, index[0], axis=1)
         offsets = tf.range(self.count, dtype=tf.int32)[:, None] * self.n
         return tf.gather(tf.reshape(x, [-1]), index + offsets)
 
@@ -176,6 +181,10 @@ _WIDE_KEYS = dtype_limitation(  # TF.js has none of these dtypes at all (lowerin
     # a leading axis needs; the operands move as float32/int32.
     case("leading_axis_f16_bool_values", lambda k, v, b: lax.sort((k, v, b), dimension=0, num_keys=1),
          f32(3, 2), f16(3, 2), boolean(3, 2)),
+    # Found by tests/fuzz.py: 1-D sorts carrying float16 or uint16 values (no such GATHER in TFLite).
+    case("one_row_f16_u16_values", lambda k, v, w: lax.sort((k, v, w), num_keys=1),
+         f32(7), f16(7), np.array([3, 40000, 65535, 0, 32768, 9, 1], np.uint16)),
+    case("single_row_f16_values", lambda k, v: lax.sort((k, v), dimension=1, num_keys=1), f32(1, 6), f16(1, 6)),
     case("polymorphic_batch", lambda x: jnp.argsort(x, axis=1), f32(3, 5),
          polymorphic_shapes=("(b, 5)",)),
     case("symbolic_sorted_axis_rejected", lambda x: jnp.sort(x, axis=0), f32(5, 2),

@@ -374,6 +374,8 @@ SLICE_CASES = [
     # Found by tests/fuzz.py: TFLite has no int8/uint8 PAD, which a strided slice may use.
     case("strided_i8", lambda x: lax.slice(x, (4, 1), (5, 2), (2, 1)), np.arange(-7, 8, dtype=np.int8).reshape(5, 3)),
     case("strided_u8", lambda x: lax.slice(x, (4,), (5,), (3,)), np.array([1, 2, 200, 4, 255], np.uint8)),
+    # TFLite has no uint32 PAD either: words above 2^31 must come back unchanged.
+    case("strided_u32", lambda x: x[1:6:3], np.array([1, 2 ** 32 - 1, 7, 2 ** 31, 5, 9, 3], np.uint32)),
     case("stride_past_end_i32", lambda x: lax.slice(x, (1,), (7,), (4,)), i32(9)),
     case("strides", lambda x: lax.slice(x, (1, 0), (5, 4), (3, 2)), f32(5, 4)),
     case("bool", lambda x: x[1:], boolean(4)),
@@ -400,7 +402,7 @@ def _every_nth(ctx, x, sizes, axis, stride, kept):
 
 
 @lowering(lax.slice_p, cases=SLICE_CASES)
-@_carried(tf.float16, tf.bool, tf.int16, tf.uint16, tf.int8, tf.uint8)  # bool, int8, uint8: PAD in _every_nth
+@_carried(tf.float16, tf.bool, tf.int16, tf.uint16, tf.int8, tf.uint8, tf.uint32)  # bool, 8-bit, u32: PAD in _every_nth
 def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
     starts = [ctx.dim(s) for s in start_indices]
     limits = [ctx.dim(s) for s in limit_indices]
