@@ -207,9 +207,11 @@ def _worker() -> int:
     return 0
 
 
-def run_isolated(items: Sequence[str], target: str, *, chunk: int = 200, log=None) -> list[Outcome]:
-    """``run_harness`` on each of ``items``, chunks of them in worker processes."""
-    return [Outcome(**o) for o in dtype_sweep.isolated("tests.jax_harnesses", target, items, chunk=chunk, log=log)]
+def run_isolated(items: Sequence[str], target: str, *, chunk: int = 200, log=None, on_chunk=None) -> list[Outcome]:
+    """``run_harness`` on each of ``items``, chunks of them in worker processes; ``on_chunk`` gets
+    each chunk's outcomes as it ends."""
+    return [Outcome(**o) for o in dtype_sweep.isolated("tests.jax_harnesses", target, items, chunk=chunk, log=log,
+                                                       on_chunk=on_chunk and (lambda os: on_chunk([Outcome(**o) for o in os])))]
 
 
 def summary(target: str, outcomes: Sequence[Outcome]) -> str:
@@ -246,7 +248,19 @@ def main(argv=None) -> int:
     chosen = names(args.sample, args.seed, [g for g in args.group.split(",") if g])
     bad = 0
     start = time.time()
-    every = run_isolated(chosen, ",".join(args.targets), chunk=args.chunk, log=None if args.quiet else print)
+
+    def on_chunk(outcomes):
+        # Written as each chunk ends (the file is appended to), so that a run of hours shows its
+        # failures, and keeps them, before it ends.
+        for o in outcomes:
+            if o.result in ("crashed", "mismatched") and not args.quiet:
+                print(f"  [{o.target}] {o.name}: {o.result}: {o.detail.splitlines()[0] if o.detail else ''}", flush=True)
+        if args.json:
+            with open(args.json, "a") as f:
+                for o in outcomes:
+                    f.write(json.dumps(dataclasses.asdict(o)) + "\n")
+    every = run_isolated(chosen, ",".join(args.targets), chunk=args.chunk, log=None if args.quiet else print,
+                         on_chunk=on_chunk)
     print(f"{len(chosen)} harnesses on {', '.join(args.targets)} in {time.time() - start:.0f} s", flush=True)
     for target in args.targets:
         outcomes = [o for o in every if o.target == target]
@@ -255,10 +269,6 @@ def main(argv=None) -> int:
             if o.result in ("crashed", "mismatched"):
                 bad += 1
                 print(f"  {o.name}: {o.detail.splitlines()[0] if o.detail else o.result}")
-        if args.json:
-            with open(args.json, "a") as f:
-                for o in outcomes:
-                    f.write(json.dumps(dataclasses.asdict(o)) + "\n")
     return 1 if bad else 0
 
 
