@@ -210,8 +210,11 @@ def _worker() -> int:
 def run_isolated(items: Sequence[str], target: str, *, chunk: int = 200, log=None, on_chunk=None) -> list[Outcome]:
     """``run_harness`` on each of ``items``, chunks of them in worker processes; ``on_chunk`` gets
     each chunk's outcomes as it ends."""
+    def chunk_done(outcomes):
+        if on_chunk:
+            on_chunk([Outcome(**o) for o in outcomes])
     return [Outcome(**o) for o in dtype_sweep.isolated("tests.jax_harnesses", target, items, chunk=chunk, log=log,
-                                                       on_chunk=on_chunk and (lambda os: on_chunk([Outcome(**o) for o in os])))]
+                                                       on_chunk=chunk_done)]
 
 
 def summary(target: str, outcomes: Sequence[Outcome]) -> str:
@@ -236,6 +239,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sample", type=int, default=None, help="a seeded sample of N harnesses (default: all)")
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
     parser.add_argument("--group", default="", help="comma-separated harness groups (e.g. dot_general,eig)")
+    parser.add_argument("--part", default="", help="K/N: the Kth of N contiguous parts of the chosen harnesses "
+                        "(a long run split over processes)")
     parser.add_argument("--chunk", type=int, default=200, help="harnesses per worker process")
     parser.add_argument("--json", default="", help="write every outcome to this file (JSON lines)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -246,6 +251,9 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown targets {unknown}: choose from {', '.join(TARGETS)}")
     chosen = names(args.sample, args.seed, [g for g in args.group.split(",") if g])
+    if args.part:
+        k, n = (int(v) for v in args.part.split("/"))
+        chosen = chosen[len(chosen) * (k - 1) // n:len(chosen) * k // n]
     bad = 0
     start = time.time()
 
@@ -254,7 +262,8 @@ def main(argv=None) -> int:
         # failures, and keeps them, before it ends.
         for o in outcomes:
             if o.result in ("crashed", "mismatched") and not args.quiet:
-                print(f"  [{o.target}] {o.name}: {o.result}: {o.detail.splitlines()[0] if o.detail else ''}", flush=True)
+                first = o.detail.splitlines()[0] if o.detail else ""
+                print(f"  [{o.target}] {o.name}: {o.result}: {first}", flush=True)
         if args.json:
             with open(args.json, "a") as f:
                 for o in outcomes:
