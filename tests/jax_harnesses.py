@@ -100,6 +100,9 @@ def build(name: str) -> HarnessProgram | str:
     try:
         args = tuple(np.asarray(a) for a in h.dyn_args_maker(rng))
         program = trace(h.dyn_fun, args)
+        # The arguments as JAX takes them (int64 and float64 as int32 and float32, without x64):
+        # the exported models' inputs have those dtypes, and TF.js and TFLite take no others.
+        args = tuple(a.astype(aval.dtype) if a.dtype != aval.dtype else a for a, aval in zip(args, program.in_avals))
         expected = jax_outputs(h.dyn_fun, args)
     except Exception as e:  # noqa: BLE001 - JAX cannot trace or run this harness here
         return f"JAX refuses: {type(e).__name__}: {dtype_sweep._first_line(e)}"

@@ -129,3 +129,14 @@ def test_gauge_accepts_an_unstable_sort_order_of_ties_only():
     moved = values.copy()
     moved[[tie, other]] = moved[[other, tie]]  # a value moved to another key's rows
     assert mismatch(hp, [keys, moved]) is not None
+
+
+def test_harness_arguments_have_the_dtypes_jax_takes():
+    # JAX's gather harnesses make int64 indices, which JAX takes as int32: TF.js's and TFLite's
+    # models take only int32 there, and crashed on int64 arguments before.
+    name = "gather_batchdims_shape_1_2_start_indices_shape_1_2_slice_sizes_1_1_enable_xla_True"
+    harness = jh.all_harnesses()[name]
+    raw = harness.dyn_args_maker(np.random.RandomState(0))
+    assert any(np.asarray(a).dtype == np.int64 for a in raw)
+    hp = jh.build(name)
+    assert [a.dtype for a in hp.args] == [aval.dtype for aval in hp.program.in_avals]
