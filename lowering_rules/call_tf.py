@@ -68,6 +68,13 @@ def _saved_model_function(x):
     return jnp.sin(_call_tf(concrete)(x))
 
 
+@functools.cache
+def _scale_by_variable():
+    """A ``tf.function`` reading a ``tf.Variable`` it closes over (a resource, as a Keras layer's)."""
+    scale = tf.Variable(np.array([2.0, -1.0, 0.5], np.float32))
+    return tf.function(lambda y: y * scale, autograph=False)
+
+
 @contextlib.contextmanager
 def _inlined_tf_functions():
     """``tf.function``s the TF function calls, traced as plain Python into the graph being built:
@@ -113,6 +120,7 @@ def _call_in_graph(call, args):
     case("tf_function", lambda x: _call_tf(tf.function(lambda y: tf.nn.relu(y) * 3.0, autograph=False))(x) - x,
          f32(6)),
     case("saved_model_concrete_function", _saved_model_function, f32(2, 4)),
+    case("closes_over_a_variable", lambda x: _call_tf(_scale_by_variable())(x) + 1.0, f32(4, 3)),
     case("grad_is_tf_gradient", jax.grad(lambda x: jnp.sum(_cos_then_sin(x) ** 2)), f32(5)),
 ])
 def lower_call_tf(ctx, *args, function_flat_tf, callable_flat_tf=None, args_flat_sig_tf=None, output_avals=None,
