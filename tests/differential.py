@@ -16,7 +16,9 @@ fast variant (tests/test_rules.py); for the others the two modes emit the same o
 from __future__ import annotations
 
 import collections
+import itertools
 import os
+import weakref
 from typing import Callable, Sequence
 
 import jax
@@ -87,6 +89,10 @@ class Runtimes:
         self.tfjs = tfjs
         self._browser = browser  # started on first use: most tests never need Chromium
         self._tfjs_dirs: dict[object, str] = {}
+        # By id(program), with the program's weak reference: a program freed since (a harness
+        # worker builds one per harness) leaves its id to a new one, which must not get its model.
+        self._tfjs_models: dict[tuple, tuple] = {}
+        self._serial = itertools.count()
         # A case's TF.js runtimes run one after another: the last few lowerings are all that is reused.
         self._tfjs_lowerings: collections.OrderedDict = collections.OrderedDict()
 
@@ -128,11 +134,12 @@ class Runtimes:
         """The lowering a TF.js export of ``program`` converts, made once: the up-front check's op-list
         backstop reads it (``check``) instead of lowering the program a second time."""
         key = (id(program), strict)
-        if key not in self._tfjs_lowerings:
-            self._tfjs_lowerings[key] = serving_function(program, strict=strict, uint32_as_int32=True)
+        if not _holds(self._tfjs_lowerings, key, program):
+            self._tfjs_lowerings[key] = (weakref.ref(program),
+                                         serving_function(program, strict=strict, uint32_as_int32=True))
             while len(self._tfjs_lowerings) > 4:
                 self._tfjs_lowerings.popitem(last=False)
-        return self._tfjs_lowerings[key]
+        return self._tfjs_lowerings[key][1]
 
     def check(self, program: Program, runtime: str, strict: bool = False, key: str | None = None) -> Report | None:
         """The up-front check for ``runtime``'s target; None when a shared TF.js export of ``key``
@@ -164,11 +171,16 @@ class Runtimes:
                     pass
             return path
         cache_key = (id(program), strict)
-        if cache_key not in self._tfjs_dirs:
-            path = os.path.join(self.scratch_dir, f"tfjs_{len(self._tfjs_dirs)}")
+        if not _holds(self._tfjs_models, cache_key, program):
+            path = os.path.join(self.scratch_dir, f"tfjs_model_{next(self._serial)}")
             write_tfjs(self.tfjs_lowering(program, strict), path)
-            self._tfjs_dirs[cache_key] = path
-        return self._tfjs_dirs[cache_key]
+            self._tfjs_models[cache_key] = (weakref.ref(program), path)
+        return self._tfjs_models[cache_key][1]
+
+
+def _holds(cache, key, program) -> bool:
+    """Whether ``cache[key]`` (a (weak reference, value) pair keyed by id) was made for ``program``."""
+    return key in cache and cache[key][0]() is program
 
 
 _TRACED: dict[str, tuple] = {}

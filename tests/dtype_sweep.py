@@ -477,14 +477,15 @@ def sweep_isolated(names: Sequence[str], target: str, *, chunk: int = 12, timeou
 
 
 def isolated(module: str, target: str, items: Sequence[str], *, chunk: int, timeout: float = 1200.0,
-             log=None, whole=lambda item: item) -> list[dict]:
+             log=None, whole=lambda item: item, on_chunk=None) -> list[dict]:
     """Run ``python3 -m module --worker`` on each chunk of ``items`` (one worker at a time), and
     return the outcomes (dicts) the workers print. A worker reads {"target", "items", "solo",
     "skip"} on stdin and prints events as ``_worker`` does. A worker that dies (LiteRT aborts on
     some models) is restarted on its chunk; the members it was running when it died then run
     alone, and one member that kills a worker alone is passed in ``skip`` with why, for the worker
     to record as its crash. A worker that dies before its first event has every item of its chunk
-    skipped (``whole(item)`` is the skip key of an item as a whole)."""
+    skipped (``whole(item)`` is the skip key of an item as a whole). ``on_chunk(outcomes)`` is
+    called as each chunk ends, so that a long run shows its failures before it ends."""
     import json
     import os
     import subprocess
@@ -522,6 +523,8 @@ def isolated(module: str, target: str, items: Sequence[str], *, chunk: int, time
             first, last_item = members_of_chunk[0], members_of_chunk[-1]
             if done and returncode == 0:
                 outcomes.extend(done[0])
+                if on_chunk:
+                    on_chunk(done[0])
                 if log:
                     log(f"  {first}..{last_item}: done ({time.time() - began:.0f} s)")
                 break

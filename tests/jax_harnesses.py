@@ -210,9 +210,15 @@ def _worker() -> int:
     return 0
 
 
-def run_isolated(items: Sequence[str], target: str, *, chunk: int = 200, log=None) -> list[Outcome]:
-    """``run_harness`` on each of ``items``, chunks of them in worker processes."""
-    return [Outcome(**o) for o in dtype_sweep.isolated("tests.jax_harnesses", target, items, chunk=chunk, log=log)]
+def run_isolated(items: Sequence[str], target: str, *, chunk: int = 200, log=None, on_chunk=None,
+                 timeout: float = 1200.0) -> list[Outcome]:
+    """``run_harness`` on each of ``items``, chunks of them in worker processes; ``on_chunk`` gets
+    each chunk's outcomes as it ends."""
+    def chunk_done(outcomes):
+        if on_chunk:
+            on_chunk([Outcome(**o) for o in outcomes])
+    return [Outcome(**o) for o in dtype_sweep.isolated("tests.jax_harnesses", target, items, chunk=chunk, log=log,
+                                                       on_chunk=chunk_done, timeout=timeout)]
 
 
 def summary(target: str, outcomes: Sequence[Outcome]) -> str:
@@ -229,6 +235,7 @@ def main(argv=None) -> int:
     Exit status 1 if there is any."""
     import argparse
     import json
+    import os
     import time
 
     parser = argparse.ArgumentParser(description=main.__doc__)
@@ -237,8 +244,13 @@ def main(argv=None) -> int:
     parser.add_argument("--sample", type=int, default=None, help="a seeded sample of N harnesses (default: all)")
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed")
     parser.add_argument("--group", default="", help="comma-separated harness groups (e.g. dot_general,eig)")
+    parser.add_argument("--part", default="", help="K/N: the Kth of N contiguous parts of the chosen harnesses "
+                        "(a long run split over processes)")
     parser.add_argument("--chunk", type=int, default=200, help="harnesses per worker process")
     parser.add_argument("--json", default="", help="write every outcome to this file (JSON lines)")
+    parser.add_argument("--resume", action="store_true", help="skip the harnesses already in the --json file")
+    parser.add_argument("--timeout", type=float, default=1200.0,
+                        help="seconds a chunk may take before its worker counts as hung (raise it on a loaded machine)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     if args.worker:
@@ -247,9 +259,29 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown targets {unknown}: choose from {', '.join(TARGETS)}")
     chosen = names(args.sample, args.seed, [g for g in args.group.split(",") if g])
+    if args.part:
+        k, n = (int(v) for v in args.part.split("/"))
+        chosen = chosen[len(chosen) * (k - 1) // n:len(chosen) * k // n]
+    if args.resume and args.json and os.path.exists(args.json):
+        with open(args.json) as f:
+            done = {json.loads(line)["name"] for line in f if line.strip()}
+        chosen = [n for n in chosen if n not in done]
     bad = 0
     start = time.time()
-    every = run_isolated(chosen, ",".join(args.targets), chunk=args.chunk, log=None if args.quiet else print)
+
+    def on_chunk(outcomes):
+        # Written as each chunk ends (the file is appended to), so that a run of hours shows its
+        # failures, and keeps them, before it ends.
+        for o in outcomes:
+            if o.result in ("crashed", "mismatched") and not args.quiet:
+                first = o.detail.splitlines()[0] if o.detail else ""
+                print(f"  [{o.target}] {o.name}: {o.result}: {first}", flush=True)
+        if args.json:
+            with open(args.json, "a") as f:
+                for o in outcomes:
+                    f.write(json.dumps(dataclasses.asdict(o)) + "\n")
+    every = run_isolated(chosen, ",".join(args.targets), chunk=args.chunk, log=None if args.quiet else print,
+                         on_chunk=on_chunk, timeout=args.timeout)
     print(f"{len(chosen)} harnesses on {', '.join(args.targets)} in {time.time() - start:.0f} s", flush=True)
     for target in args.targets:
         outcomes = [o for o in every if o.target == target]
@@ -258,10 +290,6 @@ def main(argv=None) -> int:
             if o.result in ("crashed", "mismatched"):
                 bad += 1
                 print(f"  {o.name}: {o.detail.splitlines()[0] if o.detail else o.result}")
-        if args.json:
-            with open(args.json, "a") as f:
-                for o in outcomes:
-                    f.write(json.dumps(dataclasses.asdict(o)) + "\n")
     return 1 if bad else 0
 
 

@@ -140,3 +140,19 @@ def test_harness_arguments_have_the_dtypes_jax_takes():
     assert any(np.asarray(a).dtype == np.int64 for a in raw)
     hp = jh.build(name)
     assert [a.dtype for a in hp.args] == [aval.dtype for aval in hp.program.in_avals]
+
+
+def test_tfjs_model_of_a_freed_program_is_not_given_to_a_new_one_with_its_id():
+    # A harness worker frees each harness's program; CPython may give the next one the same id(),
+    # and the TF.js runtime then ran the previous harness's model (a scatter_max of the TF.js
+    # sample scattered at the other harness's constant indices). Simulated: B takes A's cache slots.
+    from noxla.tracing import trace
+    from tests.differential import Runtimes
+    runtimes = Runtimes(tempfile.mkdtemp(prefix="noxla_harness_"), None)
+    x = np.zeros(3, np.float32)
+    a, b = trace(lambda v: v + 1.0, (x,)), trace(lambda v: v * 3.0, (x,))
+    path_a, lowering_a = runtimes.tfjs_model(a), runtimes.tfjs_lowering(a)
+    for cache in (runtimes._tfjs_models, runtimes._tfjs_lowerings):
+        cache[(id(b), False)] = cache.pop((id(a), False))
+    assert runtimes.tfjs_lowering(b) is not lowering_a
+    assert runtimes.tfjs_model(b) != path_a
