@@ -8,8 +8,8 @@ fails the test with the rule, dtype and runtime.
 
 The suite sweeps every rule in TF (eager and graph), and a representative subset in TFLite and
 TF.js, in worker processes (LiteRT aborts the process on some models). The full TFLite and TF.js
-sweeps take tens of minutes on 2 cores: `python3 -m tests.dtype_sweep tflite tfjs` (counts in the
-README).
+sweeps take tens of minutes on 2 cores: `python3 -m tests.dtype_sweep tflite tfjs` (counts in
+docs/testing.md).
 """
 import pytest
 

@@ -4,7 +4,7 @@ JAX (or is a valid answer where the result is not unique: tests/gauge.py) or is 
 All 5,483 take about 15 minutes of CPU in eager and graph (0.17 s each, measured), beyond the
 suite's budget; the suite runs a stratified seeded sample (every harness group, the harnesses
 that crashed or differed before, then more of each group in turn) and the full run is the tool
-command: ``python3 -m tests.jax_harnesses tf tfgraph`` (counts in the README).
+command: ``python3 -m tests.jax_harnesses tf tfgraph`` (counts in docs/testing.md).
 """
 import functools
 import tempfile
