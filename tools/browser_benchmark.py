@@ -215,7 +215,7 @@ def ort_runner(modules: str):
     shared = node_modules_dir() or modules
     env = dict(os.environ, NODE_PATH=shared, NOXLA_CHROMIUM=chromium_path() or "/usr/bin/chromium",
                ORT_DIST=os.path.join(modules, "onnxruntime-web", "dist"),
-               NOXLA_JSONLINES=os.path.join(REPO, "noxla", "tfjs_runner", "jsonlines.js"))
+               NOXLA_CHROMIUM_JS=os.path.join(REPO, "noxla", "tfjs_runner", "chromium.js"))
     return OrtWebRunner([shutil.which("node"), os.path.join(ORT_DIR, "browser.js")], env)
 
 

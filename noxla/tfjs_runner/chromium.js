@@ -1,0 +1,107 @@
+// What the headless-Chromium runners share (browser.js here, ../litertjs_runner/browser.js and the
+// benchmark's tools/ort_web/browser.js): a static server on 127.0.0.1, and one Chromium whose one
+// page answers every request over the JSON-lines protocol and is replaced after a failure, so that
+// a lost WebGL context, a destroyed WebGPU device or a corrupted wasm heap cannot fail the next run.
+'use strict';
+const fs = require('fs');
+const http = require('http');
+const os = require('os');
+const path = require('path');
+const { serveJsonLines } = require('./jsonlines.js');
+
+const MIME = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript',
+               '.json': 'application/json', '.wasm': 'application/wasm', '.png': 'image/png' };
+
+// SwiftShader gives headless Chromium WebGL and a WebGPU adapter, both on the CPU: correctness and
+// op placement mean something there, absolute latency does not.
+const CHROMIUM_ARGS = [
+  '--no-sandbox', '--enable-unsafe-webgpu', '--enable-unsafe-swiftshader', '--use-angle=swiftshader',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run',
+  '--disable-quic', '--disable-gpu-watchdog', '--mute-audio',
+];
+
+// `dir/rel` when it stays inside `dir` and exists, else null.
+function inside(dir, rel) {
+  const candidate = path.join(dir, rel);
+  return !path.relative(dir, candidate).startsWith('..') && fs.existsSync(candidate) ? candidate : null;
+}
+
+// Serves `/page/index.html` (the runner's page), `/m/<id>/<file>` from directories registered with
+// `url(dir)` (which returns that prefix), and whatever `route(url)` maps to a file (a runtime's own
+// bundles): anything else is a 404.
+function startServer(page, route) {
+  const dirs = [];
+  const server = http.createServer((req, res) => {
+    const url = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    const model = url.match(/^\/m\/(\d+)\/(.+)$/);
+    let file = route(url);
+    if (!file && url === '/page/index.html') file = page;
+    else if (!file && model && dirs[+model[1]]) file = inside(dirs[+model[1]], model[2]);
+    if (!file) {
+      if (process.env.NOXLA_BROWSER_DEBUG) process.stderr.write(`404 ${req.url}\n`);
+      res.writeHead(404);
+      res.end();
+      return;
+    }
+    res.writeHead(200, { 'Content-Type': MIME[path.extname(file)] || 'application/octet-stream',
+                         'Cache-Control': 'no-store' });
+    fs.createReadStream(file).pipe(res);
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
+    server,
+    origin: `http://127.0.0.1:${server.address().port}`,
+    url(dir) {
+      let id = dirs.indexOf(dir);
+      if (id < 0) id = dirs.push(dir) - 1;
+      return `/m/${id}/`;
+    },
+  })));
+}
+
+// Launches Chromium and answers requests until stdin closes: `handle(request, session)`, where
+// `session.open()` gives the page (`pagePath` on the server, loaded once `ready` holds there),
+// `session.browser` the browser and `session.clearLog()` starts a request's console log, whose
+// last lines a failure's reply carries.
+async function serveRequests(server, { profilePrefix, pagePath, ready, handle }) {
+  const puppeteer = require('puppeteer-core');
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), profilePrefix));
+  const browser = await puppeteer.launch({
+    executablePath: process.env.NOXLA_CHROMIUM || '/usr/bin/chromium', headless: true,
+    args: CHROMIUM_ARGS, userDataDir: profile, protocolTimeout: 300000,
+  });
+  let page = null;
+  let log = [];
+  const session = {
+    browser,
+    clearLog() { log = []; },
+    async open() {
+      if (page) return page;
+      const fresh = await browser.newPage();
+      fresh.on('console', (m) => { if (log.length < 50) log.push(m.text()); });
+      fresh.on('pageerror', (e) => { if (log.length < 50) log.push(String(e)); });
+      await fresh.goto(`${server.origin}${pagePath}`, { waitUntil: 'load' });
+      await fresh.waitForFunction(ready, { timeout: 60000 });
+      page = fresh;
+      return page;
+    },
+  };
+  await serveJsonLines((request) => handle(request, session), (e) => {
+    const message = String(e && e.message ? e.message : e).split('\n').slice(0, 3).join(' | ');
+    if (page) page.close().catch(() => {});
+    page = null;
+    return { error: message + (log.length ? ` (console: ${log.slice(-3).join(' | ').slice(0, 500)})` : '') };
+  });
+  await browser.close();
+  server.server.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+}
+
+// The one reply of a runner that could not start.
+function failedToStart(what) {
+  return (e) => {
+    process.stdout.write(JSON.stringify({ error: `${what} failed to start: ${e.message}` }) + '\n');
+    process.exit(1);
+  };
+}
+
+module.exports = { startServer, serveRequests, failedToStart, inside };
