@@ -327,6 +327,11 @@ CONV_CASES = [
                                               rhs_dilation=(1, 2)), f32(1, 6, 5, 2), f32(2, 3, 2, 2)),
     case("asymmetric_padding", conv((1, 1), [(2, 0), (1, 3)], NHWC), f32(1, 5, 5, 2), f32(3, 2, 2, 2)),
     case("negative_padding", conv((1, 2), [(-1, 2), (0, -2)], NHWC), f32(2, 7, 8, 2), f32(2, 3, 2, 3)),
+    # A crop past the (dilated) input reaches into the other side's padding, as in XLA (the fuzzer).
+    case("crop_past_the_input", conv((1,), [(-2, 2)], ("NCH", "OIH", "NCH"), lhs_dilation=(2,)),
+         f32(2, 1, 1), f32(2, 1, 1)),
+    case("crop_past_the_input_2d", conv((3, 1), [(-1, 2), (-2, 4)], lhs_dilation=(1, 2), feature_group_count=2),
+         f32(2, 2, 2, 1), f32(2, 1, 1, 1)),
     case("feature_groups_2", conv((1, 1), "SAME", NHWC, feature_group_count=2),
          f32(2, 6, 5, 4), f32(3, 3, 2, 6)),
     case("feature_groups_3_nchw_3d", conv((1, 1, 2), "VALID", feature_group_count=3),

@@ -123,14 +123,21 @@ def _negative(n) -> bool:
 
 
 def pad_or_crop(x, pads, value=0):
-    """Pads each axis by ``(low, high)``; a negative amount removes elements from that side instead."""
+    """Pads each axis by ``(low, high)``; a negative amount removes elements from that side instead,
+    of the padded array as in XLA: (-2, 2) on one element leaves one fill value. Cropping first is
+    cheaper and the same unless an axis is padded on one side and cropped on the other."""
     rank = len(pads)
-    if any(lo < 0 or hi < 0 for lo, hi in pads):
+    crop = any(lo < 0 or hi < 0 for lo, hi in pads)
+    pad = any(lo > 0 or hi > 0 for lo, hi in pads)
+    pad_first = any(lo * hi < 0 for lo, hi in pads)
+    if pad and pad_first:
+        x = tf.pad(x, [[max(lo, 0), max(hi, 0)] for lo, hi in pads], constant_values=value)
+    if crop:
         begin = [max(-lo, 0) for lo, _ in pads]
         end = [min(hi, 0) for _, hi in pads]
         end_mask = sum(1 << a for a, (_, hi) in enumerate(pads) if hi >= 0)
         x = tf.strided_slice(x, begin, end, [1] * rank, end_mask=end_mask)
-    if any(lo > 0 or hi > 0 for lo, hi in pads):
+    if pad and not pad_first:
         x = tf.pad(x, [[max(lo, 0), max(hi, 0)] for lo, hi in pads], constant_values=value)
     return x
 
