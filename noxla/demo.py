@@ -126,14 +126,10 @@ def tfjs_bundle_dir() -> dict[str, str]:
     return files
 
 
-class _Handler(http.server.SimpleHTTPRequestHandler):
+class NoStoreHandler(http.server.SimpleHTTPRequestHandler):
+    """A page's directory, served quietly and never cached (a re-export shows at once); the
+    runtime's own files from ``bundles``, mapped by ``translate_path`` in a subclass."""
     bundles: ClassVar[dict[str, str]] = {}
-
-    def translate_path(self, path):
-        name = path.split("?", 1)[0].rsplit("/", 1)[-1]
-        if "/tfjs/" in path and name in self.bundles:
-            return self.bundles[name]
-        return super().translate_path(path)
 
     def end_headers(self):
         self.send_header("Cache-Control", "no-store")
@@ -141,6 +137,14 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+class _Handler(NoStoreHandler):
+    def translate_path(self, path):
+        name = path.split("?", 1)[0].rsplit("/", 1)[-1]
+        if "/tfjs/" in path and name in self.bundles:
+            return self.bundles[name]
+        return super().translate_path(path)
 
 
 def serve(model_dir: str, port: int = 8000, host: str = "127.0.0.1", ready: Callable[[str], None] = print):

@@ -14,12 +14,11 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from typing import ClassVar
 
 import jax
 
 from noxla import litertjs, runtimes
-from noxla.demo import example_inputs
+from noxla.demo import NoStoreHandler, example_inputs
 from noxla.verify import jax_outputs
 
 DEMO_DATA = "demo_data.json"
@@ -115,21 +114,12 @@ def bundle_dirs() -> dict[str, str]:
             "wasm-utils": os.path.join(modules, "@litertjs", "wasm-utils", "dist")}
 
 
-class _Handler(http.server.SimpleHTTPRequestHandler):
-    bundles: ClassVar[dict[str, str]] = {}
-
+class _Handler(NoStoreHandler):
     def translate_path(self, path):
         parts = path.split("?", 1)[0].split("/")
         if len(parts) >= 3 and parts[-3] == "litertjs" and parts[-2] in self.bundles:
             return os.path.join(self.bundles[parts[-2]], os.path.basename(parts[-1]))
         return super().translate_path(path)
-
-    def end_headers(self):
-        self.send_header("Cache-Control", "no-store")
-        super().end_headers()
-
-    def log_message(self, *args):
-        pass
 
 
 def serve(page_dir: str, port: int = 8000, host: str = "127.0.0.1", ready: Callable[[str], None] = print):
