@@ -120,7 +120,8 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
     """The converted model. ``concrete``: the lowered function, or a ``Handoff`` of it (released
     before converting). ``webgpu``: with the rewrites LiteRT.js's WebGPU delegate needs
     (``noxla.webgpu_tflite``), for a concrete function lowered for it. ``stubs``: convert with the
-    large weights as stand-ins (``noxla.weight_stubs``)."""
+    large weights as stand-ins (``noxla.weight_stubs``); the result is then the unpacked model,
+    whose weights ``large_tflite.serialized`` writes."""
     from tensorflow.core.framework.graph_debug_info_pb2 import GraphDebugInfo
     from tensorflow.lite.python import convert as tflite_convert
     handoff = isinstance(concrete, Handoff)
@@ -209,7 +210,7 @@ def frozen_graph_def(concrete, stubs: WeightStubs | None = None) -> tuple:
             node.op = "Const"
             node.ClearField("attr")
             node.attr["dtype"].type = value.dtype.as_datatype_enum
-            array = value.numpy()
+            array = np.asarray(value)  # a view: ``numpy()`` would copy every weight
             if stubs is not None and stubs.takes(array):
                 stubs.stub(node, value.ref(), array)
             else:
@@ -240,7 +241,8 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     path's converter writes it. TF's MatMul converts without it; on a 2-D input both give the same
     [batch, units] output, but without it XNNPACK adds a reshape per op: 5% of the mlp's LiteRT
     latency (1.62 vs 1.53 us, interleaved). Equal constant buffers are shared, as the converter's
-    own last step (skipped by ``tflite_bytes``) does. One unpack and pack of the flatbuffer."""
+    own last step (skipped by ``tflite_bytes``) does. One unpack and pack of the flatbuffer; with
+    ``stubs``, the unpacked model (``ModelT``), its weights placeholders (see ``WeightStubs.attach``)."""
     from tensorflow.lite.python import schema_py_generated as schema
     from tensorflow.lite.tools import flatbuffer_utils
     # Read from the bytes themselves: the buffers become read-only views of them, not of a copy
@@ -260,7 +262,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     signature.inputs = [tensor_map(n, i) for n, i in zip(in_names, main.inputs)]
     signature.outputs = [tensor_map(n, i) for n, i in zip(out_names, main.outputs)]
     model.signatureDefs = [signature]
-    share_constant_buffers(model)
+    share_constant_buffers(model, stubs)
     if webgpu:
         unfuse_transpose_conv_activations(model)
     for graph in model.subgraphs:
@@ -272,13 +274,16 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
             ranks = {len(graph.tensors[op.inputs[0]].shape), len(graph.tensors[op.outputs[0]].shape)}
             if isinstance(options, schema.FullyConnectedOptionsT) and ranks == {2}:
                 options.keepNumDims = True
+    if stubs is not None:
+        return model
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
-def share_constant_buffers(model) -> None:
+def share_constant_buffers(model, stubs: WeightStubs | None = None) -> None:
     """Point the constant tensors with equal data at one buffer and empty the others' (an unpacked
     flatbuffer model, ``ModelT``). A constant: a tensor that ops only read (not variables, not a
-    mutated operand), that no op writes and that is no subgraph input or output."""
+    mutated operand), that no op writes and that is no subgraph input or output. ``stubs``: the
+    weights its placeholders stand for, compared by their bytes (``WeightStubs.content``)."""
     # A digest of the data -> the buffers that keep data with it: the weights' bytes as keys would
     # be one more copy of them all.
     first: dict[bytes, list[int]] = {}
@@ -300,7 +305,8 @@ def share_constant_buffers(model) -> None:
             data = model.buffers[tensor.buffer].data if tensor.buffer > 0 else None
             if data is None or isinstance(data, list) or data.size == 0:
                 continue
-            kept = _equal_buffer(model, first.setdefault(_buffer_digest(data), []), data, tensor.buffer)
+            digest = stubs.digest(data, _buffer_digest) if stubs is not None else _buffer_digest(data)
+            kept = _equal_buffer(model, first.setdefault(digest, []), data, tensor.buffer, stubs)
             if kept != tensor.buffer:
                 dropped.add(tensor.buffer)
                 tensor.buffer = kept
@@ -312,11 +318,13 @@ def _buffer_digest(data: np.ndarray) -> bytes:
     return hashlib.blake2b(np.ascontiguousarray(data).view(np.uint8), digest_size=16).digest()
 
 
-def _equal_buffer(model, candidates: list, data: np.ndarray, buffer: int) -> int:
+def _equal_buffer(model, candidates: list, data: np.ndarray, buffer: int, stubs: WeightStubs | None) -> int:
     """The first of ``candidates`` (buffers with ``data``'s digest) that holds the same bytes, else
     ``buffer``, which joins them."""
+    def content(data):
+        return (stubs.content(data) if stubs is not None else data).view(np.uint8)
     for kept in candidates:
-        if kept == buffer or np.array_equal(model.buffers[kept].data.view(np.uint8), data.view(np.uint8)):
+        if kept == buffer or np.array_equal(content(model.buffers[kept].data), content(data)):
             return kept
     candidates.append(buffer)
     return buffer
@@ -592,10 +600,11 @@ def _tflite_target(target: Target | str, allow_flex: bool) -> Target:
 
 
 def _write_bytes(data: bytes | list, path: str, overwrite: bool) -> str:
-    """``data``: the bytes, or a list of chunks (``large_tflite.serialized``) written one after another."""
+    """``data``: the bytes, or a list of chunks (``large_tflite.serialized``) written one after
+    another, a chunk being bytes or a function that makes them (a weight, made as it is written)."""
     with atomic_output(path, overwrite) as scratch, open(scratch, "wb") as f:
         for chunk in data if isinstance(data, list) else [data]:
-            f.write(chunk)
+            f.write(chunk() if callable(chunk) else chunk)
     return os.path.abspath(path)
 
 
@@ -685,14 +694,15 @@ def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | 
                                 webgpu=webgpu, stubs=stubs)
                   for key, concrete in concretes.items()}
     except StubMismatch:
+        stubs = None
         if on_step is not None:
             on_step("the converter changed a stubbed weight: converting with the real ones", 0.0)
         models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize,
                                 webgpu=webgpu)
                   for key, concrete in concretes.items()}
-    merged = run_step(on_step, "merge signatures", merged_model, models)
+    merged = run_step(on_step, "merge signatures", merged_model, models, stubs)
     del models
-    return run_step(on_step, "serialize", large_tflite.serialized, merged)
+    return run_step(on_step, "serialize", large_tflite.serialized, merged, stubs=stubs)
 
 
 def merge_tflite(models: Mapping[str, bytes]) -> bytes:
@@ -701,15 +711,17 @@ def merge_tflite(models: Mapping[str, bytes]) -> bytes:
     return bytes(flatbuffer_utils.convert_object_to_bytearray(merged_model(models)))
 
 
-def merged_model(models: Mapping[str, bytes]):
+def merged_model(models: Mapping[str, bytes], stubs: WeightStubs | None = None):
     """One flatbuffer holding each model (as ``finish_tflite`` writes them: one ``serving_default``
-    signature) under its own signature key, in the given order. Subgraphs, buffers and operator
-    codes are appended with their indices remapped; equal constant buffers are then shared across
-    all signatures (``share_constant_buffers``): the weights are stored once."""
+    signature; bytes, or unpacked with ``stubs``) under its own signature key, in the given order.
+    Subgraphs, buffers and operator codes are appended with their indices remapped; equal constant
+    buffers are then shared across all signatures (``share_constant_buffers``): the weights are
+    stored once."""
     from tensorflow.lite.tools import flatbuffer_utils
     merged = None
     for key, data in models.items():
-        model = flatbuffer_utils.read_model_from_bytearray(data)  # views, as in ``finish_tflite``
+        # Views of the bytes, as in ``finish_tflite``.
+        model = data if stubs is not None else flatbuffer_utils.read_model_from_bytearray(data)
         if len(model.signatureDefs or []) != 1:
             raise ExportError(f"signature {key!r}: expected one signature in its converted model")
         if merged is None:
@@ -717,7 +729,7 @@ def merged_model(models: Mapping[str, bytes]):
             _rename_signature(merged, 0, key)
             continue
         _append_model(merged, model, key)
-    share_constant_buffers(merged)
+    share_constant_buffers(merged, stubs)
     return merged
 
 

@@ -24,6 +24,29 @@ from noxla.shapes import Dims
 WEIGHT_BYTES = 1 << 16
 
 
+# The dtypes TF reads through DLPack as they are (``helpers.constant`` changes none of them).
+_DLPACK_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32,
+                                        np.int64, np.uint8)}
+_TF_ALIGNMENT = 64  # EIGEN_MAX_ALIGN_BYTES: TF aborts the process on a less aligned DLPack buffer
+
+
+def weight_constant(array: np.ndarray) -> tf.Tensor:
+    """An eager tensor of a weight, made by DLPack on the array's own memory where TF can use it
+    (C-contiguous, writable, 64-byte aligned), else on one aligned copy. ``tf.constant`` copies
+    through a second buffer that stays in the heap: measured 2.0x a weight's bytes per constant
+    (SmolLM-135M's shapes: 1.25 GB of RSS for 0.62 GB of weights), DLPack 1.0x or 0x. The values,
+    dtype and shape are the same; export.frozen_graph_def reads them back without a copy."""
+    if array.dtype not in _DLPACK_DTYPES or array.size == 0:
+        return constant(array)
+    if not (array.flags.c_contiguous and array.flags.writeable and array.ctypes.data % _TF_ALIGNMENT == 0):
+        raw = np.empty(array.nbytes + _TF_ALIGNMENT, np.uint8)
+        start = -raw.ctypes.data % _TF_ALIGNMENT
+        aligned = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+        np.copyto(aligned, array)
+        array = aligned
+    return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+
+
 class Lowering:
     """State shared by one lowering: dimension sizes and the constants emitted so far."""
 
@@ -70,7 +93,7 @@ class Lowering:
                 elif self._weights is not None and self._graph is not None and array.nbytes >= WEIGHT_BYTES:
                     if id(value) not in self._weights:
                         with tf.init_scope():
-                            self._weights[id(value)] = (value, constant(array))
+                            self._weights[id(value)] = (value, weight_constant(array))
                     hit = (value, self._graph.capture(self._weights[id(value)][1]))
                     self._constant_derived[id(hit[1])] = hit[1]
                 else:

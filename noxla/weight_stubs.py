@@ -32,10 +32,17 @@ class WeightStubs:
 
     def __init__(self):
         self._markers: dict = {}   # (weight's key, transposed) -> marker
+        # marker -> the weight as the lowering holds it (a view, no copy); ``transposed`` markers
+        # are stored transposed, made one weight at a time when written (``content``).
         self.real: dict[int, np.ndarray] = {}
+        self.transposed: set[int] = set()
         self.inputs: dict[str, int] = {}  # the graph just finished: stand-in (Placeholder) -> marker
         self.shapes: dict[int, tuple] = {}
         self._pending: dict[str, tuple] = {}  # node name -> (key, array), until ``finish_graph_def``
+        # The buffers' data ``attach`` gives the stand-ins: marker -> placeholder, id -> marker.
+        self._placeholder_of: dict[int, np.ndarray] = {}
+        self._placeholders: dict[int, int] = {}
+        self._digests: dict[int, bytes] = {}
 
     @staticmethod
     def takes(array: np.ndarray) -> bool:
@@ -48,8 +55,11 @@ class WeightStubs:
 
     def finish_graph_def(self, graph_def, write_real) -> None:
         """Turn each stubbed Const into a Placeholder, transposing MatMul right-hand sides; a Const
-        read by any other op gets its real value (``write_real(node, array)``)."""
+        read by any other op gets its real value (``write_real(node, array)``), and one that nothing
+        reads is dropped (a weight the signature does not need, e.g. the logits' in a prefill that
+        returns only the cache: the converter would copy it several times before pruning it)."""
         readers: dict[str, list] = {}
+        unused = set()
         graph_def_nodes = {node.name: node for node in graph_def.node}
         for node in graph_def.node:
             for i, name in enumerate(node.input):
@@ -65,7 +75,10 @@ class WeightStubs:
             matmul = computed and all(r.op == "MatMul" and i == 1 for r, i, _ in uses)
             gather = computed and all(r.op == "GatherV2" and i == 0 for r, i, _ in uses)
             flips = {bool(r.attr["transpose_b"].b) for r, _, _ in uses} if matmul else set()
-            if not uses or not (matmul or gather) or len(flips) > 1 or array.ndim != 2 and matmul:
+            if not uses:
+                unused.add(node.name)
+                continue
+            if not (matmul or gather) or len(flips) > 1 or array.ndim != 2 and matmul:
                 write_real(node, array)
                 continue
             transposed = matmul and flips == {False}
@@ -74,6 +87,8 @@ class WeightStubs:
                     r.attr["transpose_b"].b = True
             self._write_marker(node, key, array, transposed)
         self._pending.clear()
+        for i in reversed([i for i, node in enumerate(graph_def.node) if node.name in unused]):
+            del graph_def.node[i]
 
     def _write_marker(self, node, key, array: np.ndarray, transposed: bool) -> None:
         import tensorflow as tf
@@ -81,9 +96,10 @@ class WeightStubs:
         if marker is None:
             marker = len(self._markers)
             self._markers[(key, transposed)] = marker
-            # One contiguous copy of a transposed weight, however many signatures read it.
-            self.real[marker] = np.ascontiguousarray(array.T) if transposed else array
-            self.shapes[marker] = tuple(self.real[marker].shape)
+            self.real[marker] = array
+            if transposed:
+                self.transposed.add(marker)
+            self.shapes[marker] = tuple(reversed(array.shape)) if transposed else tuple(array.shape)
         node.op = "Placeholder"
         node.ClearField("input")
         node.ClearField("attr")
@@ -120,9 +136,41 @@ class WeightStubs:
         graph.inputs = [t for t in graph.inputs if t not in stubbed]
         for t, marker in stubbed.items():
             buffer = schema.BufferT()
-            buffer.data = self.real[marker].reshape(-1).view(np.uint8)
+            buffer.data = self._placeholder(marker)
             graph.tensors[t].buffer = len(model.buffers)
             model.buffers.append(buffer)
+
+    def _placeholder(self, marker: int) -> np.ndarray:
+        """A buffer's data standing for the weight's bytes until they are written
+        (``noxla.large_tflite.serialized``): as many bytes, all of them one zero in memory."""
+        if marker not in self._placeholder_of:
+            placeholder = np.broadcast_to(np.zeros((), np.uint8), (self.real[marker].nbytes,))
+            self._placeholder_of[marker] = placeholder
+            self._placeholders[id(placeholder)] = marker
+        return self._placeholder_of[marker]
+
+    def is_placeholder(self, data) -> bool:
+        return id(data) in self._placeholders
+
+    def content(self, data: np.ndarray) -> np.ndarray:
+        """The bytes a buffer's data stands for (uint8, 1-D): a stand-in's weight, transposed
+        when so stored (a copy of that one weight), else ``data`` itself."""
+        marker = self._placeholders.get(id(data))
+        if marker is None:
+            return data
+        array = self.real[marker]
+        if marker in self.transposed:
+            array = np.ascontiguousarray(array.T)
+        return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+
+    def digest(self, data: np.ndarray, digest) -> bytes:
+        """``digest(content(data))``, computed once per stand-in."""
+        marker = self._placeholders.get(id(data))
+        if marker is None:
+            return digest(data)
+        if marker not in self._digests:
+            self._digests[marker] = digest(self.content(data))
+        return self._digests[marker]
 
 
 def _op_of(name: str, nodes: dict) -> str | None:
