@@ -29,6 +29,7 @@ from noxla import quantize as quantization
 from noxla.demo import write_demo
 from noxla.errors import ExportError, UnsupportedError
 from noxla.gradients import SAVE_OPTIONS, saved_model_module
+from noxla.interpreter import Weights
 from noxla.lowering import input_signature, needs_tfjs_lowering, serving_function, uses_uint32  # noqa: F401  (part of this module's API)
 from noxla.shapes import dim_vars
 from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
@@ -116,12 +117,13 @@ class _Endpoint:
 
 def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None,
                  samples: Callable | None = None, webgpu: bool = False,
-                 stubs: WeightStubs | None = None) -> bytes:
+                 stubs: WeightStubs | None = None, weights: Weights | None = None) -> bytes:
     """The converted model. ``concrete``: the lowered function, or a ``Handoff`` of it (released
     before converting). ``webgpu``: with the rewrites LiteRT.js's WebGPU delegate needs
     (``noxla.webgpu_tflite``), for a concrete function lowered for it. ``stubs``: convert with the
     large weights as stand-ins (``noxla.weight_stubs``); the result is then the unpacked model,
-    whose weights ``large_tflite.serialized`` writes."""
+    whose weights ``large_tflite.serialized`` writes. ``weights``: those the function was lowered
+    with, its values (``frozen_graph_def``)."""
     from tensorflow.core.framework.graph_debug_info_pb2 import GraphDebugInfo
     from tensorflow.lite.python import convert as tflite_convert
     handoff = isinstance(concrete, Handoff)
@@ -138,7 +140,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
     converter.target_spec.supported_ops = ops
     quantization.configure_tflite(converter, quantize, samples)
-    graph_def, inputs = frozen_graph_def(concrete, stubs)
+    graph_def, inputs = frozen_graph_def(concrete, stubs, weights)
     in_names = [t.name.split(":")[0] for t in inputs]
     out_names = sorted(concrete.structured_outputs)
     if quantize == "int8":
@@ -195,11 +197,12 @@ _CONTENT_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.
                                          np.int64, np.uint8, np.uint16)}
 
 
-def frozen_graph_def(concrete, stubs: WeightStubs | None = None) -> tuple:
+def frozen_graph_def(concrete, stubs: WeightStubs | None = None, weights: Weights | None = None) -> tuple:
     """The function's GraphDef with every captured eager tensor (a rule's module-level constant)
     as a Const node, and its inputs without those captures: what freezing it would give, as it
     holds no variables, without re-importing the graph in Python. ``stubs``: the weights it takes
-    become stand-ins (``noxla.weight_stubs``)."""
+    become stand-ins (``noxla.weight_stubs``). ``weights``: the function's, whose values are read
+    from their arrays, not from the eager tensors (see ``interpreter.Weights``)."""
     graph_def = concrete.graph.as_graph_def()
     captured = {internal.op.name: external for external, internal in concrete.graph.captures}
     for node in graph_def.node:
@@ -210,7 +213,9 @@ def frozen_graph_def(concrete, stubs: WeightStubs | None = None) -> tuple:
             node.op = "Const"
             node.ClearField("attr")
             node.attr["dtype"].type = value.dtype.as_datatype_enum
-            array = np.asarray(value)  # a view: ``numpy()`` would copy every weight
+            array = weights.array_of(value) if weights is not None else None
+            if array is None:
+                array = np.asarray(value)  # a view: ``numpy()`` would copy every weight
             if stubs is not None and stubs.takes(array):
                 stubs.stub(node, value.ref(), array)
             else:
@@ -621,8 +626,9 @@ Signatures = Mapping[str, "tuple[Callable, Sequence]"]
 
 
 def _signature_functions(signatures, target: Target, strict: bool, on_step: OnStep | None,
-                         webgpu: bool = False) -> dict:
-    """Each signature traced, checked up front for ``target`` and lowered: key -> concrete function."""
+                         webgpu: bool = False, weights: Weights | None = None) -> dict:
+    """Each signature traced, checked up front for ``target`` and lowered: key -> concrete function.
+    ``weights``: the table of their weights (held once for all of them, see ``Lowering``)."""
     if not signatures:
         raise ExportError("no signatures to export: give {name: (function, example_args)}")
     traced = {}
@@ -636,7 +642,7 @@ def _signature_functions(signatures, target: Target, strict: bool, on_step: OnSt
         program = run_step(on_step, f"trace {key}", trace, fun, tuple(example_args), None)
         require_supported(program, target)
         traced[key] = program
-    weights: dict = {}  # the signatures' weights, held once for all of them (see ``Lowering``)
+    weights = Weights() if weights is None else weights
     return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict, weights=weights,
                           webgpu=webgpu)
             for key, program in traced.items()}
@@ -666,8 +672,11 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
     if "tflite" in wanted:
         target = _tflite_target(tflite_target, allow_flex)
         webgpu = target == Target.LITERTJS_WEBGPU
-        concretes = _signature_functions(signatures, target, strict, on_step, webgpu)
-        data = _converted_signatures(concretes, allow_flex, quantize, on_step, webgpu)
+        # Only ``frozen_graph_def`` reads the weights' values here: the tensors need not hold them.
+        weights = Weights(unread=True)
+        concretes = _signature_functions(signatures, target, strict, on_step, webgpu, weights)
+        data = _converted_signatures(concretes, allow_flex, quantize, on_step, webgpu, weights)
+        del concretes, weights
         written["tflite"] = run_step(on_step, f"write {tflite}", _write_bytes, data, tflite, overwrite)
     if "saved_model" in wanted:
         concretes = _signature_functions(signatures, Target.TF, strict, on_step)
@@ -683,7 +692,7 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
 
 
 def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | None,
-                          on_step: OnStep | None, webgpu: bool = False) -> list:
+                          on_step: OnStep | None, webgpu: bool = False, weights: Weights | None = None) -> list:
     """The signatures converted and merged into one flatbuffer (as chunks: past 2 GB, the form of
     ``noxla.large_tflite``). Unquantized, the converter sees
     the large weights as stand-ins and their bytes are spliced in afterwards
@@ -691,14 +700,14 @@ def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | 
     stubs = WeightStubs() if quantize is None else None
     try:
         models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize,
-                                webgpu=webgpu, stubs=stubs)
+                                webgpu=webgpu, stubs=stubs, weights=weights)
                   for key, concrete in concretes.items()}
     except StubMismatch:
         stubs = None
         if on_step is not None:
             on_step("the converter changed a stubbed weight: converting with the real ones", 0.0)
         models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize,
-                                webgpu=webgpu)
+                                webgpu=webgpu, weights=weights)
                   for key, concrete in concretes.items()}
     merged = run_step(on_step, "merge signatures", merged_model, models, stubs)
     del models

@@ -7,6 +7,7 @@ scan, custom_jvp, ...) are lowered by their own rules through
 from __future__ import annotations
 
 import contextlib
+import mmap
 from typing import Callable, Sequence
 
 import numpy as np
@@ -30,21 +31,48 @@ _DLPACK_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.i
 _TF_ALIGNMENT = 64  # EIGEN_MAX_ALIGN_BYTES: TF aborts the process on a less aligned DLPack buffer
 
 
-def weight_constant(array: np.ndarray) -> tf.Tensor:
+def weight_constant(array: np.ndarray, unread: bool = False) -> tf.Tensor:
     """An eager tensor of a weight, made by DLPack on the array's own memory where TF can use it
     (C-contiguous, writable, 64-byte aligned), else on one aligned copy. ``tf.constant`` copies
     through a second buffer that stays in the heap: measured 2.0x a weight's bytes per constant
     (SmolLM-135M's shapes: 1.25 GB of RSS for 0.62 GB of weights), DLPack 1.0x or 0x. The values,
-    dtype and shape are the same; export.frozen_graph_def reads them back without a copy."""
+    dtype and shape are the same; export.frozen_graph_def reads them back without a copy.
+    ``unread``: a tensor of the weight's dtype and shape on fresh pages never written (zeros that
+    take no memory), standing for a weight whose values are read from ``array`` (``Weights``)."""
     if array.dtype not in _DLPACK_DTYPES or array.size == 0:
         return constant(array)
-    if not (array.flags.c_contiguous and array.flags.writeable and array.ctypes.data % _TF_ALIGNMENT == 0):
+    if unread:
+        pages = mmap.mmap(-1, array.nbytes)  # page-aligned; untouched pages stay out of the RSS
+        array = np.frombuffer(pages, array.dtype).reshape(array.shape)
+    elif not (array.flags.c_contiguous and array.flags.writeable and array.ctypes.data % _TF_ALIGNMENT == 0):
         raw = np.empty(array.nbytes + _TF_ALIGNMENT, np.uint8)
         start = -raw.ctypes.data % _TF_ALIGNMENT
         aligned = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
         np.copyto(aligned, array)
         array = aligned
     return tf.experimental.dlpack.from_dlpack(array.__dlpack__())
+
+
+class Weights(dict):
+    """The large constants of functions lowered from the same weights (the signatures of one
+    model), each held once: id(array) -> (array, the eager tensor the graphs capture; see
+    ``Lowering``). ``unread``: the tensors only stand for the arrays (``weight_constant``), so
+    the weights are not copied at all; whoever reads the graphs' values must take them from
+    ``array_of`` (export.frozen_graph_def does), as the tensors hold zeros."""
+
+    def __init__(self, unread: bool = False):
+        super().__init__()
+        self.unread = unread
+        self._arrays: dict[int, np.ndarray] = {}  # id(tensor) -> array
+
+    def add(self, value, array: np.ndarray) -> None:
+        tensor = weight_constant(array, self.unread)
+        self[id(value)] = (value, tensor)
+        self._arrays[id(tensor)] = array
+
+    def array_of(self, tensor) -> np.ndarray | None:
+        """The weight ``tensor`` (a captured eager tensor) stands for, if it is one of these."""
+        return self._arrays.get(id(tensor))
 
 
 class Lowering:
@@ -93,7 +121,10 @@ class Lowering:
                 elif self._weights is not None and self._graph is not None and array.nbytes >= WEIGHT_BYTES:
                     if id(value) not in self._weights:
                         with tf.init_scope():
-                            self._weights[id(value)] = (value, weight_constant(array))
+                            if isinstance(self._weights, Weights):
+                                self._weights.add(value, array)
+                            else:
+                                self._weights[id(value)] = (value, weight_constant(array))
                     hit = (value, self._graph.capture(self._weights[id(value)][1]))
                     self._constant_derived[id(hit[1])] = hit[1]
                 else:
