@@ -349,6 +349,8 @@ def run(args) -> dict:
     os.makedirs(work, exist_ok=True)
     weights = os.path.join(work, "weights.npz")
     np.savez(weights, **flat_weights(params))
+    # Read back when JAX generates: the exports run beside this process (1B: 4 GB of weights).
+    del params
     r = {"name": args.config, "config": dataclasses.asdict(config), "params": parameter_count(config),
          "cache": args.cache, "prefill": args.prefill, "prompt": args.prompt, "max_new": args.max_new,
          "load": os.getloadavg()[0], "exports": {}, "tokens": {}}
@@ -397,6 +399,7 @@ def run(args) -> dict:
                 paths["litert-torch"] = anchor_tflite
     if args.export_only:
         return r
+    params = nested_weights(np.load(weights))
     r["tokens"]["jax"] = jax_greedy(config, params, args.prompt, args.max_new, args.cache)
     for name, path in paths.items():
         try:
