@@ -162,3 +162,45 @@ def test_a_model_past_the_flatbuffer_limit_is_written_with_buffer_offsets(tmp_pa
     assert len(outside) >= 4 and min(outside) < 2**20 and all(o % 64 == 0 for o in outside), offsets
     assert len(data) > weight_bytes * 0.9
     _check_against_jax(path, signatures)
+
+
+def test_packed_leaves_the_buffers_out_of_the_builder_and_writes_the_same_bytes():
+    """large_tflite.packed builds the flatbuffer around room for each large buffer and hands the
+    buffers over as chunks of their own: joined, the bytes flatbuffer_utils would write."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    from noxla import large_tflite
+    rng = np.random.default_rng(3)
+    w, b = rng.standard_normal((64, 48)).astype(np.float32), rng.standard_normal(48).astype(np.float32)
+
+    def f(x):
+        return {"y": jnp.tanh(x @ w + b)}
+    import tempfile
+    with tempfile.TemporaryDirectory() as scratch:
+        path = noxla.export_tflite(f, np.ones((2, 64), np.float32), path=os.path.join(scratch, "m.tflite"))
+        with open(path, "rb") as file:
+            model = flatbuffer_utils.read_model_from_bytearray(bytearray(file.read()))
+    expected = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+    chunks = large_tflite.packed(model)
+    assert any(isinstance(c, np.ndarray) and c.nbytes == w.nbytes for c in chunks), [type(c) for c in chunks]
+    assert b"".join(bytes(c) for c in chunks) == expected
+
+
+def test_unread_weight_tensors_take_no_memory_and_stand_for_their_arrays():
+    """interpreter.Weights(unread=True): the eager tensor has the weight's dtype and shape on
+    pages never written (256 MB of weights add well under 64 MB of RSS), and ``array_of`` gives
+    the array itself, which export.frozen_graph_def reads in its place."""
+    from noxla.interpreter import Weights
+
+    def rss_mb():
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmRSS")) / 1024
+    array = np.ones((1024, 64 * 1024), np.float32)  # 256 MB, written: resident
+    weights = Weights(unread=True)
+    before = rss_mb()
+    weights.add(array, array)
+    tensor = weights[id(array)][1]
+    assert rss_mb() - before < 64
+    assert tensor.shape == array.shape and tensor.dtype == np.float32
+    assert weights.array_of(tensor) is array
+    assert weights.array_of(np.zeros(3)) is None
