@@ -29,7 +29,13 @@ from noxla import quantize as quantization
 from noxla.demo import write_demo
 from noxla.errors import ExportError, UnsupportedError
 from noxla.gradients import SAVE_OPTIONS, saved_model_module
-from noxla.lowering import input_signature, needs_tfjs_lowering, serving_function, uses_uint32  # noqa: F401  (part of this module's API)
+from noxla.lowering import (  # noqa: F401  (part of this module's API)
+    input_signature,
+    needs_tfjs_lowering,
+    needs_tflite_lowering,
+    serving_function,
+    uses_uint32,
+)
 from noxla.shapes import dim_vars
 from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_fusions import check_fused_ops, portable_remapping
@@ -528,16 +534,19 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     polymorphic = bool(dim_vars(program.in_avals))
     lowered: dict[tuple[bool, bool], object] = {}
     tfjs_own_lowering = "tfjs" in wanted and needs_tfjs_lowering(program)
+    # The .tflite's own lowering (``needs_tflite_lowering``) holds converter-only ops: never shared.
+    tflite_own_lowering = "tflite" in wanted and needs_tflite_lowering(program)
 
     def concrete_for(kind: str):
         key = (polymorphic and kind == "saved_model", kind == "tfjs" and tfjs_own_lowering,
-               kind == "tflite" and webgpu)
+               kind == "tflite" and webgpu, kind == "tflite" and tflite_own_lowering)
         if key not in lowered:
             name = "lower"
             if lowered:
-                name += " (with input shape checks)" if key[0] else " (for TF.js)" if key[1] else " (for WebGPU)"
+                name += (" (with input shape checks)" if key[0] else " (for TF.js)" if key[1]
+                         else " (for WebGPU)" if key[2] else " (for TFLite)")
             lowered[key] = run_step(on_step, name, serving_function, program, key[0], strict, key[1],
-                                    webgpu=key[2])
+                                    webgpu=key[2], tflite=key[3])
         return lowered[key]
 
     for kind in wanted:
@@ -563,8 +572,8 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
             continue
         if kind == "tflite":  # converting and writing are separate steps; the other converters write
             concrete = concrete_for(kind)
-            if "tfjs" not in wanted or tfjs_own_lowering or webgpu:  # its last user: freed before converting
-                concrete = Handoff(lowered.pop((False, False, webgpu)))
+            if "tfjs" not in wanted or tfjs_own_lowering or webgpu or tflite_own_lowering:  # its last user
+                concrete = Handoff(lowered.pop((False, False, webgpu, tflite_own_lowering)))  # freed before converting
             data = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize, samples, webgpu)
             del concrete
             written[kind] = run_step(on_step, f"write {path}", _write_bytes, data, path, overwrite)
@@ -612,8 +621,9 @@ Signatures = Mapping[str, "tuple[Callable, Sequence]"]
 
 
 def _signature_functions(signatures, target: Target, strict: bool, on_step: OnStep | None,
-                         webgpu: bool = False) -> dict:
-    """Each signature traced, checked up front for ``target`` and lowered: key -> concrete function."""
+                         webgpu: bool = False, tflite: bool = False) -> dict:
+    """Each signature traced, checked up front for ``target`` and lowered: key -> concrete function
+    (``tflite``: for the TFLite converter alone, see ``serving_function``)."""
     if not signatures:
         raise ExportError("no signatures to export: give {name: (function, example_args)}")
     traced = {}
@@ -629,7 +639,7 @@ def _signature_functions(signatures, target: Target, strict: bool, on_step: OnSt
         traced[key] = program
     weights: dict = {}  # the signatures' weights, held once for all of them (see ``Lowering``)
     return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict, weights=weights,
-                          webgpu=webgpu)
+                          webgpu=webgpu, tflite=tflite)
             for key, program in traced.items()}
 
 
@@ -657,7 +667,7 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
     if "tflite" in wanted:
         target = _tflite_target(tflite_target, allow_flex)
         webgpu = target == Target.LITERTJS_WEBGPU
-        concretes = _signature_functions(signatures, target, strict, on_step, webgpu)
+        concretes = _signature_functions(signatures, target, strict, on_step, webgpu, tflite=True)
         data = _converted_signatures(concretes, allow_flex, quantize, on_step, webgpu)
         written["tflite"] = run_step(on_step, f"write {tflite}", _write_bytes, data, tflite, overwrite)
     if "saved_model" in wanted:
