@@ -52,6 +52,31 @@ def lowering_for_webgpu() -> bool:
     return _FOR_WEBGPU.get()
 
 
+# A lowering whose graph only the TFLite converter ever sees (the .tflite export's own, never the
+# SavedModel's, TF.js's or ``noxla.convert``'s). There a rule may emit a TF op that exists only as
+# the converter's input form of a TFLite builtin (``tflite_builtin_op``): the converter turns it
+# into that builtin, so the .tflite still holds builtins only, and no other artifact carries it.
+_FOR_TFLITE = contextvars.ContextVar("noxla_for_tflite", default=False)
+
+# The primitives whose rules read ``lowering_for_tflite()``: a program applying one gets a lowering
+# of its own for the .tflite (``noxla.lowering.needs_tflite_lowering``); any other shares its graph.
+TFLITE_OWN_PRIMITIVES = frozenset({"dynamic_update_slice"})
+
+
+@contextlib.contextmanager
+def tflite_lowering(enabled: bool = True):
+    token = _FOR_TFLITE.set(enabled)
+    try:
+        yield
+    finally:
+        _FOR_TFLITE.reset(token)
+
+
+def lowering_for_tflite() -> bool:
+    """Whether this lowering goes to the TFLite converter only (see ``tflite_lowering``)."""
+    return _FOR_TFLITE.get()
+
+
 def tf_dtype(dtype) -> tf.DType:
     dtype = np.dtype(dtype)
     if dtype == np.uint32 and _UINT32_AS_INT32.get():

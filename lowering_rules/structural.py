@@ -14,9 +14,9 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from lowering_rules.cases import boolean, case, f16, f32, i32
+from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.dtype_support import dtypes, gap
-from lowering_rules.helpers import size_vector, tf_dtype
+from lowering_rules.helpers import lowering_for_tflite, lowering_for_webgpu, size_vector, tf_dtype
 from lowering_rules.jax_compat import device_put_p, dim_as_value_p
 from lowering_rules.registry import Target, lowering
 
@@ -478,16 +478,62 @@ DYNAMIC_UPDATE_SLICE_CASES = [
          np.array([-1], np.int32)),
     case("symbolic_operand", _update, f32(5, 4), f32(2, 4), np.array([4, 0], np.int32),
          polymorphic_shapes=("(b + 2, 4)", None, None)),
+    # The .tflite's DYNAMIC_UPDATE_SLICE clamps the starts itself: an LLM's cache write (one slot
+    # per token) past either end, an int8 operand, and starts of the kinds the rule hands it
+    # (int16 cast as is; uint32 clamped first, as its int32 cast would wrap negative).
+    case("cache_write_past_end", lambda c, u, p: lax.dynamic_update_slice(c, u, (0, 0, p[0], 0)),
+         f32(1, 2, 6, 3), f32(1, 2, 2, 3), np.array([5], np.int32)),
+    case("cache_write_negative", lambda c, u, p: _update(c, u, (0, 0, p[0], 0)),
+         f32(1, 2, 6, 3), f32(1, 2, 1, 3), np.array([-2], np.int32)),
+    case("i8", _update, i8(3, 4), i8(2, 1), np.array([2, -5], np.int32)),
+    case("int16_starts", _update, i32(5, 3), i32(2, 2), np.array([-7, 30000], np.int16)),
+    case("uint32_starts", _update, f32(6), f32(2), np.array([4_000_000_000], np.uint32)),
+    case("u8", _update, u8(4, 3), u8(1, 3), np.array([9, 0], np.int32)),  # PAD + SELECT in TFLite too
 ]
 
 
+# The dtypes TFLite's DYNAMIC_UPDATE_SLICE kernel takes (TF 2.19's converter refuses uint8, int16,
+# uint16 and uint32 for it; measured; every case above runs in LiteRT): the others keep the
+# PAD + SELECT lowering, in their carriers.
+_TFLITE_UPDATE_SLICE_DTYPES = (tf.float32, tf.float16, tf.int32, tf.int64, tf.bool, tf.int8)
+
+
 @lowering(lax.dynamic_update_slice_p, cases=DYNAMIC_UPDATE_SLICE_CASES)
-@_carried(tf.float16, tf.bool, *_NARROW)
 def lower_dynamic_update_slice(ctx, x, update, *starts):
-    operand_shape, update_shape = ctx.avals_in[0].shape, ctx.avals_in[1].shape
+    # For the .tflite: one builtin DYNAMIC_UPDATE_SLICE instead of two PADs and a SELECT over the
+    # whole operand (in an LLM's decode step: every layer's K and V cache, per token). The TFLite
+    # converter makes that builtin only from TF's XlaDynamicUpdateSlice, so the op is emitted in
+    # the lowering only the converter sees (``lowering_for_tflite``), which turns it into the builtin
+    # or fails the export: no XLA op reaches the SavedModel, TF.js or ``noxla.convert``'s function.
+    # Chosen over rewriting the converted flatbuffer's PAD/PAD/SELECT: that pattern is whatever the
+    # converter's folding left of it, while this op has one documented legalization. The kernel
+    # clamps the starts into the operand as XLA (and so JAX's primitive) does. LiteRT.js's WebGPU
+    # delegate keeps the PAD + SELECT form it is known to run.
+    if (starts and lowering_for_tflite() and not lowering_for_webgpu() and isinstance(x, tf.Tensor)
+            and x.dtype in _TFLITE_UPDATE_SLICE_DTYPES):
+        return _tflite_update_slice(ctx, x, update, starts)
     if not starts:  # a scalar: the update replaces it
         return update
-    starts = _clamped_starts(ctx, starts, operand_shape, update_shape)
+    # Clamped (to int32) before the operands go to their carriers, which would wrap a uint32 start
+    # past 2^31 to a negative one (tests/test_rules.py's uint32_starts case found it).
+    return _selected_update(ctx, x, update, *_clamped_starts(ctx, starts, ctx.avals_in[0].shape,
+                                                             ctx.avals_in[1].shape))
+
+
+def _tflite_update_slice(ctx, x, update, starts):
+    from tensorflow.compiler.tf2xla.ops import gen_xla_ops  # the converter's input form of the builtin
+    narrow = all(s.dtype in (tf.int8, tf.uint8, tf.int16, tf.uint16, tf.int32) for s in starts)
+    # Starts that int32 holds go as they are (the kernel clamps); wider ones are clamped first, since
+    # casting them to int32 could wrap a huge start to a negative one.
+    starts = ([tf.cast(s, tf.int32) for s in starts] if narrow
+              else _clamped_starts(ctx, starts, ctx.avals_in[0].shape, ctx.avals_in[1].shape))
+    return gen_xla_ops.xla_dynamic_update_slice(x, update, tf.stack(starts))
+
+
+@_carried(tf.float16, tf.bool, *_NARROW)
+def _selected_update(ctx, x, update, *starts):
+    """The update at ``starts`` (already clamped, int32) as PAD + SELECT over the whole operand."""
+    operand_shape, update_shape = ctx.avals_in[0].shape, ctx.avals_in[1].shape
     # Pad the update (and a mask of where it lands) out to the operand's shape, then select.
     paddings = tf.stack([tf.stack([start, ctx.dim(dim) - start - ctx.dim(size)])
                          for start, dim, size in zip(starts, operand_shape, update_shape)])

@@ -30,7 +30,13 @@ from noxla.demo import write_demo
 from noxla.errors import ExportError, UnsupportedError
 from noxla.gradients import SAVE_OPTIONS, saved_model_module
 from noxla.interpreter import Weights
-from noxla.lowering import input_signature, needs_tfjs_lowering, serving_function, uses_uint32  # noqa: F401  (part of this module's API)
+from noxla.lowering import (  # noqa: F401  (part of this module's API)
+    input_signature,
+    needs_tfjs_lowering,
+    needs_tflite_lowering,
+    serving_function,
+    uses_uint32,
+)
 from noxla.shapes import dim_vars
 from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_fusions import check_fused_ops, portable_remapping
@@ -541,16 +547,19 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     polymorphic = bool(dim_vars(program.in_avals))
     lowered: dict[tuple[bool, bool], object] = {}
     tfjs_own_lowering = "tfjs" in wanted and needs_tfjs_lowering(program)
+    # The .tflite's own lowering (``needs_tflite_lowering``) holds converter-only ops: never shared.
+    tflite_own_lowering = "tflite" in wanted and needs_tflite_lowering(program)
 
     def concrete_for(kind: str):
         key = (polymorphic and kind == "saved_model", kind == "tfjs" and tfjs_own_lowering,
-               kind == "tflite" and webgpu)
+               kind == "tflite" and webgpu, kind == "tflite" and tflite_own_lowering)
         if key not in lowered:
             name = "lower"
             if lowered:
-                name += " (with input shape checks)" if key[0] else " (for TF.js)" if key[1] else " (for WebGPU)"
+                name += (" (with input shape checks)" if key[0] else " (for TF.js)" if key[1]
+                         else " (for WebGPU)" if key[2] else " (for TFLite)")
             lowered[key] = run_step(on_step, name, serving_function, program, key[0], strict, key[1],
-                                    webgpu=key[2])
+                                    webgpu=key[2], tflite=key[3])
         return lowered[key]
 
     for kind in wanted:
@@ -576,8 +585,8 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
             continue
         if kind == "tflite":  # converting and writing are separate steps; the other converters write
             concrete = concrete_for(kind)
-            if "tfjs" not in wanted or tfjs_own_lowering or webgpu:  # its last user: freed before converting
-                concrete = Handoff(lowered.pop((False, False, webgpu)))
+            if "tfjs" not in wanted or tfjs_own_lowering or webgpu or tflite_own_lowering:  # its last user
+                concrete = Handoff(lowered.pop((False, False, webgpu, tflite_own_lowering)))  # freed before converting
             data = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize, samples, webgpu)
             del concrete
             written[kind] = run_step(on_step, f"write {path}", _write_bytes, data, path, overwrite)
@@ -626,9 +635,10 @@ Signatures = Mapping[str, "tuple[Callable, Sequence]"]
 
 
 def _signature_functions(signatures, target: Target, strict: bool, on_step: OnStep | None,
-                         webgpu: bool = False, weights: Weights | None = None) -> dict:
-    """Each signature traced, checked up front for ``target`` and lowered: key -> concrete function.
-    ``weights``: the table of their weights (held once for all of them, see ``Lowering``)."""
+                         webgpu: bool = False, tflite: bool = False, weights: Weights | None = None) -> dict:
+    """Each signature traced, checked up front for ``target`` and lowered: key -> concrete function
+    (``tflite``: for the TFLite converter alone, see ``serving_function``). ``weights``: the table
+    of their weights (held once for all of them, see ``Lowering``)."""
     if not signatures:
         raise ExportError("no signatures to export: give {name: (function, example_args)}")
     traced = {}
@@ -644,7 +654,7 @@ def _signature_functions(signatures, target: Target, strict: bool, on_step: OnSt
         traced[key] = program
     weights = Weights() if weights is None else weights
     return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict, weights=weights,
-                          webgpu=webgpu)
+                          webgpu=webgpu, tflite=tflite)
             for key, program in traced.items()}
 
 
@@ -674,7 +684,7 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
         webgpu = target == Target.LITERTJS_WEBGPU
         # Only ``frozen_graph_def`` reads the weights' values here: the tensors need not hold them.
         weights = Weights(unread=True)
-        concretes = _signature_functions(signatures, target, strict, on_step, webgpu, weights)
+        concretes = _signature_functions(signatures, target, strict, on_step, webgpu, tflite=True, weights=weights)
         data = _converted_signatures(concretes, allow_flex, quantize, on_step, webgpu, weights)
         del concretes, weights
         written["tflite"] = run_step(on_step, f"write {tflite}", _write_bytes, data, tflite, overwrite)

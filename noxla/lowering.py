@@ -12,8 +12,8 @@ import tensorflow as tf
 
 from limitations.engine import eqn_view, iter_eqns
 from lowering_rules import RULES, complex_values, limb_values
+from lowering_rules.helpers import TFLITE_OWN_PRIMITIVES, tflite_lowering, webgpu_lowering
 from lowering_rules.helpers import uint32_as_int32 as carry_uint32
-from lowering_rules.helpers import webgpu_lowering
 from lowering_rules.key_types import physical_dtype
 from lowering_rules.vocabulary import Target
 from noxla.interpreter import Lowering, lower_jaxpr, tf_dtype
@@ -83,9 +83,16 @@ def needs_tfjs_lowering(program: Program) -> bool:
         for targets, _ in getattr(RULES.get(e.primitive.name), "differs", ()))
 
 
+def needs_tflite_lowering(program: Program) -> bool:
+    """Whether the .tflite gets its own lowering of the program (``serving_function``'s ``tflite``):
+    it applies a rule that emits a TFLite builtin's converter-only input form there
+    (``helpers.TFLITE_OWN_PRIMITIVES``), which no other artifact may carry."""
+    return any(e.primitive.name in TFLITE_OWN_PRIMITIVES for e in iter_eqns(program.closed_jaxpr))
+
+
 def serving_function(program: Program, check_shapes: bool = False, strict: bool = False,
-                     uint32_as_int32: bool = False, weights: dict | None = None, webgpu: bool = False
-                     ) -> tf.types.experimental.ConcreteFunction:
+                     uint32_as_int32: bool = False, weights: dict | None = None, webgpu: bool = False,
+                     tflite: bool = False) -> tf.types.experimental.ConcreteFunction:
     """The program as one concrete TF function: flat named inputs, a dict of named outputs.
 
     ``check_shapes`` adds run-time checks of the inputs against polymorphic shapes (TF only);
@@ -93,9 +100,11 @@ def serving_function(program: Program, check_shapes: bool = False, strict: bool 
     ``uint32_as_int32`` (TF.js's own lowering: TF.js has no uint32) carries uint32 inputs, values and
     outputs as the int32s with the same bits (see ``needs_tfjs_lowering``). ``weights``: a cache that
     functions lowered from the same weights share, each large constant held once (see ``Lowering``).
-    ``webgpu``: lowered for LiteRT.js's WebGPU delegate (``helpers.webgpu_lowering``)."""
+    ``webgpu``: lowered for LiteRT.js's WebGPU delegate (``helpers.webgpu_lowering``). ``tflite``: for
+    the TFLite converter alone (``helpers.tflite_lowering``): its graph may hold ops that only the
+    converter takes (it turns them into builtins), so it must never be saved or run as TF."""
     def serve(*flat_args):
-        with carry_uint32(uint32_as_int32), webgpu_lowering(webgpu):
+        with carry_uint32(uint32_as_int32), webgpu_lowering(webgpu), tflite_lowering(tflite):
             outs = lower_program(program, flat_args, check_shapes=check_shapes, strict=strict, weights=weights)
         return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
     signature = input_signature(program, uint32_as_int32)

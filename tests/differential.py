@@ -120,7 +120,7 @@ class Runtimes:
             return [_numpy(x) for x in jax.tree_util.tree_leaves(graph_fn(*args))]
         named = dict(zip(program.in_names, args))
         if runtime == "tflite":
-            outs = run_tflite(tflite_bytes(serving_function(program, strict=strict)), named)
+            outs = run_tflite(tflite_bytes(serving_function(program, strict=strict, tflite=True)), named)
             return [outs[n] for n in program.out_names]
         if runtime in ("tfjs_cpu", "tfjs_wasm"):
             outs = self.tfjs.run(self.tfjs_model(program, strict, key), named, backend=runtime.split("_")[1])
@@ -307,7 +307,7 @@ def run_unchecked(runtime: str, program: Program, args: Sequence[np.ndarray],
         outs = serving_function(program)(*args)
         return [np.asarray(outs[n]) for n in program.out_names]
     if runtime == "tflite_flex":
-        outs = run_tflite(tflite_bytes(serving_function(program), allow_flex=True),
+        outs = run_tflite(tflite_bytes(serving_function(program, tflite=True), allow_flex=True),
                           dict(zip(program.in_names, args)))
         return [outs[n] for n in program.out_names]
     if runtime.startswith("litertjs_"):

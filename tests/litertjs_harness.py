@@ -25,7 +25,7 @@ def runner() -> LiteRtJsRunner:
 def write_program(program: Program, strict: bool = False, webgpu: bool = False) -> str:
     path = os.path.join(_SCRATCH, f"program_{len(os.listdir(_SCRATCH))}.tflite")
     with open(path, "wb") as f:
-        f.write(tflite_bytes(serving_function(program, strict=strict, webgpu=webgpu), webgpu=webgpu))
+        f.write(tflite_bytes(serving_function(program, strict=strict, webgpu=webgpu, tflite=True), webgpu=webgpu))
     return path
 
 

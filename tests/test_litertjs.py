@@ -97,7 +97,7 @@ def _tflite_unchecked(fun, args, tmp_path, polymorphic_shapes=None):
     from noxla.tracing import trace
     program = trace(fun, tuple(args), polymorphic_shapes)
     path = tmp_path / "forced.tflite"
-    path.write_bytes(tflite_bytes(serving_function(program)))
+    path.write_bytes(tflite_bytes(serving_function(program, tflite=True)))
     return str(path), program
 
 
