@@ -1,28 +1,32 @@
 """The built-in example: a small MNIST-shaped CNN in plain JAX, so `noxla export` works with no arguments.
 
 Weights are drawn from a fixed seed and closed over, the way a trained model's
-parameters are: they become constants in every exported format.
+parameters are: they become constants in every exported format. NumPy draws them: with
+``jax.random`` the draws alone compiled 13 XLA programs, 4.6 of the CLI's 8 CPU s.
 """
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 INPUT = "f32[1,28,28,1]"
 
 
-def _init(key):
-    k1, k2, k3 = jax.random.split(key, 3)
+def _init(seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+
+    def normal(shape, scale):
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
     return {
-        "conv1": jax.random.normal(k1, (3, 3, 1, 8)) * 0.3,
-        "conv2": jax.random.normal(k2, (3, 3, 8, 16)) * 0.1,
-        "dense": jax.random.normal(k3, (7 * 7 * 16, 10)) * 0.05,
-        "bias": jnp.zeros((10,)),
+        "conv1": normal((3, 3, 1, 8), 0.3),
+        "conv2": normal((3, 3, 8, 16), 0.1),
+        "dense": normal((7 * 7 * 16, 10), 0.05),
+        "bias": np.zeros((10,), np.float32),
     }
 
 
-PARAMS = _init(jax.random.PRNGKey(0))
+PARAMS = _init(0)
 
 
 def _conv(x, kernel):
@@ -30,7 +34,7 @@ def _conv(x, kernel):
 
 
 def _max_pool(x):
-    return lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    return lax.reduce_window(x, -np.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
 
 
 def mnist_cnn(images):
