@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import functools
 import gc
-import hashlib
 import json
 import os
 import shutil
@@ -41,9 +40,10 @@ from noxla.shapes import dim_vars
 from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_fusions import check_fused_ops, portable_remapping
 from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
+from noxla.tflite_merge import merge_tflite, merged_model, share_constant_buffers  # noqa: F401  (API)
 from noxla.tracing import Program, trace
 from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
-from noxla.weight_stubs import StubMismatch, WeightStubs
+from noxla.weight_stubs import StubMismatch, WeightStubs, fold_constant_fully_connected
 
 DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
 
@@ -262,6 +262,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     main = model.subgraphs[0]
     if stubs is not None:  # the stand-ins become constants with the weights' bytes
         stubs.attach(model)
+        fold_constant_fully_connected(model, stubs)
     copy_passthrough_outputs(model)
 
     def tensor_map(name, index):
@@ -288,57 +289,6 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     if stubs is not None:
         return model
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
-
-
-def share_constant_buffers(model, stubs: WeightStubs | None = None) -> None:
-    """Point the constant tensors with equal data at one buffer and empty the others' (an unpacked
-    flatbuffer model, ``ModelT``). A constant: a tensor that ops only read (not variables, not a
-    mutated operand), that no op writes and that is no subgraph input or output. ``stubs``: the
-    weights its placeholders stand for, compared by their bytes (``WeightStubs.content``)."""
-    # A digest of the data -> the buffers that keep data with it: the weights' bytes as keys would
-    # be one more copy of them all.
-    first: dict[bytes, list[int]] = {}
-    dropped = set()
-    for graph in model.subgraphs:
-        read = set()
-        for op in graph.operators or []:
-            mutated = op.mutatingVariableInputs
-            read.update(t for i, t in enumerate(op.inputs if op.inputs is not None else [])
-                        if t >= 0 and not graph.tensors[t].isVariable
-                        and not (mutated is not None and i < len(mutated) and mutated[i]))
-        for op in graph.operators or []:
-            read.difference_update(op.outputs if op.outputs is not None else [])
-            read.difference_update(op.intermediates if op.intermediates is not None else [])
-        read.difference_update(graph.inputs if graph.inputs is not None else [])
-        read.difference_update(graph.outputs if graph.outputs is not None else [])
-        for t in sorted(read):
-            tensor = graph.tensors[t]
-            data = model.buffers[tensor.buffer].data if tensor.buffer > 0 else None
-            if data is None or isinstance(data, list) or data.size == 0:
-                continue
-            digest = stubs.digest(data, _buffer_digest) if stubs is not None else _buffer_digest(data)
-            kept = _equal_buffer(model, first.setdefault(digest, []), data, tensor.buffer, stubs)
-            if kept != tensor.buffer:
-                dropped.add(tensor.buffer)
-                tensor.buffer = kept
-    for b in dropped - {t.buffer for graph in model.subgraphs for t in graph.tensors}:
-        model.buffers[b].data = None
-
-
-def _buffer_digest(data: np.ndarray) -> bytes:
-    return hashlib.blake2b(np.ascontiguousarray(data).view(np.uint8), digest_size=16).digest()
-
-
-def _equal_buffer(model, candidates: list, data: np.ndarray, buffer: int, stubs: WeightStubs | None) -> int:
-    """The first of ``candidates`` (buffers with ``data``'s digest) that holds the same bytes, else
-    ``buffer``, which joins them."""
-    def content(data):
-        return (stubs.content(data) if stubs is not None else data).view(np.uint8)
-    for kept in candidates:
-        if kept == buffer or np.array_equal(content(model.buffers[kept].data), content(data)):
-            return kept
-    candidates.append(buffer)
-    return buffer
 
 
 @contextlib.contextmanager
@@ -584,11 +534,12 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
                                      path, overwrite)
             continue
         if kind == "tflite":  # converting and writing are separate steps; the other converters write
-            concrete = concrete_for(kind)
-            if "tfjs" not in wanted or tfjs_own_lowering or webgpu or tflite_own_lowering:  # its last user
-                concrete = Handoff(lowered.pop((False, False, webgpu, tflite_own_lowering)))  # freed before converting
-            data = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize, samples, webgpu)
-            del concrete
+            if "tfjs" not in wanted or tfjs_own_lowering or webgpu or tflite_own_lowering:  # its only user
+                data = _lone_tflite(program, strict, webgpu, tflite_own_lowering, allow_flex, quantize, samples,
+                                    on_step)
+            else:
+                data = run_step(on_step, "convert tflite", tflite_bytes, concrete_for(kind), allow_flex, quantize,
+                                samples, webgpu)
             written[kind] = run_step(on_step, f"write {path}", _write_bytes, data, path, overwrite)
         else:
             concrete = concrete_for(kind)
@@ -600,6 +551,37 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
             written[kind] = run_step(on_step, f"convert+write {kind} {path}", _write_with, writer, concrete,
                                      path, overwrite)
     return Exported(program, written)
+
+
+def _lone_tflite(program: Program, strict: bool, webgpu: bool, tflite: bool, allow_flex: bool,
+                 quantize: str | None, samples: Callable | None, on_step: OnStep | None) -> bytes | list:
+    """The .tflite of a lowering no other output reads, made as the several-signature export makes
+    its one: the weights held once and not copied (``interpreter.Weights``), the graph freed before
+    converting, the large weights handed to the converter as stand-ins (``noxla.weight_stubs``) and
+    written straight from their arrays. BERT-base: the converter no longer copies 0.44 GB of weights
+    several times. int8 calibration runs the function itself, so it keeps real constants; were the
+    converter to change a stubbed weight, the program is lowered again and converted with them."""
+    def lowered(unread: bool):
+        weights = Weights(unread=unread)
+        return weights, Handoff(run_step(on_step, "lower", serving_function, program, False, strict,
+                                         weights=weights, webgpu=webgpu, tflite=tflite))
+    if quantize == "int8":
+        return run_step(on_step, "convert tflite", tflite_bytes, lowered(False)[1], allow_flex, quantize, samples,
+                        webgpu)
+    stubs = WeightStubs() if quantize is None else None
+    weights, concrete = lowered(True)
+    try:
+        model = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize, samples, webgpu,
+                         stubs, weights)
+    except StubMismatch:
+        if on_step is not None:
+            on_step("the converter changed a stubbed weight: converting with the real ones", 0.0)
+        weights, concrete = lowered(True)
+        return run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize, samples, webgpu,
+                        weights=weights)
+    if stubs is None:
+        return model
+    return run_step(on_step, "serialize", large_tflite.serialized, model, stubs=stubs)
 
 
 def _tflite_target(target: Target | str, allow_flex: bool) -> Target:
@@ -722,78 +704,3 @@ def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | 
     merged = run_step(on_step, "merge signatures", merged_model, models, stubs)
     del models
     return run_step(on_step, "serialize", large_tflite.serialized, merged, stubs=stubs)
-
-
-def merge_tflite(models: Mapping[str, bytes]) -> bytes:
-    """``merged_model`` serialized (below the 2 GB limit)."""
-    from tensorflow.lite.tools import flatbuffer_utils
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(merged_model(models)))
-
-
-def merged_model(models: Mapping[str, bytes], stubs: WeightStubs | None = None):
-    """One flatbuffer holding each model (as ``finish_tflite`` writes them: one ``serving_default``
-    signature; bytes, or unpacked with ``stubs``) under its own signature key, in the given order.
-    Subgraphs, buffers and operator codes are appended with their indices remapped; equal constant
-    buffers are then shared across all signatures (``share_constant_buffers``): the weights are
-    stored once."""
-    from tensorflow.lite.tools import flatbuffer_utils
-    merged = None
-    for key, data in models.items():
-        # Views of the bytes, as in ``finish_tflite``.
-        model = data if stubs is not None else flatbuffer_utils.read_model_from_bytearray(data)
-        if len(model.signatureDefs or []) != 1:
-            raise ExportError(f"signature {key!r}: expected one signature in its converted model")
-        if merged is None:
-            merged = model
-            _rename_signature(merged, 0, key)
-            continue
-        _append_model(merged, model, key)
-    share_constant_buffers(merged, stubs)
-    return merged
-
-
-def _rename_signature(model, subgraph_offset: int, key: str) -> None:
-    signature = model.signatureDefs[-1]
-    signature.signatureKey = key
-    signature.subgraphIndex += subgraph_offset
-    model.subgraphs[signature.subgraphIndex].name = key
-
-
-def _append_model(merged, model, key: str) -> None:
-    buffer_map = {0: 0}  # buffer 0 is the flatbuffer's shared empty buffer
-    for b, buffer in enumerate(model.buffers):
-        if b:
-            buffer_map[b] = len(merged.buffers)
-            merged.buffers.append(buffer)
-    codes = {_code_key(c): i for i, c in enumerate(merged.operatorCodes)}
-    code_map = {}
-    for i, code in enumerate(model.operatorCodes):
-        if _code_key(code) not in codes:
-            codes[_code_key(code)] = len(merged.operatorCodes)
-            merged.operatorCodes.append(code)
-        code_map[i] = codes[_code_key(code)]
-    offset = len(merged.subgraphs)
-    for graph in model.subgraphs:
-        for tensor in graph.tensors:
-            tensor.buffer = buffer_map[tensor.buffer]
-        for op in graph.operators or []:
-            op.opcodeIndex = code_map[op.opcodeIndex]
-            for options in (op.builtinOptions, getattr(op, "builtinOptions2", None)):
-                _shift_subgraph_indices(options, offset)
-        merged.subgraphs.append(graph)
-    merged.signatureDefs.append(model.signatureDefs[0])
-    _rename_signature(merged, offset, key)
-
-
-def _code_key(code) -> tuple:
-    return (code.builtinCode, code.deprecatedBuiltinCode, code.customCode, code.version)
-
-
-def _shift_subgraph_indices(options, offset: int) -> None:
-    """Control-flow ops name their bodies by subgraph index (WHILE's cond and body, IF's branches,
-    CALL_ONCE, a composite's decomposition): shifted with the subgraphs they point at."""
-    if options is None:
-        return
-    for name, value in vars(options).items():
-        if "subgraph" in name.lower() and isinstance(value, int):
-            setattr(options, name, value + offset)

@@ -79,7 +79,7 @@ def quantize_tflite(data: bytes, quantize: str) -> bytes:
     from ai_edge_quantizer import quantizer, recipe
     from tensorflow.lite.tools import flatbuffer_utils
 
-    from noxla.export import share_constant_buffers
+    from noxla.tflite_merge import share_constant_buffers
     model = flatbuffer_utils.read_model_from_bytearray(data)
     _unique_tensor_names(model)
     _embedding_lookups(model)

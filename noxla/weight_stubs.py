@@ -182,3 +182,56 @@ class WeightStubs:
 def _op_of(name: str, nodes: dict) -> str | None:
     node = nodes.get(name.split(":")[0].lstrip("^"))
     return node.op if node is not None else None
+
+
+def fold_constant_fully_connected(model, stubs: WeightStubs) -> None:
+    """Compute each float32 ``FULLY_CONNECTED`` whose inputs are all constants once ``attach`` has
+    made the stand-ins constants (``model``: an unpacked flatbuffer, ``ModelT``): its output becomes
+    a constant and the operator goes. The converter rewrites ``fc(x + c, w, b)`` (a LayerNorm's
+    offset before a projection) as ``fc(x, w, fc(c, w, b))`` and folds the inner one when ``w`` is
+    a constant; a stand-in left it one operator per projection (BERT-base: 45 more)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    for graph in model.subgraphs:
+        kept = []
+        for op in graph.operators or []:
+            value = _folded_fully_connected(model, graph, op, stubs, schema)
+            if value is None:
+                kept.append(op)
+                continue
+            buffer = schema.BufferT()
+            buffer.data = value.reshape(-1).view(np.uint8)
+            graph.tensors[op.outputs[0]].buffer = len(model.buffers)
+            model.buffers.append(buffer)
+        # A folded operator's own constants (an offset and a bias: vectors) stay in the file
+        # unread, a few KB; its weight is the outer projection's too.
+        graph.operators = kept
+
+
+def _constant_float32(model, graph, t: int, stubs: WeightStubs, schema):
+    if t < 0 or graph.tensors[t].type != schema.TensorType.FLOAT32:
+        return None
+    data = model.buffers[graph.tensors[t].buffer].data
+    if data is None or isinstance(data, list) or data.size == 0:
+        return None
+    return np.asarray(stubs.content(data)).view(np.float32).reshape(graph.tensors[t].shape)
+
+
+def _folded_fully_connected(model, graph, op, stubs: WeightStubs, schema):
+    """The output of ``op`` if it is a plain float32 FULLY_CONNECTED of constants, else None."""
+    code = model.operatorCodes[op.opcodeIndex]
+    options = op.builtinOptions
+    if (max(code.builtinCode, code.deprecatedBuiltinCode) != schema.BuiltinOperator.FULLY_CONNECTED
+            or not isinstance(options, schema.FullyConnectedOptionsT)
+            or options.fusedActivationFunction != schema.ActivationFunctionType.NONE
+            or options.weightsFormat != schema.FullyConnectedOptionsWeightsFormat.DEFAULT
+            or len(op.outputs) != 1 or graph.tensors[op.outputs[0]].type != schema.TensorType.FLOAT32):
+        return None
+    x, w = (_constant_float32(model, graph, t, stubs, schema) for t in op.inputs[:2])
+    has_bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    b = _constant_float32(model, graph, op.inputs[2], stubs, schema) if has_bias else None
+    if x is None or w is None or (has_bias and b is None):
+        return None
+    y = x.reshape(-1, w.shape[1]).astype(np.float64) @ w.T.astype(np.float64)
+    if b is not None:
+        y = y + b
+    return np.ascontiguousarray(y.astype(np.float32).reshape(graph.tensors[op.outputs[0]].shape))

@@ -1,0 +1,83 @@
+"""A single function's .tflite converted with its large weights as stand-ins (noxla.weight_stubs), as
+the multi-signature export is: the converter never sees the weights' bytes, and the model has the
+operators a conversion of the real constants gives and computes what JAX computes."""
+from __future__ import annotations
+
+import numpy as np
+
+import noxla
+from noxla import weight_stubs
+from noxla.export import tflite_bytes
+from noxla.lowering import serving_function
+from noxla.runtimes import tflite_op_names
+from noxla.tracing import trace
+
+RNG = np.random.default_rng(3)
+# 256 x 256 float32: 256 KiB each, past weight_stubs.STUB_BYTES; the bias (1 KiB) stays a Const.
+W1, W2 = (RNG.standard_normal((256, 256)).astype(np.float32) * 0.05 for _ in range(2))
+BIAS = RNG.standard_normal(256).astype(np.float32)
+X = RNG.standard_normal((4, 256)).astype(np.float32)
+
+
+def mlp(x):
+    import jax
+    return jax.nn.relu(x @ W1 + BIAS) @ W2
+
+
+def _run(path):
+    from ai_edge_litert.interpreter import Interpreter
+    interpreter = Interpreter(model_path=path)
+    runner = interpreter.get_signature_runner("serving_default")
+    return next(iter(runner(x=X).values()))
+
+
+def test_the_converter_gets_stand_ins_and_the_model_is_the_real_constants_one(tmp_path, monkeypatch):
+    from tensorflow.lite.python import convert
+    graph_bytes, original = [], convert.convert_graphdef  # the size of each graph the converter gets
+    with monkeypatch.context() as patch:
+        patch.setattr(convert, "convert_graphdef", lambda graph_def, *args, **kwargs: (
+            graph_bytes.append(len(graph_def.SerializeToString())) or original(graph_def, *args, **kwargs)))
+        path = noxla.export_tflite(mlp, X, path=str(tmp_path / "m.tflite"))
+    assert len(graph_bytes) == 1 and graph_bytes[0] < W1.nbytes, graph_bytes
+    # The same program converted the way a .tflite was converted before: its weights as Consts.
+    real = tmp_path / "real.tflite"
+    real.write_bytes(tflite_bytes(serving_function(trace(mlp, (X,)))))
+    assert tflite_op_names(path) == tflite_op_names(str(real))
+    got = _run(path)
+    np.testing.assert_array_equal(got, _run(str(real)))
+    np.testing.assert_allclose(got, np.asarray(mlp(X)), atol=1e-5, rtol=1e-5)
+    assert abs(len(open(path, "rb").read()) - (W1.nbytes + W2.nbytes)) < 0.1 * W1.nbytes
+
+
+def test_a_weight_the_converter_changes_is_converted_from_its_real_bytes(tmp_path, monkeypatch):
+    calls = []
+
+    def changed(self, model):
+        calls.append(1)
+        raise weight_stubs.StubMismatch("as if the converter had folded a weight")
+    monkeypatch.setattr(weight_stubs.WeightStubs, "attach", changed)
+    path = noxla.export_tflite(mlp, X, path=str(tmp_path / "m.tflite"))
+    assert calls == [1]
+    np.testing.assert_allclose(_run(path), np.asarray(mlp(X)), atol=1e-5, rtol=1e-5)
+
+
+G, B = (RNG.standard_normal(256).astype(np.float32) for _ in range(2))
+
+
+def normed_projections(x):
+    """LayerNorm offsets before biased projections: the converter folds ``fc(x + b, w, c)`` into
+    ``fc(x, w, fc(b, w, c))`` and computes the inner one only when ``w`` is a constant."""
+    import jax.numpy as jnp
+    for w in (W1, W2):
+        mean = x.mean(-1, keepdims=True)
+        x = (x - mean) / jnp.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + 1e-5) * G + B
+        x = x @ w + BIAS
+    return x
+
+
+def test_a_projection_of_constants_left_by_a_stand_in_is_folded(tmp_path):
+    path = noxla.export_tflite(normed_projections, X, path=str(tmp_path / "m.tflite"))
+    real = tmp_path / "real.tflite"
+    real.write_bytes(tflite_bytes(serving_function(trace(normed_projections, (X,)))))
+    assert tflite_op_names(path) == tflite_op_names(str(real))
+    np.testing.assert_allclose(_run(path), np.asarray(normed_projections(X)), atol=1e-5, rtol=1e-5)
