@@ -54,8 +54,9 @@ def lowering_for_webgpu() -> bool:
 
 # A lowering whose graph only the TFLite converter ever sees (the .tflite export's own, never the
 # SavedModel's, TF.js's or ``noxla.convert``'s). There a rule may emit a TF op that exists only as
-# the converter's input form of a TFLite builtin (``tflite_builtin_op``): the converter turns it
-# into that builtin, so the .tflite still holds builtins only, and no other artifact carries it.
+# the converter's input form of a TFLite builtin (XlaDynamicUpdateSlice, structural.py's
+# dynamic_update_slice): the converter turns it into that builtin, so the .tflite still holds
+# builtins only, and no other artifact carries it.
 _FOR_TFLITE = contextvars.ContextVar("noxla_for_tflite", default=False)
 
 # The primitives whose rules read ``lowering_for_tflite()``: a program applying one gets a lowering
