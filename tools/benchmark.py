@@ -454,6 +454,26 @@ def quantized_report(rows: list[list[str]]) -> str:
 # ---------------------------------------------------------------------------------------------
 # The run.
 
+class LazyModels(dict):
+    """name -> model, each built on first use by ``make(name)``; ``drop`` frees one and JAX's caches."""
+
+    def __init__(self, make: Callable):
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, name: str):
+        self[name] = self.make(name)
+        return self[name]
+
+    def drop(self, name: str) -> None:
+        import gc
+
+        import jax
+        self.pop(name, None)
+        jax.clear_caches()
+        gc.collect()
+
+
 def measure(name: str, model, args, work: str, pythons: dict) -> dict:
 
     from noxla.tracing import trace
@@ -770,11 +790,14 @@ def main() -> int:
 
     if args.real_size:
         import real_models
-        models = real_models.build(args.models or None, tiny=args.tiny)
+        names = args.models or list(real_models.NAMES)
+        # Built one at a time and dropped after measuring: together with what JAX caches for each,
+        # the real-size models outgrow a shared machine's memory (the run was OOM-killed at BERT).
+        models = LazyModels(lambda name: real_models.build([name], tiny=args.tiny)[name])
     else:
         from tests import zoo
         models = zoo.build()
-    names = args.models or list(models)
+        names = args.models or list(models)
     given = {"native": args.native_venv, "old": args.old_venv, "litert": args.litert_venv}
     pythons = {} if args.no_anchors else {
         mode: ensure_venv(mode, given[mode], args.venv_dir) for mode in args.anchors}
@@ -784,6 +807,8 @@ def main() -> int:
         for name in names:
             print(f"{name} ...", file=sys.stderr, flush=True)
             all_results[name] = measure(name, models[name], args, work, pythons)
+            if isinstance(models, LazyModels):
+                models.drop(name)
             with open(os.path.join(args.out, "benchmark.md"), "w") as f:  # so far, if the run is cut short
                 f.write(report(all_results, args))
     text = report(all_results, args)
