@@ -312,7 +312,7 @@ def noxla_exports(name: str, out: str, source: str = "zoo", kinds=("tflite", "tf
                               check=False, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO))
         record = os.path.join(out, f"{name}_{kind}.json")
         if proc.returncode or not os.path.exists(record):
-            result.setdefault("failure", (proc.stderr.strip().splitlines() or ["?"])[-1][:200])
+            result.setdefault("failure", process_failure(proc))
             continue
         with open(record) as f:
             timings = json.load(f)
@@ -322,6 +322,15 @@ def noxla_exports(name: str, out: str, source: str = "zoo", kinds=("tflite", "tf
         result[f"{kind}_first_s"], result[f"{kind}_peak_mb"] = timings["first_s"], timings["peak_mb"]
         result["import_s"] = timings["import_s"]
     return result
+
+
+def process_failure(proc) -> str:
+    """Why an export process left no record: the signal that killed it (its last stderr line is then
+    some earlier log line, e.g. a TF warning), else that last line."""
+    if proc.returncode < 0:
+        signal = -proc.returncode
+        return f"export process killed by signal {signal}" + (" (SIGKILL: out of memory?)" if signal == 9 else "")
+    return (proc.stderr.strip().splitlines() or ["?"])[-1][:200]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -382,7 +391,7 @@ def anchor_export(mode: str, python: str, name: str, work: str) -> dict:
                           env=dict(os.environ, PYTHONPATH=REPO))
     record = os.path.join(work, mode, name + ".json")
     if not os.path.exists(record):
-        return {"failure": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
+        return {"failure": process_failure(proc)}
     with open(record) as f:
         result = json.load(f)
     if isinstance(result.get("jax_error"), float) and result["jax_error"] > 1e-4:
