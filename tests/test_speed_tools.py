@@ -1,5 +1,6 @@
 """The benchmark's interleaved latency measurement, its real-size models, the light import of the TF.js
-converter and of TensorFlow (without Keras), and the zero-pad lowerings the real-size CNNs need."""
+converter and of TensorFlow (without Keras), the zero-pad lowerings the real-size CNNs need and the
+attention scale the real-size transformers need."""
 from __future__ import annotations
 
 import os
@@ -116,6 +117,28 @@ def test_zero_pad_is_a_pad_that_xnnpack_takes_in_one_partition(strict, tmp_path)
         assert "PADV2" in tflite_op_names(path)
         (got,) = run_tflite(path, {"x": x}).values()
         np.testing.assert_array_equal(got, np.asarray(keras_pool(fill)(x)))
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
+def test_attention_scale_divides_the_queries_not_the_scores(strict, tmp_path):
+    """scores / sqrt(64)-style division by a power of two: the default export multiplies the
+    smaller operand (the queries, 40 x 2 x 16) by 1/4, not the 2 x 40 x 40 scores (Whisper-tiny's
+    encoder at 1500 tokens: 0.92x the latency); strict keeps JAX's order. Same values either way."""
+    import jax.numpy as jnp
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    import noxla
+    from noxla.runtimes import run_tflite
+    q, k = np.random.default_rng(0).standard_normal((2, 40, 2, 16), np.float32)
+    fun = lambda q, k: jnp.einsum("thd,shd->hts", q, k) / np.float32(4.0)
+    path = noxla.export_tflite(fun, q, k, path=str(tmp_path / "m.tflite"), strict=strict)
+    interpreter = Interpreter(model_path=path)
+    shapes = {t["index"]: tuple(t["shape"]) for t in interpreter.get_tensor_details()}
+    scaled = [shapes[op["outputs"][0]] for op in interpreter._get_ops_details() if op["op_name"] == "MUL"]
+    assert scaled == [(2, 40, 40) if strict else (40, 2, 16)]
+    (got,) = run_tflite(path, {"q": q, "k": k}).values()
+    np.testing.assert_allclose(got, np.asarray(fun(q, k)), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.slow
