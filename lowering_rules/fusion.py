@@ -343,9 +343,7 @@ def scaled_product(ctx):
     small = int(np.argmin(sizes))
     operands = [ctx.value(v) for v in dot.invars]
     operands[small] = tf.math.multiply(operands[small], np.float32(1 / c))  # exact: 1 / 2^k is a float32
-    from lowering_rules.registry import rule_for
-    from lowering_rules.vocabulary import rule_params
-    return rule_for("dot_general").lower(ctx.for_eqn(dot), *operands, **rule_params(dot.params))
+    return ctx.lower_again(dot, operands)
 
 
 SCALED_PRODUCT_DIFFERS = ("a float32 dot_general divided by a power of two is computed from the smaller operand "

@@ -173,9 +173,11 @@ class LoweringContext:
         """How many equations (and outputs) of the enclosing jaxpr read ``atom`` (None: not known)."""
         return None if self.scope is None or isinstance(atom, core.Literal) else self.scope.uses[atom]
 
-    def for_eqn(self, eqn) -> LoweringContext:
-        """Another equation of the enclosing jaxpr as its rule sees it, to lower it again in another form."""
-        return LoweringContext(self.lowering, eqn, scope=self.scope)
+    def lower_again(self, eqn, operands: Sequence):
+        """Another equation of the enclosing jaxpr lowered by its rule on other operands (a rule that
+        moves work into that equation's operands, e.g. fusion.scaled_product)."""
+        rule = registry.rule_for(eqn.primitive.name)
+        return rule.lower(LoweringContext(self.lowering, eqn, scope=self.scope), *operands, **rule_params(eqn.params))
 
     def value(self, atom) -> tf.Tensor:
         """The TF value of a variable of the enclosing jaxpr that is already lowered."""
