@@ -572,7 +572,7 @@ _NO_INT64_QUOTIENT = dtypes(gaps=[gap((Target.TFLITE,), {"int64"},
                                       "TFLite's builtins have no int64 FloorDiv, which the integer quotient needs")])
 
 
-@lowering(lax.div_p, fast=fusion.SOFTMAX, dtypes=_NO_INT64_QUOTIENT, cases=[
+@lowering(lax.div_p, fast=fusion.SOFTMAX_OR_SCALED_PRODUCT, dtypes=_NO_INT64_QUOTIENT, cases=[
     case("f32", lax.div, f32(3, 4), f32(3, 4, low=0.5, high=2.0)),
     case("f32_edges", lax.div, np.array([1.0, -1.0, 0.0, INF, 1.0, NAN], np.float32),
          np.array([0.0, 0.0, 0.0, INF, -INF, 1.0], np.float32)),
@@ -584,11 +584,13 @@ _NO_INT64_QUOTIENT = dtypes(gaps=[gap((Target.TFLITE,), {"int64"},
     case("f16", lax.div, f16(5), f16(5, low=0.5, high=2.0)),
     *fusion.SOFTMAX_CASES,
     *fusion.MEAN_CASES,
+    *fusion.SCALED_PRODUCT_CASES,
 ])
 def lower_div(ctx, x, y):
     fused = fusion.avg_pool(ctx)
     fused = fusion.softmax(ctx) if fused is None else fused
     fused = fusion.mean(ctx) if fused is None else fused
+    fused = fusion.scaled_product(ctx) if fused is None else fused
     if fused is not None:
         return fused
     if _is_float(x):

@@ -318,6 +318,53 @@ GELU_CASES = [
 ]
 
 
+# --------------------------------------------------------------------------- scaled products
+
+def scaled_product(ctx):
+    """``dot_general(a, b) / c`` for a float32 literal c that is a power of two (attention's scores
+    divided by sqrt(head size) for a head size of 4^n: 64 gives 8) as ``dot_general(a / c, b)``, c
+    dividing the operand with fewer elements; else None. Whisper-tiny's encoder divides 6 x 1500 x
+    1500 scores per layer where its queries are 1500 x 384, 23x fewer; no converter moves the
+    scale. Dividing by a power of two only moves the exponent, so each product and sum is the same
+    number scaled, unless a value leaves the normal range (SCALED_PRODUCT); not in strict mode.
+    The product must have no other reader, else it would be computed twice."""
+    numerator, denominator = ctx.eqn.invars
+    c = literal(denominator)
+    if ctx.strict or c is None or not is_float32(ctx.aval_out) or not (np.isfinite(c) and c > 0):
+        return None
+    if np.frexp(np.float32(c))[0] != 0.5 or ctx.uses(numerator) != 1:
+        return None
+    dot = producer(ctx, numerator, "dot_general")
+    if dot is None or not all(is_float32(v.aval) for v in dot.invars):
+        return None
+    sizes = [np.prod(v.aval.shape) if all(type(d) is int for d in v.aval.shape) else None for v in dot.invars]
+    if None in sizes or min(sizes) >= np.prod(ctx.aval_out.shape):
+        return None
+    small = int(np.argmin(sizes))
+    operands = [ctx.value(v) for v in dot.invars]
+    operands[small] = tf.math.multiply(operands[small], np.float32(1 / c))  # exact: 1 / 2^k is a float32
+    return ctx.lower_again(dot, operands)
+
+
+SCALED_PRODUCT_DIFFERS = ("a float32 dot_general divided by a power of two is computed from the smaller operand "
+                          "so divided: a product or partial sum beyond the normal float32 range (subnormal or "
+                          "overflowing before the division) may differ")
+# div's fast lowerings: Softmax, and the scaled product.
+SOFTMAX_OR_SCALED_PRODUCT = FastVariant(f"{SOFTMAX.differs}; {SCALED_PRODUCT_DIFFERS}", float32_out)
+
+SCALED_PRODUCT_CASES = [
+    # Attention scores of 40 tokens over 2 heads of size 16, divided by sqrt(16): the queries take the 1 / 4.
+    case("scaled_attention_scores", lambda q, k: jnp.einsum("thd,shd->hts", q, k) / np.float32(4.0),
+         f32(40, 2, 16), f32(40, 2, 16)),
+    # Not a power of two, or the product read twice, or the product no larger: divided as it is.
+    case("scores_by_non_power_of_two", lambda q, k: jnp.einsum("thd,shd->hts", q, k) / np.float32(3.0),
+         f32(12, 2, 8), f32(12, 2, 8)),
+    case("scores_read_twice", lambda q, k: (lambda s: (s / np.float32(8.0), s))(jnp.einsum("td,sd->ts", q, k)),
+         f32(12, 8), f32(12, 8)),
+    case("inner_product_halved", lambda a, b: jnp.dot(a, b) / np.float32(2.0), f32(6), f32(6)),
+]
+
+
 # --------------------------------------------------------------------------- mean
 
 def mean(ctx):

@@ -578,7 +578,7 @@ def lower_pad(ctx, x, padding_value, *, padding_config):
         spread = sizes[:axis + 1] + [1] + sizes[axis + 1:]
         gaps = [[0, 0]] * len(spread)
         gaps[axis + 1] = [0, interior]
-        x = tf.pad(_reshape(ctx, x, spread), gaps, constant_values=padding_value)
+        x = _pad_with(_reshape(ctx, x, spread), gaps, padding_value)
         sizes[axis] = sizes[axis] * (1 + interior)
         x = _reshape(ctx, x, sizes)
     # 2. Negative edge padding crops (and interior padding's extra tail goes) with one slice.
@@ -593,5 +593,20 @@ def lower_pad(ctx, x, padding_value, *, padding_config):
                      size_vector([0 if g else k for g, k in zip(gone, kept)]))
     # 3. Positive edge padding.
     if any(lo > 0 or hi > 0 for lo, hi, _ in config):
-        x = tf.pad(x, [[max(lo, 0), max(hi, 0)] for lo, hi, _ in config], constant_values=padding_value)
+        x = _pad_with(x, [[max(lo, 0), max(hi, 0)] for lo, hi, _ in config], padding_value)
     return x
+
+
+def _pad_with(x, paddings, value):
+    """tf.pad with fill ``value``. A constant +0 fill (every bit zero, so also 0) of inner axes only
+    becomes a Pad (TFLite PAD), anything else a PadV2 (PADV2). XNNPACK delegates PAD but not PADV2: a
+    PADV2 runs in TFLite's own kernel and cuts the graph into two XNNPACK partitions around it
+    (ResNet50's zero pad before its max pool: 2 partitions where litert-converter has 1). A -0.0 fill
+    stays PADV2, since PAD fills with +0.0; so does a pad of the first or last axis, since TF's CPU
+    graph optimizer fuses a Pad into the Conv2D it feeds as spatial padding only (a feature-axis pad
+    then reaches the Conv2D unpadded: "input depth must be evenly divisible by filter depth")."""
+    static = tf.get_static_value(value)
+    inner = not any(paddings[0]) and not any(paddings[-1])
+    if inner and static is not None and np.ndim(static) == 0 and not np.asarray(static).tobytes().strip(b"\0"):
+        return tf.pad(x, paddings)
+    return tf.pad(x, paddings, constant_values=value)

@@ -6,6 +6,7 @@ scan, custom_jvp, ...) are lowered by their own rules through
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import mmap
 from typing import Callable, Sequence
@@ -222,6 +223,16 @@ class LoweringContext:
         constants and literals): rules recognise multi-equation patterns (pooling, softmax)."""
         return None if self.scope is None or isinstance(atom, core.Literal) else self.scope.producers.get(atom)
 
+    def uses(self, atom) -> int | None:
+        """How many equations (and outputs) of the enclosing jaxpr read ``atom`` (None: not known)."""
+        return None if self.scope is None or isinstance(atom, core.Literal) else self.scope.uses[atom]
+
+    def lower_again(self, eqn, operands: Sequence):
+        """Another equation of the enclosing jaxpr lowered by its rule on other operands (a rule that
+        moves work into that equation's operands, e.g. fusion.scaled_product)."""
+        rule = registry.rule_for(eqn.primitive.name)
+        return rule.lower(LoweringContext(self.lowering, eqn, scope=self.scope), *operands, **rule_params(eqn.params))
+
     def value(self, atom) -> tf.Tensor:
         """The TF value of a variable of the enclosing jaxpr that is already lowered."""
         return _read(self.lowering, self.scope.values, atom)
@@ -280,13 +291,18 @@ def _read(lowering: Lowering, values: dict, atom, aval=None):
 class Scope:
     """One jaxpr being lowered: the TF value of each variable and the equation that made it."""
 
-    def __init__(self):
+    def __init__(self, jaxpr: core.Jaxpr | None = None):
         self.values: dict = {}
         self.producers: dict = {}
+        # How many times each variable is read (equations and outputs): a rule that recomputes an
+        # operand's producer in another form (fusion.scaled_product) must be its only reader.
+        self.uses: collections.Counter = collections.Counter(
+            v for vs in ([*(e.invars for e in jaxpr.eqns), jaxpr.outvars] if jaxpr is not None else [])
+            for v in vs if not isinstance(v, core.Literal))
 
 
 def lower_jaxpr(lowering: Lowering, jaxpr: core.Jaxpr, consts: Sequence, args: Sequence) -> list:
-    scope = Scope()
+    scope = Scope(jaxpr)
     values = scope.values
     for var, value in zip(jaxpr.constvars, consts):
         values[var] = value if isinstance(value, (tf.Tensor, tf.Variable)) else lowering.constant(value)

@@ -1,5 +1,6 @@
 """The benchmark's interleaved latency measurement, its real-size models, the light import of the TF.js
-converter and of TensorFlow (without Keras), and the zero-pad fold the real-size CNNs need."""
+converter and of TensorFlow (without Keras), the zero-pad lowerings the real-size CNNs need and the
+attention scale the real-size transformers need."""
 from __future__ import annotations
 
 import os
@@ -80,6 +81,64 @@ def test_keras_zero_pad_folds_into_the_strided_depthwise_convolution(strict, tmp
     assert tflite_op_names(path) == ["DEPTHWISE_CONV_2D"]
     (got,) = run_tflite(path, {"x": x}).values()
     np.testing.assert_allclose(got, np.asarray(fun(x)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
+def test_zero_pad_is_a_pad_that_xnnpack_takes_in_one_partition(strict, tmp_path):
+    """Keras ResNet50's ZeroPadding2D before its max pool: a +0 fill exports as PAD, which XNNPACK
+    delegates, so ReLU, pad and pool run in one XNNPACK partition (a PADV2 ran outside XNNPACK and
+    split the graph in two); a -0.0 or other fill stays PADV2 (PAD fills with +0.0)."""
+    import jax.numpy as jnp
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+    from jax import lax
+
+    import noxla
+    from noxla.runtimes import run_tflite, tflite_op_names
+    x = np.random.default_rng(0).standard_normal((1, 8, 8, 4), np.float32)
+
+    def keras_pool(fill):
+        def fun(x):
+            padded = lax.pad(jnp.maximum(x, 0.0), np.float32(fill), [(0, 0, 0), (1, 1, 0), (1, 1, 0), (0, 0, 0)])
+            return lax.reduce_window(padded, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "VALID")
+        return fun
+    path = noxla.export_tflite(keras_pool(0.0), x, path=str(tmp_path / "zero.tflite"), strict=strict)
+    ops = tflite_op_names(path)
+    assert "PAD" in ops and "PADV2" not in ops, ops
+    (got,) = run_tflite(path, {"x": x}).values()
+    np.testing.assert_array_equal(got, np.asarray(keras_pool(0.0)(x)))
+    interpreter = Interpreter(model_path=path, num_threads=1)  # XNNPACK is LiteRT's default
+    interpreter.allocate_tensors()
+    if not strict:  # strict's exact max (NaN kept) has ops of its own; the partitions are the fast lowering's
+        assert [op["op_name"] for op in interpreter._get_ops_details()].count("DELEGATE") == 1
+    for fill in (-0.0, 1.5):
+        path = noxla.export_tflite(keras_pool(fill), x, path=str(tmp_path / "other.tflite"), strict=strict,
+                                   overwrite=True)
+        assert "PADV2" in tflite_op_names(path)
+        (got,) = run_tflite(path, {"x": x}).values()
+        np.testing.assert_array_equal(got, np.asarray(keras_pool(fill)(x)))
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
+def test_attention_scale_divides_the_queries_not_the_scores(strict, tmp_path):
+    """scores / sqrt(64)-style division by a power of two: the default export multiplies the
+    smaller operand (the queries, 40 x 2 x 16) by 1/4, not the 2 x 40 x 40 scores (Whisper-tiny's
+    encoder at 1500 tokens: 0.92x the latency); strict keeps JAX's order. Same values either way."""
+    import jax.numpy as jnp
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    import noxla
+    from noxla.runtimes import run_tflite
+    q, k = np.random.default_rng(0).standard_normal((2, 40, 2, 16), np.float32)
+    fun = lambda q, k: jnp.einsum("thd,shd->hts", q, k) / np.float32(4.0)
+    path = noxla.export_tflite(fun, q, k, path=str(tmp_path / "m.tflite"), strict=strict)
+    interpreter = Interpreter(model_path=path)
+    shapes = {t["index"]: tuple(t["shape"]) for t in interpreter.get_tensor_details()}
+    scaled = [shapes[op["outputs"][0]] for op in interpreter._get_ops_details() if op["op_name"] == "MUL"]
+    assert scaled == [(2, 40, 40) if strict else (40, 2, 16)]
+    (got,) = run_tflite(path, {"q": q, "k": k}).values()
+    np.testing.assert_allclose(got, np.asarray(fun(q, k)), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.slow

@@ -312,7 +312,7 @@ def noxla_exports(name: str, out: str, source: str = "zoo", kinds=("tflite", "tf
                               check=False, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO))
         record = os.path.join(out, f"{name}_{kind}.json")
         if proc.returncode or not os.path.exists(record):
-            result.setdefault("failure", (proc.stderr.strip().splitlines() or ["?"])[-1][:200])
+            result.setdefault("failure", process_failure(proc))
             continue
         with open(record) as f:
             timings = json.load(f)
@@ -322,6 +322,15 @@ def noxla_exports(name: str, out: str, source: str = "zoo", kinds=("tflite", "tf
         result[f"{kind}_first_s"], result[f"{kind}_peak_mb"] = timings["first_s"], timings["peak_mb"]
         result["import_s"] = timings["import_s"]
     return result
+
+
+def process_failure(proc) -> str:
+    """Why an export process left no record: the signal that killed it (its last stderr line is then
+    some earlier log line, e.g. a TF warning), else that last line."""
+    if proc.returncode < 0:
+        signal = -proc.returncode
+        return f"export process killed by signal {signal}" + (" (SIGKILL: out of memory?)" if signal == 9 else "")
+    return (proc.stderr.strip().splitlines() or ["?"])[-1][:200]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -382,7 +391,7 @@ def anchor_export(mode: str, python: str, name: str, work: str) -> dict:
                           env=dict(os.environ, PYTHONPATH=REPO))
     record = os.path.join(work, mode, name + ".json")
     if not os.path.exists(record):
-        return {"failure": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
+        return {"failure": process_failure(proc)}
     with open(record) as f:
         result = json.load(f)
     if isinstance(result.get("jax_error"), float) and result["jax_error"] > 1e-4:
@@ -453,6 +462,26 @@ def quantized_report(rows: list[list[str]]) -> str:
 
 # ---------------------------------------------------------------------------------------------
 # The run.
+
+class LazyModels(dict):
+    """name -> model, each built on first use by ``make(name)``; ``drop`` frees one and JAX's caches."""
+
+    def __init__(self, make: Callable):
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, name: str):
+        self[name] = self.make(name)
+        return self[name]
+
+    def drop(self, name: str) -> None:
+        import gc
+
+        import jax
+        self.pop(name, None)
+        jax.clear_caches()
+        gc.collect()
+
 
 def measure(name: str, model, args, work: str, pythons: dict) -> dict:
 
@@ -770,11 +799,14 @@ def main() -> int:
 
     if args.real_size:
         import real_models
-        models = real_models.build(args.models or None, tiny=args.tiny)
+        names = args.models or list(real_models.NAMES)
+        # Built one at a time and dropped after measuring: together with what JAX caches for each,
+        # the real-size models outgrow a shared machine's memory (the run was OOM-killed at BERT).
+        models = LazyModels(lambda name: real_models.build([name], tiny=args.tiny)[name])
     else:
         from tests import zoo
         models = zoo.build()
-    names = args.models or list(models)
+        names = args.models or list(models)
     given = {"native": args.native_venv, "old": args.old_venv, "litert": args.litert_venv}
     pythons = {} if args.no_anchors else {
         mode: ensure_venv(mode, given[mode], args.venv_dir) for mode in args.anchors}
@@ -784,6 +816,8 @@ def main() -> int:
         for name in names:
             print(f"{name} ...", file=sys.stderr, flush=True)
             all_results[name] = measure(name, models[name], args, work, pythons)
+            if isinstance(models, LazyModels):
+                models.drop(name)
             with open(os.path.join(args.out, "benchmark.md"), "w") as f:  # so far, if the run is cut short
                 f.write(report(all_results, args))
     text = report(all_results, args)
