@@ -8,6 +8,19 @@ import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 
+
+def _setting(var: contextvars.ContextVar):
+    """A context manager setting ``var`` (a lowering mode) for the lowerings made inside it."""
+    @contextlib.contextmanager
+    def set_to(enabled: bool = True):
+        token = var.set(enabled)
+        try:
+            yield
+        finally:
+            var.reset(token)
+    return set_to
+
+
 # TF.js has no uint32 tensors. Lowering for it, a uint32 value is carried as the int32 with the
 # same bits: set by the TF.js export, read through tf_dtype/constant by everything that makes a
 # tensor. The check admits uint32 on TF.js only where the rule computes on bit patterns alone
@@ -15,13 +28,7 @@ import tensorflow as tf
 _UINT32_AS_INT32 = contextvars.ContextVar("noxla_uint32_as_int32", default=False)
 
 
-@contextlib.contextmanager
-def uint32_as_int32(enabled: bool = True):
-    token = _UINT32_AS_INT32.set(enabled)
-    try:
-        yield
-    finally:
-        _UINT32_AS_INT32.reset(token)
+uint32_as_int32 = _setting(_UINT32_AS_INT32)
 
 
 def lowering_for_tfjs() -> bool:
@@ -38,13 +45,7 @@ def lowering_for_tfjs() -> bool:
 _FOR_WEBGPU = contextvars.ContextVar("noxla_for_webgpu", default=False)
 
 
-@contextlib.contextmanager
-def webgpu_lowering(enabled: bool = True):
-    token = _FOR_WEBGPU.set(enabled)
-    try:
-        yield
-    finally:
-        _FOR_WEBGPU.reset(token)
+webgpu_lowering = _setting(_FOR_WEBGPU)
 
 
 def lowering_for_webgpu() -> bool:
@@ -64,13 +65,7 @@ _FOR_TFLITE = contextvars.ContextVar("noxla_for_tflite", default=False)
 TFLITE_OWN_PRIMITIVES = frozenset({"dynamic_update_slice"})
 
 
-@contextlib.contextmanager
-def tflite_lowering(enabled: bool = True):
-    token = _FOR_TFLITE.set(enabled)
-    try:
-        yield
-    finally:
-        _FOR_TFLITE.reset(token)
+tflite_lowering = _setting(_FOR_TFLITE)
 
 
 def lowering_for_tflite() -> bool:

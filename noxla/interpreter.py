@@ -79,7 +79,7 @@ class Weights(dict):
 class Lowering:
     """State shared by one lowering: dimension sizes and the constants emitted so far."""
 
-    def __init__(self, dims: Dims, inputs: Sequence = (), strict: bool = False, weights: dict | None = None):
+    def __init__(self, dims: Dims, inputs: Sequence = (), strict: bool = False, weights: Weights | None = None):
         self.dims = dims
         self.inputs = list(inputs)
         # strict: IEEE-exact lowerings (NaN/inf as JAX) instead of the fused fast ones.
@@ -122,10 +122,7 @@ class Lowering:
                 elif self._weights is not None and self._graph is not None and array.nbytes >= WEIGHT_BYTES:
                     if id(value) not in self._weights:
                         with tf.init_scope():
-                            if isinstance(self._weights, Weights):
-                                self._weights.add(value, array)
-                            else:
-                                self._weights[id(value)] = (value, weight_constant(array))
+                            self._weights.add(value, array)
                     hit = (value, self._graph.capture(self._weights[id(value)][1]))
                     self._constant_derived[id(hit[1])] = hit[1]
                 else:

@@ -226,10 +226,15 @@ def _folded_fully_connected(model, graph, op, stubs: WeightStubs, schema):
             or options.weightsFormat != schema.FullyConnectedOptionsWeightsFormat.DEFAULT
             or len(op.outputs) != 1 or graph.tensors[op.outputs[0]].type != schema.TensorType.FLOAT32):
         return None
-    x, w = (_constant_float32(model, graph, t, stubs, schema) for t in op.inputs[:2])
+    # The input first: most projections read an activation, and a stand-in's weight is made (a
+    # copy, transposed) only for one whose input is a constant.
+    x = _constant_float32(model, graph, op.inputs[0], stubs, schema)
+    if x is None:
+        return None
+    w = _constant_float32(model, graph, op.inputs[1], stubs, schema)
     has_bias = len(op.inputs) > 2 and op.inputs[2] >= 0
     b = _constant_float32(model, graph, op.inputs[2], stubs, schema) if has_bias else None
-    if x is None or w is None or (has_bias and b is None):
+    if w is None or (has_bias and b is None):
         return None
     y = x.reshape(-1, w.shape[1]).astype(np.float64) @ w.T.astype(np.float64)
     if b is not None:
