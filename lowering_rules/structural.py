@@ -376,6 +376,9 @@ SLICE_CASES = [
     case("strided_u8", lambda x: lax.slice(x, (4,), (5,), (3,)), np.array([1, 2, 200, 4, 255], np.uint8)),
     # TFLite has no uint32 PAD either: words above 2^31 must come back unchanged.
     case("strided_u32", lambda x: x[1:6:3], np.array([1, 2 ** 32 - 1, 7, 2 ** 31, 5, 9, 3], np.uint32)),
+    # Unit strides take uint32 and int8 as they are (no PAD): the same words must come back.
+    case("u32", lambda x: x[1:6], np.array([1, 2 ** 32 - 1, 7, 2 ** 31, 5, 9, 3], np.uint32)),
+    case("i8", lambda x: x[1:, :2], np.arange(-7, 8, dtype=np.int8).reshape(5, 3)),
     case("stride_past_end_i32", lambda x: lax.slice(x, (1,), (7,), (4,)), i32(9)),
     case("strides", lambda x: lax.slice(x, (1, 0), (5, 4), (3, 2)), f32(5, 4)),
     case("bool", lambda x: x[1:], boolean(4)),
@@ -402,15 +405,23 @@ def _every_nth(ctx, x, sizes, axis, stride, kept):
 
 
 @lowering(lax.slice_p, cases=SLICE_CASES)
-@_carried(tf.float16, tf.bool, tf.int16, tf.uint16, tf.int8, tf.uint8, tf.uint32)  # bool, 8-bit, u32: PAD in _every_nth
+@_carried(tf.float16, tf.bool, tf.int16, tf.uint16)  # bool: PAD in _every_nth
 def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
     starts = [ctx.dim(s) for s in start_indices]
     limits = [ctx.dim(s) for s in limit_indices]
     strides = [1] * len(starts) if strides is None else [int(s) for s in strides]
     if x.dtype == tf.float32 or all(s == 1 for s in strides):
         return tf.strided_slice(x, size_vector(starts), size_vector(limits), strides)
-    # TF.js wasm's StridedSlice reads non-float32 data as float32 bits when a stride is not 1:
-    # take the unit-stride window, then every n-th element with reshapes.
+    return _strided_slice(ctx, x, starts=starts, limits=limits, strides=strides)
+
+
+# Carried here, not for every slice: TFLite's STRIDED_SLICE takes these dtypes, its PAD does not,
+# and a carried unit-stride slice leaves its CASTs in the model (a sampling model's uint32 key
+# words: three more operators).
+@_carried(tf.int8, tf.uint8, tf.uint32)
+def _strided_slice(ctx, x, *, starts, limits, strides):
+    """TF.js wasm's StridedSlice reads non-float32 data as float32 bits when a stride is not 1:
+    take the unit-stride window, then every n-th element with reshapes (``_every_nth``)."""
     sizes = [limit - start for start, limit in zip(starts, limits)]
     x = tf.slice(x, size_vector(starts), size_vector(sizes))
     for axis, stride in enumerate(strides):
