@@ -43,7 +43,7 @@ from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
 from noxla.tflite_merge import merge_tflite, merged_model, share_constant_buffers  # noqa: F401  (API)
 from noxla.tracing import Program, trace
 from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
-from noxla.weight_stubs import StubMismatch, WeightStubs, fold_constant_fully_connected
+from noxla.weight_stubs import StubMismatch, WeightStubs, fold_into_stand_ins
 
 DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
 
@@ -262,7 +262,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     main = model.subgraphs[0]
     if stubs is not None:  # the stand-ins become constants with the weights' bytes
         stubs.attach(model)
-        fold_constant_fully_connected(model, stubs)
+        fold_into_stand_ins(model, stubs)
     copy_passthrough_outputs(model)
 
     def tensor_map(name, index):

@@ -49,6 +49,10 @@ class WeightStubs:
         self._placeholder_of: dict[int, np.ndarray] = {}
         self._placeholders: dict[int, int] = {}
         self._digests: dict[int, bytes] = {}
+        # A stand-in with constant scales folded in (``fold_constant_scales``): marker -> (the
+        # unscaled weight's marker, ((axis, factors), ...) applied in order), and back.
+        self._scales: dict[int, tuple] = {}
+        self._scaled: dict[tuple, int] = {}
 
     @staticmethod
     def takes(array: np.ndarray) -> bool:
@@ -100,7 +104,7 @@ class WeightStubs:
         import tensorflow as tf
         marker = self._markers.get((key, transposed))
         if marker is None:
-            marker = len(self._markers)
+            marker = len(self.real)
             self._markers[(key, transposed)] = marker
             self.real[marker] = array
             if transposed:
@@ -164,10 +168,38 @@ class WeightStubs:
         marker = self._placeholders.get(id(data))
         if marker is None:
             return data
+        return np.ascontiguousarray(self._weight(marker)).reshape(-1).view(np.uint8)
+
+    def _weight(self, marker: int) -> np.ndarray:
+        if marker in self._scales:
+            base, scales = self._scales[marker]
+            array = self._weight(base)
+            for axis, factors in scales:
+                # float32 products, as the converter folds a constant scale into a weight.
+                array = np.multiply(array, factors.reshape((-1,) + (1,) * (array.ndim - 1 - axis)),
+                                    dtype=np.float32)
+            return array
         array = self.real[marker]
-        if marker in self.transposed:
-            array = np.ascontiguousarray(array.T)
-        return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        return np.ascontiguousarray(array.T) if marker in self.transposed else array
+
+    def scaled(self, data, axis: int, factors: np.ndarray):
+        """The placeholder of ``data``'s weight (a stand-in's placeholder) times ``factors``
+        (float32, broadcast along ``axis`` of the weight as the flatbuffer holds it): made when
+        written, like the weight."""
+        base = self._placeholders[id(data)]
+        if base in self._scales:  # scales folded one after another apply in that order
+            base, earlier = self._scales[base]
+        else:
+            earlier = ()
+        scales = (*earlier, (axis, np.ascontiguousarray(factors, np.float32).reshape(-1)))
+        key = (base, tuple((a, f.tobytes()) for a, f in scales))
+        if key not in self._scaled:
+            marker = len(self.real)
+            self._scaled[key] = marker
+            self._scales[marker] = (base, scales)
+            self.real[marker] = self.real[base]  # its size; never written as it is
+            self.shapes[marker] = self.shapes[base]
+        return self._placeholder(self._scaled[key])
 
     def digest(self, data: np.ndarray, digest) -> bytes:
         """``digest(content(data))``, computed once per stand-in."""
@@ -240,3 +272,134 @@ def _folded_fully_connected(model, graph, op, stubs: WeightStubs, schema):
     if b is not None:
         y = y + b
     return np.ascontiguousarray(y.astype(np.float32).reshape(graph.tensors[op.outputs[0]].shape))
+
+
+def fold_into_stand_ins(model, stubs: WeightStubs) -> None:
+    """What the converter folds into a constant weight and could not into a stand-in, once
+    ``attach`` has made the stand-ins constants: constant scales (``fold_constant_scales``), then
+    projections of constants (``fold_constant_fully_connected``)."""
+    fold_constant_scales(model, stubs)
+    fold_constant_fully_connected(model, stubs)
+
+
+# The fused activations a MUL may hand over to the FULLY_CONNECTED it is folded into.
+_FC_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+
+
+def fold_constant_scales(model, stubs: WeightStubs) -> None:
+    """Fold each constant float32 ``MUL`` next to a ``FULLY_CONNECTED`` whose weight is a stand-in
+    into that weight, as the converter does with a constant weight: ``fc(x * c, w, b)``, ``c`` a
+    scalar, becomes ``fc(x, w * c, b)``; ``fc(x, w, b) * c``, ``c`` a scalar or one factor per
+    output, becomes ``fc(x, w * c[:, None], b * c)``. With a stand-in it left the MUL (a sampling
+    VAE's sqrt(2) on its latent: one more operator). The scaled weight is made when written (one
+    weight at a time, ``WeightStubs.scaled``); a weight nothing reads any more is not written."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    for graph in model.subgraphs:
+        while _fold_one_scale(model, graph, stubs, schema):
+            pass
+
+
+def _fold_one_scale(model, graph, stubs: WeightStubs, schema) -> bool:
+    """Fold the first foldable MUL of ``graph``; False if there is none."""
+    ops = graph.operators or []
+    producer, readers = {}, {}
+    for op in ops:
+        for t in op.outputs:
+            producer[t] = op
+        for i, t in enumerate(op.inputs if op.inputs is not None else []):
+            readers.setdefault(t, []).append((op, i))
+    boundary = set(graph.outputs if graph.outputs is not None else []) | set(graph.inputs or [])
+
+    def builtin(op):
+        code = model.operatorCodes[op.opcodeIndex]
+        return max(code.builtinCode, code.deprecatedBuiltinCode)
+
+    def stand_in_fc(op):  # a plain float32 FULLY_CONNECTED whose weight is a stand-in
+        options = op.builtinOptions
+        if (builtin(op) != schema.BuiltinOperator.FULLY_CONNECTED
+                or not isinstance(options, schema.FullyConnectedOptionsT)
+                or options.weightsFormat != schema.FullyConnectedOptionsWeightsFormat.DEFAULT
+                or len(op.outputs) != 1 or graph.tensors[op.outputs[0]].type != schema.TensorType.FLOAT32):
+            return False
+        data = model.buffers[graph.tensors[op.inputs[1]].buffer].data
+        return data is not None and not isinstance(data, list) and stubs.is_placeholder(data)
+
+    for mul in ops:
+        if (builtin(mul) != schema.BuiltinOperator.MUL or len(mul.inputs) != 2
+                or not isinstance(mul.builtinOptions, schema.MulOptionsT)):
+            continue
+        constants = [_constant_float32(model, graph, t, stubs, schema) for t in mul.inputs]
+        if (constants[0] is None) == (constants[1] is None):
+            continue
+        x, c = (mul.inputs[1], constants[0]) if constants[1] is None else (mul.inputs[0], constants[1])
+        out = mul.outputs[0]
+        if list(graph.tensors[out].shape) != list(graph.tensors[x].shape):
+            continue
+        activation = mul.builtinOptions.fusedActivationFunction
+        fc = producer.get(x)
+        has_bias = fc is not None and len(fc.inputs) > 2 and fc.inputs[2] >= 0
+        bias = _constant_float32(model, graph, fc.inputs[2], stubs, schema) if has_bias else None
+        if (fc is not None and stand_in_fc(fc) and x not in boundary and len(readers[x]) == 1
+                and fc.builtinOptions.fusedActivationFunction == schema.ActivationFunctionType.NONE
+                and activation in [getattr(schema.ActivationFunctionType, a) for a in _FC_ACTIVATIONS]
+                and (c.size == 1 or c.shape[-1] == c.size == graph.tensors[x].shape[-1])
+                and (bias is not None or not has_bias)):
+            # After the projection: a factor per output row of the weight, and of the bias.
+            fc.inputs = list(fc.inputs)  # the unpacked model's are read-only views of its bytes
+            replaced = fc.inputs[1:]
+            factors = np.broadcast_to(c.reshape(-1), (graph.tensors[fc.inputs[1]].shape[0],))
+            _scale_weight(model, graph, fc, stubs, 0, factors)
+            if has_bias:
+                fc.inputs[2] = _new_constant(model, graph, fc.inputs[2], np.multiply(bias, factors, dtype=np.float32))
+            fc.builtinOptions.fusedActivationFunction = activation
+            fc.outputs = list(mul.outputs)
+        elif (c.size == 1 and activation == schema.ActivationFunctionType.NONE and out not in boundary
+                and readers.get(out) and all(i == 0 and stand_in_fc(op) for op, i in readers[out])):
+            # Before the projections: every one reading the scaled input takes it unscaled.
+            replaced = [op.inputs[1] for op, _ in readers[out]]
+            for op, _ in readers[out]:
+                op.inputs = [x, *op.inputs[1:]]
+                _scale_weight(model, graph, op, stubs, 1, c.reshape(-1))
+        else:
+            continue
+        graph.operators = [op for op in ops if op is not mul]
+        _drop_unread(model, graph, replaced)
+        return True
+    return False
+
+
+def _scale_weight(model, graph, fc, stubs: WeightStubs, axis: int, factors: np.ndarray) -> None:
+    """Point ``fc`` at a new tensor: its stand-in weight times ``factors`` along ``axis``."""
+    weight = graph.tensors[fc.inputs[1]]
+    fc.inputs[1] = _new_constant(model, graph, fc.inputs[1], stubs.scaled(model.buffers[weight.buffer].data,
+                                                                          axis, factors))
+
+
+def _new_constant(model, graph, like: int, data: np.ndarray) -> int:
+    """A new tensor like ``graph.tensors[like]`` holding ``data`` (a float32 array or a weight's
+    placeholder) in a new buffer; its index."""
+    import copy
+
+    from tensorflow.lite.python import schema_py_generated as schema
+    tensor = copy.copy(graph.tensors[like])
+    tensor.name = (tensor.name or b"") + b"/folded"  # names stay unique
+    buffer = schema.BufferT()
+    buffer.data = data if data.dtype == np.uint8 else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    tensor.buffer = len(model.buffers)
+    model.buffers.append(buffer)
+    graph.tensors.append(tensor)
+    return len(graph.tensors) - 1
+
+
+def _drop_unread(model, graph, tensors) -> None:
+    """Empty the buffers of ``tensors`` (constants of ``graph`` a fold replaced) that no operator
+    reads any more and no other tensor holds: a stand-in's is written as a whole weight."""
+    read = {t for op in graph.operators or [] for t in (op.inputs if op.inputs is not None else [])}
+    held: dict[int, int] = {}
+    for g in model.subgraphs:
+        for tensor in g.tensors:
+            held[tensor.buffer] = held.get(tensor.buffer, 0) + 1
+    for t in set(tensors) - read:
+        buffer = graph.tensors[t].buffer
+        if buffer > 0 and held[buffer] == 1:
+            model.buffers[buffer].data = None

@@ -81,3 +81,24 @@ def test_a_projection_of_constants_left_by_a_stand_in_is_folded(tmp_path):
     real.write_bytes(tflite_bytes(serving_function(trace(normed_projections, (X,)))))
     assert tflite_op_names(path) == tflite_op_names(str(real))
     np.testing.assert_allclose(_run(path), np.asarray(normed_projections(X)), atol=1e-5, rtol=1e-5)
+
+
+def scaled_projections(x):
+    """Constant scales on both sides of projections: a sampler's sqrt(2) on its input, a
+    temperature's 1 / 0.8 on the logits. The converter folds each into a constant weight."""
+    import jax
+    h = jax.nn.relu((x * np.float32(np.sqrt(2))) @ W1 + BIAS)
+    return (h @ W2) / np.float32(0.8)
+
+
+def test_a_constant_scale_beside_a_stand_in_is_folded_into_its_weight(tmp_path):
+    path = noxla.export_tflite(scaled_projections, X, path=str(tmp_path / "m.tflite"))
+    real = tmp_path / "real.tflite"
+    real.write_bytes(tflite_bytes(serving_function(trace(scaled_projections, (X,)))))
+    assert "MUL" not in tflite_op_names(str(real))  # what the test stands on: both scales folded there
+    assert tflite_op_names(path) == tflite_op_names(str(real))
+    got = _run(path)
+    np.testing.assert_array_equal(got, _run(str(real)))
+    np.testing.assert_allclose(got, np.asarray(scaled_projections(X)), atol=1e-5, rtol=1e-5)
+    # The scaled weights take the unscaled ones' place: neither is written twice.
+    assert abs(len(open(path, "rb").read()) - (W1.nbytes + W2.nbytes)) < 0.1 * W1.nbytes
