@@ -308,7 +308,7 @@ def _fold_one_scale(model, graph, stubs: WeightStubs, schema) -> bool:
             producer[t] = op
         for i, t in enumerate(op.inputs if op.inputs is not None else []):
             readers.setdefault(t, []).append((op, i))
-    boundary = set(graph.outputs if graph.outputs is not None else []) | set(graph.inputs or [])
+    boundary = {t for ts in (graph.inputs, graph.outputs) if ts is not None for t in ts}
 
     def builtin(op):
         code = model.operatorCodes[op.opcodeIndex]
