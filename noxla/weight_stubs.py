@@ -13,7 +13,9 @@ Such a graph is exact only where the converter would store the constant as given
 right-hand side of a ``MatMul`` for ``FULLY_CONNECTED`` (shape [out, in]): those weights are handed
 over already transposed, with ``transpose_b`` set. After conversion each stand-in must be read only
 as ``FULLY_CONNECTED``'s weights or ``GATHER``'s params, in the stub's shape; anything else raises
-``StubMismatch`` (the caller converts with the real weights instead).
+``StubMismatch`` (the caller converts with the real weights instead). What the converter folds
+into a constant weight and cannot into a stand-in (a constant scale on either side of a projection,
+a projection of constants) is folded once the real bytes are attached (``fold_into_stand_ins``).
 
 The real bytes are not copied on the way: a stand-in's buffer holds a placeholder (``attach``)
 until ``noxla.large_tflite.serialized`` writes the weight from the array the lowering was given
