@@ -278,10 +278,12 @@ def _folded_fully_connected(model, graph, op, stubs: WeightStubs, schema):
 
 def fold_into_stand_ins(model, stubs: WeightStubs) -> None:
     """What the converter folds into a constant weight and could not into a stand-in, once
-    ``attach`` has made the stand-ins constants: constant scales (``fold_constant_scales``), then
-    projections of constants (``fold_constant_fully_connected``)."""
-    fold_constant_scales(model, stubs)
+    ``attach`` has made the stand-ins constants: projections of constants
+    (``fold_constant_fully_connected``), then constant scales (``fold_constant_scales``), in that order
+    because a projection's bias may be one of the former (a LayerNorm's offset through the projection)
+    until it is folded, and the scale must then scale it too (BERT-base's queries' 1 / 8)."""
     fold_constant_fully_connected(model, stubs)
+    fold_constant_scales(model, stubs)
 
 
 # The fused activations a MUL may hand over to the FULLY_CONNECTED it is folded into.

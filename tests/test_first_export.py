@@ -102,3 +102,17 @@ def test_a_constant_scale_beside_a_stand_in_is_folded_into_its_weight(tmp_path):
     np.testing.assert_allclose(got, np.asarray(scaled_projections(X)), atol=1e-5, rtol=1e-5)
     # The scaled weights take the unscaled ones' place: neither is written twice.
     assert abs(len(open(path, "rb").read()) - (W1.nbytes + W2.nbytes)) < 0.1 * W1.nbytes
+
+
+def test_a_scale_after_a_normed_projection_scales_its_folded_bias(tmp_path):
+    """BERT's queries: a LayerNorm's offset through a biased projection, then the attention's
+    1 / 8. The offset's projection must be folded into the bias before the scale is, or the
+    scale finds no constant bias to scale and stays a MUL."""
+    def queries(x):
+        return normed_projections(x) * np.float32(0.125)
+
+    path = noxla.export_tflite(queries, X, path=str(tmp_path / "m.tflite"))
+    real = tmp_path / "real.tflite"
+    real.write_bytes(tflite_bytes(serving_function(trace(queries, (X,)))))
+    assert tflite_op_names(path) == tflite_op_names(str(real))
+    np.testing.assert_allclose(_run(path), np.asarray(queries(X)), atol=1e-5, rtol=1e-5)
