@@ -381,8 +381,12 @@ def mean(ctx):
     count = int(np.prod([shape[a] for a in axes]))
     if count == 0 or literal(denominator) != float(count) or ctx.avals_in[1].shape != ():
         return None
-    result = tf.reduce_mean(ctx.value(total.invars[0]), axis=[int(a) for a in axes])
-    if tuple(numerator.aval.shape) != tuple(total.outvars[0].aval.shape):
+    # jnp.mean(keepdims=True) puts the reduced axes back: MEAN keeps them itself, where a Reshape
+    # after it was one more op per RMSNorm.
+    keepdims = tuple(numerator.aval.shape) == tuple(1 if a in axes else d for a, d in enumerate(shape))
+    result = tf.reduce_mean(ctx.value(total.invars[0]), axis=[int(a) for a in axes], keepdims=keepdims)
+    kept = tuple(1 if a in axes else d for a, d in enumerate(shape)) if keepdims else total.outvars[0].aval.shape
+    if tuple(numerator.aval.shape) != tuple(kept):
         result = tf.reshape(result, ctx.out_shape())
     return result
 
