@@ -47,42 +47,26 @@ def _layout(shape, batch, rows, cols, may_transpose):
     return rows, cols, False
 
 
-def _as_batched_matrix(ctx, x, aval, batch, rows, cols, fold_batch, lead=0, x_units=0):
+def _as_batched_matrix(ctx, x, aval, batch, rows, cols, fold_batch):
     """Transposes ``x`` to (batch..., rows..., cols...) and folds rows and cols into one axis each.
 
     Batch dimensions stay separate axes, as BATCH_MATMUL takes them (up to _MAX_BATCH_DIMS), so no
     Reshape folds them and none unfolds the result. Emits no Transpose/Reshape that would not move
     anything: the TF.js converter keeps a Reshape to the same shape, one more kernel launch per
-    matmul (mlp: 5 -> 4 TF.js nodes). ``lead`` size-1 batch axes go first; ``x`` may hold
-    ``x_units`` of them already (the array ``aval`` was squeezed from, see _squeezed_source)."""
-    moved, folded, reshaped = _folding(ctx, aval, batch, rows, cols, fold_batch, lead, x_units)
-    if moved:
-        x = tf.transpose(x, [*batch, *rows, *cols])
-    return tf.reshape(x, folded) if reshaped else x
-
-
-def _folding(ctx, aval, batch, rows, cols, fold_batch, lead=0, x_units=0):
-    """(whether a Transpose moves the operand, the folded shape, whether a Reshape makes it)."""
+    matmul (mlp: 5 -> 4 TF.js nodes)."""
     perm = [*batch, *rows, *cols]
+    if not _in_order(aval.shape, perm):
+        x = tf.transpose(x, perm)
+        held = perm
+    else:  # only size-1 axes move: the Reshape below puts them in place
+        held = range(len(perm))
     dims = [ctx.dim(aval.shape[d]) for d in perm]
-    moved = not _in_order(aval.shape, perm)
-    # Only size-1 axes move when not ``moved``: the Reshape puts them in place.
-    held = dims if moved else [1] * x_units + [ctx.dim(d) for d in aval.shape]
     nb, nr = len(batch), len(rows)
     folded = [_product(dims[nb:nb + nr]), _product(dims[nb + nr:])]
-    folded[:0] = [1] * lead + ([_product(dims[:nb])] if fold_batch and batch else dims[:nb])
-    # Compared with the shape x has then: a transpose can give the operand's own shape back permuted.
-    return moved, folded, not _same_static_shape(folded, held)
-
-
-def _squeezed_source(ctx, atom):
-    """(array, n) when ``atom`` is ``array[0]`` (a squeeze of its n leading size-1 axes), else None:
-    a decoder reads its KV cache [1, heads, C, head_dim] so."""
-    eqn = ctx.producer(atom)
-    if eqn is None or eqn.primitive.name != "squeeze":
-        return None
-    n = len(eqn.params["dimensions"])
-    return (ctx.value(eqn.invars[0]), n) if sorted(eqn.params["dimensions"]) == list(range(n)) else None
+    folded[:0] = [_product(dims[:nb])] if fold_batch and batch else dims[:nb]
+    # Compared with the shape x has now: a transpose can give the operand's own shape back permuted.
+    same = _same_static_shape(folded, [ctx.dim(aval.shape[d]) for d in held])
+    return x if same else tf.reshape(x, folded)
 
 
 def _same_static_shape(a, b) -> bool:
@@ -137,12 +121,6 @@ def _converted_first(dtype, lhs_dtype, rhs_dtype, out_dtype) -> bool:
          f32(2, 1, 4, 1), f32(1, 2)),
     case("transposed_to_own_shape_i32", lambda a, b: lax.dot_general(a, b, (((), ()), ((0, 3), (0, 1)))),
          i32(2, 1, 4, 1), i32(2, 1)),
-    # An operand that is x[0] is read as x, its leading size-1 axis a batch axis of both (a KV cache).
-    case("squeezed_operand", lambda q, k: jnp.einsum("kgd,kcd->kgc", q, k[0]), f32(2, 3, 4), f32(1, 2, 5, 4)),
-    case("squeezed_operands_both", lambda p, v: jnp.einsum("kgc,kdc->kgd", p[0, 0], v[0]),
-         f32(1, 1, 2, 3, 5), f32(1, 2, 4, 5)),
-    case("squeezed_then_transposed", lambda q, k: jnp.einsum("kgd,ckd->kgc", q, k[0]), f32(2, 3, 4), f32(1, 5, 2, 4)),
-    case("squeezed_inner_axis", lambda q, k: jnp.einsum("kgd,kcd->kgc", q, k[:, 0]), f32(2, 3, 4), f32(2, 1, 5, 4)),
     case("int32", lambda a, b: a @ b, i32(3, 4), i32(4, 2)),
     case("bool", lambda a, b: a @ b, boolean(3, 4), boolean(4, 2)),
     case("int8_to_int32", lambda a, b: lax.dot(a, b, preferred_element_type=jnp.int32),
@@ -170,14 +148,12 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     fused = power_spectrum.power_spectrum_product(ctx)
     if fused is not None:
         return fused
-    sources = [_squeezed_source(ctx, v) for v in ctx.eqn.invars]
-    return _dot(ctx, lhs, rhs, *ctx.avals_in, dimension_numbers, ctx.out_shape(), sources)
+    return _dot(ctx, lhs, rhs, *ctx.avals_in, dimension_numbers, ctx.out_shape())
 
 
-def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, sources=(None, None)):
+def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape):
     """dot_general's product as ``out_shape`` (its own shape, or one holding its elements in the
-    same order); ``ctx`` gives the output's dtype. ``sources``: per operand, (array, n) when it is
-    that array with n leading size-1 axes squeezed (_squeezed_source)."""
+    same order); ``ctx`` gives the output's dtype."""
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
     lhs_free = [d for d in range(lhs_aval.ndim) if d not in (*lhs_contract, *lhs_batch)]
     rhs_free = [d for d in range(rhs_aval.ndim) if d not in (*rhs_contract, *rhs_batch)]
@@ -202,44 +178,19 @@ def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, source
     may_transpose = not compute.is_integer and not outer
     lhs_rows, lhs_cols, adj_lhs = _layout(lhs_aval.shape, lhs_batch, lhs_free, lhs_contract, may_transpose)
     rhs_rows, rhs_cols, adj_rhs = _layout(rhs_aval.shape, rhs_batch, rhs_contract, rhs_free, may_transpose)
+    def prepared(x, name, aval, batch, rows, cols):
+        through_out = _converted_first(aval.dtype, lhs_aval.dtype, rhs_aval.dtype, ctx.aval_out.dtype)
+        key = (name, compute, through_out, tuple(batch), tuple(rows), tuple(cols), fold_batch)
+        return ctx.prepare_operand(x, key, lambda x: _as_batched_matrix(
+            ctx, tf.cast(tf.cast(x, ctx.out_dtype) if through_out else x, compute), aval, batch, rows, cols,
+            fold_batch))
+    lhs = prepared(lhs, "dot_lhs", lhs_aval, lhs_batch, lhs_rows, lhs_cols)
+    rhs = prepared(rhs, "dot_rhs", rhs_aval, rhs_batch, rhs_rows, rhs_cols)
     # A vector times a matrix is computed as (rhs^T lhs^T)^T: the TFLite converter fuses the
     # Reshape of a 1-D lhs to (1, K), the MatMul and the output's Reshape into a BATCH_MATMUL of a
     # 1-D operand, then refuses it ("operand 0 is 2-D"). The (N, 1) result is reshaped below.
     swapped = (not compute.is_integer and not lhs_batch and not lhs_free and lhs_contract
                and rhs_free)
-    # A float32 operand squeezed from an array with leading size-1 axes is read as that array, and
-    # the other operand gets as many: BATCH_MATMUL takes them as batch axes, so no Reshape squeezes
-    # a decoder's K and V caches (two per layer) when nothing else moves them.
-    layouts = ((lhs_aval, lhs_batch, lhs_rows, lhs_cols), (rhs_aval, rhs_batch, rhs_rows, rhs_cols))
-    plain = (compute == tf.float32 and lhs_aval.dtype == rhs_aval.dtype == np.float32 and not outer
-             and not swapped and not fold_batch)
-    sources = [s if s is not None and plain and _in_order(aval.shape, [*batch, *rows, *cols])
-               and s[1] + len(batch) <= _MAX_BATCH_DIMS else None
-               for s, (aval, batch, rows, cols) in zip(sources, layouts)]
-    lead = max([s[1] for s in sources if s is not None], default=0)
-    sizes = lambda aval, dims: _product([ctx.dim(aval.shape[d]) for d in dims])  # noqa: E731
-    out_batch = [ctx.dim(lhs_aval.shape[d]) for d in lhs_batch]
-    out_free = [sizes(lhs_aval, lhs_free), sizes(rhs_aval, rhs_free)]
-
-    def reshapes(lead, sources):
-        """How many Reshapes the product takes with ``lead`` size-1 batch axes."""
-        ins = sum(_folding(ctx, *layout, False, lead, 0 if s is None else s[1])[2]
-                  for s, layout in zip(sources, layouts))
-        return ins + (not _same_static_shape([1] * lead + out_batch + out_free, out_shape))
-    # Only where that saves Reshapes (a squeeze is one): else the other operand and the product
-    # may take one more each.
-    if lead and reshapes(lead, sources) >= reshapes(0, [None, None]) + sum(s is not None for s in sources):
-        sources, lead = [None, None], 0
-
-    def prepared(x, name, source, aval, batch, rows, cols):
-        through_out = _converted_first(aval.dtype, lhs_aval.dtype, rhs_aval.dtype, ctx.aval_out.dtype)
-        x, units = (x, 0) if source is None else source
-        key = (name, compute, through_out, tuple(batch), tuple(rows), tuple(cols), fold_batch, lead, units)
-        return ctx.prepare_operand(x, key, lambda x: _as_batched_matrix(
-            ctx, tf.cast(tf.cast(x, ctx.out_dtype) if through_out else x, compute), aval, batch, rows, cols,
-            fold_batch, lead, units))
-    lhs = prepared(lhs, "dot_lhs", sources[0], *layouts[0])
-    rhs = prepared(rhs, "dot_rhs", sources[1], *layouts[1])
     if outer:
         out = lhs * rhs
     elif compute.is_integer:
@@ -248,8 +199,12 @@ def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, source
         out = tf.linalg.matmul(rhs, lhs, transpose_a=not adj_rhs, transpose_b=not adj_lhs)
     else:
         out = tf.linalg.matmul(lhs, rhs, transpose_a=adj_lhs, transpose_b=adj_rhs)
-    folded_out = [sizes(lhs_aval, lhs_batch)] if fold_batch else [1] * lead + out_batch
-    folded_out += out_free
+    sizes = lambda aval, dims: _product([ctx.dim(aval.shape[d]) for d in dims])  # noqa: E731
+    if fold_batch:
+        folded_out = [sizes(lhs_aval, lhs_batch)]
+    else:
+        folded_out = [ctx.dim(lhs_aval.shape[d]) for d in lhs_batch]
+    folded_out += [sizes(lhs_aval, lhs_free), sizes(rhs_aval, rhs_free)]
     if swapped or not _same_static_shape(folded_out, out_shape):
         out = tf.reshape(out, out_shape)
     return out > 0 if ctx.out_dtype == tf.bool else tf.cast(out, ctx.out_dtype)
@@ -282,6 +237,5 @@ def transposed_product(ctx, permutation):
     if _in_order(shape, permutation) or kept != [p for p in swapped if shape[p] != 1]:
         return None
     lhs, rhs = (ctx.value(v) for v in dot.invars)
-    sources = [_squeezed_source(ctx, v) for v in dot.invars]
     return _dot(ctx, rhs, lhs, rhs_aval, lhs_aval, ((rhs_contract, lhs_contract), (rhs_batch, lhs_batch)),
-                ctx.out_shape(), sources[::-1])
+                ctx.out_shape())

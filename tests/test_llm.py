@@ -169,9 +169,8 @@ def test_quantized_weights_past_2_gib_are_refused_before_any_work(tmp_path, monk
 def test_decode_step_attention_has_no_transpose_and_rms_norm_no_reshape(tmp_path):
     """One token's attention as jnp.einsum spells it (the keys' or values' axis first, then a
     transpose) is two BATCH_MATMULs and no TRANSPOSE (linalg.transposed_product; size-1 axes moved
-    by Reshapes) that read the updated caches unsqueezed, and jnp.mean(keepdims=True) is a MEAN
-    that keeps the axis (fusion.mean): the SmolLM-135M decode step had 90 TRANSPOSEs, 60 RESHAPEs
-    squeezing a cache and 61 after a MEAN. Its values against JAX."""
+    by Reshapes), and jnp.mean(keepdims=True) is a MEAN that keeps the axis (fusion.mean): the
+    SmolLM-135M decode step had 90 TRANSPOSEs and 61 RESHAPEs after a MEAN. Its values against JAX."""
     from ai_edge_litert.interpreter import Interpreter
     rng = np.random.default_rng(3)
     params, c = tiny_llama.init_params(LAYOUT_CONFIG), LAYOUT_CONFIG
@@ -193,9 +192,6 @@ def test_decode_step_attention_has_no_transpose_and_rms_norm_no_reshape(tmp_path
     means = {op["outputs"][0] for op in ops if op["op_name"] == "MEAN"}
     assert len(means) == 2 * c.layers + 1 and all(shapes[m] == (1, 1) for m in means), names
     assert not [op for op in ops if op["op_name"] == "RESHAPE" and op["inputs"][0] in means], names
-    caches = {op["outputs"][0] for op in ops if op["op_name"] == "DYNAMIC_UPDATE_SLICE"}
-    assert len(caches) == 2 * c.layers and not [
-        op for op in ops if op["op_name"] == "RESHAPE" and op["inputs"][0] in caches], names
     runner = interpreter.get_signature_runner()
     feed = {**{k: v for k, v in inputs.items() if k != "cache"},
             **{f"cache_{i}_{j}": x for i, pair in enumerate(cache) for j, x in enumerate(pair)}}
