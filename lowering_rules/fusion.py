@@ -20,7 +20,7 @@ from jax import lax
 from jax.extend import core
 
 from lowering_rules.cases import case, f32
-from lowering_rules.helpers import lowering_for_webgpu
+from lowering_rules.helpers import lowering_for_tflite, lowering_for_webgpu
 
 
 @dataclasses.dataclass(frozen=True)
@@ -370,7 +370,10 @@ SCALED_PRODUCT_CASES = [
 def mean(ctx):
     """tf.reduce_mean for ``div`` of a float32 reduce_sum (maybe in a unit-axis view) by its element
     count, as jnp.mean spells it: TFLite MEAN, one op for two. Both modes: the same quotient of the
-    same sum (rounding aside), NaN and inf included."""
+    same sum (rounding aside), NaN and inf included. In the .tflite's own lowering (an LLM's, see
+    helpers.tflite_lowering) it stays a SUM and a division, reducing with keep_dims: LiteRT-LM ran
+    SmolLM-135M's decode step 0.88x as long with its 61 RMSNorm MEANs so (MEAN over the last
+    axis: slow there, whatever the reason); a .tflite sharing the TF graph keeps MEAN."""
     numerator, denominator = ctx.eqn.invars
     total = producer(ctx, through_views(ctx, numerator), "reduce_sum")
     if total is None or not is_float32(ctx.aval_out) or not is_float32(total.invars[0].aval):
@@ -381,8 +384,15 @@ def mean(ctx):
     count = int(np.prod([shape[a] for a in axes]))
     if count == 0 or literal(denominator) != float(count) or ctx.avals_in[1].shape != ():
         return None
-    result = tf.reduce_mean(ctx.value(total.invars[0]), axis=[int(a) for a in axes])
-    if tuple(numerator.aval.shape) != tuple(total.outvars[0].aval.shape):
+    # jnp.mean(keepdims=True) puts the reduced axes back: MEAN keeps them itself, where a Reshape
+    # after it was one more op per RMSNorm.
+    keepdims = tuple(numerator.aval.shape) == tuple(1 if a in axes else d for a, d in enumerate(shape))
+    reduce = tf.reduce_sum if lowering_for_tflite() else tf.reduce_mean
+    result = reduce(ctx.value(total.invars[0]), axis=[int(a) for a in axes], keepdims=keepdims)
+    if lowering_for_tflite():
+        result = tf.math.divide(result, np.float32(count))
+    kept = tuple(1 if a in axes else d for a, d in enumerate(shape)) if keepdims else total.outvars[0].aval.shape
+    if tuple(numerator.aval.shape) != tuple(kept):
         result = tf.reshape(result, ctx.out_shape())
     return result
 
@@ -392,6 +402,9 @@ MEAN_CASES = [
     case("mean_all_axes_keepdims", lambda x: jnp.mean(x, axis=(0, 2), keepdims=True), f32(2, 3, 4)),
     case("mean_square_rms", lambda x: jnp.mean(jnp.square(x), axis=-1, keepdims=True), f32(2, 3, 5)),
     case("sum_over_other_count", lambda x: jnp.sum(x, axis=1) / 3.0, f32(3, 4)),
+    # Beside a cache write the .tflite is lowered on its own (helpers.tflite_lowering): SUM and a division.
+    case("rms_beside_cache_write", lambda x, c: (jnp.mean(x * x, axis=-1, keepdims=True),
+                                                 lax.dynamic_update_slice(c, x, (1, 0))), f32(2, 5), f32(4, 5)),
 ]
 
 

@@ -24,14 +24,25 @@ def _product(sizes):
 _MAX_BATCH_DIMS = 3
 
 
-def _layout(batch, rows, cols, may_transpose):
+def _static_size(size) -> int | None:
+    return int(size) if isinstance(size, (int, np.integer)) else None
+
+
+def _in_order(shape, perm) -> bool:
+    """Whether transposing by ``perm`` keeps the elements in order: only size-1 axes move, so a
+    Reshape does it (a Transpose would copy)."""
+    moved = [p for p in perm if _static_size(shape[p]) != 1]
+    return moved == sorted(moved)
+
+
+def _layout(shape, batch, rows, cols, may_transpose):
     """(rows, cols, transposed): an operand's matrix axes as the matmul reads them.
 
     The transposed layout (batch..., cols, rows) is taken when it moves nothing and the plain one
     would: BATCH_MATMUL's adj_x/adj_y (TF.js's transposeA/B) read it as is, so attention's
-    ``q @ k^T`` and ``probs @ v`` need no Transpose."""
-    identity = lambda perm: list(perm) == list(range(len(perm)))  # noqa: E731
-    if may_transpose and not identity([*batch, *rows, *cols]) and identity([*batch, *cols, *rows]):
+    ``q @ k^T`` and ``probs @ v`` need no Transpose. Size-1 axes do not count as moved (one
+    decoded token's queries are [1, heads, head_dim]: its token axis may sit anywhere)."""
+    if may_transpose and not _in_order(shape, [*batch, *rows, *cols]) and _in_order(shape, [*batch, *cols, *rows]):
         return cols, rows, True
     return rows, cols, False
 
@@ -44,14 +55,18 @@ def _as_batched_matrix(ctx, x, aval, batch, rows, cols, fold_batch):
     anything: the TF.js converter keeps a Reshape to the same shape, one more kernel launch per
     matmul (mlp: 5 -> 4 TF.js nodes)."""
     perm = [*batch, *rows, *cols]
-    if perm != list(range(len(perm))):
+    if not _in_order(aval.shape, perm):
         x = tf.transpose(x, perm)
+        held = perm
+    else:  # only size-1 axes move: the Reshape below puts them in place
+        held = range(len(perm))
     dims = [ctx.dim(aval.shape[d]) for d in perm]
     nb, nr = len(batch), len(rows)
     folded = [_product(dims[nb:nb + nr]), _product(dims[nb + nr:])]
     folded[:0] = [_product(dims[:nb])] if fold_batch and batch else dims[:nb]
-    # Compared with the transposed shape: a transpose can give the operand's own shape back permuted.
-    return x if _same_static_shape(folded, dims) else tf.reshape(x, folded)
+    # Compared with the shape x has now: a transpose can give the operand's own shape back permuted.
+    same = _same_static_shape(folded, [ctx.dim(aval.shape[d]) for d in held])
+    return x if same else tf.reshape(x, folded)
 
 
 def _same_static_shape(a, b) -> bool:
@@ -133,14 +148,19 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     fused = power_spectrum.power_spectrum_product(ctx)
     if fused is not None:
         return fused
+    return _dot(ctx, lhs, rhs, *ctx.avals_in, dimension_numbers, ctx.out_shape())
+
+
+def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape):
+    """dot_general's product as ``out_shape`` (its own shape, or one holding its elements in the
+    same order); ``ctx`` gives the output's dtype."""
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
-    lhs_aval, rhs_aval = ctx.avals_in
     lhs_free = [d for d in range(lhs_aval.ndim) if d not in (*lhs_contract, *lhs_batch)]
     rhs_free = [d for d in range(rhs_aval.ndim) if d not in (*rhs_contract, *rhs_batch)]
     if any(isinstance(lhs_aval.shape[d], int) and lhs_aval.shape[d] == 0 for d in lhs_contract):
         # A sum over nothing: TF.js's wasm MatMul leaves its output uninitialised when the inner
         # dimension is 0 (it returned whatever the buffer held before).
-        return tf.zeros(ctx.out_shape(), ctx.out_dtype)
+        return tf.zeros(out_shape, ctx.out_dtype)
     # preferred_element_type asks for products and sums in the (wider) output type. Half
     # precision is computed in float32 (as XLA's CPU dot accumulates): TFLite has no float16
     # transpose or matmul kernels.
@@ -156,8 +176,8 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     outer = not lhs_contract
     # The integer matmul and the outer product read plain layouts only.
     may_transpose = not compute.is_integer and not outer
-    lhs_rows, lhs_cols, adj_lhs = _layout(lhs_batch, lhs_free, lhs_contract, may_transpose)
-    rhs_rows, rhs_cols, adj_rhs = _layout(rhs_batch, rhs_contract, rhs_free, may_transpose)
+    lhs_rows, lhs_cols, adj_lhs = _layout(lhs_aval.shape, lhs_batch, lhs_free, lhs_contract, may_transpose)
+    rhs_rows, rhs_cols, adj_rhs = _layout(rhs_aval.shape, rhs_batch, rhs_contract, rhs_free, may_transpose)
     def prepared(x, name, aval, batch, rows, cols):
         through_out = _converted_first(aval.dtype, lhs_aval.dtype, rhs_aval.dtype, ctx.aval_out.dtype)
         key = (name, compute, through_out, tuple(batch), tuple(rows), tuple(cols), fold_batch)
@@ -185,6 +205,37 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     else:
         folded_out = [ctx.dim(lhs_aval.shape[d]) for d in lhs_batch]
     folded_out += [sizes(lhs_aval, lhs_free), sizes(rhs_aval, rhs_free)]
-    if swapped or not _same_static_shape(folded_out, ctx.out_shape()):
-        out = tf.reshape(out, ctx.out_shape())
+    if swapped or not _same_static_shape(folded_out, out_shape):
+        out = tf.reshape(out, out_shape)
     return out > 0 if ctx.out_dtype == tf.bool else tf.cast(out, ctx.out_dtype)
+
+
+def transposed_product(ctx, permutation):
+    """``transpose(dot_general(a, b), permutation)`` as one matmul that writes the transposed order,
+    when that order is (batch, b's free axes, a's free axes) once size-1 axes are set aside: the
+    product of b and a, which BATCH_MATMUL's adj_x/adj_y read without a Transpose. jnp.einsum
+    spells attention's ``q k^T`` and ``p v`` so (the keys' or values' free axis first, then a
+    Transpose): a decode step's graph had three Transposes per layer. Each output element is the
+    same sum of the same products. The product must have no other reader, else it would be
+    computed twice; else None."""
+    operand = ctx.eqn.invars[0]
+    dot = ctx.producer(operand)
+    if dot is None or dot.primitive.name != "dot_general" or ctx.uses(operand) != 1:
+        return None
+    if ctx.producer(dot.invars[0]) is not None and ctx.producer(dot.invars[0]).primitive.name == "add":
+        return None  # maybe a power spectrum, which dot_general's rule computes in fewer ops
+    shape = operand.aval.shape
+    if not np.issubdtype(operand.aval.dtype, np.floating) or any(_static_size(d) is None for d in shape):
+        return None
+    (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dot.params["dimension_numbers"]
+    lhs_aval, rhs_aval = (v.aval for v in dot.invars)
+    n_batch = len(lhs_batch)
+    n_lhs_free = lhs_aval.ndim - len(lhs_contract) - n_batch
+    # Output axes of the swapped product, (batch, b's free, a's free), in the dot's numbering.
+    swapped = [*range(n_batch), *range(n_batch + n_lhs_free, len(shape)), *range(n_batch, n_batch + n_lhs_free)]
+    kept = [p for p in permutation if shape[p] != 1]
+    if _in_order(shape, permutation) or kept != [p for p in swapped if shape[p] != 1]:
+        return None
+    lhs, rhs = (ctx.value(v) for v in dot.invars)
+    return _dot(ctx, rhs, lhs, rhs_aval, lhs_aval, ((rhs_contract, lhs_contract), (rhs_batch, lhs_batch)),
+                ctx.out_shape())

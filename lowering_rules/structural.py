@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
+from lowering_rules import linalg
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.helpers import lowering_for_tflite, lowering_for_webgpu, size_vector, tf_dtype
@@ -170,13 +171,25 @@ TRANSPOSE_CASES = [
     case("f16", lambda x: jnp.swapaxes(x, 0, 3), f16(2, 1, 3, 2)),
     case("empty", lambda x, y: _beside(jnp.transpose(_emptied(x)), y, axis=1), f32(2, 3), f32(3, 1)),
     case("symbolic", lambda x: jnp.transpose(x), f32(3, 4), polymorphic_shapes=("(b, 4)",)),
+    # A product's transpose as one matmul of the swapped operands (linalg.transposed_product): one
+    # decoded token's attention scores and values, as jnp.einsum spells them.
+    case("product_scores", lambda q, k: jnp.einsum("tkgd,kcd->kgtc", q, k), f32(1, 2, 3, 4), f32(2, 5, 4)),
+    case("product_values", lambda p, v: jnp.einsum("kgtc,kdc->tkgd", p, v), f32(2, 3, 1, 5), f32(2, 4, 5)),
+    case("product_no_batch", lambda a, b: jnp.transpose(a @ b), f32(3, 4), f32(4, 5)),
+    # Two tokens: the order (k, g, t, c) is no matmul's, so the Transpose stays.
+    case("product_two_tokens", lambda q, k: jnp.einsum("tkgd,kcd->kgtc", q, k), f32(2, 2, 3, 4), f32(2, 5, 4)),
+    case("product_read_twice", lambda a, b: (lambda p: (p.T, p))(a @ b), f32(3, 4), f32(4, 5)),
+    case("product_f16", lambda a, b: jnp.transpose(jnp.einsum("bij,bjk->bik", a, b), (0, 2, 1)),
+         f16(2, 3, 4, low=-1, high=1), f16(2, 4, 5, low=-1, high=1)),
+    case("product_i32", lambda a, b: (a @ b).T, i32(3, 4), i32(4, 2)),
 ]
 
 
 @lowering(lax.transpose_p, cases=TRANSPOSE_CASES)
 @_carried(tf.float16, tf.int16, tf.uint16, tf.uint32)
 def lower_transpose(ctx, x, *, permutation):
-    return tf.transpose(x, perm=list(permutation))
+    fused = linalg.transposed_product(ctx, permutation)
+    return tf.transpose(x, perm=list(permutation)) if fused is None else fused
 
 
 REV_CASES = [

@@ -164,3 +164,40 @@ def test_quantized_weights_past_2_gib_are_refused_before_any_work(tmp_path, monk
     with pytest.raises(ExportError, match="at most 2 GiB"):
         llm.export_tflite(never_traced, params, str(tmp_path / "m.tflite"), layout=_layout(), quantize="float16")
     assert not (tmp_path / "m.tflite").exists()
+
+
+def test_decode_step_attention_has_no_transpose_and_rms_norm_no_reshape(tmp_path):
+    """One token's attention as jnp.einsum spells it (the keys' or values' axis first, then a
+    transpose) is two BATCH_MATMULs and no TRANSPOSE (linalg.transposed_product; size-1 axes moved
+    by Reshapes), and jnp.mean(keepdims=True) is a SUM that keeps the axis, not a MEAN (fusion.mean:
+    LiteRT-LM runs it faster): the SmolLM-135M decode step had 90 TRANSPOSEs and 61 RESHAPEs after
+    a MEAN. Its values against JAX."""
+    from ai_edge_litert.interpreter import Interpreter
+    rng = np.random.default_rng(3)
+    params, c = tiny_llama.init_params(LAYOUT_CONFIG), LAYOUT_CONFIG
+    cache = [tuple(rng.standard_normal(x.shape).astype(np.float32) for x in pair)
+             for pair in tiny_llama.empty_cache(c, CACHE)]
+    pos = np.array([5], np.int32)
+    inputs = {"tokens": np.array([[7]], np.int32), "input_pos": pos,
+              "mask": np.asarray(tiny_llama.causal_mask(pos, CACHE)), "cache": cache}
+
+    def decode(tokens, input_pos, mask, cache):
+        logits, cache = _step(params, tokens, input_pos, mask, cache)
+        return {"logits": logits, **{f"{kv}{i}": x for i, pair in enumerate(cache) for kv, x in zip("kv", pair)}}
+    path = noxla.export_tflite(decode, *inputs.values(), path=str(tmp_path / "decode.tflite"))
+    interpreter = Interpreter(model_path=path)
+    shapes = {t["index"]: tuple(t["shape"]) for t in interpreter.get_tensor_details()}
+    ops = interpreter._get_ops_details()
+    names = [op["op_name"] for op in ops]
+    assert names.count("BATCH_MATMUL") == 2 * c.layers and "TRANSPOSE" not in names, names
+    means = {op["outputs"][0] for op in ops if op["op_name"] == "SUM"}
+    assert len(means) == 2 * c.layers + 1 and all(shapes[m] == (1, 1) for m in means), names
+    assert "MEAN" not in names, names
+    assert not [op for op in ops if op["op_name"] == "RESHAPE" and op["inputs"][0] in means], names
+    runner = interpreter.get_signature_runner()
+    feed = {**{k: v for k, v in inputs.items() if k != "cache"},
+            **{f"cache_{i}_{j}": x for i, pair in enumerate(cache) for j, x in enumerate(pair)}}
+    got, want = runner(**feed), jax.jit(decode)(*inputs.values())
+    assert got.keys() == want.keys()
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], np.asarray(value), rtol=1e-5, atol=1e-5, err_msg=name)
