@@ -36,7 +36,9 @@ class WeightStubs:
     """The weights stubbed in the graphs of one export (all its signatures): marker -> real array,
     as the flatbuffer must hold it (the same weight has the same marker in every signature)."""
 
-    def __init__(self):
+    def __init__(self, fold_scales: bool = True):
+        # ``fold_scaled_fully_connected`` may run (not in strict mode: see there).
+        self.fold_scales = fold_scales
         self._markers: dict = {}   # (weight's key, transposed) -> marker
         # marker -> the weight as the lowering holds it (a view, no copy); ``transposed`` markers
         # are stored transposed, made one weight at a time when written (``content``).
@@ -46,9 +48,10 @@ class WeightStubs:
         self.shapes: dict[int, tuple] = {}
         self._pending: dict[str, tuple] = {}  # node name -> (key, array), until ``finish_graph_def``
         # The buffers' data ``attach`` gives the stand-ins: marker -> placeholder, id -> marker.
-        self._placeholder_of: dict[int, np.ndarray] = {}
+        self._placeholder_of: dict = {}  # marker (or ("scaled", marker, factor)) -> placeholder
         self._placeholders: dict[int, int] = {}
-        self._digests: dict[int, bytes] = {}
+        self._digests: dict = {}  # (marker, scale) -> digest
+        self._scales: dict[int, np.float32] = {}  # id of a ``scaled`` placeholder -> its factor
 
     @staticmethod
     def takes(array: np.ndarray) -> bool:
@@ -160,24 +163,46 @@ class WeightStubs:
 
     def content(self, data: np.ndarray) -> np.ndarray:
         """The bytes a buffer's data stands for (uint8, 1-D): a stand-in's weight, transposed
-        when so stored (a copy of that one weight), else ``data`` itself."""
+        when so stored, times its factor when ``scaled`` (a copy of that one weight), else ``data`` itself."""
         marker = self._placeholders.get(id(data))
         if marker is None:
             return data
         array = self.real[marker]
         if marker in self.transposed:
             array = np.ascontiguousarray(array.T)
+        if id(data) in self._scales:
+            array = array * self._scales[id(data)]
         return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
 
     def digest(self, data: np.ndarray, digest) -> bytes:
-        """``digest(content(data))``, computed once per stand-in."""
+        """``digest(content(data))``, computed once per stand-in (and factor)."""
         marker = self._placeholders.get(id(data))
         if marker is None:
             return digest(data)
-        if marker not in self._digests:
-            self._digests[marker] = digest(self.content(data))
-        return self._digests[marker]
+        key = (marker, self._scales.get(id(data)))
+        if key not in self._digests:
+            self._digests[key] = digest(self.content(data))
+        return self._digests[key]
 
+    def scaled(self, data: np.ndarray, factor: np.float32) -> np.ndarray | None:
+        """A buffer's data standing for ``data``'s float32 values times ``factor`` (a power of two),
+        or None where a product would leave the normal range (so be rounded or overflow): a new
+        placeholder for a stand-in's (made when written, as its weight is), else the values."""
+        marker = self._placeholders.get(id(data))
+        values = (self.real[marker] if marker is not None else data).view(np.float32)
+        if id(data) in self._scales:
+            return None  # scaled twice: never made by one fold pass
+        if not _exactly_scaled(values, factor):
+            return None
+        if marker is None:
+            return (values * factor).view(np.uint8)
+        key = ("scaled", marker, float(factor))  # one placeholder per weight and factor, as per weight
+        if key not in self._placeholder_of:
+            placeholder = np.broadcast_to(np.zeros((), np.uint8), (self.real[marker].nbytes,))
+            self._placeholder_of[key] = placeholder
+            self._placeholders[id(placeholder)] = marker
+            self._scales[id(placeholder)] = factor
+        return self._placeholder_of[key]
 
 def _op_of(name: str, nodes: dict) -> str | None:
     node = nodes.get(name.split(":")[0].lstrip("^"))
@@ -240,3 +265,105 @@ def _folded_fully_connected(model, graph, op, stubs: WeightStubs, schema):
     if b is not None:
         y = y + b
     return np.ascontiguousarray(y.astype(np.float32).reshape(graph.tensors[op.outputs[0]].shape))
+
+
+def _exactly_scaled(values: np.ndarray, factor: np.float32) -> bool:
+    """Whether every ``values * factor`` (float32, factor a power of two) is that product exactly:
+    finite, and not rounded off in the subnormal range (dividing back gives the value)."""
+    product = values * factor
+    return bool(np.isfinite(product).all() and np.array_equal(product / factor, values))
+
+
+def fold_scaled_fully_connected(model, stubs: WeightStubs) -> None:
+    """``MUL(FULLY_CONNECTED(x, w, b), c)`` for a float32 scalar constant ``c`` that is a power of
+    two, the product read by that MUL alone: ``FULLY_CONNECTED(x, w * c, b * c)``, as the converter
+    folds it when ``w`` is a constant; a stand-in kept the MUL (BERT-base: the queries' 1 / 8 that
+    ``lowering_rules.fusion.scaled_product`` moves there, 12 ops over 128 x 768 values).
+    Exact as that fold is: a power of two only moves exponents, so each product and partial sum is
+    the same number scaled, unless one leaves the normal range; ``w * c`` itself must be exact (no
+    weight rounded off as a subnormal). Not in strict mode (``WeightStubs.fold_scales``)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    if not stubs.fold_scales:
+        return
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    for graph in model.subgraphs:
+        readers: dict[int, int] = {}
+        producer: dict[int, object] = {}
+        for op in graph.operators or []:
+            for t in op.inputs if op.inputs is not None else []:
+                readers[t] = readers.get(t, 0) + 1
+            for t in op.outputs if op.outputs is not None else []:
+                producer[t] = op
+        for t in graph.outputs if graph.outputs is not None else []:
+            readers[t] = readers.get(t, 0) + 1
+        buffer_users: dict[int, int] = {}
+        for g in model.subgraphs:
+            for tensor in g.tensors:
+                buffer_users[tensor.buffer] = buffer_users.get(tensor.buffer, 0) + 1
+        folded = set()
+        for op in graph.operators or []:
+            fc = _scaled_fully_connected(model, graph, op, codes, producer, readers, stubs, schema)
+            if fc is None:
+                continue
+            fc_op, weight, bias = fc
+            fc_op.inputs = list(fc_op.inputs)  # a read-only view of the flatbuffer's bytes
+            for i, data in ((1, weight), (2, bias)):
+                if data is None:
+                    continue
+                t = fc_op.inputs[i]
+                if readers[t] > 1 or buffer_users[graph.tensors[t].buffer] > 1:  # another reads it as it is
+                    copy = schema.TensorT()
+                    copy.name, copy.type = graph.tensors[t].name + b"_scaled", graph.tensors[t].type
+                    copy.shape = list(graph.tensors[t].shape)
+                    copy.buffer = len(model.buffers)
+                    model.buffers.append(schema.BufferT())
+                    readers[t] -= 1
+                    fc_op.inputs[i] = t = len(graph.tensors)
+                    graph.tensors.append(copy)
+                    readers[t], buffer_users[copy.buffer] = 1, 1
+                model.buffers[graph.tensors[t].buffer].data = data
+            fc_op.outputs = list(op.outputs)
+            folded.add(id(op))
+        graph.operators = [op for op in graph.operators or [] if id(op) not in folded]
+
+
+def _scaled_fully_connected(model, graph, op, codes, producer, readers, stubs: WeightStubs, schema):
+    """For ``op`` a MUL that ``fold_scaled_fully_connected`` folds: the FULLY_CONNECTED, its
+    weight's and bias's data scaled (the bias None where there is none), else None."""
+    plain = schema.ActivationFunctionType.NONE
+    if (codes[op.opcodeIndex] != schema.BuiltinOperator.MUL or op.inputs is None or len(op.inputs) != 2
+            or not isinstance(op.builtinOptions, schema.MulOptionsT)
+            or op.builtinOptions.fusedActivationFunction != plain):
+        return None
+    for product, scale in ((op.inputs[0], op.inputs[1]), (op.inputs[1], op.inputs[0])):
+        fc_op = producer.get(product)
+        factor = _constant_float32(model, graph, scale, stubs, schema)
+        if fc_op is not None and factor is not None and factor.size == 1 and readers[product] == 1:
+            break
+    else:
+        return None
+    factor = np.float32(factor.reshape(()))
+    options = fc_op.builtinOptions
+    if (codes[fc_op.opcodeIndex] != schema.BuiltinOperator.FULLY_CONNECTED
+            or not isinstance(options, schema.FullyConnectedOptionsT) or options.fusedActivationFunction != plain
+            or options.weightsFormat != schema.FullyConnectedOptionsWeightsFormat.DEFAULT
+            or not (np.isfinite(factor) and factor > 0 and np.frexp(factor)[0] == 0.5)
+            or list(graph.tensors[product].shape) != list(graph.tensors[op.outputs[0]].shape)):
+        return None
+    datas = []
+    for i in (1, 2):
+        t = fc_op.inputs[i] if i < len(fc_op.inputs) else -1
+        if t < 0:
+            datas.append(None)
+            continue
+        data = model.buffers[graph.tensors[t].buffer].data
+        if (graph.tensors[t].type != schema.TensorType.FLOAT32 or data is None or isinstance(data, list)
+                or data.size == 0):
+            return None
+        scaled = stubs.scaled(data, factor)
+        if scaled is None:
+            return None
+        datas.append(scaled)
+    if datas[0] is None:
+        return None
+    return fc_op, datas[0], datas[1]

@@ -2,6 +2,7 @@
 converter never sees the weights' bytes, and the .tflite still computes what JAX computes."""
 from __future__ import annotations
 
+import collections
 import os
 
 import jax
@@ -204,3 +205,70 @@ def test_unread_weight_tensors_take_no_memory_and_stand_for_their_arrays():
     assert tensor.shape == array.shape and tensor.dtype == np.float32
     assert weights.array_of(tensor) is array
     assert weights.array_of(np.zeros(3)) is None
+
+
+def _ops(path) -> collections.Counter:
+    from ai_edge_litert.interpreter import Interpreter
+    interpreter = Interpreter(model_path=str(path))
+    return collections.Counter(op["op_name"] for op in interpreter._get_ops_details())
+
+
+def _run(path, *args) -> list:
+    from ai_edge_litert.interpreter import Interpreter
+    interpreter = Interpreter(model_path=str(path))
+    runner = interpreter.get_signature_runner()
+    names = interpreter.get_signature_list()["serving_default"]["inputs"]
+    outs = runner(**dict(zip(names, args)))
+    return [outs[k] for k in sorted(outs)]
+
+
+def test_a_stubbed_projection_scaled_by_a_power_of_two_takes_the_scale_into_its_weights(tmp_path, monkeypatch):
+    """BERT-base's attention: the scores' 1 / 8 divides the queries (fusion.scaled_product), a
+    MUL after their projection, which the converter folds into a constant weight but not into a
+    stand-in; fold_scaled_fully_connected does (12 ops fewer in BERT-base). A power of two: the
+    outputs are bit for bit those of the graph without the fold. The key
+    projection reads the same weight unscaled, so the queries' scaled weight is a copy."""
+    rng = np.random.default_rng(4)
+    tokens, width, heads = 80, 128, 2  # 128 x 128 float32 weights: 64 KiB, stubbed
+    w, wo = (rng.standard_normal((width, width)).astype(np.float32) * width ** -0.5 for _ in range(2))
+    b = rng.standard_normal(width).astype(np.float32)
+
+    def attention(x, y):
+        q = (x @ w + b).reshape(tokens, heads, -1)
+        k = (y @ w + b).reshape(tokens, heads, -1)  # the same weight, read unscaled
+        scores = jnp.einsum("thd,shd->hts", q, k) / np.float32(8.0)
+        out = jnp.einsum("hts,shd->thd", jax.nn.softmax(scores, axis=-1), k).reshape(tokens, width)
+        return out @ wo
+    x, y = (rng.standard_normal((tokens, width)).astype(np.float32) for _ in range(2))
+    folded = noxla.export_tflite(attention, x, y, path=str(tmp_path / "folded.tflite"))
+    from noxla import export
+    monkeypatch.setattr(export, "fold_scaled_fully_connected", lambda model, stubs: None)
+    unfolded = noxla.export_tflite(attention, x, y, path=str(tmp_path / "unfolded.tflite"))
+    assert _ops(folded)["MUL"] == 0 and _ops(folded)["FULLY_CONNECTED"] == 3, _ops(folded)
+    assert _ops(unfolded) - _ops(folded) == collections.Counter({"MUL": 1}), (_ops(unfolded), _ops(folded))
+    np.testing.assert_array_equal(_run(folded, x, y)[0], _run(unfolded, x, y)[0])
+    np.testing.assert_allclose(_run(folded, x, y)[0], np.asarray(attention(x, y)), rtol=1e-5, atol=1e-5)
+    # The file holds the scaled copy beside the weight: three weights of 64 KiB, no more.
+    assert 3 * w.nbytes < os.path.getsize(folded) < 3.5 * w.nbytes
+
+
+def test_the_scale_fold_is_bit_exact_and_leaves_other_scales_and_strict_mode_alone(tmp_path):
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((256, 256)).astype(np.float32)  # 256 KiB: stubbed
+    b = rng.standard_normal(256).astype(np.float32)
+    x = rng.standard_normal((4, 256)).astype(np.float32)
+    paths = {}
+    for name, scale, strict in (("quarter", 0.25, False), ("quarter_strict", 0.25, True), ("third", 1 / 3, False)):
+        def f(x, scale=scale):
+            return (x @ w + b) * np.float32(scale)
+        paths[name] = noxla.export_tflite(f, x, path=str(tmp_path / f"{name}.tflite"), strict=strict)
+    assert _ops(paths["quarter"])["MUL"] == 0, _ops(paths["quarter"])
+    # Strict mode, and a factor that is not a power of two (w / 3 is rounded): the MUL stays.
+    assert _ops(paths["quarter_strict"])["MUL"] == 1 and _ops(paths["third"])["MUL"] == 1
+    np.testing.assert_array_equal(_run(paths["quarter"], x)[0], _run(paths["quarter_strict"], x)[0])
+    # A weight that the factor would round off (a subnormal product) keeps its MUL.
+    tiny = w.copy()
+    # Normal, with its last mantissa bit set: a quarter of it is subnormal and loses that bit.
+    tiny[0, 0] = (np.array([3e-38], np.float32).view(np.int32) | 1).view(np.float32)[0]
+    tiny_path = noxla.export_tflite(lambda x: (x @ tiny) * np.float32(0.25), x, path=str(tmp_path / "tiny.tflite"))
+    assert _ops(tiny_path)["MUL"] == 1, _ops(tiny_path)
