@@ -141,6 +141,45 @@ def test_attention_scale_divides_the_queries_not_the_scores(strict, tmp_path):
     np.testing.assert_allclose(got, np.asarray(fun(q, k)), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
+def test_layer_norm_divides_by_its_sqrt_and_squares_by_a_product(strict, tmp_path):
+    """A LayerNorm as BERT writes it, (x - m) * (scale / sqrt(var + eps)) + bias: the TFLite
+    converter would turn scale / sqrt into scale * rsqrt (rounded twice) and Square(x - m) into a
+    SQUARED_DIFFERENCE beside a second x - m. The export has litert-converter's ops: one SUB, a MUL
+    for the square, SQRT and DIV."""
+    import jax.numpy as jnp
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    import noxla
+    from noxla.runtimes import run_tflite
+    rng = np.random.default_rng(0)
+    scale, bias = (rng.standard_normal(64).astype(np.float32) for _ in range(2))
+
+    def layer_norm(x):
+        mean = jnp.mean(x, axis=-1, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+        return (x - mean) * (scale / jnp.sqrt(var + 1e-6)) + bias
+    path = noxla.export_tflite(layer_norm, np.ones((16, 64), np.float32), path=str(tmp_path / "ln.tflite"),
+                               strict=strict)
+    ops = sorted(op["op_name"] for op in Interpreter(model_path=path)._get_ops_details())
+    assert ops == sorted(["MEAN", "SUB", "MUL", "MEAN", "ADD", "SQRT", "RESHAPE", "DIV", "MUL", "ADD"]), ops
+    # x / sqrt(y) is the runtime's square root (XNNPACK's is within an ulp, not IEEE's) divided
+    # exactly; at y = 0 JAX's +-inf (TFLite's RSQRT gives NaN there).
+    y = np.abs(rng.standard_normal(1000)).astype(np.float32) * 1e3
+    y[:3] = 0.0
+    x = rng.standard_normal(1000).astype(np.float32)
+    x[:3] = [1.0, -2.0, 0.0]
+    fun = lambda x, y: x / jnp.sqrt(y)
+    (got,) = run_tflite(noxla.export_tflite(fun, x, y, path=str(tmp_path / "q.tflite"), strict=strict),
+                        {"x": x, "y": y}).values()
+    (root,) = run_tflite(noxla.export_tflite(jnp.sqrt, y, path=str(tmp_path / "r.tflite"), strict=strict),
+                         {"x": y}).values()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.testing.assert_array_equal(got, x / root)
+    np.testing.assert_array_equal(got[:3], [np.inf, -np.inf, np.nan])
+
+
 @pytest.mark.slow
 def test_real_models_rebuild_the_same_function_from_their_spec_and_weights():
     """What an anchor venv rebuilds (tools/real_models.rebuild) computes what the benchmark measured."""
