@@ -30,6 +30,27 @@ def test_interleaved_ratio_is_the_median_of_per_round_ratios():
     assert ms["a"] > ms["b"]
 
 
+def test_interleaved_both_ways_cancels_a_penalty_on_the_timer_made_first():
+    """As LiteRT's interpreters of a large model measured under load: the first made runs 1.2x
+    slower. Made in both orders, two copies of one path measure 1.00 against each other."""
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    from benchmark import interleaved_both_ways
+    made = []
+
+    def maker(cost):
+        def make():
+            made.append(cost)
+            slowdown = 1.2 if len(made) % 3 == 1 else 1.0  # the first of each three made
+            return lambda k: cost * slowdown
+        return make
+    ms, ratios = interleaved_both_ways({"noxla": maker(1.0), "copy": maker(1.0), "anchor": maker(1.0)}, rounds=8,
+                                       batch_ms=10.0, warmup_ms=0)
+    assert len(made) == 6  # three timers made twice, the second time in the reverse order
+    # First made: noxla in one half, anchor in the other (copy is made second both times).
+    assert ratios[("noxla", "anchor")] == pytest.approx(1.0)
+    assert ms["noxla"] == pytest.approx(1.1) and ms["copy"] == pytest.approx(1.0)
+
+
 @pytest.mark.slow
 def test_tensorflow_imported_through_noxla_leaves_keras_to_first_use():
     pytest.importorskip("keras", reason="TF loads Keras eagerly only when Keras is installed")
