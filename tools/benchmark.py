@@ -50,6 +50,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tools"))  # real_models, bench_anchor
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from interleaving import interleaved, interleaved_both_ways  # noqa: E402  (tools/ is on the path from here)
 
 PATHS = ("noxla", "native", "old", "litert")
 LOAD_AT_START = os.getloadavg()[0]
@@ -75,7 +76,8 @@ VENV_PACKAGES = {
 # alternating order, each batch long enough (>= BATCH_MS) to be well above the timer's resolution.
 # A path's latency is the median over rounds; the ratio noxla / anchor is the median over rounds
 # of the per-round ratio, so a slow spell hits both sides of a ratio alike. Two copies of one
-# artifact measure 1.00 +- 0.02 this way on an idle machine (--self-check prints it per model).
+# artifact measure 1.00 +- 0.02 this way on an idle machine (--self-check prints it per model);
+# under load the runtime made first measured slower, so `interleaved_both_ways` makes them in both orders.
 # Add a runtime by adding an entry. TF.js WebGL runs in headless Chromium (noxla.runtimes.BrowserRunner,
 # WebGL through SwiftShader: the GPU emulated on the CPU, so its latencies rank graphs for WebGL's
 # shaders and textures, not a real GPU's speed); its first run compiles the shaders.
@@ -135,32 +137,6 @@ LATENCY_COLUMNS: dict[str, Callable] = {
     "TF.js WebGL": tfjs_timer("webgl", browser=True),
 }
 DEFAULT_COLUMNS = tuple(LATENCY_COLUMNS)  # --threads adds "LiteRT N threads" columns
-
-
-def interleaved(timers: dict[str, Callable[[int], float]], rounds: int, batch_ms: float,
-                warmup_ms: float) -> tuple[dict, dict]:
-    """Per path, the median ms per run; per (path, other path), the median per-round ratio.
-
-    First a warm-up of warmup_ms: V8 tiers TF.js's wasm kernels and JS up over the first seconds
-    (a model's wasm latency halves twice meanwhile), so earlier runs would favour whichever path
-    ran last. Then each round times one batch of k runs of every path, in the order of the dict on
-    even rounds and reversed on odd ones. k is the same for all paths: enough runs that the fastest
-    path's batch lasts batch_ms, estimated from the last warm-up batch."""
-    per_run_ms = {p: max(t(1), 1e-4) for p, t in timers.items()}
-    start = time.perf_counter()
-    while (time.perf_counter() - start) * 1e3 < warmup_ms:
-        k = max(1, min(10000, round(batch_ms / min(per_run_ms.values()))))
-        per_run_ms = {p: max(t(k), 1e-5) for p, t in timers.items()}
-    k = max(1, min(10000, round(batch_ms / min(per_run_ms.values()))))
-    per_run: dict[str, list[float]] = {p: [] for p in timers}
-    order = list(timers)
-    for r in range(rounds):
-        for p in (order if r % 2 == 0 else order[::-1]):
-            per_run[p].append(timers[p](k))
-    ms = {p: statistics.median(v) for p, v in per_run.items()}
-    ratios = {(a, b): statistics.median(x / y for x, y in zip(per_run[a], per_run[b]))
-              for a in timers for b in timers if a != b}
-    return ms, ratios
 
 
 def alone_ms(column: str, artifacts: dict, inputs: dict, repeats: int) -> float | None:
@@ -539,7 +515,7 @@ def latencies(results: dict, inputs: dict, example: list, expected: list, args) 
         copies = {k: copy_artifact(results["noxla"][k]) for k in ("tflite", "tfjs") if k in results["noxla"]}
     for column in args.columns:
         make = LATENCY_COLUMNS[column]
-        timers = {}
+        makers = {}
         for path, r in results.items():
             errors = {k: r.get(ERROR_KEYS.get(column, {}).get(k, f"{k}_error")) for k in ("tflite", "tfjs")}
             usable = {k: r[k] for k in ("tflite", "tfjs") if k in r and isinstance(errors[k], float)
@@ -549,21 +525,22 @@ def latencies(results: dict, inputs: dict, example: list, expected: list, args) 
                 timer = make(usable, feed)
                 if timer is not None:
                     timer(1)  # fails here rather than mid-round
-                    timers[path] = timer
+                    makers[path] = functools.partial(make, usable, feed)
+                del timer
             except Exception as e:
                 r[column] = f"fails: {type(e).__name__}"
-        if args.self_check and "noxla" in timers:
-            timers["noxla copy"] = make(copies, inputs)
-        if not timers:
+        if args.self_check and "noxla" in makers:
+            makers["noxla copy"] = functools.partial(make, copies, inputs)
+        if not makers:
             continue
-        ms, ratios = interleaved(timers, args.repeats, BATCH_MS[column], WARMUP_MS[column])
+        ms, ratios = interleaved_both_ways(makers, args.repeats, BATCH_MS[column], WARMUP_MS[column])
         for path, value in ms.items():
             if path in results:
                 results[path][column] = value
-        anchors = [p for p in timers if p not in ("noxla", "noxla copy")]
-        if "noxla" in timers and anchors:
+        anchors = [p for p in makers if p not in ("noxla", "noxla copy")]
+        if "noxla" in makers and anchors:
             results["noxla"][f"{column} ratio"] = max(ratios[("noxla", a)] for a in anchors)
-        if "noxla copy" in timers:
+        if "noxla copy" in makers:
             results["noxla"][f"{column} self ratio"] = ratios[("noxla", "noxla copy")]
 
 
@@ -627,7 +604,8 @@ def report(all_results: dict, args) -> str:
              f"of k runs per path (k: the fastest path's batch lasts {BATCH_MS['LiteRT']:g} ms in LiteRT, "
              f"{BATCH_MS['TF.js wasm']:g} ms in TF.js), after a warm-up; ms = median over rounds of the "
              "batch's per-run ms (LiteRT: mean CPU time of its one thread, TF.js: median wall time), ratio = "
-             "median over rounds of the per-round ratio against each anchor, the largest of those. "
+             "median over rounds of the per-round ratio against each anchor, the largest of those; the runtimes "
+             "made in one order for half the rounds, in the reverse for the other (mean ms, geometric mean ratio). "
              "Ops: main graph + loop bodies/conditions. Export: cold = first export in a fresh process "
              "(after imports), warm = the next one; wall seconds, and in the ratio table also the export "
              "process's CPU seconds (all threads), which other load on the machine does not inflate. "
