@@ -564,7 +564,8 @@ def _lone_tflite(program: Program, strict: bool, webgpu: bool, tflite: bool, all
     def lowered(unread: bool):
         weights = Weights(unread=unread)
         return weights, Handoff(run_step(on_step, "lower", serving_function, program, False, strict,
-                                         weights=weights, webgpu=webgpu, tflite=tflite))
+                                         weights=weights, webgpu=webgpu, tflite=tflite,
+                                         sequenced=not unread))  # unread: only frozen, never run
     if quantize == "int8":
         return run_step(on_step, "convert tflite", tflite_bytes, lowered(False)[1], allow_flex, quantize, samples,
                         webgpu)
@@ -636,7 +637,7 @@ def _signature_functions(signatures, target: Target, strict: bool, on_step: OnSt
         traced[key] = program
     weights = Weights() if weights is None else weights
     return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict, weights=weights,
-                          webgpu=webgpu, tflite=tflite)
+                          webgpu=webgpu, tflite=tflite, sequenced=not weights.unread)
             for key, program in traced.items()}
 
 

@@ -92,7 +92,7 @@ def needs_tflite_lowering(program: Program) -> bool:
 
 def serving_function(program: Program, check_shapes: bool = False, strict: bool = False,
                      uint32_as_int32: bool = False, weights: dict | None = None, webgpu: bool = False,
-                     tflite: bool = False) -> tf.types.experimental.ConcreteFunction:
+                     tflite: bool = False, sequenced: bool = True) -> tf.types.experimental.ConcreteFunction:
     """The program as one concrete TF function: flat named inputs, a dict of named outputs.
 
     ``check_shapes`` adds run-time checks of the inputs against polymorphic shapes (TF only);
@@ -102,10 +102,21 @@ def serving_function(program: Program, check_shapes: bool = False, strict: bool 
     functions lowered from the same weights share, each large constant held once (see ``Lowering``).
     ``webgpu``: lowered for LiteRT.js's WebGPU delegate (``helpers.webgpu_lowering``). ``tflite``: for
     the TFLite converter alone (``helpers.tflite_lowering``): its graph may hold ops that only the
-    converter takes (it turns them into builtins), so it must never be saved or run as TF."""
+    converter takes (it turns them into builtins), so it must never be saved or run as TF.
+    ``sequenced=False``: for a function that is only frozen (its GraphDef read), never run or saved:
+    built without ``tf.function``'s sequencing of stateful ops, the same graph."""
     def serve(*flat_args):
         with carry_uint32(uint32_as_int32), webgpu_lowering(webgpu), tflite_lowering(tflite):
             outs = lower_program(program, flat_args, check_shapes=check_shapes, strict=strict, weights=weights)
-        return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
+        outs = {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
+        if not sequenced:  # the Identity ops ``tf.function`` returns, which name the .tflite's outputs
+            outs = {name: tf.identity(outs[name]) for name in sorted(outs)}
+        return outs
     signature = input_signature(program, uint32_as_int32)
+    if not sequenced:
+        # ``tf.function`` sequences stateful ops (automatic control dependencies): a pass over every
+        # op once the graph is built, 8-12% of a lowering. A lowering emits no stateful op but
+        # ``check_shapes``' Asserts (tied to the inputs by explicit control dependencies), so that
+        # pass adds nothing, and a function only frozen and converted does without it.
+        return tf.compat.v1.wrap_function(serve, signature)
     return tf.function(serve, input_signature=signature, autograph=False).get_concrete_function()

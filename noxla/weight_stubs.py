@@ -172,6 +172,20 @@ class WeightStubs:
             return data
         return np.ascontiguousarray(self._weight(marker)).reshape(-1).view(np.uint8)
 
+    def sample(self, data: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """``content(data)[positions]``, read from a stand-in's weight as it is held (not made, a
+        transposed copy, for a few bytes of it)."""
+        marker = self._placeholders.get(id(data))
+        if marker is None:
+            return np.ascontiguousarray(data).reshape(-1).view(np.uint8)[positions]
+        if marker in self._scales:  # made from its scales: rare enough to make
+            return self.content(data)[positions]
+        array = self.real[marker]
+        held = array.T if marker in self.transposed else array
+        size = array.dtype.itemsize
+        elements = np.ascontiguousarray(held[np.unravel_index(positions // size, held.shape)])
+        return elements.view(np.uint8).reshape(-1, size)[np.arange(len(positions)), positions % size]
+
     def _weight(self, marker: int) -> np.ndarray:
         if marker in self._scales:
             base, scales = self._scales[marker]

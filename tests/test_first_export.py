@@ -116,3 +116,36 @@ def test_a_scale_after_a_normed_projection_scales_its_folded_bias(tmp_path):
     real.write_bytes(tflite_bytes(serving_function(trace(queries, (X,)))))
     assert tflite_op_names(path) == tflite_op_names(str(real))
     np.testing.assert_allclose(_run(path), np.asarray(queries(X)), atol=1e-5, rtol=1e-5)
+
+
+def test_a_function_only_frozen_converts_as_the_tf_function_does():
+    """serving_function(sequenced=False), the lowering a .tflite export freezes, skips tf.function's
+    sequencing of stateful ops: without control flow the frozen graph is the same and the .tflite the
+    same bytes; with loops and a branch the .tflite has the same subgraphs, operators, tensors and
+    buffers, its tensor names the same but for the process-wide counters in branch names."""
+    import re
+
+    import jax
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    from noxla.export import frozen_graph_def
+    straight = trace(mlp, (X,))
+    graph_defs = [frozen_graph_def(serving_function(straight, sequenced=s))[0] for s in (False, True)]
+    assert graph_defs[0] == graph_defs[1]  # (their maps serialize in no fixed order)
+    assert tflite_bytes(serving_function(straight, sequenced=False)) == tflite_bytes(serving_function(straight))
+
+    def f(x, n):
+        y = jax.lax.fori_loop(0, 3, lambda i, c: jax.nn.relu(c @ W1) + i, x)
+        z = jax.lax.cond(n > 0, lambda v: v * 2.0, lambda v: v - 1.0, y)
+        w = jax.lax.while_loop(lambda c: c[1] < n + 3, lambda c: (c[0] * 0.5, c[1] + 1), (z, 0))[0]
+        return {"b": y.sum(axis=1), "a": w @ W2}
+    program = trace(f, (X, np.int32(1)))
+
+    def contents(sequenced):
+        model = flatbuffer_utils.read_model_from_bytearray(
+            bytearray(tflite_bytes(serving_function(program, sequenced=sequenced))))
+        return [([(op.opcodeIndex, list(op.inputs), list(op.outputs)) for op in graph.operators],
+                 [(re.sub(rb"_[0-9]+_", b"_", t.name), list(t.shape), t.type, t.buffer) for t in graph.tensors])
+                for graph in model.subgraphs], [bytes(b.data) if b.data is not None else None for b in model.buffers]
+    unsequenced = contents(False)
+    assert len(unsequenced[0]) == 5 and unsequenced == contents(True)

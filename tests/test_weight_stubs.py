@@ -204,3 +204,53 @@ def test_unread_weight_tensors_take_no_memory_and_stand_for_their_arrays():
     assert tensor.shape == array.shape and tensor.dtype == np.float32
     assert weights.array_of(tensor) is array
     assert weights.array_of(np.zeros(3)) is None
+
+
+def test_equal_buffers_are_shared_by_their_bytes_without_digesting_every_weight(monkeypatch):
+    """share_constant_buffers buckets buffers by size and a sample of their bytes, and digests only
+    a bucket's second and later buffers. Kept buffers as before: a plain buffer holding a stand-in's
+    transposed (or scaled) weight joins it, a buffer that agrees on every sampled byte but one
+    other does not, and buffers alone in their bucket are never digested."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from noxla import tflite_merge
+    rng = np.random.default_rng(5)
+    weight = rng.standard_normal((96, 40)).astype(np.float32)
+    stubs = weight_stubs.WeightStubs()
+    for marker, transposed in ((0, True), (1, False)):
+        stubs.real[marker], stubs.shapes[marker] = weight, weight.T.shape if transposed else weight.shape
+        if transposed:
+            stubs.transposed.add(marker)
+    factors = rng.standard_normal(40).astype(np.float32)
+    scaled = stubs.scaled(stubs._placeholder(1), 1, factors)
+    positions = np.arange(weight.nbytes)
+    for data in (stubs._placeholder(0), stubs._placeholder(1), scaled):
+        assert np.array_equal(stubs.sample(data, positions), stubs.content(data))
+    near = np.ascontiguousarray(weight.T).reshape(-1).view(np.uint8).copy()
+    near[1] ^= 1  # a byte no sample reads (64 of 15,360, evenly spaced from the first)
+    payloads = [stubs._placeholder(0), np.ascontiguousarray(weight.T).reshape(-1).view(np.uint8), near,
+                stubs._placeholder(1), scaled, (weight * factors).reshape(-1).view(np.uint8),
+                rng.standard_normal(7).astype(np.float32).view(np.uint8)]
+    model = schema.ModelT()
+    model.buffers = [schema.BufferT()]
+    tensors = []
+    for data in payloads:
+        buffer, tensor = schema.BufferT(), schema.TensorT()
+        buffer.data, tensor.buffer = data, len(model.buffers)
+        model.buffers.append(buffer)
+        tensors.append(tensor)
+    tensors.append(schema.TensorT())
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, list(range(len(payloads))), [len(payloads)]
+    graph = schema.SubGraphT()
+    graph.tensors, graph.operators, graph.inputs, graph.outputs = tensors, [op], [], [len(payloads)]
+    model.subgraphs = [graph]
+    digested = []
+    digest = tflite_merge._buffer_digest
+    monkeypatch.setattr(tflite_merge, "_buffer_digest", lambda data: digested.append(data.nbytes) or digest(data))
+    tflite_merge.share_constant_buffers(model, stubs)
+    assert [t.buffer for t in tensors[:-1]] == [1, 1, 3, 4, 5, 5, 7]
+    assert model.buffers[2].data is None and model.buffers[6].data is None
+    # Digested: the three of the transposed weight's bucket, the two of the scaled one's; not the
+    # unscaled weight's nor the small vector's.
+    assert sorted(digested) == [weight.nbytes] * 5, digested
