@@ -387,12 +387,12 @@ def mean(ctx):
     # jnp.mean(keepdims=True) puts the reduced axes back: MEAN keeps them itself, where a Reshape
     # after it was one more op per RMSNorm.
     keepdims = tuple(numerator.aval.shape) == tuple(1 if a in axes else d for a, d in enumerate(shape))
-    reduce = tf.reduce_sum if lowering_for_tflite() else tf.reduce_mean
-    result = reduce(ctx.value(total.invars[0]), axis=[int(a) for a in axes], keepdims=keepdims)
-    if lowering_for_tflite():
+    tflite = lowering_for_tflite()
+    result = (tf.reduce_sum if tflite else tf.reduce_mean)(ctx.value(total.invars[0]),
+                                                           axis=[int(a) for a in axes], keepdims=keepdims)
+    if tflite:
         result = tf.math.divide(result, np.float32(count))
-    kept = tuple(1 if a in axes else d for a, d in enumerate(shape)) if keepdims else total.outvars[0].aval.shape
-    if tuple(numerator.aval.shape) != tuple(kept):
+    if not keepdims and tuple(numerator.aval.shape) != tuple(total.outvars[0].aval.shape):
         result = tf.reshape(result, ctx.out_shape())
     return result
 
