@@ -68,3 +68,23 @@ def test_quantize_modes_are_checked_and_tabled():
     table = llm_benchmark.report(result, "python3 tools/llm_benchmark.py --quantize int4")
     assert "| float32 | — | 2 | 1 | 10 | 500 | 4/4 | 4/4 | — | 2 | — |" in table
     assert "| int4 | dynamic_wi4b32_afp32 | 0.5 | 0.25 | 12 | 600 | 2/4 | 3/4 | 2/4 | 1 | 0.5 |" in table
+
+
+def test_engine_ratio_is_the_median_of_per_round_ratios_with_quartiles():
+    # Per token: noxla made 4 tokens, litert-torch 2 (texts may differ in length).
+    reply = {"noxla": {"decode_s": [0.4, 0.8, 0.4, 0.4, 1.2], "tokens": 4},
+             "litert-torch": {"decode_s": [0.2, 0.2, 0.25, 0.2, 0.2], "tokens": 2}}
+    ratios = llm_benchmark.round_ratios(reply, "noxla", "litert-torch")
+    assert [round(x, 6) for x in ratios] == [1.0, 2.0, 0.8, 1.0, 3.0]
+    assert llm_benchmark.decode_ratio(reply, "noxla", "litert-torch") == 1.0
+    assert llm_benchmark.parse_args(["--engine-rounds", "7"]).engine_rounds == 7
+    import dataclasses
+    result = {"name": "tiny", "config": dataclasses.asdict(llm_benchmark.configs()["tiny"]), "params": 1e6,
+              "cache": 64, "prefill": 16, "prompt": [1, 2], "max_new": 4, "load": 1.0,
+              "exports": {}, "tokens": {},
+              "engine": {4: {"noxla": {"prefill_ms": 3.0, "decode_ms_per_token": 1.5, "decode_s": [0.1] * 5},
+                             "litert-torch": {"prefill_ms": 3.0, "decode_ms_per_token": 2.0, "decode_s": [0.1] * 5},
+                             "decode_ratio": 0.75, "decode_ratio_quartiles": [0.7, 0.8]}}}
+    table = llm_benchmark.report(result, "cmd")
+    assert "| LiteRT-LM engine decode, 4 thread(s): ms/token | 1.5 | 2 | 0.75 |" in table
+    assert "| per-round decode ratios, 4 thread(s): quartiles over 5 rounds | | | 0.700 to 0.800 |" in table

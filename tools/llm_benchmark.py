@@ -209,20 +209,27 @@ def engine_latencies(bundles: dict, threads: int, args, work: str) -> dict:
     # so LiteRT-LM prepends none: its prompt carries <bos> itself, and both decode the same tokens.
     request = {"models": bundles, "threads": threads, "max_num_tokens": args.cache, "prompt": prompt,
                "prompts": {"litert-torch": "<bos> " + prompt},
-               "max_output_tokens": args.max_new, "rounds": max(3, args.rounds // 4)}
+               "max_output_tokens": args.max_new, "rounds": args.engine_rounds}
     reply, run = call_script(litertlm_bundle.venv_python(), "engine", request, work)
     if not reply:
         return {"failure": run.get("failure", "no reply")}
     if "noxla" in reply and "litert-torch" in reply:
-        reply["decode_ratio"] = decode_ratio(reply, "noxla", "litert-torch")
+        ratios = round_ratios(reply, "noxla", "litert-torch")
+        reply["decode_ratio"] = statistics.median(ratios)
+        reply["decode_ratio_quartiles"] = statistics.quantiles(ratios, n=4)[::2] if len(ratios) > 1 else ratios * 2
     return reply
 
 
+def round_ratios(reply: dict, name: str, reference: str) -> list[float]:
+    """Per round, the ratio of two bundles' decode times per token (their texts may differ in length):
+    the bundles alternate within a round, so each ratio compares runs made moments apart."""
+    a, b = ([x / reply[n]["tokens"] for x in reply[n]["decode_s"]] for n in (name, reference))
+    return [x / y for x, y in zip(a, b)]
+
+
 def decode_ratio(reply: dict, name: str, reference: str) -> float:
-    """The median per-round ratio of two bundles' decode times (per token: their texts may differ
-    in length)."""
-    a, b = ((x / reply[n]["tokens"] for x in reply[n]["decode_s"]) for n in (name, reference))
-    return statistics.median(x / y for x, y in zip(a, b))
+    """The median per-round ratio of two bundles' decode times."""
+    return statistics.median(round_ratios(reply, name, reference))
 
 
 # --------------------------------------------------------------------------- the table
@@ -313,6 +320,10 @@ def report(r: dict, command: str) -> str:
         row(f"LiteRT-LM engine prefill, {threads} thread(s): ms", [eng.get(n, {}).get("prefill_ms") for n in names])
         row(f"LiteRT-LM engine decode, {threads} thread(s): ms/token",
             [eng.get(n, {}).get("decode_ms_per_token") for n in names], eng.get("decode_ratio"))
+        if eng.get("decode_ratio_quartiles"):
+            low, high = eng["decode_ratio_quartiles"]
+            lines.append(f"| per-round decode ratios, {threads} thread(s): quartiles over "
+                         f"{len(eng['noxla']['decode_s'])} rounds | | | {low:.3f} to {high:.3f} |")
     tokens = r["tokens"]
     lines.append("| greedy tokens = JAX's (leading) | "
                  + " | ".join(agreement(tokens.get(n), tokens.get("jax")) for n in names)
@@ -469,6 +480,8 @@ def parse_args(argv=None):
     parser.add_argument("--max-new", type=int, default=16)
     parser.add_argument("--threads", type=lambda s: [int(t) for t in s.split(",")], default=[1, 4])
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--engine-rounds", type=int, default=12,
+                        help="rounds of LiteRT-LM's engine (each bundle generates once per round, alternating)")
     parser.add_argument("--batch-ms", type=float, default=50.0)
     parser.add_argument("--warmup-ms", type=float, default=500.0)
     parser.add_argument("--quantize", type=lambda s: [m for m in s.split(",") if m], default=[],
