@@ -14,7 +14,7 @@ import pytest
 import noxla
 import noxla.export
 from noxla.runtimes import tflite_op_names
-from noxla.tflite_reshapes import _pairs_alike
+from noxla.tflite_reshapes import _pairs_alike, _shape
 
 RNG = np.random.default_rng(0)
 
@@ -33,6 +33,20 @@ RNG = np.random.default_rng(0)
 ])
 def test_pairing_is_decided_on_element_indices(other, b, a, alike):
     assert _pairs_alike(other, a, b) is alike
+
+
+def test_dynamic_and_unranked_shapes_are_not_rewritten():
+    # A polymorphic dimension is written as 1 in ``shape`` and -1 in ``shape_signature``: the 1
+    # would let a wrong pairing pass the check. (The converter folds the pair itself in the
+    # polymorphic exports tried, so this is checked on the tensor.)
+    from tensorflow.lite.python import schema_py_generated as schema
+    tensor = schema.TensorT()
+    tensor.shape, tensor.shapeSignature, tensor.hasRank = np.array([1, 8], np.int32), np.array([-1, 8], np.int32), True
+    assert _shape(tensor) is None
+    tensor.shapeSignature = np.array([1, 8], np.int32)
+    assert _shape(tensor) == (1, 8)
+    tensor.shape, tensor.shapeSignature, tensor.hasRank = np.array([], np.int32), None, False
+    assert _shape(tensor) is None
 
 
 def attention(q, k, v, mask):
