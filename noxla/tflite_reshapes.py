@@ -3,7 +3,8 @@ TFLite flatbuffer (``ModelT``). A leaf: flatbuffer objects in, flatbuffer object
 
 JAX's attention reshapes its scores to add a unit axis for the mask, adds it, takes the softmax
 and reshapes back; TF keeps both reshapes, and LiteRT runs each as an op that moves nothing
-(60 of the 306 RESHAPEs in SmolLM-135M's decode step). Run in the input's layout, the chain gives
+(60 of the 306 RESHAPEs in SmolLM-135M's decode step); Flax's attention reshapes between its
+scale and its softmax too. Run in the first reshape's input layout, the chain gives
 the same values: an elementwise op pairs the same elements, a softmax over an unchanged last axis
 normalizes the same rows. Whether another operand's broadcast pairs the same elements in the new
 layout is decided exactly, on its element indices, not by cases of shapes."""
@@ -32,11 +33,11 @@ _ANY_KERNEL_RANK = 4
 
 def remove_reshape_pairs(model) -> int:
     """Rewrite every ``RESHAPE (a -> b); chain; RESHAPE (-> a)`` in ``model``'s subgraphs so the
-    chain runs on the first reshape's input and writes the second's output, until none is left.
-    The chain: ops each the only reader of the previous output, unary or binary elementwise (the
-    other operand any tensor whose broadcast pairs the same elements in ``a``), or a softmax if
-    ``a`` and ``b`` end in the same length; float32/int32 only, static shapes only. Returns the
-    number of pairs removed."""
+    chain runs on the first reshape's input and writes the last reshape's output, until none is
+    left. The chain: ops each the only reader of the previous output, unary or binary elementwise
+    (the other operand any tensor whose broadcast pairs the same elements in ``a``), a softmax if
+    the shape it ran in ends in ``a``'s last length, or more reshapes (none restoring ``a``);
+    float32/int32 only, static shapes only. Returns the number of reshapes removed."""
     removed = 0
     for graph in model.subgraphs:
         orphans: set[int] = set()
@@ -65,8 +66,8 @@ def _shape(tensor) -> tuple | None:
 
 
 def _rewrite_pass(model, graph, orphans: set[int]) -> int:
-    """One sweep over ``graph``: the pairs found in it that share no op, rewritten. ``orphans``
-    gains the tensors only the removed ops referred to."""
+    """One sweep over ``graph``: the chains found in it that share no op, rewritten. ``orphans``
+    gains the tensors only the removed reshapes referred to. Returns the reshapes removed."""
     ops = graph.operators or []
     readers: dict[int, list[int]] = {}
     for j, op in enumerate(ops):
@@ -79,57 +80,66 @@ def _rewrite_pass(model, graph, orphans: set[int]) -> int:
     for j, op in enumerate(ops):
         if j in touched or _code(model, op) != _OP.RESHAPE:
             continue
-        chain = _chain(model, graph, ops, readers, pinned, j)
-        if chain is None or touched.intersection(chain):
+        found = _chain(model, graph, ops, readers, pinned, j)
+        if found is None:
             continue
-        *links, last = chain
+        links, reshapes = found
+        if touched.intersection(k for k, _ in links) or touched.intersection(reshapes):
+            continue
         source = op.inputs[0]
-        start = ops[links[0]]
-        start.inputs = [int(source) if t == op.outputs[0] else int(t) for t in start.inputs]
         shape = graph.tensors[source].shape
         signature = graph.tensors[source].shapeSignature
-        for k in links[:-1]:
+        value = source  # the chain's value so far, in the source's layout
+        for k, read in links:
+            ops[k].inputs = [int(value) if t == read else int(t) for t in ops[k].inputs]
+            value = ops[k].outputs[0]
+        for k, _ in links[:-1]:
             tensor = graph.tensors[ops[k].outputs[0]]
             tensor.shape = np.array(shape, dtype=np.int32)
             tensor.shapeSignature = None if signature is None else np.array(signature, dtype=np.int32)
-        # The chain's last op writes the second reshape's output: its name, and its place among the
+        # The chain's last op writes the last reshape's output: its name, and its place among the
         # graph's outputs if it is one, stay.
-        orphans.update([op.outputs[0], ops[links[-1]].outputs[0], *op.inputs[1:], *ops[last].inputs[1:]])
-        ops[links[-1]].outputs = [int(ops[last].outputs[0])]
-        touched.update(chain)
-        touched.add(j)
-        drop.update((j, last))
+        last = links[-1][0]
+        orphans.add(ops[last].outputs[0])
+        orphans.update(t for k in reshapes for t in [*ops[k].inputs, *ops[k].outputs])
+        ops[last].outputs = [int(ops[reshapes[-1]].outputs[0])]
+        touched.update(k for k, _ in links)
+        touched.update(reshapes)
+        drop.update(reshapes)
     if drop:
         graph.operators = [op for j, op in enumerate(ops) if j not in drop]
-    return len(drop) // 2
+    return len(drop)
 
 
-def _chain(model, graph, ops, readers, pinned, first) -> list[int] | None:
-    """The op indices of the chain after the RESHAPE ``ops[first]`` and, last, of the RESHAPE that
-    restores its input's shape; None if they do not form the pattern."""
+def _chain(model, graph, ops, readers, pinned, first) -> tuple[list, list[int]] | None:
+    """After the RESHAPE ``ops[first]``: the chain's elementwise ops (index, the tensor it reads
+    the chain's value from) and the chain's reshapes (``first``, any between the ops, and, last,
+    the one that restores the first's input shape); None if they do not form the pattern."""
     reshape = ops[first]
-    source, out = reshape.inputs[0], reshape.outputs[0]
-    a, b = _shape(graph.tensors[source]), _shape(graph.tensors[out])
-    if a is None or b is None or a == b or int(np.prod(b)) > _MAX_CHECKED:
+    source, current = reshape.inputs[0], reshape.outputs[0]
+    a = _shape(graph.tensors[source])
+    if a is None or int(np.prod(a)) > _MAX_CHECKED:
         return None
-    if len(a) > max(len(b), _ANY_KERNEL_RANK):
-        return None
-    chain: list[int] = []
-    current = out
+    links: list[tuple[int, int]] = []
+    reshapes = [first]
     while True:
-        if current in pinned or len(readers.get(current, [])) != 1:
+        b = _shape(graph.tensors[current])
+        if b is None or current in pinned or len(readers.get(current, [])) != 1:
             return None
         j = readers[current][0]
         op = ops[j]
         code = _code(model, op)
         if code == _OP.RESHAPE:
-            restored = op.outputs[0]
-            if not chain or op.inputs[0] != current or _shape(graph.tensors[restored]) != a:
+            if op.inputs[0] != current or j in reshapes:
                 return None
-            return chain + [j]
-        if not _elementwise_here(model, graph, op, code, current, a, b):
+            reshapes.append(j)
+            current = op.outputs[0]
+            if _shape(graph.tensors[current]) == a:
+                return (links, reshapes) if links else None
+            continue
+        if len(a) > max(len(b), _ANY_KERNEL_RANK) or not _elementwise_here(model, graph, op, code, current, a, b):
             return None
-        chain.append(j)
+        links.append((j, current))
         current = op.outputs[0]
 
 
