@@ -26,8 +26,9 @@ _LAST_AXIS = {_OP.SOFTMAX, _OP.LOG_SOFTMAX}
 _TYPES = {schema.TensorType.FLOAT32, schema.TensorType.INT32}
 # The pairing check builds an index array of the broadcast's size: cheap below this.
 _MAX_CHECKED = 1 << 22
-# Every TFLite elementwise kernel broadcasts at up to 4-D (some at 5 or 6); a chain moved to a
-# higher rank than it ran at could exceed its kernel's limit, so above 4-D it may only lose axes.
+# Every TFLite elementwise kernel broadcasts up to 4-D at least (ADD and MUL up to 6-D, POW only
+# 4-D); a chain moved above the rank it ran at could pass its kernel's limit, so above 4-D a chain
+# may only lose axes.
 _ANY_KERNEL_RANK = 4
 
 
