@@ -1,0 +1,218 @@
+"""RESHAPE pairs that wrap an elementwise chain and restore the shape, removed from an unpacked
+TFLite flatbuffer (``ModelT``). A leaf: flatbuffer objects in, flatbuffer objects out.
+
+JAX's attention reshapes its scores to add a unit axis for the mask, adds it, takes the softmax
+and reshapes back; TF keeps both reshapes, and LiteRT runs each as an op that moves nothing
+(60 of the 306 RESHAPEs in SmolLM-135M's decode step); Flax's attention reshapes between its
+scale and its softmax too. Run in the first reshape's input layout, the chain gives
+the same values: an elementwise op pairs the same elements, a softmax over an unchanged last axis
+normalizes the same rows. Whether another operand's broadcast pairs the same elements in the new
+layout is decided exactly, on its element indices, not by cases of shapes."""
+from __future__ import annotations
+
+import numpy as np
+from tensorflow.lite.python import schema_py_generated as schema
+
+_OP = schema.BuiltinOperator
+# Ops whose output element i depends on input element i only (and on the other operand's element
+# that broadcasting pairs with it); none has options that name an axis or a layout.
+_UNARY = {_OP.ABS, _OP.CAST, _OP.CEIL, _OP.COS, _OP.ELU, _OP.EXP, _OP.FLOOR, _OP.GELU, _OP.HARD_SWISH,
+          _OP.LEAKY_RELU, _OP.LOG, _OP.LOGISTIC, _OP.NEG, _OP.RELU, _OP.RELU6, _OP.RELU_0_TO_1,
+          _OP.RELU_N1_TO_1, _OP.ROUND, _OP.RSQRT, _OP.SIGN, _OP.SIN, _OP.SQRT, _OP.SQUARE, _OP.TANH}
+_BINARY = {_OP.ADD, _OP.DIV, _OP.FLOOR_DIV, _OP.FLOOR_MOD, _OP.MAXIMUM, _OP.MINIMUM, _OP.MUL, _OP.POW,
+           _OP.SQUARED_DIFFERENCE, _OP.SUB}
+# Normalize over the last axis: the same rows in both layouts when that axis keeps its length.
+_LAST_AXIS = {_OP.SOFTMAX, _OP.LOG_SOFTMAX}
+_TYPES = {schema.TensorType.FLOAT32, schema.TensorType.INT32}
+# The pairing check builds an index array of the broadcast's size: cheap below this.
+_MAX_CHECKED = 1 << 22
+# Every TFLite elementwise kernel broadcasts up to 4-D at least (ADD and MUL up to 6-D, POW only
+# 4-D); a chain moved above the rank it ran at could pass its kernel's limit, so above 4-D a chain
+# may only lose axes.
+_ANY_KERNEL_RANK = 4
+
+
+def remove_reshape_pairs(model) -> int:
+    """Rewrite every ``RESHAPE (a -> b); chain; RESHAPE (-> a)`` in ``model``'s subgraphs so the
+    chain runs on the first reshape's input and writes the last reshape's output, until none is
+    left. The chain: ops each the only reader of the previous output, unary or binary elementwise
+    (the other operand any tensor whose broadcast pairs the same elements in ``a``), a softmax if
+    the shape it ran in ends in ``a``'s last length, or more reshapes (none restoring ``a``);
+    float32/int32 only, static shapes only. Returns the number of reshapes removed."""
+    removed = 0
+    for graph in model.subgraphs:
+        orphans: set[int] = set()
+        while True:
+            found = _rewrite_pass(model, graph, orphans)
+            if not found:
+                break
+            removed += found
+        if orphans:
+            _drop_orphans(model, graph, orphans)
+    return removed
+
+
+def _code(model, op) -> int:
+    code = model.operatorCodes[op.opcodeIndex]
+    return max(code.builtinCode, code.deprecatedBuiltinCode)
+
+
+def _shape(tensor) -> tuple | None:
+    """A static shape, or None (dynamic: a -1 in its signature, or no rank)."""
+    if not tensor.hasRank and (tensor.shape is None or len(tensor.shape) == 0):
+        return None
+    if tensor.shapeSignature is not None and any(int(d) < 0 for d in tensor.shapeSignature):
+        return None
+    return tuple(int(d) for d in (tensor.shape if tensor.shape is not None else []))
+
+
+def _rewrite_pass(model, graph, orphans: set[int]) -> int:
+    """One sweep over ``graph``: the chains found in it that share no op, rewritten. ``orphans``
+    gains the tensors only the removed reshapes referred to. Returns the reshapes removed."""
+    ops = graph.operators or []
+    readers: dict[int, list[int]] = {}
+    for j, op in enumerate(ops):
+        for t in set(op.inputs if op.inputs is not None else []):
+            if t >= 0:
+                readers.setdefault(t, []).append(j)
+    pinned = set(graph.outputs if graph.outputs is not None else [])
+    touched: set[int] = set()
+    drop: set[int] = set()
+    for j, op in enumerate(ops):
+        if j in touched or _code(model, op) != _OP.RESHAPE:
+            continue
+        found = _chain(model, graph, ops, readers, pinned, j)
+        if found is None:
+            continue
+        links, reshapes = found
+        if touched.intersection(k for k, _ in links) or touched.intersection(reshapes):
+            continue
+        source = op.inputs[0]
+        shape = graph.tensors[source].shape
+        signature = graph.tensors[source].shapeSignature
+        value = source  # the chain's value so far, in the source's layout
+        for k, read in links:
+            ops[k].inputs = [int(value) if t == read else int(t) for t in ops[k].inputs]
+            value = ops[k].outputs[0]
+        for k, _ in links[:-1]:
+            tensor = graph.tensors[ops[k].outputs[0]]
+            tensor.shape = np.array(shape, dtype=np.int32)
+            tensor.shapeSignature = None if signature is None else np.array(signature, dtype=np.int32)
+        # The chain's last op writes the last reshape's output: its name, and its place among the
+        # graph's outputs if it is one, stay.
+        last = links[-1][0]
+        orphans.add(ops[last].outputs[0])
+        orphans.update(t for k in reshapes for t in [*ops[k].inputs, *ops[k].outputs])
+        ops[last].outputs = [int(ops[reshapes[-1]].outputs[0])]
+        touched.update(k for k, _ in links)
+        touched.update(reshapes)
+        drop.update(reshapes)
+    if drop:
+        graph.operators = [op for j, op in enumerate(ops) if j not in drop]
+    return len(drop)
+
+
+def _chain(model, graph, ops, readers, pinned, first) -> tuple[list, list[int]] | None:
+    """After the RESHAPE ``ops[first]``: the chain's elementwise ops (index, the tensor it reads
+    the chain's value from) and the chain's reshapes (``first``, any between the ops, and, last,
+    the one that restores the first's input shape); None if they do not form the pattern."""
+    reshape = ops[first]
+    source, current = reshape.inputs[0], reshape.outputs[0]
+    a = _shape(graph.tensors[source])
+    if a is None or int(np.prod(a)) > _MAX_CHECKED:
+        return None
+    links: list[tuple[int, int]] = []
+    reshapes = [first]
+    while True:
+        b = _shape(graph.tensors[current])
+        if b is None or current in pinned or len(readers.get(current, [])) != 1:
+            return None
+        j = readers[current][0]
+        op = ops[j]
+        code = _code(model, op)
+        if code == _OP.RESHAPE:
+            if op.inputs[0] != current or j in reshapes:
+                return None
+            reshapes.append(j)
+            current = op.outputs[0]
+            if _shape(graph.tensors[current]) == a:
+                return (links, reshapes) if links else None
+            continue
+        if len(a) > max(len(b), _ANY_KERNEL_RANK) or not _elementwise_here(model, graph, op, code, current, a, b):
+            return None
+        links.append((j, current))
+        current = op.outputs[0]
+
+
+def _elementwise_here(model, graph, op, code, current, a, b) -> bool:
+    """Whether ``op``, reading ``current`` (shape ``b``), gives the same values run in shape ``a``."""
+    if op.outputs is None or len(op.outputs) != 1 or op.intermediates is not None and len(op.intermediates):
+        return False
+    output = graph.tensors[op.outputs[0]]
+    if _shape(output) != b or output.type not in _TYPES:
+        return False
+    inputs = [t for t in op.inputs if t >= 0]
+    if any(graph.tensors[t].type not in _TYPES for t in inputs):
+        return False
+    if code in _UNARY or code in _LAST_AXIS:
+        if inputs != [current]:
+            return False
+        return code in _UNARY or bool(a and b) and a[-1] == b[-1]
+    if code not in _BINARY or len(inputs) != 2:
+        return False
+    others = [t for t in inputs if t != current]
+    return all(_pairs_alike(_shape(graph.tensors[t]), a, b) for t in others)
+
+
+def _pairs_alike(other, a, b) -> bool:
+    """Whether ``other`` broadcast to ``b`` and laid out as ``a`` holds the elements it holds
+    broadcast to ``a`` (and it broadcasts to ``a`` without growing it)."""
+    if other is None or int(np.prod(other)) > _MAX_CHECKED:
+        return False
+    try:
+        if np.broadcast_shapes(other, a) != tuple(a):
+            return False
+        index = np.arange(int(np.prod(other)), dtype=np.int32).reshape(other)
+        return np.array_equal(np.broadcast_to(index, b).reshape(a), np.broadcast_to(index, a))
+    except ValueError:
+        return False
+
+
+def _drop_orphans(model, graph, orphans: set[int]) -> None:
+    """Remove the tensors of ``orphans`` that no op and no graph input or output refers to any more
+    (the removed reshapes' outputs and shapes), renumbering the rest; empty the buffers only they
+    held."""
+    index = model.subgraphs.index(graph)
+    used = {int(entry.tensorIndex) for signature in model.signatureDefs or [] if signature.subgraphIndex == index
+            for entry in (signature.inputs or []) + (signature.outputs or [])}
+    used.update(graph.inputs if graph.inputs is not None else [], graph.outputs if graph.outputs is not None else [])
+    for op in graph.operators or []:
+        for field in (op.inputs, op.outputs, op.intermediates):
+            used.update(t for t in (field if field is not None else []) if t >= 0)
+    gone = {t for t in orphans if t >= 0 and t not in used}
+    if not gone:
+        return
+    held: dict[int, int] = {}
+    for g in model.subgraphs:
+        for tensor in g.tensors:
+            held[tensor.buffer] = held.get(tensor.buffer, 0) + 1
+    number = {}
+    kept = []
+    for t, tensor in enumerate(graph.tensors):
+        if t not in gone:
+            number[t] = len(kept)
+            kept.append(tensor)
+        elif tensor.buffer > 0 and held[tensor.buffer] == 1:
+            model.buffers[tensor.buffer].data = None
+    graph.tensors = kept
+
+    def renumber(indices):
+        return None if indices is None else [number[t] if t >= 0 else t for t in indices]
+    graph.inputs, graph.outputs = renumber(graph.inputs), renumber(graph.outputs)
+    for op in graph.operators or []:
+        op.inputs, op.outputs = renumber(op.inputs), renumber(op.outputs)
+        op.intermediates = renumber(op.intermediates)
+    for signature in model.signatureDefs or []:
+        if signature.subgraphIndex == index:
+            for entry in (signature.inputs or []) + (signature.outputs or []):
+                entry.tensorIndex = number[entry.tensorIndex]

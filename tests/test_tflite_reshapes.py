@@ -1,0 +1,145 @@
+"""RESHAPE pairs around an elementwise chain (``noxla.tflite_reshapes``): removed where running the
+chain in the first reshape's input layout pairs the same elements, kept where it would not, and
+the .tflite gives JAX's values either way (LiteRT with its default XNNPACK delegate and without)."""
+from __future__ import annotations
+
+import collections
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import noxla
+import noxla.export
+from noxla.runtimes import tflite_op_names
+from noxla.tflite_reshapes import _pairs_alike, _shape
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("other, b, a, alike", [
+    ((1, 256), (3, 3, 1, 256), (3, 3, 256), True),   # attention's mask over the unit axis
+    ((), (2, 3, 4), (6, 4), True),                    # a scalar pairs with everything
+    ((4,), (2, 3, 4), (6, 4), True),                  # the last axis kept: same column everywhere
+    ((1, 4), (2, 3, 4), (6, 4), True),
+    ((2, 1), (2, 2, 3), (2, 6), False),               # o[j] at b[i, j, k], but o[i] at a[i, :]
+    ((3, 4), (2, 3, 4), (6, 4), False),               # does not broadcast to a
+    ((1, 1, 4), (2, 3, 4), (6, 4), False),            # would grow a's rank: the output shape changes
+    ((3, 1), (1, 3, 5), (3, 5), True),                # o[j] at b[0, j, k] and at a[j, k]
+    ((3, 1), (3, 5), (1, 3, 5), True),
+    ((3, 1, 256), (3, 3, 1, 256), (3, 3, 256), False),  # o[j, 0, k] at b[i, j, 0, k], but o[i, 0, k] at a[i, j, k]
+])
+def test_pairing_is_decided_on_element_indices(other, b, a, alike):
+    assert _pairs_alike(other, a, b) is alike
+
+
+def test_dynamic_and_unranked_shapes_are_not_rewritten():
+    # A polymorphic dimension is written as 1 in ``shape`` and -1 in ``shape_signature``: the 1
+    # would let a wrong pairing pass the check. (The converter folds the pair itself in the
+    # polymorphic exports tried, so this is checked on the tensor.)
+    from tensorflow.lite.python import schema_py_generated as schema
+    tensor = schema.TensorT()
+    tensor.shape, tensor.shapeSignature, tensor.hasRank = np.array([1, 8], np.int32), np.array([-1, 8], np.int32), True
+    assert _shape(tensor) is None
+    tensor.shapeSignature = np.array([1, 8], np.int32)
+    assert _shape(tensor) == (1, 8)
+    tensor.shape, tensor.shapeSignature, tensor.hasRank = np.array([], np.int32), None, False
+    assert _shape(tensor) is None
+
+
+def attention(q, k, v, mask):
+    """A decode step's attention as JAX writes it: scores get a unit axis for the [1, keys] mask."""
+    scores = jnp.einsum("hqd,hkd->hqk", q, k) * 0.125
+    probs = jax.nn.softmax(scores.reshape(3, 3, 1, 256) + mask, axis=-1).reshape(3, 3, 256)
+    return jnp.einsum("hqk,hkd->hqd", probs, v)
+
+
+def chain(x, o):
+    return jax.nn.relu(jnp.tanh(x.reshape(3, 1, 8) - o) * 2.0).reshape(3, 8)
+
+
+def reshaped_inside(x):
+    """Flax's attention weights: the scale under one unit axis, the softmax under another."""
+    scaled = (x.reshape(1, 4, 16, 1, 16) * 0.5).reshape(1, 1, 4, 16, 16)
+    return jax.nn.softmax(scaled, axis=-1).reshape(1, 4, 16, 16)
+
+
+def reshaped_inside_to_other_rows(x):
+    return jax.nn.softmax((x.reshape(3, 1, 8) * 2.0).reshape(3, 2, 4), axis=-1).reshape(3, 8)
+
+
+def pairing_changes(x, o):
+    return (x.reshape(2, 2, 3) + o).reshape(2, 6)
+
+
+def softmax_axis_changes(x):
+    return jax.nn.softmax(x.reshape(3, 2, 4), axis=-1).reshape(3, 8)
+
+
+def read_twice(x):
+    inner = jnp.tanh(x.reshape(3, 2, 4))
+    return (inner + 1.0).reshape(3, 8), inner.sum(-1)
+
+
+# function, its arguments' shapes, the RESHAPEs the pass removes
+CASES = {
+    "attention": (attention, [(3, 3, 64), (3, 256, 64), (3, 256, 64), (1, 256)], 2),
+    "chain": (chain, [(3, 8), (8,)], 2),
+    "reshaped_inside": (reshaped_inside, [(1, 4, 16, 16)], 3),
+    "pairing_changes": (pairing_changes, [(2, 6), (2, 1)], 0),
+    "softmax_axis_changes": (softmax_axis_changes, [(3, 8)], 0),
+    "reshaped_inside_to_other_rows": (reshaped_inside_to_other_rows, [(3, 8)], 0),
+    "read_twice": (read_twice, [(3, 8)], 0),
+}
+
+
+def _export(f, args, path, monkeypatch, with_pass: bool) -> str:
+    with monkeypatch.context() as patch:
+        if not with_pass:
+            patch.setattr(noxla.export, "remove_reshape_pairs", lambda model: 0)
+        return str(noxla.export_tflite(f, *args, path=path, overwrite=True))
+
+
+def _run(path: str, f, args, delegates: bool) -> list[np.ndarray]:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    resolver = OpResolverType.AUTO if delegates else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    runner = Interpreter(model_path=path, experimental_op_resolver_type=resolver).get_signature_runner()
+    # Inputs are named after the function's parameters (the runner lists them sorted by name).
+    out = runner(**dict(zip(inspect.signature(f).parameters, args, strict=True)))
+    return [out[k] for k in sorted(out)]
+
+
+def _unreferenced(path: str) -> int:
+    from tensorflow.lite.tools import flatbuffer_utils
+    with open(path, "rb") as f:
+        graph = flatbuffer_utils.read_model_from_bytearray(bytearray(f.read())).subgraphs[0]
+    used = set(graph.inputs) | set(graph.outputs)
+    for op in graph.operators:
+        used.update(op.inputs, op.outputs)
+    return len(set(range(len(graph.tensors))) - used)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_reshape_pairs(name, tmp_path, monkeypatch):
+    f, shapes, removed = CASES[name]
+    args = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
+    if name == "attention":  # a causal-style mask: -1e9 on some keys, 0 on the rest
+        args[3] = np.where(RNG.random((1, 256)) < 0.3, -1e9, 0.0).astype(np.float32)
+    before = _export(f, args, str(tmp_path / "without.tflite"), monkeypatch, with_pass=False)
+    after = _export(f, args, str(tmp_path / "with.tflite"), monkeypatch, with_pass=True)
+    ops_before = collections.Counter(tflite_op_names(before))
+    ops_after = collections.Counter(tflite_op_names(after))
+    # Without the pass the converter leaves the pair: the case exercises the pattern.
+    assert ops_before["RESHAPE"] >= 2, ops_before
+    assert ops_after == ops_before - collections.Counter(RESHAPE=removed), (ops_before, ops_after)
+    assert _unreferenced(after) <= _unreferenced(before)
+    expected = jax.tree_util.tree_leaves(f(*args))
+    for delegates in (True, False):
+        for got, want in zip(_run(after, f, args, delegates), expected, strict=True):
+            np.testing.assert_allclose(got, np.asarray(want), rtol=2e-6, atol=2e-6)
+    if removed:  # the same kernels on the same values: the layout alone changed
+        for got, want in zip(_run(after, f, args, True), _run(before, f, args, True), strict=True):
+            np.testing.assert_array_equal(got, want)
