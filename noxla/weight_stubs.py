@@ -38,7 +38,11 @@ class WeightStubs:
     """The weights stubbed in the graphs of one export (all its signatures): marker -> real array,
     as the flatbuffer must hold it (the same weight has the same marker in every signature)."""
 
-    def __init__(self):
+    def __init__(self, reassociate: bool = False):
+        # Fold a constant [1, in] scale before a projection into its weight, which the converter
+        # does only for a rank-1 one: (x * c) @ w becomes x @ (w * c), rounded otherwise (not in
+        # strict mode; ``fold_constant_scales``).
+        self.reassociate = reassociate
         self._markers: dict = {}   # (weight's key, transposed) -> marker
         # marker -> the weight as the lowering holds it (a view, no copy); ``transposed`` markers
         # are stored transposed, made one weight at a time when written (``content``).
@@ -163,6 +167,10 @@ class WeightStubs:
 
     def is_placeholder(self, data) -> bool:
         return id(data) in self._placeholders
+
+    def marker_of(self, data) -> int | None:
+        """The marker of the weight ``data`` (a buffer's data) is the placeholder of, else None."""
+        return self._placeholders.get(id(data))
 
     def content(self, data: np.ndarray) -> np.ndarray:
         """The bytes a buffer's data stands for (uint8, 1-D): a stand-in's weight, transposed
@@ -307,10 +315,15 @@ _FC_ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 def fold_constant_scales(model, stubs: WeightStubs) -> None:
     """Fold each constant float32 ``MUL`` next to a ``FULLY_CONNECTED`` whose weight is a stand-in
     into that weight, as the converter does with a constant weight: ``fc(x * c, w, b)``, ``c`` a
-    scalar, becomes ``fc(x, w * c, b)``; ``fc(x, w, b) * c``, ``c`` a scalar or one factor per
-    output, becomes ``fc(x, w * c[:, None], b * c)``. With a stand-in it left the MUL (a sampling
-    VAE's sqrt(2) on its latent: one more operator). The scaled weight is made when written (one
-    weight at a time, ``WeightStubs.scaled``); a weight nothing reads any more is not written."""
+    scalar or one factor per input, becomes ``fc(x, w * c[None, :], b)``; ``fc(x, w, b) * c``, ``c``
+    a scalar or one factor per output, becomes ``fc(x, w * c[:, None], b * c)``. With a stand-in it
+    left the MUL (a sampling VAE's sqrt(2) on its latent). The converter's folded weight is the
+    float32 product, bit for bit (measured, TF 2.19), and so is this one. It folds one factor per
+    input only from a rank-1 constant, and the lowering broadcasts a weight to [1, in]: that one
+    (an RMSNorm's weight: 60 of SmolLM-135M's 1,860 decode operators) is folded only with
+    ``stubs.reassociate`` (not in strict mode: JAX rounds x * c first). The scaled weight is made when written (one
+    weight at a time, ``WeightStubs.scaled``); a weight nothing reads any more is not written. A
+    weight something else reads too is not scaled before the projection (a second copy of it)."""
     from tensorflow.lite.python import schema_py_generated as schema
     for graph in model.subgraphs:
         while _fold_one_scale(model, graph, stubs, schema):
@@ -371,9 +384,14 @@ def _fold_one_scale(model, graph, stubs: WeightStubs, schema) -> bool:
                 fc.inputs[2] = _new_constant(model, graph, fc.inputs[2], np.multiply(bias, factors, dtype=np.float32))
             fc.builtinOptions.fusedActivationFunction = activation
             fc.outputs = list(mul.outputs)
-        elif (c.size == 1 and activation == schema.ActivationFunctionType.NONE and out not in boundary
-                and readers.get(out) and all(i == 0 and stand_in_fc(op) for op, i in readers[out])):
-            # Before the projections: every one reading the scaled input takes it unscaled.
+        elif (activation == schema.ActivationFunctionType.NONE and out not in boundary and readers.get(out)
+                and (c.size == 1 or c.size == c.shape[-1] == graph.tensors[x].shape[-1]
+                     and (c.ndim == 1 or stubs.reassociate))
+                and all(i == 0 and stand_in_fc(op) for op, i in readers[out])
+                and not _weights_read_elsewhere(model, graph, stubs, [op for op, _ in readers[out]])):
+            # Before the projections: every one reading the scaled input takes it unscaled, its
+            # weight scaled per input feature (an RMSNorm's weight before the q/k/v or gate/up
+            # projections: one MUL less per norm).
             replaced = [op.inputs[1] for op, _ in readers[out]]
             for op, _ in readers[out]:
                 op.inputs = [x, *op.inputs[1:]]
@@ -381,8 +399,24 @@ def _fold_one_scale(model, graph, stubs: WeightStubs, schema) -> bool:
         else:
             continue
         graph.operators = [op for op in ops if op is not mul]
-        _drop_unread(model, graph, replaced)
+        # The scale too: unread, it would stay in each signature's model, where merging shares
+        # only constants something reads (SmolLM-135M: 60 RMSNorm weights twice, 138 KB).
+        _drop_unread(model, graph, [*replaced, *(t for t in mul.inputs if t != x)])
         return True
+    return False
+
+
+def _weights_read_elsewhere(model, graph, stubs: WeightStubs, fcs: list) -> bool:
+    """Whether a weight of ``fcs`` (stand-in FULLY_CONNECTEDs of ``graph``) is read by any other
+    operator, or as anything but a weight, in any subgraph of ``model``. Scaled, such a weight would
+    be written twice: tied embeddings' lm_head weight is the GATHER's params (SmolLM-135M: 113 MB)."""
+    markers = {stubs.marker_of(model.buffers[graph.tensors[fc.inputs[1]].buffer].data) for fc in fcs}
+    for g in model.subgraphs:
+        for op in g.operators or []:
+            for i, t in enumerate(op.inputs if op.inputs is not None else []):
+                if t >= 0 and not (i == 1 and any(op is fc for fc in fcs)) \
+                        and stubs.marker_of(model.buffers[g.tensors[t].buffer].data) in markers:
+                    return True
     return False
 
 
