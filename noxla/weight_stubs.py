@@ -168,10 +168,6 @@ class WeightStubs:
     def is_placeholder(self, data) -> bool:
         return id(data) in self._placeholders
 
-    def marker_of(self, data) -> int | None:
-        """The marker of the weight ``data`` (a buffer's data) is the placeholder of, else None."""
-        return self._placeholders.get(id(data))
-
     def content(self, data: np.ndarray) -> np.ndarray:
         """The bytes a buffer's data stands for (uint8, 1-D): a stand-in's weight, transposed
         when so stored (a copy of that one weight), else ``data`` itself."""
@@ -407,17 +403,33 @@ def _fold_one_scale(model, graph, stubs: WeightStubs, schema) -> bool:
 
 
 def _weights_read_elsewhere(model, graph, stubs: WeightStubs, fcs: list) -> bool:
-    """Whether a weight of ``fcs`` (stand-in FULLY_CONNECTEDs of ``graph``) is read by any other
-    operator, or as anything but a weight, in any subgraph of ``model``. Scaled, such a weight would
-    be written twice: tied embeddings' lm_head weight is the GATHER's params (SmolLM-135M: 113 MB)."""
-    markers = {stubs.marker_of(model.buffers[graph.tensors[fc.inputs[1]].buffer].data) for fc in fcs}
+    """Whether the bytes of a weight of ``fcs`` (stand-in FULLY_CONNECTEDs of ``graph``) are read by
+    any other operator, or as anything but a weight, in any subgraph of ``model``. Scaled, such a
+    weight would be written twice: tied embeddings' lm_head weight holds the GATHER's params (as
+    another stand-in: the lowering transposes the embedding for the projection; SmolLM-135M: 113 MB)."""
+    weights = [model.buffers[graph.tensors[fc.inputs[1]].buffer].data for fc in fcs]
     for g in model.subgraphs:
         for op in g.operators or []:
             for i, t in enumerate(op.inputs if op.inputs is not None else []):
-                if t >= 0 and not (i == 1 and any(op is fc for fc in fcs)) \
-                        and stubs.marker_of(model.buffers[g.tensors[t].buffer].data) in markers:
+                if t < 0 or (i == 1 and any(op is fc for fc in fcs)):
+                    continue
+                data = model.buffers[g.tensors[t].buffer].data
+                if (data is not None and not isinstance(data, list)
+                        and any(_same_bytes(stubs, data, w) for w in weights)):
                     return True
     return False
+
+
+def _same_bytes(stubs: WeightStubs, a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether buffers' data ``a`` and ``b`` hold (or stand for) the same bytes: their sizes and a
+    sample of their bytes first, which tell almost every pair apart without making a weight."""
+    if a is b:
+        return True
+    if a.nbytes != b.nbytes:
+        return False
+    positions = np.linspace(0, a.nbytes - 1, min(64, a.nbytes)).astype(np.int64)
+    return (np.array_equal(stubs.sample(a, positions), stubs.sample(b, positions))
+            and np.array_equal(stubs.content(a), stubs.content(b)))
 
 
 def _scale_weight(model, graph, fc, stubs: WeightStubs, axis: int, factors: np.ndarray) -> None:
