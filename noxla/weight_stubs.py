@@ -182,12 +182,17 @@ class WeightStubs:
         marker = self._placeholders.get(id(data))
         if marker is None:
             return np.ascontiguousarray(data).reshape(-1).view(np.uint8)[positions]
-        if marker in self._scales:  # made from its scales: rare enough to make
-            return self.content(data)[positions]
-        array = self.real[marker]
-        held = array.T if marker in self.transposed else array
+        base, scales = self._scales.get(marker, (marker, ()))
+        array = self.real[base]
+        held = array.T if base in self.transposed else array
         size = array.dtype.itemsize
-        elements = np.ascontiguousarray(held[np.unravel_index(positions // size, held.shape)])
+        index = np.unravel_index(positions // size, held.shape)
+        elements = np.ascontiguousarray(held[index])
+        # A scaled weight's elements as ``_weight`` makes them, one float32 product per scale (not
+        # the whole weight made: a fold asks for samples of each scaled weight, SmolLM-135M 300).
+        for axis, factors in scales:
+            elements = np.multiply(elements, factors[index[axis]] if factors.size > 1 else factors[0],
+                                   dtype=np.float32)
         return elements.view(np.uint8).reshape(-1, size)[np.arange(len(positions)), positions % size]
 
     def _weight(self, marker: int) -> np.ndarray:
