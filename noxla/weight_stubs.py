@@ -326,21 +326,21 @@ def fold_constant_scales(model, stubs: WeightStubs) -> None:
     weight at a time, ``WeightStubs.scaled``); a weight nothing reads any more is not written. A
     weight something else reads too is not scaled before the projection (a second copy of it)."""
     from tensorflow.lite.python import schema_py_generated as schema
+    shared = _shared_weights(model, stubs, schema)
     for graph in model.subgraphs:
-        start = 0
-        while (start := _fold_one_scale(model, graph, stubs, schema, start)) is not None:
+        while _fold_scales(model, graph, stubs, schema, shared):
             pass
 
 
-def _fold_one_scale(model, graph, stubs: WeightStubs, schema, start: int) -> int | None:
-    """Fold the first foldable MUL of ``graph`` from operator ``start`` on; None if there is none,
-    else where the next may be: a fold makes foldable only a MUL producing its input (a chain of
-    scales), an earlier operator. Scanning from the first again per fold was 2.3 of SmolLM-135M's
-    export CPU s (121 folds of 2,000 operators)."""
+def _fold_scales(model, graph, stubs: WeightStubs, schema, shared: set) -> bool:
+    """Fold the foldable MULs of ``graph`` in one pass over its operators; whether any was. A fold
+    can make foldable only a MUL producing its input (a chain of scales before a projection), an
+    earlier operator: the next pass finds it. One pass per fold, each mapping the graph anew, was
+    2.3 of SmolLM-135M's export CPU s (121 folds of 2,000 operators)."""
     ops = graph.operators or []
     producer, readers = {}, {}
     for op in ops:
-        # Python ints, not the unpacked model's numpy ones: 3x faster to hash, per fold.
+        # Python ints, not the unpacked model's numpy ones: 3x faster to hash.
         for t in _indices(op.outputs):
             producer[t] = op
         for i, t in enumerate(_indices(op.inputs)):
@@ -361,7 +361,8 @@ def _fold_one_scale(model, graph, stubs: WeightStubs, schema, start: int) -> int
         data = model.buffers[graph.tensors[op.inputs[1]].buffer].data
         return data is not None and not isinstance(data, list) and stubs.is_placeholder(data)
 
-    for mul in ops[start:]:
+    folded, replaced = set(), []
+    for mul in ops:
         if (builtin(mul) != schema.BuiltinOperator.MUL or len(mul.inputs) != 2
                 or not isinstance(mul.builtinOptions, schema.MulOptionsT)):
             continue
@@ -369,7 +370,7 @@ def _fold_one_scale(model, graph, stubs: WeightStubs, schema, start: int) -> int
         if (constants[0] is None) == (constants[1] is None):
             continue
         x, c = (mul.inputs[1], constants[0]) if constants[1] is None else (mul.inputs[0], constants[1])
-        out = mul.outputs[0]
+        x, out = int(x), int(mul.outputs[0])
         if list(graph.tensors[out].shape) != list(graph.tensors[x].shape):
             continue
         activation = mul.builtinOptions.fusedActivationFunction
@@ -383,34 +384,40 @@ def _fold_one_scale(model, graph, stubs: WeightStubs, schema, start: int) -> int
                 and (bias is not None or not has_bias)):
             # After the projection: a factor per output row of the weight, and of the bias.
             fc.inputs = list(fc.inputs)  # the unpacked model's are read-only views of its bytes
-            replaced = fc.inputs[1:]
+            replaced += fc.inputs[1:]
             factors = np.broadcast_to(c.reshape(-1), (graph.tensors[fc.inputs[1]].shape[0],))
             _scale_weight(model, graph, fc, stubs, 0, factors)
             if has_bias:
                 fc.inputs[2] = _new_constant(model, graph, fc.inputs[2], np.multiply(bias, factors, dtype=np.float32))
             fc.builtinOptions.fusedActivationFunction = activation
             fc.outputs = list(mul.outputs)
+            producer[out] = fc  # a scale after this one sees the projection as its producer
+            del producer[x], readers[x]
         elif (activation == schema.ActivationFunctionType.NONE and out not in boundary and readers.get(out)
                 and (c.size == 1 or c.size == c.shape[-1] == graph.tensors[x].shape[-1]
                      and (c.ndim == 1 or stubs.reassociate))
                 and all(i == 0 and stand_in_fc(op) for op, i in readers[out])
-                and not _weights_read_elsewhere(model, graph, stubs, [op for op, _ in readers[out]])):
+                and not any(id(model.buffers[graph.tensors[op.inputs[1]].buffer].data) in shared
+                            for op, _ in readers[out])):
             # Before the projections: every one reading the scaled input takes it unscaled, its
             # weight scaled per input feature (an RMSNorm's weight before the q/k/v or gate/up
             # projections: one MUL less per norm).
-            replaced = [op.inputs[1] for op, _ in readers[out]]
+            replaced += [op.inputs[1] for op, _ in readers[out]]
             for op, _ in readers[out]:
                 op.inputs = [x, *op.inputs[1:]]
                 _scale_weight(model, graph, op, stubs, 1, c.reshape(-1))
+            readers[x] = [r for r in readers[x] if r[0] is not mul] + [(op, 0) for op, _ in readers.pop(out)]
         else:
             continue
-        before = producer.get(x)
-        graph.operators = [op for op in ops if op is not mul]
+        folded.add(id(mul))
         # The scale too: unread, it would stay in each signature's model, where merging shares
         # only constants something reads (SmolLM-135M: 60 RMSNorm weights twice, 138 KB).
-        _drop_unread(model, graph, [*replaced, *(t for t in mul.inputs if t != x)])
-        return next((i for i, op in enumerate(graph.operators) if op is before), 0)
-    return None
+        replaced += [t for t in mul.inputs if t != x]
+    if not folded:
+        return False
+    graph.operators = [op for op in ops if id(op) not in folded]
+    _drop_unread(model, graph, replaced)
+    return True
 
 
 def _indices(tensors) -> list:
@@ -420,37 +427,32 @@ def _indices(tensors) -> list:
     return tensors.tolist() if isinstance(tensors, np.ndarray) else list(tensors)
 
 
-def _weights_read_elsewhere(model, graph, stubs: WeightStubs, fcs: list) -> bool:
-    """Whether the bytes of a weight of ``fcs`` (stand-in FULLY_CONNECTEDs of ``graph``) are read by
-    any other operator, or as anything but a weight, in any subgraph of ``model``. Scaled, such a
-    weight would be written twice: tied embeddings' lm_head weight holds the GATHER's params (as
-    another stand-in: the lowering transposes the embedding for the projection; SmolLM-135M: 113 MB)."""
-    weights = [model.buffers[graph.tensors[fc.inputs[1]].buffer].data for fc in fcs]
-    sizes = {w.nbytes for w in weights}
-    samples: dict = {}  # id(data) -> a sample of its bytes, each buffer's made once
-
-    def sample(data):
-        if id(data) not in samples:
-            positions = np.linspace(0, data.nbytes - 1, min(64, data.nbytes)).astype(np.int64)
-            samples[id(data)] = stubs.sample(data, positions)
-        return samples[id(data)]
-
-    def same_bytes(a, b):  # sizes and samples first: they tell almost every pair apart
-        return a is b or (a.nbytes == b.nbytes and np.array_equal(sample(a), sample(b))
-                          and np.array_equal(stubs.content(a), stubs.content(b)))
-    seen = set()
+def _shared_weights(model, stubs: WeightStubs, schema) -> set:
+    """The ids of the stand-ins' placeholders whose bytes ``model`` reads more than once (in any
+    subgraph, as any input): scaled, such a weight would be written twice. Tied embeddings: the
+    lm_head's weight holds the GATHER's params (another stand-in: the lowering transposes the
+    embedding for the projection; SmolLM-135M: 113 MB). Bucketed by size and a sample of the bytes,
+    compared in full only within a bucket (almost only equal weights share one)."""
+    buckets: dict = {}
+    keys: dict = {}  # id(data) -> its bucket, each buffer's sampled once
     for g in model.subgraphs:
         for op in g.operators or []:
-            for i, t in enumerate(_indices(op.inputs)):
-                if t < 0 or (i == 1 and any(op is fc for fc in fcs)):
+            for t in _indices(op.inputs):
+                data = model.buffers[g.tensors[t].buffer].data if t >= 0 else None
+                if data is None or isinstance(data, list) or data.size == 0:
                     continue
-                data = model.buffers[g.tensors[t].buffer].data
-                if (data is None or isinstance(data, list) or data.nbytes not in sizes or id(data) in seen):
-                    continue
-                seen.add(id(data))
-                if any(same_bytes(data, w) for w in weights):
-                    return True
-    return False
+                if id(data) not in keys:
+                    positions = np.linspace(0, data.nbytes - 1, min(64, data.nbytes)).astype(np.int64)
+                    keys[id(data)] = (data.nbytes, stubs.sample(data, positions).tobytes())
+                buckets.setdefault(keys[id(data)], []).append(data)
+    shared = set()
+    for reads in buckets.values():
+        for data in reads:
+            if stubs.is_placeholder(data) and sum(
+                    1 for other in reads if other is data
+                    or np.array_equal(stubs.content(other), stubs.content(data))) > 1:
+                shared.add(id(data))
+    return shared
 
 
 def _scale_weight(model, graph, fc, stubs: WeightStubs, axis: int, factors: np.ndarray) -> None:
