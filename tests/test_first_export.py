@@ -127,6 +127,21 @@ def test_a_scale_after_a_normed_projection_scales_its_folded_bias(tmp_path):
     _normed_like_the_converter(queries, tmp_path)
 
 
+def chained_scales(x):
+    """Two per-input scales before a projection (the first foldable only once the second is) and
+    two after the next one ([1, 256] once lowered: the converter leaves those before as MULs)."""
+    return ((((x * G) * B) @ W1) @ W2) * np.float32(0.5) * G
+
+
+def test_a_chain_of_scales_folds_into_the_stand_in_weights(tmp_path):
+    path = noxla.export_tflite(chained_scales, X, path=str(tmp_path / "m.tflite"))
+    assert tflite_op_names(path) == ["FULLY_CONNECTED", "FULLY_CONNECTED"]
+    strict = noxla.export_tflite(chained_scales, X, path=str(tmp_path / "strict.tflite"), strict=True)
+    assert tflite_op_names(strict) == ["MUL", "MUL", "FULLY_CONNECTED", "FULLY_CONNECTED"]
+    for model in (path, strict):
+        np.testing.assert_allclose(_run(model), np.asarray(chained_scales(X)), atol=1e-5, rtol=1e-5)
+
+
 def test_a_function_only_frozen_converts_as_the_tf_function_does():
     """serving_function(sequenced=False), the lowering a .tflite export freezes, skips tf.function's
     sequencing of stateful ops: without control flow the frozen graph is the same and the .tflite the
