@@ -335,8 +335,8 @@ def fold_constant_scales(model, stubs: WeightStubs) -> None:
 def _fold_scales(model, graph, stubs: WeightStubs, schema, shared: set) -> bool:
     """Fold the foldable MULs of ``graph`` in one pass over its operators; whether any was. A fold
     can make foldable only a MUL producing its input (a chain of scales before a projection), an
-    earlier operator: the next pass finds it. One pass per fold, each mapping the graph anew, was
-    2.3 of SmolLM-135M's export CPU s (121 folds of 2,000 operators)."""
+    earlier operator: the next pass finds it. One pass per fold, each mapping the graph anew, took
+    3.0-3.7 CPU s on SmolLM-135M's two signatures (121 folds of 2,000 operators); this, 0.1 s."""
     ops = graph.operators or []
     producer, readers = {}, {}
     for op in ops:
