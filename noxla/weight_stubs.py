@@ -326,7 +326,7 @@ def fold_constant_scales(model, stubs: WeightStubs) -> None:
     weight at a time, ``WeightStubs.scaled``); a weight nothing reads any more is not written. A
     weight something else reads too is not scaled before the projection (a second copy of it)."""
     from tensorflow.lite.python import schema_py_generated as schema
-    shared = _shared_weights(model, stubs, schema)
+    shared = _shared_weights(model, stubs)
     for graph in model.subgraphs:
         while _fold_scales(model, graph, stubs, schema, shared):
             pass
@@ -427,12 +427,14 @@ def _indices(tensors) -> list:
     return tensors.tolist() if isinstance(tensors, np.ndarray) else list(tensors)
 
 
-def _shared_weights(model, stubs: WeightStubs, schema) -> set:
+def _shared_weights(model, stubs: WeightStubs) -> set:
     """The ids of the stand-ins' placeholders whose bytes ``model`` reads more than once (in any
     subgraph, as any input): scaled, such a weight would be written twice. Tied embeddings: the
     lm_head's weight holds the GATHER's params (another stand-in: the lowering transposes the
     embedding for the projection; SmolLM-135M: 113 MB). Bucketed by size and a sample of the bytes,
-    compared in full only within a bucket (almost only equal weights share one)."""
+    compared in full only within a bucket (almost only equal weights share one). ``model`` is one
+    signature's: a weight one signature gathers and another only projects is not seen here (each
+    signature of noxla.llm reads its embedding both ways)."""
     buckets: dict = {}
     keys: dict = {}  # id(data) -> its bucket, each buffer's sampled once
     for g in model.subgraphs:
