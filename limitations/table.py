@@ -353,6 +353,13 @@ def render(rules=None) -> str:
         "",
         *_fast_section(table, rules),
         "",
+        "Beyond the rules, a .tflite export by default folds a constant scale of one factor per input "
+        "feature (an RMSNorm's weight, broadcast to [1, in]) into the weights of the projections "
+        "(FULLY_CONNECTED) reading the scaled activations, when those weights are large enough to be "
+        "stand-ins (`noxla/weight_stubs.py`) and nothing else reads them: x @ (w * c) instead of "
+        "(x * c) @ w, so rounding differs, and an inf/NaN factor may give other NaN/inf entries. "
+        "TF's converter folds such a scale only when it is rank 1; strict mode keeps the MUL.",
+        "",
         "## Known differences in every mode",
         "",
         "Where a target lacks the op that JAX's result needs for some inputs, the rule computes it "

@@ -571,7 +571,7 @@ def _lone_tflite(program: Program, strict: bool, webgpu: bool, tflite: bool, all
     if quantize == "int8":
         return run_step(on_step, "convert tflite", tflite_bytes, lowered(False)[1], allow_flex, quantize, samples,
                         webgpu)
-    stubs = WeightStubs() if quantize is None else None
+    stubs = WeightStubs(reassociate=not strict) if quantize is None else None
     weights, concrete = lowered(True)
     try:
         model = run_step(on_step, "convert tflite", tflite_bytes, concrete, allow_flex, quantize, samples, webgpu,
@@ -670,7 +670,7 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
         # Only ``frozen_graph_def`` reads the weights' values here: the tensors need not hold them.
         weights = Weights(unread=True)
         concretes = _signature_functions(signatures, target, strict, on_step, webgpu, tflite=True, weights=weights)
-        data = _converted_signatures(concretes, allow_flex, quantize, on_step, webgpu, weights)
+        data = _converted_signatures(concretes, allow_flex, quantize, on_step, webgpu, weights, strict)
         del concretes, weights
         written["tflite"] = run_step(on_step, f"write {tflite}", _write_bytes, data, tflite, overwrite)
     if "saved_model" in wanted:
@@ -687,12 +687,13 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
 
 
 def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | None,
-                          on_step: OnStep | None, webgpu: bool = False, weights: Weights | None = None) -> list:
+                          on_step: OnStep | None, webgpu: bool = False, weights: Weights | None = None,
+                          strict: bool = False) -> list:
     """The signatures converted and merged into one flatbuffer (as chunks: past 2 GB, the form of
     ``noxla.large_tflite``). Unquantized, the converter sees
     the large weights as stand-ins and their bytes are spliced in afterwards
     (``noxla.weight_stubs``); were the converter to change a weight, it converts again with them."""
-    stubs = WeightStubs() if quantize is None else None
+    stubs = WeightStubs(reassociate=not strict) if quantize is None else None
     try:
         models = {key: run_step(on_step, f"convert tflite {key}", tflite_bytes, concrete, allow_flex, quantize,
                                 webgpu=webgpu, stubs=stubs, weights=weights)

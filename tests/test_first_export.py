@@ -75,12 +75,25 @@ def normed_projections(x):
     return x
 
 
-def test_a_projection_of_constants_left_by_a_stand_in_is_folded(tmp_path):
-    path = noxla.export_tflite(normed_projections, X, path=str(tmp_path / "m.tflite"))
+def _normed_like_the_converter(fun, tmp_path) -> None:
+    """``fun`` (LayerNorms before projections) exported strict has the operators of the converter
+    given the real constants; by default each gain G ([1, 256], which the converter leaves as a
+    MUL) is folded into the weights too (WeightStubs.reassociate): one MUL less each. Both as JAX."""
+    strict = noxla.export_tflite(fun, X, path=str(tmp_path / "strict.tflite"), strict=True)
     real = tmp_path / "real.tflite"
-    real.write_bytes(tflite_bytes(serving_function(trace(normed_projections, (X,)))))
-    assert tflite_op_names(path) == tflite_op_names(str(real))
-    np.testing.assert_allclose(_run(path), np.asarray(normed_projections(X)), atol=1e-5, rtol=1e-5)
+    real.write_bytes(tflite_bytes(serving_function(trace(fun, (X,)), strict=True)))
+    real_ops = tflite_op_names(str(real))
+    assert tflite_op_names(strict) == real_ops
+    path = noxla.export_tflite(fun, X, path=str(tmp_path / "m.tflite"))
+    gains = [i for i, op in enumerate(real_ops) if op == "MUL" and real_ops[i + 1] == "FULLY_CONNECTED"]
+    assert len(gains) == 2, real_ops
+    assert tflite_op_names(path) == [op for i, op in enumerate(real_ops) if i not in gains]
+    for model in (strict, path):
+        np.testing.assert_allclose(_run(model), np.asarray(fun(X)), atol=1e-5, rtol=1e-5)
+
+
+def test_a_projection_of_constants_left_by_a_stand_in_is_folded(tmp_path):
+    _normed_like_the_converter(normed_projections, tmp_path)
 
 
 def scaled_projections(x):
@@ -111,11 +124,22 @@ def test_a_scale_after_a_normed_projection_scales_its_folded_bias(tmp_path):
     def queries(x):
         return normed_projections(x) * np.float32(0.125)
 
-    path = noxla.export_tflite(queries, X, path=str(tmp_path / "m.tflite"))
-    real = tmp_path / "real.tflite"
-    real.write_bytes(tflite_bytes(serving_function(trace(queries, (X,)))))
-    assert tflite_op_names(path) == tflite_op_names(str(real))
-    np.testing.assert_allclose(_run(path), np.asarray(queries(X)), atol=1e-5, rtol=1e-5)
+    _normed_like_the_converter(queries, tmp_path)
+
+
+def chained_scales(x):
+    """Two per-input scales before a projection (the first foldable only once the second is) and
+    two after the next one ([1, 256] once lowered: the converter leaves those before as MULs)."""
+    return ((((x * G) * B) @ W1) @ W2) * np.float32(0.5) * G
+
+
+def test_a_chain_of_scales_folds_into_the_stand_in_weights(tmp_path):
+    path = noxla.export_tflite(chained_scales, X, path=str(tmp_path / "m.tflite"))
+    assert tflite_op_names(path) == ["FULLY_CONNECTED", "FULLY_CONNECTED"]
+    strict = noxla.export_tflite(chained_scales, X, path=str(tmp_path / "strict.tflite"), strict=True)
+    assert tflite_op_names(strict) == ["MUL", "MUL", "FULLY_CONNECTED", "FULLY_CONNECTED"]
+    for model in (path, strict):
+        np.testing.assert_allclose(_run(model), np.asarray(chained_scales(X)), atol=1e-5, rtol=1e-5)
 
 
 def test_a_function_only_frozen_converts_as_the_tf_function_does():

@@ -206,3 +206,66 @@ def test_decode_step_attention_has_no_transpose_and_rms_norm_no_reshape(tmp_path
     assert got.keys() == want.keys()
     for name, value in want.items():
         np.testing.assert_allclose(got[name], np.asarray(value), rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+# Weights past weight_stubs.STUB_BYTES (q/k/v 128 x 128, gate/up 128 x 256): every projection
+# reading a norm's output is a stand-in, so the norm's weight can be folded into all of them.
+FOLD_CONFIG = tiny_llama.Config(vocab=256, hidden=128, layers=2, heads=4, kv_heads=4, head_dim=32, ffn=256)
+
+
+def _norm_weight_muls(path, signature, hidden) -> int:
+    """The MULs of ``signature`` that read a constant of ``hidden`` floats (an RMSNorm's weight)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    data = open(path, "rb").read()
+    model = schema.Model.GetRootAsModel(data, 0)
+    codes = [max(model.OperatorCodes(i).BuiltinCode(), model.OperatorCodes(i).DeprecatedBuiltinCode())
+             for i in range(model.OperatorCodesLength())]
+    key = next(model.SignatureDefs(i) for i in range(model.SignatureDefsLength())
+               if model.SignatureDefs(i).SignatureKey().decode() == signature)
+    graph = model.Subgraphs(key.SubgraphIndex())
+
+    def norm_weight(t):
+        tensor = graph.Tensors(t)
+        buffer = model.Buffers(tensor.Buffer())
+        return (buffer.DataLength() > 0 or buffer.Offset() > 1) and int(np.prod(tensor.ShapeAsNumpy())) == hidden
+    return sum(1 for j in range(graph.OperatorsLength())
+               if codes[graph.Operators(j).OpcodeIndex()] == schema.BuiltinOperator.MUL
+               and any(norm_weight(t) for t in graph.Operators(j).InputsAsNumpy()))
+
+
+def test_rms_norm_weights_fold_into_the_projections_but_not_into_a_tied_embedding(tmp_path):
+    """Each RMSNorm's weight ([1, hidden] after the lowering) is folded into the stand-in weights of
+    the projections reading the norm (not in strict mode: the converter folds only a rank-1 scale).
+    The final norm's stays: its projection's weight is the embedding GATHER's params (tied), and
+    scaling it would write the embedding twice. prefill_4 and decode share each scaled weight: the
+    file is smaller than the strict one. Decode logits against JAX in both modes."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from noxla import llm
+    from noxla.export import export_signatures
+    c = FOLD_CONFIG
+    params = tiny_llama.init_params(c)
+    # Not all ones, which the converter would drop: the final norm is then a MUL to keep.
+    params["final_norm"] = (1.0 + 0.1 * np.random.default_rng(4).standard_normal(c.hidden)).astype(np.float32)
+    layout = llm.CacheLayout(c.layers, c.kv_heads, c.head_dim, CACHE)
+    step = functools.partial(tiny_llama.step, c)
+    functions = llm.signatures(step, params, layout, (4,))
+    paths = {strict: export_signatures(functions, tflite=str(tmp_path / f"strict_{strict}.tflite"),
+                                       strict=strict)["tflite"] for strict in (False, True)}
+    # Strict: every norm's MUL (the prefill returns only the cache: its last MLP norm is dead code).
+    assert _norm_weight_muls(paths[True], "decode", c.hidden) == 2 * c.layers + 1
+    assert _norm_weight_muls(paths[True], "prefill_4", c.hidden) == 2 * c.layers - 1
+    assert _norm_weight_muls(paths[False], "decode", c.hidden) == 1
+    assert _norm_weight_muls(paths[False], "prefill_4", c.hidden) == 0
+    sizes = {strict: len(open(path, "rb").read()) for strict, path in paths.items()}
+    assert sizes[False] < sizes[True], sizes
+    rng = np.random.default_rng(5)
+    cache = [tuple((0.5 * rng.standard_normal(x.shape)).astype(np.float32) for x in pair) for pair in layout.empty()]
+    pos = np.array([9], np.int32)
+    tokens, mask = np.array([[7]], np.int32), llm.causal_mask(pos, CACHE)
+    want = np.asarray(jax.jit(step)(params, tokens, pos, mask, cache)[0])
+    feed = dict(tokens=tokens, input_pos=pos, mask=mask,
+                **dict(zip(llm.cache_names(layout), (x for pair in cache for x in pair))))
+    for strict, path in paths.items():
+        got = Interpreter(model_path=path).get_signature_runner("decode")(**feed)["logits"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"strict={strict}")

@@ -223,8 +223,9 @@ def test_equal_buffers_are_shared_by_their_bytes_without_digesting_every_weight(
             stubs.transposed.add(marker)
     factors = rng.standard_normal(40).astype(np.float32)
     scaled = stubs.scaled(stubs._placeholder(1), 1, factors)
+    twice = stubs.scaled(scaled, 0, np.linspace(0.5, 2.0, 96, dtype=np.float32))  # per output, then input
     positions = np.arange(weight.nbytes)
-    for data in (stubs._placeholder(0), stubs._placeholder(1), scaled):
+    for data in (stubs._placeholder(0), stubs._placeholder(1), scaled, twice):
         assert np.array_equal(stubs.sample(data, positions), stubs.content(data))
     near = np.ascontiguousarray(weight.T).reshape(-1).view(np.uint8).copy()
     near[1] ^= 1  # a byte no sample reads (64 of 15,360, evenly spaced from the first)
