@@ -1,0 +1,277 @@
+"""Rotary position embeddings (RoPE) in fewer TFLite ops, with the same values bit for bit.
+
+Llama code rotates the halves x1, x2 of each head's last axis. Spelt as JAX code writes it,
+``concatenate([x1*c - x2*s, x2*c + x1*s], -1)`` is 9 ops (two SLICEs, four MULs, SUB, ADD,
+CONCATENATION), twice per decoder layer. The same elements come out of
+
+    x * concat(c, c) + concat(x2, x1) * concat(-s, s)
+
+in 6 (MUL; the two SLICEs and a CONCATENATION; MUL; ADD): the tables concat(c, c) and
+concat(-s, s) depend on c and s only, which every layer shares, so the converters compute them
+once per graph (common subexpressions). Per element the operations are JAX's: x2 * (-s) is
+-(x2 * s) exactly (rounding to nearest is symmetric), a + (-b) is a - b, and addition and
+multiplication commute. So this holds for NaN, inf and signed zeros too, in both modes.
+
+The "rotate_half" spelling of HF and keras-hub, ``x * cos + concat(-x2, x1) * sin`` (keras-hub
+joins the halves with a stack and a reshape), negates x2 before the product: the negation moves
+onto the table, ``sin * [-1, ..., 1, ...]``, made once per graph (7 ops per call become 6).
+
+Each matcher needs static float32 shapes, the halves of one array (two slices or a split) and the
+products it replaces read nowhere else; anything else keeps the equations' own lowering.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import tensorflow as tf
+
+from lowering_rules.cases import case, f32
+from lowering_rules.fusion import producer
+
+
+def _float32(atom) -> bool:
+    # The jaxpr's own avals: a complex equation lowered part by part keeps its complex dtype here.
+    return np.dtype(atom.aval.dtype) == np.float32
+
+
+def _static(shape) -> bool:
+    return all(isinstance(d, int) for d in shape)
+
+
+def _only_use(ctx, atom) -> bool:
+    """Whether ``atom`` is read by one equation only: its ops then go unused once replaced."""
+    return ctx.uses(atom) == 1
+
+
+def _halves_of(ctx, first, second):
+    """x when ``first`` and ``second`` are x's halves along its last axis (two unit-stride slices
+    or one two-way split), x float32 of static shape; else None."""
+    a, b = producer(ctx, first), producer(ctx, second)
+    if a is None or b is None or a.invars[0] is not b.invars[0]:
+        return None
+    x = a.invars[0]
+    shape = tuple(x.aval.shape)
+    if not shape or not _static(shape) or not _float32(x) or shape[-1] % 2:
+        return None
+    rank, half = len(shape), shape[-1] // 2
+    if a is b and a.primitive.name == "split":
+        if (a.params["axis"] == rank - 1 and len(a.outvars) == 2 and a.outvars[0] is first
+                and a.outvars[1] is second and tuple(first.aval.shape) == tuple(second.aval.shape)):
+            return x
+        return None
+    if a.primitive.name != "slice" or b.primitive.name != "slice":
+        return None
+    unit = [None, (1,) * rank]
+    if a.params["strides"] not in unit or b.params["strides"] not in unit:
+        return None
+    head = (0,) * (rank - 1)
+    if (tuple(a.params["start_indices"]) == head + (0,) and tuple(a.params["limit_indices"]) == shape[:-1] + (half,)
+            and tuple(b.params["start_indices"]) == head + (half,) and tuple(b.params["limit_indices"]) == shape):
+        return x
+    return None
+
+
+def _factors(ctx, atom):
+    """The operands of the float32 ``mul`` that made ``atom``, when nothing else reads it; else None."""
+    eqn = producer(ctx, atom, "mul")
+    if eqn is None or not _float32(atom) or not _only_use(ctx, atom):
+        return None
+    return tuple(eqn.invars)
+
+
+def _orders(pair):
+    return (pair, pair[::-1])
+
+
+def _table_fits(table, shape, width: int) -> bool:
+    """Whether ``table`` (cos or sin) broadcasts against an array of ``shape`` as the same rank
+    with ``width`` entries along the last axis, so that joining two tables along that axis
+    broadcasts against the joined halves as each table against its half."""
+    t = tuple(getattr(table.aval, "shape", ()))
+    return (not hasattr(table, "val") and _float32(table) and len(t) == len(shape) and t[-1] == width
+            and all(d in (1, n) for d, n in zip(t[:-1], shape[:-1])))
+
+
+def _same(a, b) -> bool:
+    return a[0] is b[0] and a[1] is b[1]
+
+
+def halves_rotation(ctx):
+    """For ``concatenate`` on the last axis of [x1*c - x2*s, x2*c + x1*s] (x1, x2: x's halves; each
+    product's operands in either order, the sum's terms too): the same values as
+    x * concat(c, c) + concat(x2, x1) * concat(-s, s). None when the equations are not that."""
+    eqn = ctx.eqn
+    out = eqn.outvars[0]
+    if len(eqn.invars) != 2 or not _float32(out) or eqn.params["dimension"] != len(out.aval.shape) - 1:
+        return None
+    sub, add = producer(ctx, eqn.invars[0], "sub"), producer(ctx, eqn.invars[1], "add")
+    if sub is None or add is None or not all(_only_use(ctx, a) for a in eqn.invars):
+        return None
+    first, second = (_factors(ctx, a) for a in sub.invars)
+    terms = [_factors(ctx, a) for a in add.invars]
+    if first is None or second is None or None in terms:
+        return None
+    half_shape = tuple(eqn.invars[0].aval.shape)
+    for x1, c in _orders(first):
+        for x2, s in _orders(second):
+            x = _halves_of(ctx, x1, x2)
+            if x is None or tuple(x1.aval.shape) != half_shape:
+                continue
+            width = half_shape[-1]
+            if not (_table_fits(c, half_shape, width) and _table_fits(s, half_shape, width)):
+                continue
+            wanted = ((x2, c), (x1, s))
+            if any(all(any(_same(t, w) for t in _orders(term)) for term, w in zip(order, wanted))
+                   for order in _orders(terms)):
+                cos, sin = ctx.value(c), ctx.value(s)
+                cc = tf.concat([cos, cos], axis=-1)
+                sn = tf.concat([tf.math.negative(sin), sin], axis=-1)
+                swapped = tf.concat([ctx.value(x2), ctx.value(x1)], axis=-1)
+                return ctx.value(x) * cc + swapped * sn
+    return None
+
+
+def _rotated_halves(ctx, atom):
+    """(x1, x2) when ``atom`` is concat(-x2, x1) along the last axis, spelt as a concatenate or
+    (keras-hub) as a stack on the second-last axis reshaped back, and nothing else reads the
+    negation or the join; else None."""
+    join = producer(ctx, atom, "concatenate", "reshape")
+    if join is None or not _only_use(ctx, atom):
+        return None
+    rank = len(atom.aval.shape)
+    if join.primitive.name == "reshape":
+        if join.params.get("dimensions") is not None:
+            return None
+        stacked = join.invars[0]
+        join = producer(ctx, stacked, "stack")
+        if join is None or join.params["axis"] != rank - 1 or not _only_use(ctx, stacked):
+            return None
+    elif join.params["dimension"] != rank - 1:
+        return None
+    if len(join.invars) != 2:
+        return None
+    negated, x1 = join.invars
+    neg = producer(ctx, negated, "neg")
+    if neg is None or not _only_use(ctx, negated):
+        return None
+    return x1, neg.invars[0]
+
+
+def rotate_half(ctx):
+    """For ``add`` of x * cos and concat(-x2, x1) * sin (either order, each product's operands in
+    either order; x1, x2: x's halves; cos, sin as wide as x): the same values as
+    x * cos + concat(x2, x1) * (sin * [-1, ..., 1, ...]), the first product kept. Else None."""
+    out = ctx.eqn.outvars[0]
+    shape = tuple(out.aval.shape)
+    if not _float32(out) or not shape or not _static(shape):
+        return None
+    for kept, rotated in _orders(ctx.eqn.invars):
+        plain, turned = producer(ctx, kept, "mul"), _factors(ctx, rotated)
+        if plain is None or turned is None:
+            continue
+        for r, sin in _orders(turned):
+            halves = _rotated_halves(ctx, r)
+            if halves is None or not _table_fits(sin, shape, shape[-1]):
+                continue
+            x = _halves_of(ctx, *halves)
+            if x is None or tuple(x.aval.shape) != shape or not any(a is x for a in plain.invars):
+                continue
+            half = shape[-1] // 2
+            sign = np.concatenate([-np.ones(half, np.float32), np.ones(half, np.float32)])
+            signed_sin = ctx.value(sin) * sign
+            swapped = tf.concat([ctx.value(halves[1]), ctx.value(halves[0])], axis=-1)
+            return ctx.value(kept) + swapped * signed_sin
+    return None
+
+
+# --------------------------------------------------------------------------- cases
+
+def _tables(positions, half: int):
+    angles = positions[:, None] * (10000.0 ** (-jnp.arange(half, dtype=jnp.float32) / half))[None, :]
+    return jnp.cos(angles)[:, None, :], jnp.sin(angles)[:, None, :]
+
+
+def _llama(x, positions):
+    """tests/tiny_llama.py's spelling: [T, heads, head_dim], halves sliced, tables [T, 1, half]."""
+    half = x.shape[-1] // 2
+    cos, sin = _tables(positions, half)
+    x1, x2 = x[..., :half], x[..., half:]
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def _llama_split_reordered(x, positions):
+    """The halves from a split, each product's operands and the sum's terms the other way round."""
+    cos, sin = _tables(positions, x.shape[-1] // 2)
+    x1, x2 = jnp.split(x, 2, axis=-1)
+    return jnp.concatenate([cos * x1 - sin * x2, sin * x1 + cos * x2], axis=-1)
+
+
+def _llama_two_heads(x, positions):
+    """Queries and keys rotated by the same tables, as in every decoder layer."""
+    return _llama(x, positions), _llama(x[:, ::2] * 2.0, positions)
+
+
+def _not_a_rotation(x, positions):
+    """The second half's sign flipped (x2*c - x1*s is no term of the sum): kept as written."""
+    half = x.shape[-1] // 2
+    cos, sin = _tables(positions, half)
+    x1, x2 = x[..., :half], x[..., half:]
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + (-x1) * sin], axis=-1)
+
+
+def _product_read_twice(x, positions):
+    """A product also returned: replacing the rotation would not drop its ops, so not matched."""
+    half = x.shape[-1] // 2
+    cos, sin = _tables(positions, half)
+    x1, x2 = x[..., :half], x[..., half:]
+    shared = x1 * cos
+    return jnp.concatenate([shared - x2 * sin, x2 * cos + x1 * sin], axis=-1), shared
+
+
+def _hf(x, cos, sin):
+    """HF transformers' rotate_half, tables as wide as x."""
+    half = x.shape[-1] // 2
+    return x * cos + jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1) * sin
+
+
+def _hf_reordered(x, cos, sin):
+    half = x.shape[-1] // 2
+    return sin * jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1) + cos * x
+
+
+def _keras_hub(x, cos, sin):
+    """keras-hub's RotaryEmbedding: a split, the halves stacked on a new axis and reshaped."""
+    x1, x2 = jnp.split(x, 2, axis=-1)
+    return x * cos + jnp.stack([-x2, x1], axis=-2).reshape(x.shape) * sin
+
+
+_POSITIONS = np.array([0.0, 3.0, 17.0], np.float32)
+_EDGE_HEADS = np.array([[[np.nan, 1.0, -0.0, 2.0, np.inf, -1.0, 0.0, -np.inf]],
+                        [[0.0, -0.0, 3.0, np.inf, -0.0, 0.0, -np.inf, 1e38]]], np.float32)
+# Tables holding NaN, inf and signed zeros (a model may pass any tables).
+_EDGE_TABLE = np.array([[[np.nan, -0.0, np.inf, 1.0]], [[0.0, -np.inf, -0.0, 2.0]]], np.float32)
+
+# Compared within the usual tolerance: XLA's jit contracts a*b + c into one FMA, which no lowering
+# does; tests/test_rope.py compares the values bit for bit with JAX's op by op.
+HALVES_CASES = [
+    case("rope_halves", _llama, f32(3, 4, 8), _POSITIONS),
+    case("rope_halves_split_reordered", _llama_split_reordered, f32(3, 2, 8), _POSITIONS),
+    case("rope_halves_two_calls", _llama_two_heads, f32(3, 4, 16), _POSITIONS),
+    case("rope_halves_edges", lambda x, c, s: jnp.concatenate(
+        [x[..., :4] * c - x[..., 4:] * s, x[..., 4:] * c + x[..., :4] * s], axis=-1),
+        _EDGE_HEADS, _EDGE_TABLE, np.flip(_EDGE_TABLE, 0).copy()),
+    case("rope_halves_not_a_rotation", _not_a_rotation, f32(3, 2, 8), _POSITIONS),
+    case("rope_halves_product_read_twice", _product_read_twice, f32(3, 2, 8), _POSITIONS),
+    case("rope_halves_polymorphic", _llama, f32(3, 2, 8), _POSITIONS,
+         polymorphic_shapes=("(t, 2, 8)", "(t,)")),
+]
+
+ROTATE_HALF_CASES = [
+    case("rope_rotate_half", _hf, f32(3, 2, 8), f32(3, 1, 8), f32(3, 1, 8)),
+    case("rope_rotate_half_reordered", _hf_reordered, f32(2, 3, 8), f32(2, 3, 8), f32(1, 3, 8)),
+    case("rope_rotate_half_keras_hub", _keras_hub, f32(1, 3, 2, 8), f32(1, 3, 1, 8), f32(1, 3, 1, 8)),
+    case("rope_rotate_half_edges", _hf, _EDGE_HEADS, np.concatenate([_EDGE_TABLE] * 2, -1),
+         np.concatenate([np.flip(_EDGE_TABLE, 0).copy()] * 2, -1)),
+    # Tables one wide broadcast along the last axis: no sign row fits them, kept as written.
+    case("rope_rotate_half_scalar_tables", _hf, f32(3, 2, 8), f32(3, 1, 1), f32(3, 1, 1)),
+]
