@@ -186,43 +186,36 @@ def rotate_half(ctx):
 
 # --------------------------------------------------------------------------- cases
 
-def _tables(positions, half: int):
-    angles = positions[:, None] * (10000.0 ** (-jnp.arange(half, dtype=jnp.float32) / half))[None, :]
-    return jnp.cos(angles)[:, None, :], jnp.sin(angles)[:, None, :]
-
-
-def _llama(x, positions):
-    """tests/tiny_llama.py's spelling: [T, heads, head_dim], halves sliced, tables [T, 1, half]."""
+def _llama(x, cos, sin):
+    """tests/tiny_llama.py's spelling: x [T, heads, head_dim], halves sliced, tables [T, 1, half]
+    (given here: TFLite's SIN and COS round otherwise than XLA's, which would hide the rotation's
+    own bits; tests/test_rope.py runs the decode step that computes them)."""
     half = x.shape[-1] // 2
-    cos, sin = _tables(positions, half)
     x1, x2 = x[..., :half], x[..., half:]
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
-def _llama_split_reordered(x, positions):
+def _llama_split_reordered(x, cos, sin):
     """The halves from a split, each product's operands and the sum's terms the other way round."""
-    cos, sin = _tables(positions, x.shape[-1] // 2)
     x1, x2 = jnp.split(x, 2, axis=-1)
     return jnp.concatenate([cos * x1 - sin * x2, sin * x1 + cos * x2], axis=-1)
 
 
-def _llama_two_heads(x, positions):
+def _llama_two_heads(q, k, cos, sin):
     """Queries and keys rotated by the same tables, as in every decoder layer."""
-    return _llama(x, positions), _llama(x[:, ::2] * 2.0, positions)
+    return _llama(q, cos, sin), _llama(k, cos, sin)
 
 
-def _not_a_rotation(x, positions):
+def _not_a_rotation(x, cos, sin):
     """The second half's sign flipped (x2*c - x1*s is no term of the sum): kept as written."""
     half = x.shape[-1] // 2
-    cos, sin = _tables(positions, half)
     x1, x2 = x[..., :half], x[..., half:]
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + (-x1) * sin], axis=-1)
 
 
-def _product_read_twice(x, positions):
+def _product_read_twice(x, cos, sin):
     """A product also returned: replacing the rotation would not drop its ops, so not matched."""
     half = x.shape[-1] // 2
-    cos, sin = _tables(positions, half)
     x1, x2 = x[..., :half], x[..., half:]
     shared = x1 * cos
     return jnp.concatenate([shared - x2 * sin, x2 * cos + x1 * sin], axis=-1), shared
@@ -245,7 +238,6 @@ def _keras_hub(x, cos, sin):
     return x * cos + jnp.stack([-x2, x1], axis=-2).reshape(x.shape) * sin
 
 
-_POSITIONS = np.array([0.0, 3.0, 17.0], np.float32)
 _EDGE_HEADS = np.array([[[np.nan, 1.0, -0.0, 2.0, np.inf, -1.0, 0.0, -np.inf]],
                         [[0.0, -0.0, 3.0, np.inf, -0.0, 0.0, -np.inf, 1e38]]], np.float32)
 # Tables holding NaN, inf and signed zeros (a model may pass any tables).
@@ -254,16 +246,14 @@ _EDGE_TABLE = np.array([[[np.nan, -0.0, np.inf, 1.0]], [[0.0, -np.inf, -0.0, 2.0
 # Compared within the usual tolerance: XLA's jit contracts a*b + c into one FMA, which no lowering
 # does; tests/test_rope.py compares the values bit for bit with JAX's op by op.
 HALVES_CASES = [
-    case("rope_halves", _llama, f32(3, 4, 8), _POSITIONS),
-    case("rope_halves_split_reordered", _llama_split_reordered, f32(3, 2, 8), _POSITIONS),
-    case("rope_halves_two_calls", _llama_two_heads, f32(3, 4, 16), _POSITIONS),
-    case("rope_halves_edges", lambda x, c, s: jnp.concatenate(
-        [x[..., :4] * c - x[..., 4:] * s, x[..., 4:] * c + x[..., :4] * s], axis=-1),
-        _EDGE_HEADS, _EDGE_TABLE, np.flip(_EDGE_TABLE, 0).copy()),
-    case("rope_halves_not_a_rotation", _not_a_rotation, f32(3, 2, 8), _POSITIONS),
-    case("rope_halves_product_read_twice", _product_read_twice, f32(3, 2, 8), _POSITIONS),
-    case("rope_halves_polymorphic", _llama, f32(3, 2, 8), _POSITIONS,
-         polymorphic_shapes=("(t, 2, 8)", "(t,)")),
+    case("rope_halves", _llama, f32(3, 4, 8), f32(3, 1, 4), f32(3, 1, 4)),
+    case("rope_halves_split_reordered", _llama_split_reordered, f32(3, 2, 8), f32(3, 2, 4), f32(1, 2, 4)),
+    case("rope_halves_two_calls", _llama_two_heads, f32(3, 4, 16), f32(3, 2, 16), f32(3, 1, 8), f32(3, 1, 8)),
+    case("rope_halves_edges", _llama, _EDGE_HEADS, _EDGE_TABLE, np.flip(_EDGE_TABLE, 0).copy()),
+    case("rope_halves_not_a_rotation", _not_a_rotation, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4)),
+    case("rope_halves_product_read_twice", _product_read_twice, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4)),
+    case("rope_halves_polymorphic", _llama, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4),
+         polymorphic_shapes=("(t, 2, 8)", "(t, 1, 4)", "(t, 1, 4)")),
 ]
 
 ROTATE_HALF_CASES = [
