@@ -6,7 +6,7 @@ CONCATENATION), twice per decoder layer. The same elements come out of
 
     x * concat(c, c) + concat(x2, x1) * concat(-s, s)
 
-in 6 (MUL; the two SLICEs and a CONCATENATION; MUL; ADD): the tables concat(c, c) and
+in 5 (MUL; a SPLIT and a CONCATENATION; MUL; ADD): the tables concat(c, c) and
 concat(-s, s) depend on c and s only, which every layer shares, so the converters compute them
 once per graph (common subexpressions). Per element the operations are JAX's: x2 * (-s) is
 -(x2 * s) exactly (rounding to nearest is symmetric), a + (-b) is a - b, and addition and
@@ -14,7 +14,8 @@ multiplication commute. So this holds for NaN, inf and signed zeros too, in both
 
 The "rotate_half" spelling of HF and keras-hub, ``x * cos + concat(-x2, x1) * sin`` (keras-hub
 joins the halves with a stack and a reshape), negates x2 before the product: the negation moves
-onto the table, ``sin * [-1, ..., 1, ...]``, made once per graph (7 ops per call become 6).
+onto the table, ``sin * [-1, ..., 1, ...]``, made once per graph (7 ops per call become 5, the two
+slices one SPLIT; keras-hub's 7 with its SPLIT, 5).
 
 Each matcher needs static float32 shapes, the halves of one array (two slices or a split) and the
 products it replaces read nowhere else; anything else keeps the equations' own lowering.
@@ -69,6 +70,18 @@ def _halves_of(ctx, first, second):
             and tuple(b.params["start_indices"]) == head + (half,) and tuple(b.params["limit_indices"]) == shape):
         return x
     return None
+
+
+def _swapped(ctx, x, x1, x2, reads: int):
+    """concat(x2, x1) along the last axis. Halves that came from two slices read by the rotation
+    only (``reads`` times each) are taken again by one SPLIT (XNNPACK and the GPU delegates run
+    it), and the slices go unused: one op fewer per call. Else the halves as they are."""
+    a = producer(ctx, x1)
+    if a.primitive.name == "slice" and ctx.uses(x1) == ctx.uses(x2) == reads:
+        first, second = tf.split(ctx.value(x), 2, axis=-1)
+    else:
+        first, second = ctx.value(x1), ctx.value(x2)
+    return tf.concat([second, first], axis=-1)
 
 
 def _factors(ctx, atom):
@@ -126,8 +139,7 @@ def halves_rotation(ctx):
                 cos, sin = ctx.value(c), ctx.value(s)
                 cc = tf.concat([cos, cos], axis=-1)
                 sn = tf.concat([tf.math.negative(sin), sin], axis=-1)
-                swapped = tf.concat([ctx.value(x2), ctx.value(x1)], axis=-1)
-                return ctx.value(x) * cc + swapped * sn
+                return ctx.value(x) * cc + _swapped(ctx, x, x1, x2, 2) * sn
     return None
 
 
@@ -179,8 +191,7 @@ def rotate_half(ctx):
             half = shape[-1] // 2
             sign = np.concatenate([-np.ones(half, np.float32), np.ones(half, np.float32)])
             signed_sin = ctx.value(sin) * sign
-            swapped = tf.concat([ctx.value(halves[1]), ctx.value(halves[0])], axis=-1)
-            return ctx.value(kept) + swapped * signed_sin
+            return ctx.value(kept) + _swapped(ctx, x, *halves, 1) * signed_sin
     return None
 
 

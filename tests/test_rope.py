@@ -66,9 +66,9 @@ def test_rotation_is_jax_op_by_op_bit_for_bit(case, strict, tmp_path, monkeypatc
     assert fired == (case.name not in KEPT), (tflite_op_names(fused), tflite_op_names(plain))
 
 
-def test_tiny_llama_decode_step_rotates_in_six_ops_per_call(tmp_path, monkeypatch):
-    """tests/tiny_llama.py's rope, twice per layer: 4 MULs, a SUB, an ADD, two SLICEs and a
-    CONCATENATION per call become 2 MULs, an ADD, the SLICEs and a CONCATENATION, plus the joined
+def test_tiny_llama_decode_step_rotates_in_five_ops_per_call(tmp_path, monkeypatch):
+    """tests/tiny_llama.py's rope, twice per layer: two SLICEs, four MULs, a SUB, an ADD and a
+    CONCATENATION per call become a SPLIT, two MULs, an ADD and a CONCATENATION, plus the joined
     tables made once for every layer (one NEG in all: the converter shares them across layers).
     The logits and caches are those of the unfused export bit for bit, and JAX's."""
     config = tiny_llama.Config(layers=3)
@@ -91,10 +91,11 @@ def test_tiny_llama_decode_step_rotates_in_six_ops_per_call(tmp_path, monkeypatc
     calls = 2 * config.layers
     assert after["MUL"] == before["MUL"] - 2 * calls, (before, after)
     assert after["SUB"] == before["SUB"] - calls and after["ADD"] == before["ADD"], (before, after)
+    assert after["SLICE"] == before["SLICE"] - 2 * calls and after["SPLIT"] == before["SPLIT"] + calls
     assert after["NEG"] == before["NEG"] + 1, (before, after)
-    # Per call 3 ops fewer; once per graph the tables' two CONCATENATIONs, the NEG and (their
+    # Per call 4 ops fewer; once per graph the tables' two CONCATENATIONs, the NEG and (their
     # [1, 1, half] shape) two RESHAPEs.
-    assert sum(after.values()) == sum(before.values()) - 3 * calls + 5, (before, after)
+    assert sum(after.values()) == sum(before.values()) - 4 * calls + 5, (before, after)
     want = run_tflite(plain, feed)
     assert got.keys() == want.keys()
     for name in got:
