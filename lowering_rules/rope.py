@@ -25,6 +25,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
+from jax.extend import core
 
 from lowering_rules.cases import case, f32
 from lowering_rules.fusion import producer
@@ -100,8 +101,10 @@ def _table_fits(table, shape, width: int) -> bool:
     """Whether ``table`` (cos or sin) broadcasts against an array of ``shape`` as the same rank
     with ``width`` entries along the last axis, so that joining two tables along that axis
     broadcasts against the joined halves as each table against its half."""
-    t = tuple(getattr(table.aval, "shape", ()))
-    return (not hasattr(table, "val") and _float32(table) and len(t) == len(shape) and t[-1] == width
+    if isinstance(table, core.Literal):
+        return False
+    t = tuple(table.aval.shape)
+    return (_float32(table) and len(t) == len(shape) and t[-1] == width
             and all(d in (1, n) for d, n in zip(t[:-1], shape[:-1])))
 
 
@@ -182,7 +185,8 @@ def rotate_half(ctx):
         if plain is None or turned is None:
             continue
         for r, sin in _orders(turned):
-            halves = _rotated_halves(ctx, r)
+            # As wide as x: a stack of the halves reshaped otherwise is no concat(-x2, x1).
+            halves = _rotated_halves(ctx, r) if tuple(r.aval.shape) == shape else None
             if halves is None or not _table_fits(sin, shape, shape[-1]):
                 continue
             x = _halves_of(ctx, *halves)
@@ -232,6 +236,12 @@ def _product_read_twice(x, cos, sin):
     return jnp.concatenate([shared - x2 * sin, x2 * cos + x1 * sin], axis=-1), shared
 
 
+def _halves_of_two_arrays(x, y, cos, sin):
+    """x's first half rotated against y's second: no rotation of one array, kept as written."""
+    x1, x2 = x[..., :4], y[..., 4:]
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
 def _hf(x, cos, sin):
     """HF transformers' rotate_half, tables as wide as x."""
     half = x.shape[-1] // 2
@@ -241,6 +251,12 @@ def _hf(x, cos, sin):
 def _hf_reordered(x, cos, sin):
     half = x.shape[-1] // 2
     return sin * jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1) + cos * x
+
+
+def _hf_halves_swapped(x, cos, sin):
+    """concat(-x1, x2): the halves the other way round are no rotation, kept as written."""
+    half = x.shape[-1] // 2
+    return x * cos + jnp.concatenate([-x[..., :half], x[..., half:]], axis=-1) * sin
 
 
 def _keras_hub(x, cos, sin):
@@ -263,6 +279,8 @@ HALVES_CASES = [
     case("rope_halves_edges", _llama, _EDGE_HEADS, _EDGE_TABLE, np.flip(_EDGE_TABLE, 0).copy()),
     case("rope_halves_not_a_rotation", _not_a_rotation, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4)),
     case("rope_halves_product_read_twice", _product_read_twice, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4)),
+    case("rope_halves_of_two_arrays", _halves_of_two_arrays, f32(3, 2, 8), f32(3, 2, 8), f32(3, 1, 4),
+         f32(3, 1, 4)),
     case("rope_halves_polymorphic", _llama, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4),
          polymorphic_shapes=("(t, 2, 8)", "(t, 1, 4)", "(t, 1, 4)")),
 ]
@@ -273,6 +291,7 @@ ROTATE_HALF_CASES = [
     case("rope_rotate_half_keras_hub", _keras_hub, f32(1, 3, 2, 8), f32(1, 3, 1, 8), f32(1, 3, 1, 8)),
     case("rope_rotate_half_edges", _hf, _EDGE_HEADS, np.concatenate([_EDGE_TABLE] * 2, -1),
          np.concatenate([np.flip(_EDGE_TABLE, 0).copy()] * 2, -1)),
+    case("rope_rotate_half_halves_swapped", _hf_halves_swapped, f32(3, 2, 8), f32(3, 1, 8), f32(3, 1, 8)),
     # Tables one wide broadcast along the last axis: no sign row fits them, kept as written.
     case("rope_rotate_half_scalar_tables", _hf, f32(3, 2, 8), f32(3, 1, 1), f32(3, 1, 1)),
 ]
