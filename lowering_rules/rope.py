@@ -7,8 +7,9 @@ CONCATENATION), twice per decoder layer. The same elements come out of
     x * concat(c, c) + concat(x2, x1) * concat(-s, s)
 
 in 5 (MUL; a SPLIT and a CONCATENATION; MUL; ADD): the tables concat(c, c) and
-concat(-s, s) depend on c and s only, which every layer shares, so the converters compute them
-once per graph (common subexpressions). Per element the operations are JAX's: x2 * (-s) is
+concat(-s, s) depend on c and s only, which every layer shares: made once per graph from the same
+c and s (``ctx.shared``), and TFLite's converter merges the copies that each layer's own c and s
+(the same ops on the same inputs) give. Per element the operations are JAX's: x2 * (-s) is
 -(x2 * s) exactly (rounding to nearest is symmetric), a + (-b) is a - b, and addition and
 multiplication commute. So this holds for NaN, inf and signed zeros too, in both modes.
 
@@ -112,6 +113,17 @@ def _same(a, b) -> bool:
     return a[0] is b[0] and a[1] is b[1]
 
 
+def _joined_tables(cos, sin):
+    """concat(cos, cos) and concat(-sin, sin) along the last axis."""
+    return tf.concat([cos, cos], axis=-1), tf.concat([tf.math.negative(sin), sin], axis=-1)
+
+
+def _signed_table(sin, width: int):
+    """sin * [-1, ..., 1, ...] along the last axis of ``width`` (exactly -sin, then sin)."""
+    half = width // 2
+    return sin * np.concatenate([-np.ones(half, np.float32), np.ones(half, np.float32)])
+
+
 def halves_rotation(ctx):
     """For ``concatenate`` on the last axis of [x1*c - x2*s, x2*c + x1*s] (x1, x2: x's halves; each
     product's operands in either order, the sum's terms too): the same values as
@@ -139,9 +151,7 @@ def halves_rotation(ctx):
             wanted = ((x2, c), (x1, s))
             if any(all(any(_same(t, w) for t in _orders(term)) for term, w in zip(order, wanted))
                    for order in _orders(terms)):
-                cos, sin = ctx.value(c), ctx.value(s)
-                cc = tf.concat([cos, cos], axis=-1)
-                sn = tf.concat([tf.math.negative(sin), sin], axis=-1)
+                cc, sn = ctx.shared(("rope_halves",), (ctx.value(c), ctx.value(s)), _joined_tables)
                 return ctx.value(x) * cc + _swapped(ctx, x, x1, x2, 2) * sn
     return None
 
@@ -192,9 +202,8 @@ def rotate_half(ctx):
             x = _halves_of(ctx, *halves)
             if x is None or tuple(x.aval.shape) != shape or not any(a is x for a in plain.invars):
                 continue
-            half = shape[-1] // 2
-            sign = np.concatenate([-np.ones(half, np.float32), np.ones(half, np.float32)])
-            signed_sin = ctx.value(sin) * sign
+            signed_sin = ctx.shared(("rope_rotate_half",), (ctx.value(sin),),
+                                    lambda t: _signed_table(t, shape[-1]))
             return ctx.value(kept) + _swapped(ctx, x, *halves, 1) * signed_sin
     return None
 

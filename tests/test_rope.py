@@ -103,3 +103,15 @@ def test_tiny_llama_decode_step_rotates_in_five_ops_per_call(tmp_path, monkeypat
         _same_bits(got[name], want[name], name)
     logits, _ = jax.jit(decode)(*inputs)
     np.testing.assert_allclose(got["output_0"], np.asarray(logits), rtol=1e-5, atol=1e-5)
+
+
+def test_calls_sharing_tables_share_the_joined_tables():
+    """Two rotations by the same cos and sin: one NEG and one pair of joined tables in the graph
+    (ctx.shared), not a pair per call. TF.js's converter would keep each copy; TFLite's merges them."""
+    import tensorflow as tf
+    case = next(c for c in rope.HALVES_CASES if c.name == "rope_halves_two_calls")
+    specs = [tf.TensorSpec(a.shape, tf.float32) for a in case.args]
+    graph = tf.function(noxla.convert(case.fun), autograph=False).get_concrete_function(*specs).graph
+    ops = collections.Counter(op.type for op in graph.get_operations())
+    assert ops["Neg"] == 1 and ops["Split"] == 2, ops
+    assert ops["ConcatV2"] == 2 + 2, ops  # each call's swapped halves, and the two tables once
