@@ -6,7 +6,7 @@ CONCATENATION), twice per decoder layer. The same elements come out of
 
     x * concat(c, c) + concat(x2, x1) * concat(-s, s)
 
-in 5 (MUL; a SPLIT and a CONCATENATION; MUL; ADD): the tables concat(c, c) and
+in 6 (MUL; the two SLICEs and a CONCATENATION; MUL; ADD): the tables concat(c, c) and
 concat(-s, s) depend on c and s only, which every layer shares: made once per graph from the same
 c and s (``ctx.shared``), and TFLite's converter merges the copies that each layer's own c and s
 (the same ops on the same inputs) give. Per element the operations are JAX's: x2 * (-s) is
@@ -15,8 +15,8 @@ multiplication commute. So this holds for NaN, inf and signed zeros too, in both
 
 The "rotate_half" spelling of HF and keras-hub, ``x * cos + concat(-x2, x1) * sin`` (keras-hub
 joins the halves with a stack and a reshape), negates x2 before the product: the negation moves
-onto the table, ``sin * [-1, ..., 1, ...]``, made once per graph (7 ops per call become 5, the two
-slices one SPLIT; keras-hub's 7 with its SPLIT, 5).
+onto the table, ``sin * [-1, ..., 1, ...]``, made once per graph (7 ops per call become 6; keras-hub's
+7, a SPLIT_V, NEG, PACK, RESHAPE, two MULs and ADD, become 6 too).
 
 Each matcher needs static float32 shapes, the halves of one array (two slices or a split) and the
 products it replaces read nowhere else; anything else keeps the equations' own lowering.
@@ -74,15 +74,16 @@ def _halves_of(ctx, first, second):
     return None
 
 
-def _swapped(ctx, x, x1, x2, reads: int):
-    """concat(x2, x1) along the last axis. Halves that came from two slices read by the rotation
-    only (``reads`` times each) are taken again by one SPLIT (XNNPACK and the GPU delegates run
-    it), and the slices go unused: one op fewer per call. Else the halves as they are."""
-    a = producer(ctx, x1)
-    if a.primitive.name == "slice" and ctx.uses(x1) == ctx.uses(x2) == reads:
-        first, second = tf.split(ctx.value(x), 2, axis=-1)
-    else:
-        first, second = ctx.value(x1), ctx.value(x2)
+def _swapped(ctx, x, x1, x2):
+    """concat(x2, x1) along the last axis, from two SLICEs: halves that a split made are sliced
+    again. LiteRT.js's WebGPU delegate (ML Drift, @litertjs/core 2.5.3) fails to build a model where
+    a SPLIT's outputs meet again in one CONCATENATION in swapped order ("Output id not found"),
+    though one SPLIT would be one op fewer per call on the CPU."""
+    if producer(ctx, x1).primitive.name == "slice":
+        return tf.concat([ctx.value(x2), ctx.value(x1)], axis=-1)
+    value, rank, half = ctx.value(x), len(x.aval.shape), x.aval.shape[-1] // 2
+    first = tf.slice(value, [0] * rank, [-1] * (rank - 1) + [half])
+    second = tf.slice(value, [0] * (rank - 1) + [half], [-1] * rank)
     return tf.concat([second, first], axis=-1)
 
 
@@ -152,7 +153,7 @@ def halves_rotation(ctx):
             if any(all(any(_same(t, w) for t in _orders(term)) for term, w in zip(order, wanted))
                    for order in _orders(terms)):
                 cc, sn = ctx.shared(("rope_halves",), (ctx.value(c), ctx.value(s)), _joined_tables)
-                return ctx.value(x) * cc + _swapped(ctx, x, x1, x2, 2) * sn
+                return ctx.value(x) * cc + _swapped(ctx, x, x1, x2) * sn
     return None
 
 
@@ -204,7 +205,7 @@ def rotate_half(ctx):
                 continue
             signed_sin = ctx.shared(("rope_rotate_half",), (ctx.value(sin),),
                                     lambda t: _signed_table(t, shape[-1]))
-            return ctx.value(kept) + _swapped(ctx, x, *halves, 1) * signed_sin
+            return ctx.value(kept) + _swapped(ctx, x, *halves) * signed_sin
     return None
 
 
