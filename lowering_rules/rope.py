@@ -110,8 +110,19 @@ def _table_fits(table, shape, width: int) -> bool:
             and all(d in (1, n) for d, n in zip(t[:-1], shape[:-1])))
 
 
-def _same(a, b) -> bool:
-    return a[0] is b[0] and a[1] is b[1]
+def _same_value(ctx, a, b) -> bool:
+    """``a is b``, or both the same broadcast or reshape of one array (code that writes
+    ``cos[:, None]`` at each use binds one view per product)."""
+    if a is b:
+        return True
+    views = ("broadcast_in_dim", "reshape")
+    u, v = producer(ctx, a, *views), producer(ctx, b, *views)
+    return (u is not None and v is not None and u.primitive is v.primitive and u.invars[0] is v.invars[0]
+            and u.params == v.params and a.aval.shape == b.aval.shape)
+
+
+def _same(ctx, a, b) -> bool:
+    return _same_value(ctx, a[0], b[0]) and _same_value(ctx, a[1], b[1])
 
 
 def _joined_tables(cos, sin):
@@ -150,7 +161,7 @@ def halves_rotation(ctx):
             if not (_table_fits(c, half_shape, width) and _table_fits(s, half_shape, width)):
                 continue
             wanted = ((x2, c), (x1, s))
-            if any(all(any(_same(t, w) for t in _orders(term)) for term, w in zip(order, wanted))
+            if any(all(any(_same(ctx, t, w) for t in _orders(term)) for term, w in zip(order, wanted))
                    for order in _orders(terms)):
                 cc, sn = ctx.shared(("rope_halves",), (ctx.value(c), ctx.value(s)), _joined_tables)
                 return ctx.value(x) * cc + _swapped(ctx, x, x1, x2) * sn
@@ -246,6 +257,12 @@ def _product_read_twice(x, cos, sin):
     return jnp.concatenate([shared - x2 * sin, x2 * cos + x1 * sin], axis=-1), shared
 
 
+def _tables_viewed_per_use(x, cos, sin):
+    """Tables [T, half] given a unit axis at each use: each product reads a view of its own."""
+    x1, x2 = jnp.split(x, 2, axis=-1)
+    return jnp.concatenate([x1 * cos[:, None] - x2 * sin[:, None], x2 * cos[:, None] + x1 * sin[:, None]], axis=-1)
+
+
 def _halves_of_two_arrays(x, y, cos, sin):
     """x's first half rotated against y's second: no rotation of one array, kept as written."""
     x1, x2 = x[..., :4], y[..., 4:]
@@ -289,6 +306,7 @@ HALVES_CASES = [
     case("rope_halves_edges", _llama, _EDGE_HEADS, _EDGE_TABLE, np.flip(_EDGE_TABLE, 0).copy()),
     case("rope_halves_not_a_rotation", _not_a_rotation, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4)),
     case("rope_halves_product_read_twice", _product_read_twice, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4)),
+    case("rope_halves_tables_viewed_per_use", _tables_viewed_per_use, f32(3, 2, 8), f32(3, 4), f32(3, 4)),
     case("rope_halves_of_two_arrays", _halves_of_two_arrays, f32(3, 2, 8), f32(3, 2, 8), f32(3, 1, 4),
          f32(3, 1, 4)),
     case("rope_halves_polymorphic", _llama, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4),
