@@ -18,7 +18,11 @@ joins the halves with a stack and a reshape), negates x2 before the product: the
 onto the table, ``sin * [-1, ..., 1, ...]``, made once per graph (7 ops per call become 6; keras-hub's
 7, a SPLIT_V, NEG, PACK, RESHAPE, two MULs and ADD, become 6 too).
 
-Each matcher needs static float32 shapes, the halves of one array (two slices or a split) and the
+The interleaved spelling (GPT-J's, tests/zoo.py's Llama), (even, odd) pairs rotated and stacked back,
+is the same sum over x viewed as [..., half, 2]: x * c[..., None] + swap_pairs(x) * stack([-s, s], -1),
+8 ops where the strided slices, four MULs, SUB, ADD, PACK and RESHAPE are 10.
+
+Each matcher needs static float32 shapes, the halves (two slices or a split) or pairs of one array and the
 products it replaces read nowhere else; anything else keeps the equations' own lowering.
 """
 from __future__ import annotations
@@ -136,6 +140,52 @@ def _signed_table(sin, width: int):
     return sin * np.concatenate([-np.ones(half, np.float32), np.ones(half, np.float32)])
 
 
+def _pairs_of(ctx, first, second):
+    """x when ``first`` and ``second`` are x[..., 0::2] and x[..., 1::2] (x's (even, odd) pairs along
+    its last axis), x float32 of static shape; else None."""
+    a, b = producer(ctx, first, "slice"), producer(ctx, second, "slice")
+    if a is None or b is None or a.invars[0] is not b.invars[0]:
+        return None
+    x = a.invars[0]
+    shape = tuple(x.aval.shape)
+    if not shape or not _static(shape) or not _float32(x) or shape[-1] % 2:
+        return None
+    head = (0,) * (len(shape) - 1)
+    pairs = (1,) * (len(shape) - 1) + (2,)
+    if (a.params["strides"] == pairs == b.params["strides"] and tuple(a.params["start_indices"]) == head + (0,)
+            and tuple(b.params["start_indices"]) == head + (1,)
+            and tuple(a.params["limit_indices"]) == shape == tuple(b.params["limit_indices"])):
+        return x
+    return None
+
+
+def _rotation(ctx, difference, total, parts_of):
+    """(x, x1, x2, c, s) when ``difference`` is x1*c - x2*s and ``total`` x2*c + x1*s, x1 and x2
+    the parts of x that ``parts_of`` finds (each product's operands in either order, the sum's terms
+    too; the tables broadcast against the parts), nothing else reading the products; else None."""
+    sub, add = producer(ctx, difference, "sub"), producer(ctx, total, "add")
+    if sub is None or add is None or not _only_use(ctx, difference) or not _only_use(ctx, total):
+        return None
+    first, second = (_factors(ctx, a) for a in sub.invars)
+    terms = [_factors(ctx, a) for a in add.invars]
+    if first is None or second is None or None in terms:
+        return None
+    part_shape = tuple(difference.aval.shape)
+    for x1, c in _orders(first):
+        for x2, s in _orders(second):
+            x = parts_of(ctx, x1, x2)
+            if x is None or tuple(x1.aval.shape) != part_shape:
+                continue
+            width = part_shape[-1]
+            if not (_table_fits(c, part_shape, width) and _table_fits(s, part_shape, width)):
+                continue
+            wanted = ((x2, c), (x1, s))
+            if any(all(any(_same(ctx, t, w) for t in _orders(term)) for term, w in zip(order, wanted))
+                   for order in _orders(terms)):
+                return x, x1, x2, c, s
+    return None
+
+
 def halves_rotation(ctx):
     """For ``concatenate`` on the last axis of [x1*c - x2*s, x2*c + x1*s] (x1, x2: x's halves; each
     product's operands in either order, the sum's terms too): the same values as
@@ -144,28 +194,40 @@ def halves_rotation(ctx):
     out = eqn.outvars[0]
     if len(eqn.invars) != 2 or not _float32(out) or eqn.params["dimension"] != len(out.aval.shape) - 1:
         return None
-    sub, add = producer(ctx, eqn.invars[0], "sub"), producer(ctx, eqn.invars[1], "add")
-    if sub is None or add is None or not all(_only_use(ctx, a) for a in eqn.invars):
+    hit = _rotation(ctx, *eqn.invars, _halves_of)
+    if hit is None:
         return None
-    first, second = (_factors(ctx, a) for a in sub.invars)
-    terms = [_factors(ctx, a) for a in add.invars]
-    if first is None or second is None or None in terms:
+    x, x1, x2, c, s = hit
+    cc, sn = ctx.shared(("rope_halves",), (ctx.value(c), ctx.value(s)), _joined_tables)
+    return ctx.value(x) * cc + _swapped(ctx, x, x1, x2) * sn
+
+
+def _paired_tables(cos, sin):
+    """cos with a unit pair axis, and [-sin, sin] along a new last axis."""
+    return tf.expand_dims(cos, -1), tf.stack([tf.math.negative(sin), sin], axis=-1)
+
+
+def pairs_rotation(ctx):
+    """For ``reshape`` of stack([e*c - o*s, o*c + e*s], -1) back to x's shape (e, o: x's even and odd
+    elements along its last axis; GPT-J's and Meta's interleaved RoPE): with x viewed as [..., half, 2],
+    the same values as x * c[..., None] + swap_pairs(x) * stack([-s, s], -1). Else None."""
+    eqn = ctx.eqn
+    out = eqn.outvars[0]
+    stacked = producer(ctx, eqn.invars[0], "stack")
+    if (eqn.params["dimensions"] is not None or stacked is None or not _float32(out) or len(stacked.invars) != 2
+            or stacked.params["axis"] != len(out.aval.shape) or not _only_use(ctx, eqn.invars[0])):
         return None
-    half_shape = tuple(eqn.invars[0].aval.shape)
-    for x1, c in _orders(first):
-        for x2, s in _orders(second):
-            x = _halves_of(ctx, x1, x2)
-            if x is None or tuple(x1.aval.shape) != half_shape:
-                continue
-            width = half_shape[-1]
-            if not (_table_fits(c, half_shape, width) and _table_fits(s, half_shape, width)):
-                continue
-            wanted = ((x2, c), (x1, s))
-            if any(all(any(_same(ctx, t, w) for t in _orders(term)) for term, w in zip(order, wanted))
-                   for order in _orders(terms)):
-                cc, sn = ctx.shared(("rope_halves",), (ctx.value(c), ctx.value(s)), _joined_tables)
-                return ctx.value(x) * cc + _swapped(ctx, x, x1, x2) * sn
-    return None
+    hit = _rotation(ctx, *stacked.invars, _pairs_of)
+    if hit is None or tuple(hit[0].aval.shape) != tuple(out.aval.shape):
+        return None
+    x, _, _, c, s = hit
+    shape = list(x.aval.shape)
+    rank = len(shape)
+    pairs = tf.reshape(ctx.value(x), shape[:-1] + [shape[-1] // 2, 2])
+    even = tf.slice(pairs, [0] * (rank + 1), [-1] * rank + [1])
+    odd = tf.slice(pairs, [0] * rank + [1], [-1] * rank + [1])
+    cc, sn = ctx.shared(("rope_pairs",), (ctx.value(c), ctx.value(s)), _paired_tables)
+    return tf.reshape(pairs * cc + tf.concat([odd, even], axis=-1) * sn, shape)
 
 
 def _rotated_halves(ctx, atom):
@@ -292,6 +354,18 @@ def _keras_hub(x, cos, sin):
     return x * cos + jnp.stack([-x2, x1], axis=-2).reshape(x.shape) * sin
 
 
+def _pairs(x, cos, sin):
+    """The interleaved spelling (tests/zoo.py's Llama): (even, odd) pairs rotated, stacked back."""
+    even, odd = x[..., ::2], x[..., 1::2]
+    return jnp.stack([even * cos - odd * sin, odd * cos + even * sin], axis=-1).reshape(x.shape)
+
+
+def _pairs_swapped(x, cos, sin):
+    """The odd elements taken first: (odd, even) pairs are no rotation of x's pairs, kept as written."""
+    even, odd = x[..., 1::2], x[..., ::2]
+    return jnp.stack([even * cos - odd * sin, odd * cos + even * sin], axis=-1).reshape(x.shape)
+
+
 _EDGE_HEADS = np.array([[[np.nan, 1.0, -0.0, 2.0, np.inf, -1.0, 0.0, -np.inf]],
                         [[0.0, -0.0, 3.0, np.inf, -0.0, 0.0, -np.inf, 1e38]]], np.float32)
 # Tables holding NaN, inf and signed zeros (a model may pass any tables).
@@ -311,6 +385,12 @@ HALVES_CASES = [
          f32(3, 1, 4)),
     case("rope_halves_polymorphic", _llama, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4),
          polymorphic_shapes=("(t, 2, 8)", "(t, 1, 4)", "(t, 1, 4)")),
+]
+
+PAIRS_CASES = [
+    case("rope_pairs", _pairs, f32(1, 3, 2, 8), f32(3, 1, 4), f32(3, 1, 4)),
+    case("rope_pairs_edges", _pairs, _EDGE_HEADS, _EDGE_TABLE, np.flip(_EDGE_TABLE, 0).copy()),
+    case("rope_pairs_swapped", _pairs_swapped, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4)),
 ]
 
 ROTATE_HALF_CASES = [

@@ -137,11 +137,15 @@ RESHAPE_CASES = [
     case("split_symbolic", lambda x: jnp.reshape(x, (2, -1)), f32(3, 4), polymorphic_shapes=("(b, 4)",)),
     case("two_symbolic", lambda x: jnp.reshape(x, (x.shape[1], x.shape[0])), f32(3, 2),
          polymorphic_shapes=("(b, c)",)),
+    *rope.PAIRS_CASES,
 ]
 
 
 @lowering(lax.reshape_p, cases=RESHAPE_CASES)
 def lower_reshape(ctx, x, *, new_sizes, dimensions):
+    rotated = rope.pairs_rotation(ctx)
+    if rotated is not None:
+        return rotated
     if dimensions is not None:  # reshape reads the operand in this dimension order
         x = tf.transpose(x, perm=list(dimensions))
     return _reshape(ctx, x, [ctx.dim(d) for d in new_sizes])

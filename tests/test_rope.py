@@ -23,8 +23,8 @@ from tests import tiny_llama
 # The cases whose equations are no rotation of x's halves (or whose products are read elsewhere,
 # or whose tables cannot be joined): the rule must leave them as written.
 KEPT = {"rope_halves_not_a_rotation", "rope_halves_product_read_twice", "rope_halves_of_two_arrays",
-        "rope_rotate_half_halves_swapped", "rope_rotate_half_scalar_tables"}
-CASES = [c for c in (*rope.HALVES_CASES, *rope.ROTATE_HALF_CASES) if not c.polymorphic_shapes]
+        "rope_rotate_half_halves_swapped", "rope_rotate_half_scalar_tables", "rope_pairs_swapped"}
+CASES = [c for c in (*rope.HALVES_CASES, *rope.PAIRS_CASES, *rope.ROTATE_HALF_CASES) if not c.polymorphic_shapes]
 
 
 def _arguments(case):
@@ -44,6 +44,7 @@ def _same_bits(actual, expected, where: str):
 def _without_rule(monkeypatch):
     monkeypatch.setattr(rope, "halves_rotation", lambda ctx: None)
     monkeypatch.setattr(rope, "rotate_half", lambda ctx: None)
+    monkeypatch.setattr(rope, "pairs_rotation", lambda ctx: None)
 
 
 # JAX op by op multiplies the edge cases' inf by 0 in NumPy, which warns of the NaN it makes.
@@ -118,7 +119,8 @@ def test_calls_sharing_tables_share_the_joined_tables():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["rope_halves_two_calls", "rope_rotate_half", "rope_rotate_half_keras_hub"])
+@pytest.mark.parametrize("name", ["rope_halves_two_calls", "rope_pairs", "rope_rotate_half",
+                                  "rope_rotate_half_keras_hub"])
 def test_rotations_run_on_litertjs_wasm_and_webgpu(name, tmp_path):
     """The default .tflite on LiteRT.js, WebGPU included: its delegate fails to build a model where a
     SPLIT's two outputs are joined again swapped (so the halves are two SLICEs, also for keras-hub)."""

@@ -29,14 +29,14 @@ def export(config, params, lay, path: str, rope_on: bool, prefill: int) -> str:
     from lowering_rules import rope
     from noxla import llm
     from tests import tiny_llama
-    saved = rope.halves_rotation, rope.rotate_half
+    saved = rope.halves_rotation, rope.rotate_half, rope.pairs_rotation
     if not rope_on:
-        rope.halves_rotation = rope.rotate_half = lambda ctx: None
+        rope.halves_rotation = rope.rotate_half = rope.pairs_rotation = lambda ctx: None
     try:
         return llm.export_tflite(lambda p, *a: tiny_llama.step(config, p, *a), params, path, layout=lay,
                                  prefill_lengths=(prefill,), overwrite=True)
     finally:
-        rope.halves_rotation, rope.rotate_half = saved
+        rope.halves_rotation, rope.rotate_half, rope.pairs_rotation = saved
 
 
 def signature_ops(path: str, key: str) -> list[str]:
