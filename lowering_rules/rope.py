@@ -30,6 +30,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
+from jax import lax
 from jax.extend import core
 
 from lowering_rules.cases import case, f32
@@ -50,16 +51,26 @@ def _only_use(ctx, atom) -> bool:
     return ctx.uses(atom) == 1
 
 
-def _halves_of(ctx, first, second):
-    """x when ``first`` and ``second`` are x's halves along its last axis (two unit-stride slices
-    or one two-way split), x float32 of static shape; else None."""
+def _parts_source(ctx, first, second):
+    """(the equations that made ``first`` and ``second``, x) when both read the same x, float32 of
+    static shape with an even last axis; x None otherwise."""
     a, b = producer(ctx, first), producer(ctx, second)
-    if a is None or b is None or a.invars[0] is not b.invars[0]:
-        return None
+    if a is None or b is None or not a.invars or not b.invars or a.invars[0] is not b.invars[0]:
+        return a, b, None  # (an iota reads nothing)
     x = a.invars[0]
     shape = tuple(x.aval.shape)
     if not shape or not _static(shape) or not _float32(x) or shape[-1] % 2:
+        return a, b, None
+    return a, b, x
+
+
+def _halves_of(ctx, first, second):
+    """x when ``first`` and ``second`` are x's halves along its last axis (two unit-stride slices
+    or one two-way split), x float32 of static shape; else None."""
+    a, b, x = _parts_source(ctx, first, second)
+    if x is None:
         return None
+    shape = tuple(x.aval.shape)
     rank, half = len(shape), shape[-1] // 2
     if a is b and a.primitive.name == "split":
         if (a.params["axis"] == rank - 1 and len(a.outvars) == 2 and a.outvars[0] is first
@@ -143,13 +154,10 @@ def _signed_table(sin, width: int):
 def _pairs_of(ctx, first, second):
     """x when ``first`` and ``second`` are x[..., 0::2] and x[..., 1::2] (x's (even, odd) pairs along
     its last axis), x float32 of static shape; else None."""
-    a, b = producer(ctx, first, "slice"), producer(ctx, second, "slice")
-    if a is None or b is None or a.invars[0] is not b.invars[0]:
+    a, b, x = _parts_source(ctx, first, second)
+    if x is None or a.primitive.name != "slice" or b.primitive.name != "slice":
         return None
-    x = a.invars[0]
     shape = tuple(x.aval.shape)
-    if not shape or not _static(shape) or not _float32(x) or shape[-1] % 2:
-        return None
     head = (0,) * (len(shape) - 1)
     pairs = (1,) * (len(shape) - 1) + (2,)
     if (a.params["strides"] == pairs == b.params["strides"] and tuple(a.params["start_indices"]) == head + (0,)
@@ -325,6 +333,14 @@ def _tables_viewed_per_use(x, cos, sin):
     return jnp.concatenate([x1 * cos[:, None] - x2 * sin[:, None], x2 * cos[:, None] + x1 * sin[:, None]], axis=-1)
 
 
+def _iota_tables(x):
+    """Tables made by iotas (equations that read nothing), first in each product: each product's
+    operands are tried as x's halves in both orders."""
+    cos, sin = (lax.broadcasted_iota(jnp.float32, (3, 2, 4), d) * 0.25 for d in (1, 2))
+    return _llama_split_reordered(x, lax.broadcasted_iota(jnp.float32, (3, 2, 4), 2), sin), \
+        _llama_split_reordered(x, cos, sin)
+
+
 def _halves_of_two_arrays(x, y, cos, sin):
     """x's first half rotated against y's second: no rotation of one array, kept as written."""
     x1, x2 = x[..., :4], y[..., 4:]
@@ -381,6 +397,7 @@ HALVES_CASES = [
     case("rope_halves_not_a_rotation", _not_a_rotation, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4)),
     case("rope_halves_product_read_twice", _product_read_twice, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4)),
     case("rope_halves_tables_viewed_per_use", _tables_viewed_per_use, f32(3, 2, 8), f32(3, 4), f32(3, 4)),
+    case("rope_halves_iota_tables", _iota_tables, f32(3, 2, 8)),
     case("rope_halves_of_two_arrays", _halves_of_two_arrays, f32(3, 2, 8), f32(3, 2, 8), f32(3, 1, 4),
          f32(3, 1, 4)),
     case("rope_halves_polymorphic", _llama, f32(3, 2, 8), f32(3, 1, 4), f32(3, 1, 4),
