@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from lowering_rules import fusion, limb_values, words
+from lowering_rules import fusion, limb_values, rope, words
 from lowering_rules.cases import boolean, case, f16, f32, i32, u8, u32
 from lowering_rules.dtype_support import ALL, NUMERIC, dtypes, gap
 from lowering_rules.half_scans import rounded_to
@@ -476,7 +476,8 @@ COMPARISONS = {
 }
 
 def lower_add(ctx, x, y):
-    fused = fusion.batch_norm(ctx, x, y)
+    fused = rope.rotate_half(ctx)
+    fused = fusion.batch_norm(ctx, x, y) if fused is None else fused
     fused = fusion.bias_add(ctx, x, y) if fused is None else fused
     return binary(tf.math.add)(ctx, x, y) if fused is None else fused
 
@@ -504,7 +505,7 @@ for _prim, (_fn, _cases) in BINARY.items():
         lowering(_prim, fast=fusion.LOG_SOFTMAX, cases=[*_cases, *fusion.LOG_SOFTMAX_CASES])(lower_sub)
     elif _prim is lax.add_p:
         lowering(_prim, fast=fusion.BATCH_NORM, limitations=[_WEBGL_WIDE_ADD], cases=[
-            *_cases, *fusion.BIAS_ADD_CASES, *fusion.BATCH_NORM_CASES,
+            *_cases, *fusion.BIAS_ADD_CASES, *fusion.BATCH_NORM_CASES, *rope.ROTATE_HALF_CASES,
             case("i32_wide_literal", lambda x: x + np.int32(16777217), np.array([0, 1, -5, 2 ** 20], np.int32)),
         ])(lower_add)
     else:

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from lowering_rules import linalg
+from lowering_rules import linalg, rope
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.helpers import lowering_for_tflite, lowering_for_webgpu, size_vector, tf_dtype
@@ -137,11 +137,15 @@ RESHAPE_CASES = [
     case("split_symbolic", lambda x: jnp.reshape(x, (2, -1)), f32(3, 4), polymorphic_shapes=("(b, 4)",)),
     case("two_symbolic", lambda x: jnp.reshape(x, (x.shape[1], x.shape[0])), f32(3, 2),
          polymorphic_shapes=("(b, c)",)),
+    *rope.PAIRS_CASES,
 ]
 
 
 @lowering(lax.reshape_p, cases=RESHAPE_CASES)
 def lower_reshape(ctx, x, *, new_sizes, dimensions):
+    rotated = rope.pairs_rotation(ctx)
+    if rotated is not None:
+        return rotated
     if dimensions is not None:  # reshape reads the operand in this dimension order
         x = tf.transpose(x, perm=list(dimensions))
     return _reshape(ctx, x, [ctx.dim(d) for d in new_sizes])
@@ -305,13 +309,15 @@ CONCATENATE_CASES = [
     case("with_empty", lambda x, y, z: jnp.concatenate([x, _emptied(y), z]), f32(2, 2), f32(3, 2), f32(1, 2)),
     case("symbolic", lambda x, y: jnp.concatenate([x, y, x]), f32(3, 4), f32(2, 4),
          polymorphic_shapes=("(b, 4)", None)),
+    *rope.HALVES_CASES,
 ]
 
 
 @lowering(lax.concatenate_p, cases=CONCATENATE_CASES)
 @_carried(tf.float16, tf.int16, tf.uint16)  # TFLite's SLICE/CONCATENATION lack 16-bit ints
 def lower_concatenate(ctx, *xs, dimension):
-    return tf.concat(list(xs), axis=dimension)
+    rotated = rope.halves_rotation(ctx)
+    return tf.concat(list(xs), axis=dimension) if rotated is None else rotated
 
 
 def _rope(x):

@@ -91,6 +91,7 @@ class Lowering:
         self._infinity: tf.Tensor | None = None
         self._constant_derived: dict[int, tf.Tensor] = {}   # id -> tensor computed from constants only
         self._folded: dict[tuple, list] = {}
+        self._shared: dict[tuple, tuple] = {}
         # ``weights``: id(array) -> (array, eager tensor), shared by lowerings of the same weights
         # (the signatures of one model). A large array is then held once, as an eager tensor the
         # graph captures, instead of as a Const in each graph and each of its function
@@ -172,6 +173,17 @@ class Lowering:
             with self.folding():
                 self.remember_folded(full_key, [prepare(x)])
         return self._folded[full_key][0]
+
+    def shared(self, key: tuple, operands: Sequence[tf.Tensor], make: Callable):
+        """``make(*operands)``, made once per graph for the same TF tensors and ``key``: tables that
+        every decoder layer derives from the same cos and sin (lowering_rules.rope) are then one set of
+        ops. TFLite's converter merges such copies itself; TF.js's keeps each."""
+        graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+        full_key = (key, id(graph), *(id(x) for x in operands))
+        if full_key not in self._shared:
+            # The graph and operands held with the value: their ids stay theirs while the key lives.
+            self._shared[full_key] = (graph, tuple(operands), make(*operands))
+        return self._shared[full_key][2]
 
     def runtime_infinity(self) -> tf.Tensor:
         """+inf (float32) that no converter can fold into a constant (TFLite would store FLT_MAX).
@@ -258,6 +270,10 @@ class LoweringContext:
         prepared once for the whole program. Without this, an unrolled loop re-transposes the
         same weight every step and the converters fold each into a copy of the weight."""
         return self.lowering.prepare_constant(x, key, prepare)
+
+    def shared(self, key: tuple, operands: Sequence[tf.Tensor], make: Callable):
+        """``make(*operands)`` made once per graph for these operands (see ``Lowering.shared``)."""
+        return self.lowering.shared(key, operands, make)
 
     def shape(self, shape: Sequence):
         return self.lowering.dims.shape(shape)
