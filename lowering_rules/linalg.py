@@ -155,10 +155,11 @@ def _free_axes(aval, contract, batch):
     return [d for d in range(aval.ndim) if d not in (*contract, *batch)]
 
 
-def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, free=None):
+def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, free=None, permutation=None):
     """dot_general's product as ``out_shape`` (its own shape, or one holding its elements in the
     same order); ``ctx`` gives the output's dtype. ``free``: each operand's free axes in the order
-    the product writes them (default: ascending, dot_general's own)."""
+    the product writes them (default: ascending, dot_general's own). ``permutation``: a Transpose
+    of the product, in the computation's dtype (TFLite has no float16 TRANSPOSE)."""
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
     lhs_free, rhs_free = free or (_free_axes(lhs_aval, lhs_contract, lhs_batch),
                                   _free_axes(rhs_aval, rhs_contract, rhs_batch))
@@ -212,6 +213,8 @@ def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, free=N
     folded_out += [sizes(lhs_aval, lhs_free), sizes(rhs_aval, rhs_free)]
     if swapped or not _same_static_shape(folded_out, out_shape):
         out = tf.reshape(out, out_shape)
+    if permutation is not None:
+        out = tf.transpose(out, permutation)
     return out > 0 if ctx.out_dtype == tf.bool else tf.cast(out, ctx.out_dtype)
 
 
@@ -297,8 +300,7 @@ def transposed_product(ctx, permutation):
     product_shape = [ctx.dim(shape[o]) for o in order]
     residual = [order.index(p) for p in permutation]
     in_order = _in_order(product_shape, residual)
-    out = _dot(ctx, x, y, avals[first], avals[second], dims, ctx.out_shape() if in_order else product_shape,
-               free=([free[first][j] for j in picks[first]], [free[second][j] for j in picks[second]]))
-    if in_order:  # only size-1 axes move: _dot's Reshape put them in place
-        return out
-    return tf.transpose(out, residual)  # to the output's own (static) shape
+    # When only size-1 axes move, _dot's Reshape puts them in place.
+    return _dot(ctx, x, y, avals[first], avals[second], dims, ctx.out_shape() if in_order else product_shape,
+                free=([free[first][j] for j in picks[first]], [free[second][j] for j in picks[second]]),
+                permutation=None if in_order else residual)

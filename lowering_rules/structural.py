@@ -196,6 +196,10 @@ TRANSPOSE_CASES = [
     case("product_f16", lambda a, b: jnp.transpose(jnp.einsum("bij,bjk->bik", a, b), (0, 2, 1)),
          f16(2, 3, 4, low=-1, high=1), f16(2, 4, 5, low=-1, high=1)),
     case("product_i32", lambda a, b: (a @ b).T, i32(3, 4), i32(4, 2)),
+    # Found by tests/fuzz.py: the product's Transpose in float32, before the cast (TFLite has no
+    # float16 TRANSPOSE).
+    case("product_values_f16", lambda p, v: jnp.einsum("kgtc,kdc->tkgd", p, v),
+         f16(2, 3, 2, 5, low=-1, high=1), f16(2, 4, 5, low=-1, high=1)),
 ]
 
 
