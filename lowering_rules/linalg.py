@@ -151,12 +151,18 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     return _dot(ctx, lhs, rhs, *ctx.avals_in, dimension_numbers, ctx.out_shape())
 
 
-def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape):
+def _free_axes(aval, contract, batch):
+    return [d for d in range(aval.ndim) if d not in (*contract, *batch)]
+
+
+def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, free=None, permutation=None):
     """dot_general's product as ``out_shape`` (its own shape, or one holding its elements in the
-    same order); ``ctx`` gives the output's dtype."""
+    same order); ``ctx`` gives the output's dtype. ``free``: each operand's free axes in the order
+    the product writes them (default: ascending, dot_general's own). ``permutation``: a Transpose
+    of the product, in the computation's dtype (TFLite has no float16 TRANSPOSE)."""
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
-    lhs_free = [d for d in range(lhs_aval.ndim) if d not in (*lhs_contract, *lhs_batch)]
-    rhs_free = [d for d in range(rhs_aval.ndim) if d not in (*rhs_contract, *rhs_batch)]
+    lhs_free, rhs_free = free or (_free_axes(lhs_aval, lhs_contract, lhs_batch),
+                                  _free_axes(rhs_aval, rhs_contract, rhs_batch))
     if any(isinstance(lhs_aval.shape[d], int) and lhs_aval.shape[d] == 0 for d in lhs_contract):
         # A sum over nothing: TF.js's wasm MatMul leaves its output uninitialised when the inner
         # dimension is 0 (it returned whatever the buffer held before).
@@ -207,17 +213,45 @@ def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape):
     folded_out += [sizes(lhs_aval, lhs_free), sizes(rhs_aval, rhs_free)]
     if swapped or not _same_static_shape(folded_out, out_shape):
         out = tf.reshape(out, out_shape)
+    if permutation is not None:
+        out = tf.transpose(out, permutation)
     return out > 0 if ctx.out_dtype == tf.bool else tf.cast(out, ctx.out_dtype)
 
 
+def _transpose_cost(shape, perm) -> tuple[int, int]:
+    """(elements moved, elements moved one by one) by a Transpose of ``shape`` by ``perm``: none
+    when only size-1 axes move (a Reshape does it); copied one by one when the innermost axis
+    moves, else in runs of the innermost axis (LiteRT's Transpose merges the axes that stay last
+    and copies blocks)."""
+    if _in_order(shape, perm):
+        return 0, 0
+    size = _product(shape)
+    inner = [d for d in range(len(shape)) if shape[d] != 1][-1:]
+    return size, (0 if [p for p in perm if shape[p] != 1][-1:] == inner else size)
+
+
+def _operand_cost(shape, batch, rows, cols, may_transpose) -> tuple[int, int]:
+    """_transpose_cost of the Transpose _as_batched_matrix gives an operand, none when _layout
+    reads it as is."""
+    rows, cols, _ = _layout(shape, batch, rows, cols, may_transpose)
+    return _transpose_cost(shape, [*batch, *rows, *cols])
+
+
 def transposed_product(ctx, permutation):
-    """``transpose(dot_general(a, b), permutation)`` as one matmul that writes the transposed order,
-    when that order is (batch, b's free axes, a's free axes) once size-1 axes are set aside: the
-    product of b and a, which BATCH_MATMUL's adj_x/adj_y read without a Transpose. jnp.einsum
-    spells attention's ``q k^T`` and ``p v`` so (the keys' or values' free axis first, then a
-    Transpose): a decode step's graph had three Transposes per layer. Each output element is the
-    same sum of the same products. The product must have no other reader, else it would be
-    computed twice; else None."""
+    """``transpose(dot_general(a, b), permutation)`` with the Transpose moved where it moves
+    least: the product computed in another order of its axes (batch, one operand's free axes,
+    the other's, each group in dot_general's order or in the wanted one), its operands transposed
+    into that order (not at all when BATCH_MATMUL's adj_x/adj_y read them as they are), and what
+    is left of the permutation applied to the product. Costs are elements moved, then elements
+    moved one by one; dot_general's own order wins ties (None: lower_transpose transposes it).
+
+    jnp.einsum spells attention's ``q k^T`` and ``p v`` with the keys' or values' free axis first,
+    then a Transpose. One decoded token's (batch, b's free, a's free) is the swapped product b a:
+    no Transpose at all (a decode step had three per layer). A 16-token prefill's scores (kv,
+    group, T, cache) come from q transposed to (kv, group, T, D), 9,216 elements, instead of the
+    scores, 36,864; its values' (T, kv, group, D) is p v (kv, group, T, D) transposed in runs of
+    D, not (kv, D, group, T) transposed one by one. Each output element is the same sum of the
+    same products. The product must have no other reader, else it would be computed twice."""
     operand = ctx.eqn.invars[0]
     dot = ctx.producer(operand)
     if dot is None or dot.primitive.name != "dot_general" or ctx.uses(operand) != 1:
@@ -225,17 +259,48 @@ def transposed_product(ctx, permutation):
     if ctx.producer(dot.invars[0]) is not None and ctx.producer(dot.invars[0]).primitive.name == "add":
         return None  # maybe a power spectrum, which dot_general's rule computes in fewer ops
     shape = operand.aval.shape
-    if not np.issubdtype(operand.aval.dtype, np.floating) or any(_static_size(d) is None for d in shape):
+    avals = [v.aval for v in dot.invars]
+    if not np.issubdtype(operand.aval.dtype, np.floating) or any(
+            _static_size(d) is None for aval in (operand.aval, *avals) for d in aval.shape):
         return None
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dot.params["dimension_numbers"]
-    lhs_aval, rhs_aval = (v.aval for v in dot.invars)
+    contract, batch = (lhs_contract, rhs_contract), (lhs_batch, rhs_batch)
+    free = [_free_axes(avals[i], contract[i], batch[i]) for i in (0, 1)]
     n_batch = len(lhs_batch)
-    n_lhs_free = lhs_aval.ndim - len(lhs_contract) - n_batch
-    # Output axes of the swapped product, (batch, b's free, a's free), in the dot's numbering.
-    swapped = [*range(n_batch), *range(n_batch + n_lhs_free, len(shape)), *range(n_batch, n_batch + n_lhs_free)]
-    kept = [p for p in permutation if shape[p] != 1]
-    if _in_order(shape, permutation) or kept != [p for p in swapped if shape[p] != 1]:
-        return None
-    lhs, rhs = (ctx.value(v) for v in dot.invars)
-    return _dot(ctx, rhs, lhs, rhs_aval, lhs_aval, ((rhs_contract, lhs_contract), (rhs_batch, lhs_batch)),
-                ctx.out_shape())
+    # The product's axes in the dot's numbering: batch, lhs free, rhs free.
+    out_axes = [list(range(n_batch)), list(range(n_batch, n_batch + len(free[0]))),
+                list(range(n_batch + len(free[0]), len(shape)))]
+    wanted = lambda axes: sorted(range(len(axes)), key=lambda i: permutation.index(axes[i]))  # noqa: E731
+    may_transpose = bool(lhs_contract)
+    best, best_cost = None, None
+    for first in (0, 1):
+        for batch_order in (list(range(n_batch)), wanted(out_axes[0])):
+            for orders in ((None, None), ("wanted", None), (None, "wanted"), ("wanted", "wanted")):
+                # Indices into each operand's free axes, in the order the product writes them.
+                picks = [wanted(out_axes[1 + i]) if orders[i] else list(range(len(free[i]))) for i in (0, 1)]
+                second = 1 - first
+                order = ([out_axes[0][i] for i in batch_order] + [out_axes[1 + first][i] for i in picks[first]]
+                         + [out_axes[1 + second][i] for i in picks[second]])
+                sides = [(avals[i].shape, [batch[i][j] for j in batch_order], [free[i][j] for j in picks[i]])
+                         for i in (0, 1)]
+                cost = [a + b + c for a, b, c in zip(
+                    _operand_cost(sides[first][0], sides[first][1], sides[first][2], contract[first], may_transpose),
+                    _operand_cost(sides[second][0], sides[second][1], contract[second], sides[second][2],
+                                  may_transpose),
+                    _transpose_cost([shape[o] for o in order], [order.index(p) for p in permutation]))]
+                if best_cost is None or cost < best_cost:
+                    best, best_cost = (first, batch_order, picks, order), cost
+    first, batch_order, picks, order = best
+    if order == list(range(len(shape))):
+        return None  # dot_general's own order: lower_transpose transposes the product
+    second = 1 - first
+    x, y = (ctx.value(v) for v in (dot.invars[first], dot.invars[second]))
+    dims = (((contract[first], contract[second]),
+             ([batch[first][j] for j in batch_order], [batch[second][j] for j in batch_order])))
+    product_shape = [ctx.dim(shape[o]) for o in order]
+    residual = [order.index(p) for p in permutation]
+    in_order = _in_order(product_shape, residual)
+    # When only size-1 axes move, _dot's Reshape puts them in place.
+    return _dot(ctx, x, y, avals[first], avals[second], dims, ctx.out_shape() if in_order else product_shape,
+                free=([free[first][j] for j in picks[first]], [free[second][j] for j in picks[second]]),
+                permutation=None if in_order else residual)

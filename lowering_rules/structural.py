@@ -180,12 +180,26 @@ TRANSPOSE_CASES = [
     case("product_scores", lambda q, k: jnp.einsum("tkgd,kcd->kgtc", q, k), f32(1, 2, 3, 4), f32(2, 5, 4)),
     case("product_values", lambda p, v: jnp.einsum("kgtc,kdc->tkgd", p, v), f32(2, 3, 1, 5), f32(2, 4, 5)),
     case("product_no_batch", lambda a, b: jnp.transpose(a @ b), f32(3, 4), f32(4, 5)),
-    # Two tokens: the order (k, g, t, c) is no matmul's, so the Transpose stays.
+    # Two tokens: (k, g, t, c) is k q^T with q transposed to (k, g, t, d), fewer elements than the
+    # scores (a prefill); the values' (t, k, g, d) is p v transposed with d kept innermost.
     case("product_two_tokens", lambda q, k: jnp.einsum("tkgd,kcd->kgtc", q, k), f32(2, 2, 3, 4), f32(2, 5, 4)),
+    case("product_two_tokens_values", lambda p, v: jnp.einsum("kgtc,kdc->tkgd", p, v),
+         f32(2, 3, 2, 5), f32(2, 4, 5)),
+    # q read as is (adj_y) and larger than the scores: the scores are transposed, as before.
+    case("product_scores_transposed", lambda q, k: jnp.einsum("ktgd,kcd->kgtc", q, k),
+         f32(2, 2, 3, 16), f32(2, 5, 16)),
+    # Batch axes reordered, both operands' free axes permuted among themselves.
+    case("product_batch_and_free_permuted", lambda a, b: jnp.transpose(
+        lax.dot_general(a, b, (((4,), (4,)), ((0, 1), (1, 0)))), (1, 0, 3, 2, 5, 4)),
+         f32(2, 3, 2, 3, 4), f32(3, 2, 2, 3, 4)),
     case("product_read_twice", lambda a, b: (lambda p: (p.T, p))(a @ b), f32(3, 4), f32(4, 5)),
     case("product_f16", lambda a, b: jnp.transpose(jnp.einsum("bij,bjk->bik", a, b), (0, 2, 1)),
          f16(2, 3, 4, low=-1, high=1), f16(2, 4, 5, low=-1, high=1)),
     case("product_i32", lambda a, b: (a @ b).T, i32(3, 4), i32(4, 2)),
+    # Found by tests/fuzz.py: the product's Transpose in float32, before the cast (TFLite has no
+    # float16 TRANSPOSE).
+    case("product_values_f16", lambda p, v: jnp.einsum("kgtc,kdc->tkgd", p, v),
+         f16(2, 3, 2, 5, low=-1, high=1), f16(2, 4, 5, low=-1, high=1)),
 ]
 
 

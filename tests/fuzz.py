@@ -154,12 +154,17 @@ def strategies():
         preferred = None
         if dtype in ("int8", "float16", "bfloat16") and draw(st.booleans()):
             preferred = np.int32 if dtype == "int8" else np.float32
+        # The product transposed, as jnp.einsum writes attention: transpose's rule then computes it in
+        # another axis order (linalg.transposed_product).
+        out_perm = draw(st.one_of(st.none(), st.permutations(range(nb + len(lhs_free) + len(rhs_free)))))
         rng = np.random.RandomState(draw(seeds))
         lhs, rhs = _values(rng, lhs_shape, dtype), _values(rng, rhs_shape, dtype)
 
         def fun(x, y):
-            return lax.dot_general(x, y, dn, preferred_element_type=preferred)
-        return Program("dot_general", f"dimension_numbers={dn} preferred_element_type={preferred}", fun, (lhs, rhs))
+            out = lax.dot_general(x, y, dn, preferred_element_type=preferred)
+            return out if out_perm is None else lax.transpose(out, tuple(out_perm))
+        return Program("dot_general", f"dimension_numbers={dn} preferred_element_type={preferred} "
+                       f"transposed={out_perm}", fun, (lhs, rhs))
 
     def shapes(min_rank=1, max_rank=3, min_size=0, max_size=5):
         return st.lists(st.integers(min_size, max_size), min_size=min_rank, max_size=max_rank)

@@ -208,6 +208,54 @@ def test_decode_step_attention_has_no_transpose_and_rms_norm_no_reshape(tmp_path
         np.testing.assert_allclose(got[name], np.asarray(value), rtol=1e-5, atol=1e-5, err_msg=name)
 
 
+def _signature_ops(path, signature):
+    """[(op name, input 0's shape, output 0's shape)] of one signature's subgraph."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    data = open(path, "rb").read()
+    model = schema.Model.GetRootAsModel(data, 0)
+    names = {v: k for k, v in schema.BuiltinOperator.__dict__.items() if not k.startswith("_")}
+    codes = [names[max(model.OperatorCodes(i).BuiltinCode(), model.OperatorCodes(i).DeprecatedBuiltinCode())]
+             for i in range(model.OperatorCodesLength())]
+    key = next(model.SignatureDefs(i) for i in range(model.SignatureDefsLength())
+               if model.SignatureDefs(i).SignatureKey().decode() == signature)
+    graph = model.Subgraphs(key.SubgraphIndex())
+    shape = lambda t: tuple(int(d) for d in graph.Tensors(t).ShapeAsNumpy())  # noqa: E731
+    return [(codes[op.OpcodeIndex()], shape(op.Inputs(0)), shape(op.Outputs(0)))
+            for op in (graph.Operators(j) for j in range(graph.OperatorsLength()))]
+
+
+def test_prefill_attention_transposes_the_queries_not_the_scores(tmp_path):
+    """A T-token prefill's attention as jnp.einsum spells it: the scores (kv, group, T, cache) come
+    from q transposed to (kv, group, T, head_dim) times the keys, not from a product transposed
+    (linalg.transposed_product; SmolLM-135M's prefill_16 moved 36,864 elements per layer there,
+    now 9,216), and the values' (T, kv, group, head_dim) from p v transposed with head_dim kept
+    innermost. Per layer with a live attention: q's and the values' TRANSPOSEs and the two cache
+    writes'; the prefill returns only the cache, so the last layer's attention is dead code. The
+    cache it writes against JAX's."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from noxla import llm
+    c, t = LAYOUT_CONFIG, 8
+    params, layout = tiny_llama.init_params(c), _layout()
+    path = llm.export_tflite(_step, params, str(tmp_path / "m.tflite"), layout=layout, prefill_lengths=(t,))
+    transposes = [(a, b) for name, a, b in _signature_ops(path, f"prefill_{t}") if name == "TRANSPOSE"]
+    assert len(transposes) == 4 * (c.layers - 1) + 2, transposes
+    assert not [s for s in transposes if CACHE in (*s[0], *s[1])], transposes  # no scores moved
+    values = (t, c.kv_heads, c.heads // c.kv_heads, c.head_dim)
+    assert [s for s in transposes if s[1] == values] == [
+        ((c.kv_heads, c.heads // c.kv_heads, t, c.head_dim), values)] * (c.layers - 1), transposes
+    rng = np.random.default_rng(6)
+    cache = [tuple((0.5 * rng.standard_normal(x.shape)).astype(np.float32) for x in pair) for pair in layout.empty()]
+    pos = np.arange(3, 3 + t, dtype=np.int32)
+    tokens, mask = rng.integers(3, c.vocab, (1, t)).astype(np.int32), llm.causal_mask(pos, CACHE)
+    want = jax.jit(_step)(params, tokens, pos, mask, cache)[1]
+    feed = dict(tokens=tokens, input_pos=pos, mask=mask,
+                **dict(zip(llm.cache_names(layout), (x for pair in cache for x in pair))))
+    got = Interpreter(model_path=path).get_signature_runner(f"prefill_{t}")(**feed)
+    for name, value in zip(llm.cache_names(layout), (x for pair in want for x in pair)):
+        np.testing.assert_allclose(got[name], np.asarray(value), rtol=1e-5, atol=1e-5, err_msg=name)
+
+
 # Weights past weight_stubs.STUB_BYTES (q/k/v 128 x 128, gate/up 128 x 256): every projection
 # reading a norm's output is a stand-in, so the norm's weight can be folded into all of them.
 FOLD_CONFIG = tiny_llama.Config(vocab=256, hidden=128, layers=2, heads=4, kv_heads=4, head_dim=32, ffn=256)
