@@ -102,6 +102,9 @@ def _converted_first(dtype, lhs_dtype, rhs_dtype, out_dtype) -> bool:
     case("batched_matmul", jnp.matmul, f32(2, 3, 4), f32(2, 4, 5)),
     case("batch_dims_not_leading", lambda a, b: lax.dot_general(a, b, (((0,), (2,)), ((2,), (0,)))),
          f32(4, 3, 2), f32(2, 5, 4)),
+    # A batch of one reshaped: the converter's fused BATCH_MATMUL of it failed (found by tests/fuzz.py).
+    case("unit_batch_reshaped", lambda a, b: lax.dot_general(a, b, (((3,), (0,)), ((2,), (2,)))).reshape(2, 2, 1, 1),
+         f32(1, 2, 1, 3), f32(3, 2, 1)),
     case("two_contracting_dims", lambda a, b: lax.dot_general(a, b, (((0, 2), (1, 0)), ((), ()))),
          f32(3, 2, 4), f32(4, 3, 5)),
     case("attention_einsum", lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k),
@@ -163,6 +166,13 @@ def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, free=N
     (lhs_contract, rhs_contract), (lhs_batch, rhs_batch) = dimension_numbers
     lhs_free, rhs_free = free or (_free_axes(lhs_aval, lhs_contract, lhs_batch),
                                   _free_axes(rhs_aval, rhs_contract, rhs_batch))
+    if free is None and lhs_batch and all(lhs_aval.shape[d] == 1 for d in lhs_batch):
+        # Batch axes of size 1 only: a plain matmul, those axes free ones (they move no element).
+        # As a batch of one, the TFLite converter fused the Reshapes around it into a BATCH_MATMUL
+        # whose batch axes it then found mismatched (f32[1,2,1,3] . f32[3,2,1], batch axes 2 and 2).
+        lhs_free, rhs_free = (tuple(sorted((*axes, *batch))) for axes, batch in
+                              ((lhs_free, lhs_batch), (rhs_free, rhs_batch)))
+        lhs_batch, rhs_batch = (), ()
     if any(isinstance(lhs_aval.shape[d], int) and lhs_aval.shape[d] == 0 for d in lhs_contract):
         # A sum over nothing: TF.js's wasm MatMul leaves its output uninitialised when the inner
         # dimension is 0 (it returned whatever the buffer held before).
