@@ -35,11 +35,14 @@ from jax.extend import core
 
 from lowering_rules.cases import case, f32
 from lowering_rules.fusion import producer
+from lowering_rules.helpers import lowering_for_webgpu
 
 
 def _float32(atom) -> bool:
-    # The jaxpr's own avals: a complex equation lowered part by part keeps its complex dtype here.
-    return np.dtype(atom.aval.dtype) == np.float32
+    # The jaxpr's own avals: a complex equation lowered part by part keeps its complex dtype here;
+    # a PRNG key array's dtype (key<threefry2x32>) is no NumPy dtype.
+    dtype = atom.aval.dtype
+    return isinstance(dtype, np.dtype) and dtype == np.float32
 
 
 def _static(shape) -> bool:
@@ -224,6 +227,10 @@ def pairs_rotation(ctx):
     stacked = producer(ctx, eqn.invars[0], "stack")
     if (eqn.params["dimensions"] is not None or stacked is None or not _float32(out) or len(stacked.invars) != 2
             or stacked.params["axis"] != len(out.aval.shape) or not _only_use(ctx, eqn.invars[0])):
+        return None
+    if lowering_for_webgpu() and len(out.aval.shape) >= 4:
+        # The pairs view adds an axis: LiteRT.js's WebGPU delegate slices and multiplies by a
+        # constant only up to rank 4, and would leave those ops on wasm (the zoo's Llama).
         return None
     hit = _rotation(ctx, *stacked.invars, _pairs_of)
     if hit is None or tuple(hit[0].aval.shape) != tuple(out.aval.shape):
