@@ -40,7 +40,7 @@ from noxla.shapes import dim_vars
 from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_fusions import check_fused_ops, portable_remapping
 from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
-from noxla.tflite_merge import merge_tflite, merged_model, share_constant_buffers  # noqa: F401  (API)
+from noxla.tflite_merge import builtin_code, merge_tflite, merged_model, share_constant_buffers  # noqa: F401  (API)
 from noxla.tflite_reshapes import remove_reshape_pairs
 from noxla.tracing import Program, trace
 from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
@@ -281,8 +281,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
         unfuse_transpose_conv_activations(model)
     for graph in model.subgraphs:
         for op in graph.operators or []:
-            code = model.operatorCodes[op.opcodeIndex]
-            if max(code.builtinCode, code.deprecatedBuiltinCode) != schema.BuiltinOperator.FULLY_CONNECTED:
+            if builtin_code(model, op) != schema.BuiltinOperator.FULLY_CONNECTED:
                 continue
             options = op.builtinOptions
             ranks = {len(graph.tensors[op.inputs[0]].shape), len(graph.tensors[op.outputs[0]].shape)}

@@ -148,6 +148,22 @@ def _append_model(merged, model, key: str) -> None:
     _rename_signature(merged, offset, key)
 
 
+def builtin_code(model, op) -> int:
+    """The builtin operator of ``op`` in the unpacked ``model`` (codes above 127 are only in
+    ``builtinCode``, older files' only in ``deprecatedBuiltinCode``)."""
+    code = model.operatorCodes[op.opcodeIndex]
+    return max(code.builtinCode, code.deprecatedBuiltinCode)
+
+
+def buffer_holders(model) -> dict[int, int]:
+    """Per buffer index, how many tensors of all the model's subgraphs hold it."""
+    held: dict[int, int] = {}
+    for graph in model.subgraphs:
+        for tensor in graph.tensors:
+            held[tensor.buffer] = held.get(tensor.buffer, 0) + 1
+    return held
+
+
 def _code_key(code) -> tuple:
     return (code.builtinCode, code.deprecatedBuiltinCode, code.customCode, code.version)
 

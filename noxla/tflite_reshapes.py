@@ -1,5 +1,5 @@
 """RESHAPE pairs that wrap an elementwise chain and restore the shape, removed from an unpacked
-TFLite flatbuffer (``ModelT``). A leaf: flatbuffer objects in, flatbuffer objects out.
+TFLite flatbuffer (``ModelT``). Flatbuffer objects in, flatbuffer objects out.
 
 JAX's attention reshapes its scores to add a unit axis for the mask, adds it, takes the softmax
 and reshapes back; TF keeps both reshapes, and LiteRT runs each as an op that moves nothing
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
+
+from noxla.tflite_merge import buffer_holders, builtin_code
 
 _OP = schema.BuiltinOperator
 # Ops whose output element i depends on input element i only (and on the other operand's element
@@ -52,11 +54,6 @@ def remove_reshape_pairs(model) -> int:
     return removed
 
 
-def _code(model, op) -> int:
-    code = model.operatorCodes[op.opcodeIndex]
-    return max(code.builtinCode, code.deprecatedBuiltinCode)
-
-
 def _shape(tensor) -> tuple | None:
     """A static shape, or None (dynamic: a -1 in its signature, or no rank)."""
     if not tensor.hasRank and (tensor.shape is None or len(tensor.shape) == 0):
@@ -79,7 +76,7 @@ def _rewrite_pass(model, graph, orphans: set[int]) -> int:
     touched: set[int] = set()
     drop: set[int] = set()
     for j, op in enumerate(ops):
-        if j in touched or _code(model, op) != _OP.RESHAPE:
+        if j in touched or builtin_code(model, op) != _OP.RESHAPE:
             continue
         found = _chain(model, graph, ops, readers, pinned, j)
         if found is None:
@@ -129,7 +126,7 @@ def _chain(model, graph, ops, readers, pinned, first) -> tuple[list, list[int]] 
             return None
         j = readers[current][0]
         op = ops[j]
-        code = _code(model, op)
+        code = builtin_code(model, op)
         if code == _OP.RESHAPE:
             if op.inputs[0] != current or j in reshapes:
                 return None
@@ -192,10 +189,7 @@ def _drop_orphans(model, graph, orphans: set[int]) -> None:
     gone = {t for t in orphans if t >= 0 and t not in used}
     if not gone:
         return
-    held: dict[int, int] = {}
-    for g in model.subgraphs:
-        for tensor in g.tensors:
-            held[tensor.buffer] = held.get(tensor.buffer, 0) + 1
+    held = buffer_holders(model)
     number = {}
     kept = []
     for t, tensor in enumerate(graph.tensors):

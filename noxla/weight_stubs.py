@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from noxla.tflite_merge import buffer_holders, builtin_code
+
 STUB_BYTES = 64 * 1024  # the lowering's threshold for a captured weight (``Lowering``)
 
 
@@ -144,8 +146,7 @@ class WeightStubs:
             if tuple(graph.tensors[t].shape) != self.shapes[marker]:
                 raise StubMismatch(f"tensor {graph.tensors[t].name!r}: a stand-in was reshaped")
         for op in graph.operators or []:
-            code = model.operatorCodes[op.opcodeIndex]
-            builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+            builtin = builtin_code(model, op)
             for i, t in enumerate(op.inputs if op.inputs is not None else []):
                 if t in stubbed and (builtin, i) not in allowed:
                     raise StubMismatch(f"a stand-in is read by operator {builtin} as input {i}")
@@ -275,9 +276,8 @@ def _constant_float32(model, graph, t: int, stubs: WeightStubs, schema):
 
 def _folded_fully_connected(model, graph, op, stubs: WeightStubs, schema):
     """The output of ``op`` if it is a plain float32 FULLY_CONNECTED of constants, else None."""
-    code = model.operatorCodes[op.opcodeIndex]
     options = op.builtinOptions
-    if (max(code.builtinCode, code.deprecatedBuiltinCode) != schema.BuiltinOperator.FULLY_CONNECTED
+    if (builtin_code(model, op) != schema.BuiltinOperator.FULLY_CONNECTED
             or not isinstance(options, schema.FullyConnectedOptionsT)
             or options.fusedActivationFunction != schema.ActivationFunctionType.NONE
             or options.weightsFormat != schema.FullyConnectedOptionsWeightsFormat.DEFAULT
@@ -347,13 +347,9 @@ def _fold_scales(model, graph, stubs: WeightStubs, schema, shared: set) -> bool:
             readers.setdefault(t, []).append((op, i))
     boundary = {t for ts in (graph.inputs, graph.outputs) for t in _indices(ts)}
 
-    def builtin(op):
-        code = model.operatorCodes[op.opcodeIndex]
-        return max(code.builtinCode, code.deprecatedBuiltinCode)
-
     def stand_in_fc(op):  # a plain float32 FULLY_CONNECTED whose weight is a stand-in
         options = op.builtinOptions
-        if (builtin(op) != schema.BuiltinOperator.FULLY_CONNECTED
+        if (builtin_code(model, op) != schema.BuiltinOperator.FULLY_CONNECTED
                 or not isinstance(options, schema.FullyConnectedOptionsT)
                 or options.weightsFormat != schema.FullyConnectedOptionsWeightsFormat.DEFAULT
                 or len(op.outputs) != 1 or graph.tensors[op.outputs[0]].type != schema.TensorType.FLOAT32):
@@ -363,7 +359,7 @@ def _fold_scales(model, graph, stubs: WeightStubs, schema, shared: set) -> bool:
 
     folded, replaced = set(), []
     for mul in ops:
-        if (builtin(mul) != schema.BuiltinOperator.MUL or len(mul.inputs) != 2
+        if (builtin_code(model, mul) != schema.BuiltinOperator.MUL or len(mul.inputs) != 2
                 or not isinstance(mul.builtinOptions, schema.MulOptionsT)):
             continue
         constants = [_constant_float32(model, graph, t, stubs, schema) for t in mul.inputs]
@@ -484,10 +480,7 @@ def _drop_unread(model, graph, tensors) -> None:
     """Empty the buffers of ``tensors`` (constants of ``graph`` a fold replaced) that no operator
     reads any more and no other tensor holds: a stand-in's is written as a whole weight."""
     read = {t for op in graph.operators or [] for t in (op.inputs if op.inputs is not None else [])}
-    held: dict[int, int] = {}
-    for g in model.subgraphs:
-        for tensor in g.tensors:
-            held[tensor.buffer] = held.get(tensor.buffer, 0) + 1
+    held = buffer_holders(model)
     for t in set(tensors) - read:
         buffer = graph.tensors[t].buffer
         if buffer > 0 and held[buffer] == 1:
