@@ -171,7 +171,7 @@ def test_decode_step_attention_has_no_transpose_and_rms_norm_no_reshape(tmp_path
     transpose) is two BATCH_MATMULs and no TRANSPOSE (linalg.transposed_product; size-1 axes moved
     by Reshapes), and jnp.mean(keepdims=True) is a SUM that keeps the axis, not a MEAN (fusion.mean:
     LiteRT-LM runs it faster): the SmolLM-135M decode step had 90 TRANSPOSEs and 61 RESHAPEs after
-    a MEAN, and 60 around its softmaxes. Its values against JAX."""
+    a MEAN, 60 around its softmaxes and 60 copying its caches. Its values against JAX."""
     from ai_edge_litert.interpreter import Interpreter
     rng = np.random.default_rng(3)
     params, c = tiny_llama.init_params(LAYOUT_CONFIG), LAYOUT_CONFIG
@@ -195,10 +195,15 @@ def test_decode_step_attention_has_no_transpose_and_rms_norm_no_reshape(tmp_path
     assert "MEAN" not in names, names
     assert not [op for op in ops if op["op_name"] == "RESHAPE" and op["inputs"][0] in means], names
     # The mask's unit axis (scores reshaped to [kv_heads, group, 1, cache], the mask added, the
-    # softmax, reshaped back) is gone: noxla.tflite_reshapes runs them on [kv_heads, group, cache].
+    # softmax, reshaped back) is gone: noxla.tflite_reshapes runs them on [1, kv_heads, group,
+    # cache], the products reading the updated caches, not a squeezed copy of them.
     softmaxes = {op["outputs"][0] for op in ops if op["op_name"] == "SOFTMAX"}
-    assert len(softmaxes) == c.layers and all(len(shapes[s]) == 3 for s in softmaxes), names
+    assert len(softmaxes) == c.layers and all(shapes[s][:2] == (1, c.kv_heads) and len(shapes[s]) == 4
+                                              for s in softmaxes), names
     assert not [op for op in ops if op["op_name"] == "RESHAPE" and op["inputs"][0] in softmaxes], names
+    written = {op["outputs"][0] for op in ops if op["op_name"] == "DYNAMIC_UPDATE_SLICE"}
+    assert len(written) == 2 * c.layers, names
+    assert all(op["op_name"] == "BATCH_MATMUL" for op in ops if written.intersection(op["inputs"])), names
     runner = interpreter.get_signature_runner()
     feed = {**{k: v for k, v in inputs.items() if k != "cache"},
             **{f"cache_{i}_{j}": x for i, pair in enumerate(cache) for j, x in enumerate(pair)}}

@@ -83,7 +83,32 @@ def read_twice(x):
     return (inner + 1.0).reshape(3, 8), inner.sum(-1)
 
 
-# function, its arguments' shapes, the RESHAPEs the pass removes
+def _cache_step(k_cache, v_cache, q, k, v, pos, mask, returned):
+    """A decode step's cache writes, then its attention on the squeezed caches (``cache[0]``);
+    the caches are outputs, so each squeeze is a copy unless the products read the caches."""
+    k_cache = jax.lax.dynamic_update_slice(k_cache, k[None, :, None, :], (0, 0, pos, 0))
+    v_cache = jax.lax.dynamic_update_slice(v_cache, v[None, :, :, None], (0, 0, 0, pos))
+    scores = jnp.einsum("kgd,kcd->kgc", q, k_cache[0]) * 0.125 + mask
+    out = jnp.einsum("kgc,kdc->kgd", jax.nn.softmax(scores, -1), v_cache[0]).reshape(1, -1)
+    extra = {"out": (), "scores": (scores,), "sum": ((scores.sum(1) * 2.0).reshape(-1),)}[returned]
+    return (out, k_cache, v_cache, *extra)
+
+
+def cache_step(k_cache, v_cache, q, k, v, pos, mask):
+    return _cache_step(k_cache, v_cache, q, k, v, pos, mask, "out")
+
+
+def cache_scores_returned(k_cache, v_cache, q, k, v, pos, mask):
+    return _cache_step(k_cache, v_cache, q, k, v, pos, mask, "scores")
+
+
+def cache_scores_summed(k_cache, v_cache, q, k, v, pos, mask):
+    return _cache_step(k_cache, v_cache, q, k, v, pos, mask, "sum")
+
+
+CACHE_SHAPES = [(1, 3, 16, 8), (1, 3, 8, 16), (3, 3, 8), (3, 8), (3, 8), (), (1, 16)]
+
+# function, its arguments' shapes, the RESHAPEs the passes remove
 CASES = {
     "attention": (attention, [(3, 3, 64), (3, 256, 64), (3, 256, 64), (1, 256)], 2),
     "chain": (chain, [(3, 8), (8,)], 2),
@@ -92,6 +117,12 @@ CASES = {
     "softmax_axis_changes": (softmax_axis_changes, [(3, 8)], 0),
     "reshaped_inside_to_other_rows": (reshaped_inside_to_other_rows, [(3, 8)], 0),
     "read_twice": (read_twice, [(3, 8)], 0),
+    # The products read the caches: both squeezes go.
+    "cache_step": (cache_step, CACHE_SHAPES, 2),
+    # The scores are an output (their shape would change) or summed (over an axis that would
+    # move): the keys' squeeze stays, the values' goes.
+    "cache_scores_returned": (cache_scores_returned, CACHE_SHAPES, 1),
+    "cache_scores_summed": (cache_scores_summed, CACHE_SHAPES, 1),
 }
 
 
@@ -99,6 +130,7 @@ def _export(f, args, path, monkeypatch, with_pass: bool) -> str:
     with monkeypatch.context() as patch:
         if not with_pass:
             patch.setattr(noxla.export, "remove_reshape_pairs", lambda model: 0)
+            patch.setattr(noxla.export, "read_caches_in_batch_matmul", lambda model: 0)
         return str(noxla.export_tflite(f, *args, path=path, overwrite=True))
 
 
@@ -128,6 +160,8 @@ def test_reshape_pairs(name, tmp_path, monkeypatch):
     args = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
     if name == "attention":  # a causal-style mask: -1e9 on some keys, 0 on the rest
         args[3] = np.where(RNG.random((1, 256)) < 0.3, -1e9, 0.0).astype(np.float32)
+    if name.startswith("cache"):  # a position and a mask
+        args[5], args[6] = np.int32(5), np.where(RNG.random((1, 16)) < 0.3, -1e9, 0.0).astype(np.float32)
     before = _export(f, args, str(tmp_path / "without.tflite"), monkeypatch, with_pass=False)
     after = _export(f, args, str(tmp_path / "with.tflite"), monkeypatch, with_pass=True)
     ops_before = collections.Counter(tflite_op_names(before))
