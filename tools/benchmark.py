@@ -50,7 +50,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tools"))  # real_models, bench_anchor
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-from interleaving import interleaved, interleaved_both_ways  # noqa: E402  (tools/ is on the path from here)
+from interleaving import checkout_version, interleaved, interleaved_both_ways  # noqa: E402  (tools/ is on the path from here)
 
 PATHS = ("noxla", "native", "old", "litert")
 LOAD_AT_START = os.getloadavg()[0]
@@ -584,15 +584,6 @@ def ratio(ours, theirs: list) -> str:
     if not isinstance(ours, (int, float)) or not theirs:
         return "-"
     return f"{ours / min(theirs):.2f}"
-
-
-def checkout_version() -> str:
-    """The measured checkout's commit (with "+ uncommitted changes" when its tracked files differ)."""
-    def git(*args):
-        proc = subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True, check=False)
-        return proc.stdout.strip()
-    commit = git("rev-parse", "--short", "HEAD") or "an unknown commit"
-    return commit + (" + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def report(all_results: dict, args) -> str:

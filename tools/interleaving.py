@@ -2,7 +2,9 @@
 paths' batch timers in interleaved rounds, so that a slow spell on a shared machine hits every path."""
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -51,3 +53,15 @@ def interleaved_both_ways(makers: dict[str, Callable[[], Callable[[int], float]]
     ms = {p: statistics.mean(h[0][p] for h in halves) for p in makers}
     ratios = {k: (halves[0][1][k] * halves[1][1][k]) ** 0.5 for k in halves[0][1]}
     return ms, ratios
+
+
+def checkout_version() -> str:
+    """The measured checkout's commit (with "+ uncommitted changes" when its tracked files differ),
+    for a report's first line."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def git(*args):
+        proc = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=False)
+        return proc.stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD") or "an unknown commit"
+    return commit + (" + uncommitted changes" if git("status", "--porcelain", "--untracked-files=no") else "")

@@ -34,6 +34,9 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.join(REPO, "tools"))
+from interleaving import checkout_version  # noqa: E402  (tools/ is on the path from here)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 ANCHOR = os.path.join(REPO, "tools", "llm_bench_anchor.py")
@@ -285,6 +288,7 @@ def report(r: dict, command: str) -> str:
     names = ["noxla", "litert-torch"]
     c = r["config"]
     lines = [f"# noxla.llm vs litert-torch export_hf: `{r['name']}`", "", f"Command: `{command}`", "",
+             f"noxla at {r.get('commit', 'an unrecorded commit')}.", "",
              f"Shapes: vocab {c['vocab']}, hidden {c['hidden']}, {c['layers']} layers, {c['heads']} heads, "
              f"{c['kv_heads']} KV heads, head_dim {c['head_dim']}, intermediate {c['ffn']}, tied embeddings, "
              f"RoPE theta {c['rope_theta']:g}, RMSNorm eps {RMS_NORM_EPS:g}; {r['params'] / 1e6:.3g}M parameters, "
@@ -364,7 +368,7 @@ def run(args) -> dict:
     del params
     r = {"name": args.config, "config": dataclasses.asdict(config), "params": parameter_count(config),
          "cache": args.cache, "prefill": args.prefill, "prompt": args.prompt, "max_new": args.max_new,
-         "load": os.getloadavg()[0], "exports": {}, "tokens": {}}
+         "load": os.getloadavg()[0], "exports": {}, "tokens": {}, "commit": checkout_version()}
     lay = layout(config, args.cache)
     base = {"config": dataclasses.asdict(config), "weights": weights, "cache_length": args.cache,
             "prefill": args.prefill}
@@ -511,7 +515,6 @@ def main(argv=None) -> int:
             json.dump(reply, f)
         return 0
     args = parse_args(argv)
-    sys.path.insert(0, os.path.join(REPO, "tools"))
     command = "python3 tools/llm_benchmark.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     table = report(run(args), command)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
