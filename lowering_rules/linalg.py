@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from lowering_rules import power_spectrum
+from lowering_rules import grouped_query, power_spectrum
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32
 from lowering_rules.helpers import kernel_dtype
 from lowering_rules.registry import lowering
@@ -89,6 +89,10 @@ def _converted_first(dtype, lhs_dtype, rhs_dtype, out_dtype) -> bool:
             and not np.can_cast(dtype, out_dtype, "safe"))
 
 
+# keras-hub's attention products over repeated KV heads: (scores: queries . keys, values: values . probabilities).
+GQA_SCORES, GQA_VALUES = (((4,), (3,)), ((0, 2), (0, 2))), (((1,), (4,)), ((0, 2), (1, 2)))
+
+
 @lowering(lax.dot_general_p, fast=power_spectrum.POWER_SPECTRUM, cases=[
     case("matmul", lambda a, b: a @ b, f32(3, 4), f32(4, 5)),
     case("vector_dot", jnp.dot, f32(6), f32(6)),
@@ -105,6 +109,17 @@ def _converted_first(dtype, lhs_dtype, rhs_dtype, out_dtype) -> bool:
     # A batch of one reshaped: the converter's fused BATCH_MATMUL of it failed (found by tests/fuzz.py).
     case("unit_batch_reshaped", lambda a, b: lax.dot_general(a, b, (((3,), (0,)), ((2,), (2,)))).reshape(2, 2, 1, 1),
          f32(1, 2, 1, 3), f32(3, 2, 1)),
+    # Grouped-query attention's repeated keys and values, read unrepeated (grouped_query): keras-hub's
+    # decode-step scores, a prefill's values (the groups moved by a transpose of the product), one KV head.
+    case("repeated_keys", lambda q, k: lax.dot_general(q, jnp.repeat(k, 2, axis=2), GQA_SCORES),
+         f32(1, 1, 4, 1, 8), f32(1, 6, 2, 8)),
+    case("repeated_values", lambda v, p: lax.dot_general(jnp.repeat(v, 3, axis=2), p, GQA_VALUES),
+         f32(2, 6, 2, 8), f32(3, 2, 6, 2, 6)),
+    case("repeated_values_transposed", lambda v, p: jnp.transpose(
+        lax.dot_general(jnp.repeat(v, 2, axis=2), p, GQA_VALUES), (3, 0, 4, 1, 2)),
+         f32(1, 6, 2, 8), f32(1, 1, 4, 1, 6)),
+    case("repeated_one_kv_head", lambda q, k: lax.dot_general(
+        q, jnp.repeat(k, 4, axis=2), (((3,), (3,)), ((0, 2), (0, 2)))), f32(1, 3, 4, 8), f32(1, 6, 1, 8)),
     case("two_contracting_dims", lambda a, b: lax.dot_general(a, b, (((0, 2), (1, 0)), ((), ()))),
          f32(3, 2, 4), f32(4, 3, 5)),
     case("attention_einsum", lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k),
@@ -151,7 +166,23 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     fused = power_spectrum.power_spectrum_product(ctx)
     if fused is not None:
         return fused
+    grouped = grouped_query.plan(ctx)
+    if grouped is not None:
+        return _grouped_product(ctx, lhs, rhs, grouped)
     return _dot(ctx, lhs, rhs, *ctx.avals_in, dimension_numbers, ctx.out_shape())
+
+
+def _grouped_product(ctx, lhs, rhs, plan: grouped_query.Plan):
+    """The product with the repeated keys or values read unrepeated (lowering_rules.grouped_query)."""
+    operands, avals = [lhs, rhs], list(ctx.avals_in)
+    other = 1 - plan.repeated
+    operands[plan.repeated], avals[plan.repeated] = ctx.value(plan.source), plan.source.aval
+    operands[other] = tf.reshape(operands[other], plan.other_shape)
+    avals[other] = avals[other].update(shape=plan.other_shape)
+    out = _dot(ctx, *operands, *avals, plan.dimension_numbers, list(plan.shape), free=plan.free)
+    if not _in_order(plan.shape, plan.permutation):
+        out = tf.transpose(out, plan.permutation)
+    return tf.reshape(out, ctx.out_shape())
 
 
 def _free_axes(aval, contract, batch):
@@ -268,6 +299,8 @@ def transposed_product(ctx, permutation):
         return None
     if ctx.producer(dot.invars[0]) is not None and ctx.producer(dot.invars[0]).primitive.name == "add":
         return None  # maybe a power spectrum, which dot_general's rule computes in fewer ops
+    if grouped_query.plan(ctx, dot) is not None:
+        return None  # its rule reads the repeated keys or values unrepeated: more than a Transpose saved
     shape = operand.aval.shape
     avals = [v.aval for v in dot.invars]
     if not np.issubdtype(operand.aval.dtype, np.floating) or any(
