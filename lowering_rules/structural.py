@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 from jax import lax
 
-from lowering_rules import linalg, rope
+from lowering_rules import joins, linalg, rope
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.helpers import lowering_for_tflite, lowering_for_webgpu, size_vector, tf_dtype
@@ -423,6 +423,15 @@ SLICE_CASES = [
          polymorphic_shapes=("(b, 4)",)),
     case("symbolic_stride_i32", lambda x: lax.slice(x, (1, 0), (x.shape[0], 2), (3, 1)), i32(7, 2),
          polymorphic_shapes=("(b, 2)",)),
+    # A part of a join read as itself (joins): keras-hub's caches, stacked and sliced apart.
+    case("part_of_stack", lambda a, b: jnp.stack([a, b], 1)[:, 1], f32(2, 3), f32(2, 3)),
+    case("part_of_concatenate", lambda a, b: jnp.concatenate([a, b])[3:5, 1:], f32(2, 4), f32(4, 4)),
+    case("across_parts", lambda a, b: jnp.concatenate([a, b])[1:4], f32(2, 4), f32(4, 4)),
+    case("part_of_stacked_stacks", lambda k, v: jnp.reshape(
+        jnp.stack([jnp.stack([k, v], 1), jnp.stack([v, k], 1)], 1), (2, 2, 3, 4))[1:2, 0:1],
+         f32(1, 3, 4), f32(1, 3, 4)),
+    case("part_of_stack_bool", lambda a, b: jnp.stack([a, b])[1], boolean(3), boolean(3)),
+    case("part_of_stack_i32", lambda a, b: jnp.stack([a, b])[0, 1:], i32(3), i32(3)),
 ]
 
 
@@ -440,6 +449,13 @@ def _every_nth(ctx, x, sizes, axis, stride, kept):
 @lowering(lax.slice_p, cases=SLICE_CASES)
 @_carried(tf.float16, tf.bool, tf.int16, tf.uint16)  # bool: PAD in _every_nth
 def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
+    found = joins.sliced_part(ctx, start_indices, limit_indices, strides)
+    if found is not None and ctx.value(found[0]).dtype == x.dtype:  # (not for a carried dtype)
+        piece, starts, sizes = found
+        value = ctx.value(piece)
+        if starts != [0] * len(starts) or sizes != list(piece.aval.shape):
+            value = tf.slice(value, starts, sizes)
+        return tf.reshape(value, ctx.out_shape())
     starts = [ctx.dim(s) for s in start_indices]
     limits = [ctx.dim(s) for s in limit_indices]
     strides = [1] * len(starts) if strides is None else [int(s) for s in strides]
