@@ -664,12 +664,20 @@ def lower_rem(ctx, x, y):
     case("f32_edges", lax.pow, np.array([0.0, -2.0, -2.0, 2.0, 0.0, INF, 1.0, NAN, -8.0], np.float32),
          np.array([0.0, 0.5, 3.0, -1.0, -1.0, -2.0, NAN, 0.0, 1 / 3], np.float32)),
     case("int_exponent", lax.pow, f32(6, low=-3, high=3), i32(6, low=-3, high=3)),
+    # keras's x ** 2 (a literal int exponent): no guard for a NaN exponent; 1, inf and NaN bases.
+    case("int_literal_square", lambda x: lax.pow(x, 2), np.array([1.0, -1.0, INF, -INF, NAN, 0.0, -3.0], np.float32)),
+    case("float_literal", lambda x: lax.pow(x, np.float32(1.5)), np.array([1.0, 0.0, INF, NAN, 4.0], np.float32)),
+    case("norm_of_squares", lambda x: lax.rsqrt(jnp.mean(lax.pow(x, 2), axis=-1) + 1e-6), f32(2, 8)),
     case("f16", lax.pow, f16(5, low=0.5, high=2), f16(5, low=-2, high=2)),
 ])
 def lower_pow(ctx, x, y):
     x = wide(x)
-    # C's pow(1, y) is 1 even for a NaN y; JavaScript's Math.pow (TF.js) gives NaN.
     result = tf.pow(x, tf.cast(y, x.dtype))
+    exponent = ctx.eqn.invars[1]
+    if np.issubdtype(exponent.aval.dtype, np.integer) or (
+            fusion.literal(exponent) is not None and not np.isnan(fusion.literal(exponent))):
+        return as_out(ctx, result)  # no NaN exponent: pow(1, y) is 1 everywhere
+    # C's pow(1, y) is 1 even for a NaN y; JavaScript's Math.pow (TF.js) gives NaN.
     return as_out(ctx, tf.where(tf.equal(x, 1.0), x, result))
 
 

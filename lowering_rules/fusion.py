@@ -412,7 +412,7 @@ MEAN_CASES = [
 
 def nonnegative(ctx, atom) -> bool:
     """Whether ``atom`` is >= 0 (or NaN) whatever the inputs, from the equations that made it:
-    max with a literal >= 0, squares, and sums, views and positive scalings of those."""
+    max with a literal >= 0, squares and even powers, and sums, views and positive scalings of those."""
     value = literal(atom)
     if value is not None:
         return value >= 0
@@ -424,6 +424,9 @@ def nonnegative(ctx, atom) -> bool:
         return any(literal(a) is not None and literal(a) >= 0 for a in args)
     if name == "square" or (name == "integer_pow" and eqn.params["y"] % 2 == 0):
         return True
+    if name == "pow":  # keras's x ** 2: pow with an even integer literal
+        y = literal(args[1])
+        return isinstance(y, int) and y % 2 == 0
     if name == "mul" and args[0] is args[1]:
         return True
     if name in ("reduce_sum", "add"):
