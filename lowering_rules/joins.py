@@ -25,19 +25,27 @@ def _non_unit_axes(shape) -> list[int]:
 
 def part(ctx, atom, starts, limits):
     """(p, starts', limits'): the window [starts, limits) of ``atom`` holds the elements of the
-    window [starts', limits') of ``p`` in the same order, p a part of the stacks, concatenates and
-    unit-axis reshapes that made ``atom`` (``atom`` itself when the window spans several parts)."""
-    eqn = producer(ctx, atom, "stack", "concatenate", "reshape")
+    window [starts', limits') of ``p`` in the same order, p a part of the stacks, concatenates,
+    unit-stride slices and unit-axis reshapes and squeezes that made ``atom`` (``atom`` itself when
+    the window spans several parts)."""
+    eqn = producer(ctx, atom, "stack", "concatenate", "reshape", "squeeze", "slice")
     shape = tuple(atom.aval.shape)
     if eqn is None or not _static(shape) or any(a >= b for a, b in zip(starts, limits)):
         return atom, starts, limits
     operands = eqn.invars
     if any(isinstance(v, core.Literal) or not _static(v.aval.shape) for v in operands):
         return atom, starts, limits
-    if eqn.primitive.name == "reshape":
+    if eqn.primitive.name == "slice":  # a window of a window
+        offsets, strides = eqn.params["start_indices"], eqn.params["strides"]
+        if strides is not None and any(s != 1 for s in strides) or not _static(offsets):
+            return atom, starts, limits
+        return part(ctx, operands[0], [a + o for a, o in zip(starts, offsets)],
+                    [b + o for b, o in zip(limits, offsets)])
+    if eqn.primitive.name in ("reshape", "squeeze"):
         source = tuple(operands[0].aval.shape)
         ours, theirs = _non_unit_axes(shape), _non_unit_axes(source)
-        if eqn.params.get("dimensions") is not None or [shape[i] for i in ours] != [source[i] for i in theirs]:
+        if eqn.primitive.name == "reshape" and eqn.params.get("dimensions") is not None \
+                or [shape[i] for i in ours] != [source[i] for i in theirs]:
             return atom, starts, limits
         inner_starts, inner_limits = [0] * len(source), list(source)
         for mine, its in zip(ours, theirs):
@@ -71,3 +79,19 @@ def sliced_part(ctx, start_indices, limit_indices, strides):
     if found is operand:
         return None
     return found, starts, [b - a for a, b in zip(starts, limits)]
+
+
+def transposed(ctx, atom):
+    """(source, permutation) when ``atom`` holds ``transpose(source, permutation)`` whole and in
+    that shape, seen through ``part``'s joins and views (noxla.llm_keras's contract cache, moved to
+    keras-hub's layout, stacked for it and read back); else None."""
+    shape = tuple(atom.aval.shape)
+    if not _static(shape):
+        return None
+    found, starts, limits = part(ctx, atom, [0] * len(shape), list(shape))
+    eqn = producer(ctx, found, "transpose")
+    if eqn is None or tuple(found.aval.shape) != shape or starts != [0] * len(shape) or limits != list(shape):
+        return None
+    if isinstance(eqn.invars[0], core.Literal):
+        return None
+    return eqn.invars[0], tuple(eqn.params["permutation"])

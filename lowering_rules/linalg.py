@@ -174,12 +174,10 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
 
 def _grouped_product(ctx, lhs, rhs, plan: grouped_query.Plan):
     """The product with the repeated keys or values read unrepeated (lowering_rules.grouped_query)."""
-    operands, avals = [lhs, rhs], list(ctx.avals_in)
     other = 1 - plan.repeated
-    operands[plan.repeated], avals[plan.repeated] = ctx.value(plan.source), plan.source.aval
-    operands[other] = tf.reshape(operands[other], plan.other_shape)
-    avals[other] = avals[other].update(shape=plan.other_shape)
-    out = _dot(ctx, *operands, *avals, plan.dimension_numbers, list(plan.shape), free=plan.free)
+    split = tf.reshape((lhs, rhs)[other], plan.other_shape)
+    out = _dot(ctx, split, ctx.value(plan.source), ctx.avals_in[other].update(shape=plan.other_shape),
+               plan.source.aval, plan.dimension_numbers, list(plan.shape), free=plan.free)
     if not _in_order(plan.shape, plan.permutation):
         out = tf.transpose(out, plan.permutation)
     return tf.reshape(out, ctx.out_shape())

@@ -549,6 +549,13 @@ DYNAMIC_UPDATE_SLICE_CASES = [
     case("int16_starts", _update, i32(5, 3), i32(2, 2), np.array([-7, 30000], np.int16)),
     case("uint32_starts", _update, f32(6), f32(2), np.array([4_000_000_000], np.uint32)),
     case("u8", _update, u8(4, 3), u8(1, 3), np.array([9, 0], np.int32)),  # PAD + SELECT in TFLite too
+    # A transposed cache updated (in the source's layout for the .tflite), alone and as noxla.llm_keras
+    # hands keras-hub its caches: stacked, read back, updated and transposed back.
+    case("transposed_operand", lambda c, u, p: lax.dynamic_update_slice(
+        jnp.transpose(c, (0, 2, 1, 3)), u, (0, p[0], 0, 0)), f32(1, 2, 6, 3), f32(1, 1, 2, 3), np.array([4], np.int32)),
+    case("transposed_stacked_operand", lambda k, v, u, p: jnp.transpose(lax.dynamic_update_slice(
+        jnp.stack([jnp.transpose(k, (0, 2, 1, 3)), jnp.transpose(v, (0, 3, 1, 2))], 1)[:, 1], u, (0, p[0], 0, 0)),
+        (0, 2, 3, 1)), f32(1, 2, 6, 3), f32(1, 2, 3, 6), f32(1, 1, 2, 3), np.array([7], np.int32)),
 ]
 
 
@@ -571,13 +578,35 @@ def lower_dynamic_update_slice(ctx, x, update, *starts):
     # delegate keeps the PAD + SELECT form it is known to run.
     if (starts and lowering_for_tflite() and not lowering_for_webgpu() and isinstance(x, tf.Tensor)
             and x.dtype in _TFLITE_UPDATE_SLICE_DTYPES):
-        return _tflite_update_slice(ctx, x, update, starts)
+        moved = _update_before_transpose(ctx, x, update, starts)
+        return _tflite_update_slice(ctx, x, update, starts) if moved is None else moved
     if not starts:  # a scalar: the update replaces it
         return update
     # Clamped (to int32) before the operands go to their carriers, which would wrap a uint32 start
     # past 2^31 to a negative one (tests/test_rules.py's uint32_starts case found it).
     return _selected_update(ctx, x, update, *_clamped_starts(ctx, starts, ctx.avals_in[0].shape,
                                                              ctx.avals_in[1].shape))
+
+
+def _update_before_transpose(ctx, x, update, starts):
+    """An update of ``transpose(source, p)`` as ``transpose(update of source, p)``: the update moved
+    to the source's layout, the whole operand not. noxla.llm_keras hands keras-hub the contract's
+    caches transposed to its layout, and transposes the updated caches back: with the update
+    first, the two transposes meet and the converter drops both (four cache copies per layer and
+    token). The same elements land in the same places. Only for int32-sized starts (the builtin
+    clamps them itself); None where it does not apply."""
+    found = joins.transposed(ctx, ctx.eqn.invars[0])
+    if found is None or not all(s.dtype in (tf.int8, tf.uint8, tf.int16, tf.uint16, tf.int32) for s in starts):
+        return None
+    source, permutation = found
+    value = ctx.value(source)
+    if value.dtype != x.dtype:
+        return None
+    inverse = [permutation.index(d) for d in range(len(permutation))]
+    placed = [tf.cast(starts[inverse[d]], tf.int32) for d in range(len(permutation))]
+    from tensorflow.compiler.tf2xla.ops import gen_xla_ops  # as in _tflite_update_slice
+    updated = gen_xla_ops.xla_dynamic_update_slice(value, tf.transpose(update, inverse), tf.stack(placed))
+    return tf.transpose(updated, permutation)
 
 
 def _tflite_update_slice(ctx, x, update, starts):

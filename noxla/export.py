@@ -41,7 +41,7 @@ from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_fusions import check_fused_ops, portable_remapping
 from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
 from noxla.tflite_merge import builtin_code, merge_tflite, merged_model, share_constant_buffers  # noqa: F401  (API)
-from noxla.tflite_reshapes import read_caches_in_batch_matmul, remove_reshape_pairs
+from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
 from noxla.tracing import Program, trace
 from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
 from noxla.weight_stubs import StubMismatch, WeightStubs, fold_into_stand_ins
@@ -268,6 +268,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     remove_reshape_pairs(model)  # reshapes that move nothing around elementwise chains (attention's mask)
     if not webgpu:  # WebGPU's BATCH_MATMUL is not known to broadcast batch axes of unequal rank
         read_caches_in_batch_matmul(model)
+    fold_transpose_pairs(model)  # the converter folds a pair only when nothing else reads the first
 
     def tensor_map(name, index):
         entry = schema.TensorMapT()

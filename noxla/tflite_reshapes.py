@@ -1,7 +1,7 @@
-"""RESHAPEs that move nothing, removed from an unpacked TFLite flatbuffer (``ModelT``): pairs that
-wrap an elementwise chain and restore the shape (``remove_reshape_pairs``), and squeezes of leading
-unit axes in front of BATCH_MATMUL (``read_caches_in_batch_matmul``). Flatbuffer objects in,
-flatbuffer objects out.
+"""RESHAPEs and TRANSPOSEs that move nothing, removed from an unpacked TFLite flatbuffer
+(``ModelT``): pairs that wrap an elementwise chain and restore the shape (``remove_reshape_pairs``),
+squeezes of leading unit axes in front of BATCH_MATMUL (``read_caches_in_batch_matmul``), and
+transposes of transposes (``fold_transpose_pairs``). Flatbuffer objects in, flatbuffer objects out.
 
 JAX's attention reshapes its scores to add a unit axis for the mask, adds it, takes the softmax
 and reshapes back; TF keeps both reshapes, and LiteRT runs each as an op that moves nothing
@@ -140,6 +140,103 @@ def _grows(model, graph, ops, readers, pinned, j, extra: dict, grown: dict) -> b
         return True
     grown[out] = gain
     return all(_grows(model, graph, ops, readers, pinned, k, {out: gain}, grown) for k in readers.get(out, []))
+
+
+def fold_transpose_pairs(model) -> int:
+    """Make every TRANSPOSE that reads another TRANSPOSE's output read that one's input, with the
+    two permutations composed (none at all when they cancel), and remove the first once nothing
+    reads it; a BATCH_MATMUL reads through a TRANSPOSE of its operand's last two axes by its adj
+    flag. Returns the number of TRANSPOSEs removed.
+
+    TF's converter folds such a pair only when the first transpose has no other reader. A keras-hub
+    decoder's cache (noxla.llm_keras) is updated in the contract's layout, moved to keras-hub's for
+    its attention and moved back for the step's output: the first move has two readers, so both
+    survived, two more copies of the cache per layer and token. Composing permutations moves the
+    same elements to the same places."""
+    removed = 0
+    for graph in model.subgraphs:
+        ops = graph.operators or []
+        made = {int(op.outputs[0]): j for j, op in enumerate(ops) if builtin_code(model, op) == _OP.TRANSPOSE}
+        pinned = set(graph.outputs if graph.outputs is not None else [])
+        writer = {int(t): j for j, op in enumerate(ops) for t in (op.outputs if op.outputs is not None else [])}
+        renamed: dict[int, int] = {}
+        dropped: set[int] = set()
+        orphans: set[int] = set()
+        for j, op in enumerate(ops):
+            first = ops[made[op.inputs[0]]] if builtin_code(model, op) == _OP.TRANSPOSE and op.inputs[0] in made \
+                and made[op.inputs[0]] not in dropped else None
+            inner, outer = (None, None) if first is None else (_permutation(model, graph, first),
+                                                               _permutation(model, graph, op))
+            if inner is None or outer is None:
+                continue
+            composed = [inner[d] for d in outer]
+            source, output = int(first.inputs[0]), int(op.outputs[0])
+            if composed == list(range(len(composed))) and output not in pinned:
+                renamed[output] = source
+                orphans.add(output)
+                dropped.add(j)
+            elif composed == list(range(len(composed))) and source not in pinned and source in writer:
+                # The pair's output is a graph output: the op that made the source writes it.
+                maker = ops[writer[source]]
+                maker.outputs = [output if t == source else int(t) for t in maker.outputs]
+                renamed[source] = output
+                orphans.add(source)
+                dropped.add(j)
+            else:
+                op.inputs = [source, _int32_constant(model, graph, composed)]
+        for j, op in enumerate(ops):
+            op.inputs = [renamed.get(int(t), int(t)) for t in op.inputs]
+            if builtin_code(model, op) == _OP.BATCH_MATMUL and j not in dropped:
+                _absorb_swaps(model, graph, op, {t: ops[k] for t, k in made.items() if k not in dropped})
+        readers = _readers([op for j, op in enumerate(ops) if j not in dropped])
+        for j, op in enumerate(ops):
+            if j not in dropped and j in made.values() and not readers.get(int(op.outputs[0])) \
+                    and int(op.outputs[0]) not in pinned:
+                dropped.add(j)
+        if dropped:
+            for j in dropped:
+                orphans.update(int(t) for t in [*ops[j].inputs, *ops[j].outputs] if t >= 0)
+            graph.operators = [op for j, op in enumerate(ops) if j not in dropped]
+            _drop_orphans(model, graph, orphans)
+            removed += len(dropped)
+    return removed
+
+
+def _absorb_swaps(model, graph, op, made) -> None:
+    """A BATCH_MATMUL operand that a TRANSPOSE of its last two axes made is read untransposed, its
+    adj_x / adj_y flipped (the kernel reads either layout: a keras-hub decoder's keys)."""
+    options = op.builtinOptions
+    if not isinstance(options, schema.BatchMatMulOptionsT):
+        return
+    for i, flag in ((0, "adjX"), (1, "adjY")):
+        swap = made.get(op.inputs[i])
+        perm = None if swap is None else _permutation(model, graph, swap)
+        if perm is None or len(perm) < 2 or perm != [*range(len(perm) - 2), len(perm) - 1, len(perm) - 2]:
+            continue
+        op.inputs = [swap.inputs[0] if k == i else t for k, t in enumerate(op.inputs)]
+        setattr(options, flag, not getattr(options, flag))
+
+
+def _permutation(model, graph, op) -> list[int] | None:
+    """A TRANSPOSE's constant permutation, or None."""
+    tensor = graph.tensors[op.inputs[1]]
+    data = model.buffers[tensor.buffer].data if tensor.buffer > 0 else None
+    if data is None or tensor.type != schema.TensorType.INT32:
+        return None
+    return [int(d) for d in np.frombuffer(bytes(data), dtype="<i4")]
+
+
+def _int32_constant(model, graph, values) -> int:
+    """A new constant int32 vector tensor holding ``values``; its index."""
+    buffer = schema.BufferT()
+    buffer.data = np.frombuffer(np.asarray(values, dtype="<i4").tobytes(), dtype=np.uint8)
+    model.buffers.append(buffer)
+    tensor = schema.TensorT()
+    tensor.shape, tensor.type = np.array([len(values)], np.int32), schema.TensorType.INT32
+    tensor.buffer = len(model.buffers) - 1
+    tensor.name = f"noxla_permutation_{len(graph.tensors)}".encode()
+    graph.tensors.append(tensor)
+    return len(graph.tensors) - 1
 
 
 def _readers(ops) -> dict[int, list[int]]:

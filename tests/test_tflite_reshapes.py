@@ -1,6 +1,8 @@
-"""RESHAPE pairs around an elementwise chain (``noxla.tflite_reshapes``): removed where running the
-chain in the first reshape's input layout pairs the same elements, kept where it would not, and
-the .tflite gives JAX's values either way (LiteRT with its default XNNPACK delegate and without)."""
+"""RESHAPEs and TRANSPOSEs that move nothing (``noxla.tflite_reshapes``): RESHAPE pairs around an
+elementwise chain removed where running the chain in the first reshape's input layout pairs the
+same elements and kept where it would not, squeezed caches read by BATCH_MATMUL itself, transposes
+of transposes composed; the .tflite gives JAX's values either way (LiteRT with its default XNNPACK
+delegate and without)."""
 from __future__ import annotations
 
 import collections
@@ -10,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import lax
 
 import noxla
 import noxla.export
@@ -177,3 +180,49 @@ def test_reshape_pairs(name, tmp_path, monkeypatch):
     if removed:  # the same kernels on the same values: the layout alone changed
         for got, want in zip(_run(after, f, args, True), _run(before, f, args, True), strict=True):
             np.testing.assert_array_equal(got, want)
+
+
+def keras_layout_cache(k_cache, v_cache, k, pos, q):
+    """noxla.llm_keras's shape of a keras-hub step: the caches moved to keras-hub's layout and
+    stacked, read back and updated there, read by the scores (keys transposed once more), stacked
+    again and moved back for the output."""
+    both = jnp.stack([jnp.transpose(k_cache, (0, 2, 1, 3)), jnp.transpose(v_cache, (0, 2, 1, 3))], 1)
+    keys = lax.dynamic_update_slice(both[:, 0], k, (0, pos, 0, 0))
+    scores = jnp.einsum("bhqd,bhdc->bhqc", q, jnp.transpose(keys, (0, 2, 3, 1)))
+    out = jnp.stack([keys, both[:, 1]], 1)
+    return scores, jnp.transpose(out[:, 0], (0, 2, 1, 3)), jnp.transpose(out[:, 1], (0, 2, 1, 3))
+
+
+def twice_transposed(x):
+    y = jnp.transpose(jnp.tanh(x), (1, 0, 2))
+    return jnp.transpose(y, (2, 1, 0)) * 2.0, y + 1.0
+
+
+# function, its arguments' shapes, the TRANSPOSEs the pass removes
+TRANSPOSE_CASES = {
+    "keras_layout_cache": (keras_layout_cache, [(1, 2, 16, 8), (1, 2, 16, 8), (1, 1, 2, 8), (), (1, 2, 1, 8)], 3),
+    "twice_transposed": (twice_transposed, [(2, 3, 4)], 0),  # composed, not removed: one reader each
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(TRANSPOSE_CASES))
+def test_transpose_pairs(name, tmp_path, monkeypatch):
+    f, shapes, removed = TRANSPOSE_CASES[name]
+    args = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
+    if name == "keras_layout_cache":
+        args[3] = np.int32(9)
+    paths = {}
+    for with_pass in (False, True):
+        with monkeypatch.context() as patch:
+            if not with_pass:
+                patch.setattr(noxla.export, "fold_transpose_pairs", lambda model: 0)
+            paths[with_pass] = str(noxla.export_tflite(f, *args, path=str(tmp_path / f"{with_pass}.tflite")))
+    before, after = (collections.Counter(tflite_op_names(paths[w])) for w in (False, True))
+    assert before["TRANSPOSE"] - after["TRANSPOSE"] == removed, (before, after)
+    assert after - collections.Counter(TRANSPOSE=after["TRANSPOSE"]) == \
+        before - collections.Counter(TRANSPOSE=before["TRANSPOSE"]), (before, after)
+    expected = jax.tree_util.tree_leaves(f(*args))
+    for delegates in (True, False):
+        for got, want in zip(_run(paths[True], f, args, delegates), expected, strict=True):
+            np.testing.assert_allclose(got, np.asarray(want), rtol=2e-6, atol=2e-6)
