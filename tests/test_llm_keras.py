@@ -98,6 +98,30 @@ def test_keras_hub_litertlm_engine_generates_jax_greedy_tokens(family, wrap, wor
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("family", ["llama", "mistral", "gemma", "gpt2"])
+def test_keras_hub_decode_step_moves_no_cache(family, tmp_path):
+    """noxla.llm_keras writes a step as transposes, stacks and slices of the caches around
+    keras-hub's own, and keras-hub repeats grouped-query KV heads: none of that may copy a cache in
+    the decode step (a SmolLM-135M-shaped keras-hub Llama ran 4.9x the hand-written decoder's
+    time). The caches go from the inputs to their DYNAMIC_UPDATE_SLICE and from there to the
+    outputs and to BATCH_MATMUL only; no op broadcasts, packs, transposes or slices a tensor of a
+    cache's size."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from noxla import llm
+    path = llm.export_tflite(_backbone(family), str(tmp_path / "m.tflite"), cache_length=CACHE, prefill_lengths=(8,))
+    interpreter = Interpreter(model_path=path)
+    decode = interpreter.get_signature_runner("decode")
+    cache_size = int(np.prod(decode.get_input_details()["kv_cache_k_0"]["shape"]))
+    from tests.test_llm import _signature_ops
+    ops = _signature_ops(path, "decode")
+    moved = [op for op in ops if op[0] not in ("DYNAMIC_UPDATE_SLICE", "BATCH_MATMUL")
+             and cache_size in (int(np.prod(op[1])), int(np.prod(op[2])))]
+    assert not moved, moved
+    assert not [op for op in ops if op[0] in ("BROADCAST_TO", "TILE")], ops
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["qwen", "mistral", "gpt2"])
 def test_keras_hub_signatures_match_keras_forward_logits(family, tmp_path):
     """A 6-token prompt through prefill_8 (padded, as LiteRT-LM pads), then 8 decode steps of given
