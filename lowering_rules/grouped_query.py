@@ -22,6 +22,7 @@ import dataclasses
 from jax.extend import core
 
 from lowering_rules.fusion import producer
+from lowering_rules.helpers import is_static_shape
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,9 +42,6 @@ class Plan:
     permutation: tuple
 
 
-def _static(shape) -> bool:
-    return all(isinstance(d, int) for d in shape)
-
 
 def repeated(ctx, atom):
     """(x, axis, groups) when ``atom`` is ``jnp.repeat(x, groups, axis)`` as JAX spells it for a
@@ -57,7 +55,7 @@ def repeated(ctx, atom):
         return None
     x = spread.invars[0]
     xs, bs, rs = (tuple(v.aval.shape) for v in (x, spread.outvars[0], atom))
-    if not (_static(xs) and _static(bs) and _static(rs)) or len(bs) != len(xs) + 1 or len(rs) != len(xs):
+    if not all(map(is_static_shape, (xs, bs, rs))) or len(bs) != len(xs) + 1 or len(rs) != len(xs):
         return None
     dims = tuple(spread.params["broadcast_dimensions"])
     new = [d for d in range(len(bs)) if d not in dims]
@@ -80,7 +78,7 @@ def plan(ctx, eqn=None) -> Plan | None:
     for side in (1, 0):
         found = repeated(ctx, eqn.invars[side])
         other_shape = tuple(eqn.invars[1 - side].aval.shape)
-        if found is None or found[1] not in batches[side] or not _static(other_shape):
+        if found is None or found[1] not in batches[side] or not is_static_shape(other_shape):
             continue
         x, axis, groups = found
         if all(x.aval.shape[d] == 1 for d in batches[side]):

@@ -338,3 +338,9 @@ def identity_element(kind: str, dtype) -> np.ndarray:
 def dilated_size(n, factor: int):
     """The size of ``n`` elements with ``factor - 1`` holes between neighbours (static or symbolic)."""
     return n if factor == 1 or (isinstance(n, int) and n == 0) else (n - 1) * factor + 1
+
+
+def is_static_shape(shape) -> bool:
+    """Whether every dimension of ``shape`` (or every entry of a bound list) is a Python int: the
+    pattern matchers (rope, grouped_query, joins) reason about static shapes only."""
+    return all(isinstance(d, int) for d in shape)

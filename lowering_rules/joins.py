@@ -13,10 +13,7 @@ from __future__ import annotations
 from jax.extend import core
 
 from lowering_rules.fusion import producer
-
-
-def _static(shape) -> bool:
-    return all(isinstance(d, int) for d in shape)
+from lowering_rules.helpers import is_static_shape
 
 
 def _non_unit_axes(shape) -> list[int]:
@@ -30,14 +27,14 @@ def part(ctx, atom, starts, limits):
     the window spans several parts)."""
     eqn = producer(ctx, atom, "stack", "concatenate", "reshape", "squeeze", "slice")
     shape = tuple(atom.aval.shape)
-    if eqn is None or not _static(shape) or any(a >= b for a, b in zip(starts, limits)):
+    if eqn is None or not is_static_shape(shape) or any(a >= b for a, b in zip(starts, limits)):
         return atom, starts, limits
     operands = eqn.invars
-    if any(isinstance(v, core.Literal) or not _static(v.aval.shape) for v in operands):
+    if any(isinstance(v, core.Literal) or not is_static_shape(v.aval.shape) for v in operands):
         return atom, starts, limits
     if eqn.primitive.name == "slice":  # a window of a window
         offsets, strides = eqn.params["start_indices"], eqn.params["strides"]
-        if strides is not None and any(s != 1 for s in strides) or not _static(offsets):
+        if strides is not None and any(s != 1 for s in strides) or not is_static_shape(offsets):
             return atom, starts, limits
         return part(ctx, operands[0], [a + o for a, o in zip(starts, offsets)],
                     [b + o for b, o in zip(limits, offsets)])
@@ -73,7 +70,7 @@ def sliced_part(ctx, start_indices, limit_indices, strides):
     ``part``), unit strides and static bounds; else None."""
     operand = ctx.eqn.invars[0]
     if isinstance(operand, core.Literal) or (strides is not None and any(s != 1 for s in strides)) \
-            or not _static(start_indices) or not _static(limit_indices):
+            or not is_static_shape(start_indices) or not is_static_shape(limit_indices):
         return None
     found, starts, limits = part(ctx, operand, list(start_indices), list(limit_indices))
     if found is operand:
@@ -86,7 +83,7 @@ def transposed(ctx, atom):
     that shape, seen through ``part``'s joins and views (noxla.llm_keras's contract cache, moved to
     keras-hub's layout, stacked for it and read back); else None."""
     shape = tuple(atom.aval.shape)
-    if not _static(shape):
+    if not is_static_shape(shape):
         return None
     found, starts, limits = part(ctx, atom, [0] * len(shape), list(shape))
     eqn = producer(ctx, found, "transpose")

@@ -35,7 +35,7 @@ from jax.extend import core
 
 from lowering_rules.cases import case, f32
 from lowering_rules.fusion import producer
-from lowering_rules.helpers import lowering_for_webgpu
+from lowering_rules.helpers import is_static_shape, lowering_for_webgpu
 
 
 def _float32(atom) -> bool:
@@ -44,9 +44,6 @@ def _float32(atom) -> bool:
     dtype = atom.aval.dtype
     return isinstance(dtype, np.dtype) and dtype == np.float32
 
-
-def _static(shape) -> bool:
-    return all(isinstance(d, int) for d in shape)
 
 
 def _only_use(ctx, atom) -> bool:
@@ -62,7 +59,7 @@ def _parts_source(ctx, first, second):
         return a, b, None  # (an iota reads nothing)
     x = a.invars[0]
     shape = tuple(x.aval.shape)
-    if not shape or not _static(shape) or not _float32(x) or shape[-1] % 2:
+    if not shape or not is_static_shape(shape) or not _float32(x) or shape[-1] % 2:
         return a, b, None
     return a, b, x
 
@@ -277,7 +274,7 @@ def rotate_half(ctx):
     x * cos + concat(x2, x1) * (sin * [-1, ..., 1, ...]), the first product kept. Else None."""
     out = ctx.eqn.outvars[0]
     shape = tuple(out.aval.shape)
-    if not _float32(out) or not shape or not _static(shape):
+    if not _float32(out) or not shape or not is_static_shape(shape):
         return None
     for kept, rotated in _orders(ctx.eqn.invars):
         plain, turned = producer(ctx, kept, "mul"), _factors(ctx, rotated)

@@ -450,9 +450,9 @@ def _every_nth(ctx, x, sizes, axis, stride, kept):
 @_carried(tf.float16, tf.bool, tf.int16, tf.uint16)  # bool: PAD in _every_nth
 def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
     found = joins.sliced_part(ctx, start_indices, limit_indices, strides)
-    if found is not None and ctx.value(found[0]).dtype == x.dtype:  # (not for a carried dtype)
+    value = None if found is None else ctx.value(found[0])
+    if value is not None and value.dtype == x.dtype:  # (not for a carried dtype)
         piece, starts, sizes = found
-        value = ctx.value(piece)
         if starts != [0] * len(starts) or sizes != list(piece.aval.shape):
             value = tf.slice(value, starts, sizes)
         return tf.reshape(value, ctx.out_shape())
@@ -563,6 +563,7 @@ DYNAMIC_UPDATE_SLICE_CASES = [
 # uint16 and uint32 for it; measured; every case above runs in LiteRT): the others keep the
 # PAD + SELECT lowering, in their carriers.
 _TFLITE_UPDATE_SLICE_DTYPES = (tf.float32, tf.float16, tf.int32, tf.int64, tf.bool, tf.int8)
+_INT32_SIZED = (tf.int8, tf.uint8, tf.int16, tf.uint16, tf.int32)  # starts the builtin takes as they are
 
 
 @lowering(lax.dynamic_update_slice_p, cases=DYNAMIC_UPDATE_SLICE_CASES)
@@ -596,22 +597,20 @@ def _update_before_transpose(ctx, x, update, starts):
     token). The same elements land in the same places. Only for int32-sized starts (the builtin
     clamps them itself); None where it does not apply."""
     found = joins.transposed(ctx, ctx.eqn.invars[0])
-    if found is None or not all(s.dtype in (tf.int8, tf.uint8, tf.int16, tf.uint16, tf.int32) for s in starts):
+    if found is None or not all(s.dtype in _INT32_SIZED for s in starts):
         return None
     source, permutation = found
     value = ctx.value(source)
     if value.dtype != x.dtype:
         return None
     inverse = [permutation.index(d) for d in range(len(permutation))]
-    placed = [tf.cast(starts[inverse[d]], tf.int32) for d in range(len(permutation))]
-    from tensorflow.compiler.tf2xla.ops import gen_xla_ops  # as in _tflite_update_slice
-    updated = gen_xla_ops.xla_dynamic_update_slice(value, tf.transpose(update, inverse), tf.stack(placed))
-    return tf.transpose(updated, permutation)
+    placed = [starts[inverse[d]] for d in range(len(permutation))]
+    return tf.transpose(_tflite_update_slice(ctx, value, tf.transpose(update, inverse), placed), permutation)
 
 
 def _tflite_update_slice(ctx, x, update, starts):
     from tensorflow.compiler.tf2xla.ops import gen_xla_ops  # the converter's input form of the builtin
-    narrow = all(s.dtype in (tf.int8, tf.uint8, tf.int16, tf.uint16, tf.int32) for s in starts)
+    narrow = all(s.dtype in _INT32_SIZED for s in starts)
     # Starts that int32 holds go as they are (the kernel clamps); wider ones are clamped first, since
     # casting them to int32 could wrap a huge start to a negative one.
     starts = ([tf.cast(s, tf.int32) for s in starts] if narrow

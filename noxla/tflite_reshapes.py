@@ -184,13 +184,15 @@ def fold_transpose_pairs(model) -> int:
                 dropped.add(j)
             else:
                 op.inputs = [source, _int32_constant(model, graph, composed)]
+        live = {t: ops[k] for t, k in made.items() if k not in dropped}
         for j, op in enumerate(ops):
             op.inputs = [renamed.get(int(t), int(t)) for t in op.inputs]
             if builtin_code(model, op) == _OP.BATCH_MATMUL and j not in dropped:
-                _absorb_swaps(model, graph, op, {t: ops[k] for t, k in made.items() if k not in dropped})
+                _absorb_swaps(model, graph, op, live)
         readers = _readers([op for j, op in enumerate(ops) if j not in dropped])
+        transposes = set(made.values())
         for j, op in enumerate(ops):
-            if j not in dropped and j in made.values() and not readers.get(int(op.outputs[0])) \
+            if j not in dropped and j in transposes and not readers.get(int(op.outputs[0])) \
                     and int(op.outputs[0]) not in pinned:
                 dropped.add(j)
         if dropped:
