@@ -54,6 +54,8 @@ def checkpoint(request: dict) -> dict:
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=request["tokenizer"], bos_token="<bos>",
                                                      eos_token="<eos>", pad_token="<pad>", unk_token="<pad>")
     tokenizer.save_pretrained(request["output"])
+    if not request["max_new"]:  # --export-only: transformers refuses to generate no tokens
+        return {"torch_tokens": []}
     with torch.no_grad():
         out = model.generate(torch.tensor([request["prompt"]]), max_new_tokens=request["max_new"], do_sample=False,
                              eos_token_id=request["eos"], pad_token_id=0)
