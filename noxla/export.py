@@ -41,6 +41,7 @@ from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_fusions import check_fused_ops, portable_remapping
 from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
 from noxla.tflite_merge import builtin_code, merge_tflite, merged_model, share_constant_buffers  # noqa: F401  (API)
+from noxla.tflite_projections import join_matrix_vector_projections
 from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
 from noxla.tracing import Program, trace
 from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
@@ -586,6 +587,8 @@ def _lone_tflite(program: Program, strict: bool, webgpu: bool, tflite: bool, all
                         weights=weights)
     if stubs is None:
         return model
+    if not webgpu:
+        join_matrix_vector_projections(model, stubs)
     return run_step(on_step, "serialize", large_tflite.serialized, model, stubs=stubs)
 
 
@@ -709,4 +712,6 @@ def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | 
                   for key, concrete in concretes.items()}
     merged = run_step(on_step, "merge signatures", merged_model, models, stubs)
     del models
+    if not webgpu:  # across signatures: a weight one joins and another does not would be stored twice
+        join_matrix_vector_projections(merged, stubs)
     return run_step(on_step, "serialize", large_tflite.serialized, merged, stubs=stubs)

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import importlib.util
 
+from noxla.tflite_merge import opcode_index, share_constant_buffers
+
 # mode -> (the ai_edge_quantizer.recipe function, what it stores)
 QUANTIZER_MODES = {
     "int8": ("dynamic_wi8_afp32", "int8 weights, per output channel"),
@@ -79,7 +81,6 @@ def quantize_tflite(data: bytes, quantize: str) -> bytes:
     from ai_edge_quantizer import quantizer, recipe
     from tensorflow.lite.tools import flatbuffer_utils
 
-    from noxla.tflite_merge import share_constant_buffers
     model = flatbuffer_utils.read_model_from_bytearray(data)
     _unique_tensor_names(model)
     _embedding_lookups(model)
@@ -130,7 +131,7 @@ def _embedding_lookups(model) -> None:
             if op.opcodeIndex not in gathers or not _is_row_lookup(model, graph, op, schema):
                 continue
             if lookup is None:
-                lookup = _opcode_index(model, schema.BuiltinOperator.EMBEDDING_LOOKUP, schema)
+                lookup = opcode_index(model, schema.BuiltinOperator.EMBEDDING_LOOKUP)
             op.opcodeIndex = lookup
             op.inputs = [op.inputs[1], op.inputs[0]]  # (ids, table)
             op.builtinOptionsType, op.builtinOptions = schema.BuiltinOptions.NONE, None
@@ -144,15 +145,3 @@ def _is_row_lookup(model, graph, op, schema) -> bool:
     data = model.buffers[table.buffer].data if table.buffer > 0 else None
     return (table.type == schema.TensorType.FLOAT32 and len(table.shape) == 2 and data is not None
             and len(data) > 0 and ids.type == schema.TensorType.INT32 and len(ids.shape) == 1)
-
-
-def _opcode_index(model, builtin: int, schema) -> int:
-    for i, code in enumerate(model.operatorCodes):
-        if max(code.builtinCode, code.deprecatedBuiltinCode) == builtin:
-            return i
-    code = schema.OperatorCodeT()
-    # deprecatedBuiltinCode holds codes below 127 (EMBEDDING_LOOKUP is 7), as readers older than
-    # the wider field expect.
-    code.builtinCode, code.deprecatedBuiltinCode, code.version = builtin, min(builtin, 127), 1
-    model.operatorCodes.append(code)
-    return len(model.operatorCodes) - 1

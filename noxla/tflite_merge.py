@@ -155,6 +155,19 @@ def builtin_code(model, op) -> int:
     return max(code.builtinCode, code.deprecatedBuiltinCode)
 
 
+def opcode_index(model, builtin: int) -> int:
+    """The index of ``builtin``'s operator code in the unpacked ``model``, added if missing."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    for i, code in enumerate(model.operatorCodes):
+        if max(code.builtinCode, code.deprecatedBuiltinCode) == builtin and not code.customCode:
+            return i
+    code = schema.OperatorCodeT()
+    # deprecatedBuiltinCode holds codes below 127, as readers older than the wider field expect.
+    code.builtinCode, code.deprecatedBuiltinCode, code.version = builtin, min(builtin, 127), 1
+    model.operatorCodes.append(code)
+    return len(model.operatorCodes) - 1
+
+
 def buffer_holders(model) -> dict[int, int]:
     """Per buffer index, how many tensors of all the model's subgraphs hold it."""
     held: dict[int, int] = {}

@@ -79,7 +79,7 @@ def read_caches_in_batch_matmul(model) -> int:
             if builtin_code(model, op) != _OP.RESHAPE:
                 continue
             source, squeezed = op.inputs[0], op.outputs[0]
-            a, b = _shape(graph.tensors[source]), _shape(graph.tensors[squeezed])
+            a, b = static_shape(graph.tensors[source]), static_shape(graph.tensors[squeezed])
             if a is None or b is None or len(a) <= len(b) or len(a) > _ANY_KERNEL_RANK \
                     or a[len(a) - len(b):] != b or any(d != 1 for d in a[:len(a) - len(b)]):
                 continue
@@ -122,9 +122,9 @@ def _grows(model, graph, ops, readers, pinned, j, extra: dict, grown: dict) -> b
     if op.outputs is None or len(op.outputs) != 1 or op.intermediates is not None and len(op.intermediates):
         return False
     inputs = [t for t in op.inputs if t >= 0]
-    shapes = [_shape(graph.tensors[t]) for t in inputs]
+    shapes = [static_shape(graph.tensors[t]) for t in inputs]
     out = op.outputs[0]
-    old = _shape(graph.tensors[out])
+    old = static_shape(graph.tensors[out])
     if old is None or any(s is None for s in shapes) or out in pinned:
         return False
     if code == _OP.BATCH_MATMUL:
@@ -183,7 +183,7 @@ def fold_transpose_pairs(model) -> int:
                 orphans.add(source)
                 dropped.add(j)
             else:
-                op.inputs = [source, _int32_constant(model, graph, composed)]
+                op.inputs = [source, int32_constant(model, graph, composed)]
         live = {t: ops[k] for t, k in made.items() if k not in dropped}
         for j, op in enumerate(ops):
             op.inputs = [renamed.get(int(t), int(t)) for t in op.inputs]
@@ -228,7 +228,7 @@ def _permutation(model, graph, op) -> list[int] | None:
     return [int(d) for d in np.frombuffer(bytes(data), dtype="<i4")]
 
 
-def _int32_constant(model, graph, values) -> int:
+def int32_constant(model, graph, values) -> int:
     """A new constant int32 vector tensor holding ``values``; its index."""
     buffer = schema.BufferT()
     buffer.data = np.frombuffer(np.asarray(values, dtype="<i4").tobytes(), dtype=np.uint8)
@@ -236,7 +236,7 @@ def _int32_constant(model, graph, values) -> int:
     tensor = schema.TensorT()
     tensor.shape, tensor.type = np.array([len(values)], np.int32), schema.TensorType.INT32
     tensor.buffer = len(model.buffers) - 1
-    tensor.name = f"noxla_permutation_{len(graph.tensors)}".encode()
+    tensor.name = f"noxla_constant_{len(graph.tensors)}".encode()
     graph.tensors.append(tensor)
     return len(graph.tensors) - 1
 
@@ -251,7 +251,7 @@ def _readers(ops) -> dict[int, list[int]]:
     return readers
 
 
-def _shape(tensor) -> tuple | None:
+def static_shape(tensor) -> tuple | None:
     """A static shape, or None (dynamic: a -1 in its signature, or no rank)."""
     if not tensor.hasRank and (tensor.shape is None or len(tensor.shape) == 0):
         return None
@@ -307,13 +307,13 @@ def _chain(model, graph, ops, readers, pinned, first) -> tuple[list, list[int]] 
     the one that restores the first's input shape); None if they do not form the pattern."""
     reshape = ops[first]
     source, current = reshape.inputs[0], reshape.outputs[0]
-    a = _shape(graph.tensors[source])
+    a = static_shape(graph.tensors[source])
     if a is None or int(np.prod(a)) > _MAX_CHECKED:
         return None
     links: list[tuple[int, int]] = []
     reshapes = [first]
     while True:
-        b = _shape(graph.tensors[current])
+        b = static_shape(graph.tensors[current])
         if b is None or current in pinned or len(readers.get(current, [])) != 1:
             return None
         j = readers[current][0]
@@ -324,7 +324,7 @@ def _chain(model, graph, ops, readers, pinned, first) -> tuple[list, list[int]] 
                 return None
             reshapes.append(j)
             current = op.outputs[0]
-            if _shape(graph.tensors[current]) == a:
+            if static_shape(graph.tensors[current]) == a:
                 return (links, reshapes) if links else None
             continue
         if len(a) > max(len(b), _ANY_KERNEL_RANK) or not _elementwise_here(model, graph, op, code, current, a, b):
@@ -338,7 +338,7 @@ def _elementwise_here(model, graph, op, code, current, a, b) -> bool:
     if op.outputs is None or len(op.outputs) != 1 or op.intermediates is not None and len(op.intermediates):
         return False
     output = graph.tensors[op.outputs[0]]
-    if _shape(output) != b or output.type not in _TYPES:
+    if static_shape(output) != b or output.type not in _TYPES:
         return False
     inputs = [t for t in op.inputs if t >= 0]
     if any(graph.tensors[t].type not in _TYPES for t in inputs):
@@ -350,7 +350,7 @@ def _elementwise_here(model, graph, op, code, current, a, b) -> bool:
     if code not in _BINARY or len(inputs) != 2:
         return False
     others = [t for t in inputs if t != current]
-    return all(_pairs_alike(_shape(graph.tensors[t]), a, b) for t in others)
+    return all(_pairs_alike(static_shape(graph.tensors[t]), a, b) for t in others)
 
 
 def _pairs_alike(other, a, b) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 
+from noxla.tflite_merge import opcode_index
+
 # TFLite's ActivationFunctionType -> the builtin that applies it on its own.
 _ACTIVATION_OPS = {1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH"}
 
@@ -39,7 +41,7 @@ def unfuse_transpose_conv_activations(model) -> int:
             raw.buffer = 0
             graph.tensors.append(raw)
             applied = schema.OperatorT()
-            applied.opcodeIndex = _code_index(model, activation)
+            applied.opcodeIndex = opcode_index(model, activation)
             applied.inputs = [len(graph.tensors) - 1]
             applied.outputs = [op.outputs[0]]
             op.outputs = [len(graph.tensors) - 1]
@@ -49,17 +51,6 @@ def unfuse_transpose_conv_activations(model) -> int:
             rewritten += 1
         graph.operators = new_ops
     return rewritten
-
-
-def _code_index(model, builtin: int) -> int:
-    from tensorflow.lite.python import schema_py_generated as schema
-    for i, code in enumerate(model.operatorCodes):
-        if max(code.builtinCode, code.deprecatedBuiltinCode) == builtin and not code.customCode:
-            return i
-    code = schema.OperatorCodeT()
-    code.builtinCode, code.deprecatedBuiltinCode, code.version = builtin, min(builtin, 127), 1
-    model.operatorCodes.append(code)
-    return len(model.operatorCodes) - 1
 
 
 def copy_passthrough_outputs(model) -> int:
@@ -88,7 +79,7 @@ def copy_passthrough_outputs(model) -> int:
         out.name, out.buffer = source.name + b"/output", 0
         graph.tensors += [shape_tensor, out]
         op = schema.OperatorT()
-        op.opcodeIndex = _code_index(model, schema.BuiltinOperator.RESHAPE)
+        op.opcodeIndex = opcode_index(model, schema.BuiltinOperator.RESHAPE)
         op.inputs, op.outputs = [t, len(graph.tensors) - 2], [len(graph.tensors) - 1]
         op.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
         op.builtinOptions = schema.ReshapeOptionsT()

@@ -61,6 +61,10 @@ class WeightStubs:
         # unscaled weight's marker, ((axis, factors), ...) applied in order), and back.
         self._scales: dict[int, tuple] = {}
         self._scaled: dict[tuple, int] = {}
+        # Stand-ins joined along their first axis (``noxla.tflite_projections``): marker -> the
+        # parts' markers, and back.
+        self._joins: dict[int, tuple] = {}
+        self._joined: dict[tuple, int] = {}
 
     @staticmethod
     def takes(array: np.ndarray) -> bool:
@@ -183,7 +187,19 @@ class WeightStubs:
         marker = self._placeholders.get(id(data))
         if marker is None:
             return np.ascontiguousarray(data).reshape(-1).view(np.uint8)[positions]
+        return self._sample(marker, positions)
+
+    def _sample(self, marker: int, positions: np.ndarray) -> np.ndarray:
+        if marker in self._joins:
+            sampled, start = np.empty(len(positions), np.uint8), 0
+            for part in self._joins[marker]:
+                inside = (positions >= start) & (positions < start + self.real[part].nbytes)
+                sampled[inside] = self._sample(part, positions[inside] - start)
+                start += self.real[part].nbytes
+            return sampled
         base, scales = self._scales.get(marker, (marker, ()))
+        if base in self._joins:  # not made by noxla's passes (joins come last): the whole weight
+            return np.ascontiguousarray(self._weight(marker)).reshape(-1).view(np.uint8)[positions]
         array = self.real[base]
         held = array.T if base in self.transposed else array
         size = array.dtype.itemsize
@@ -197,6 +213,8 @@ class WeightStubs:
         return elements.view(np.uint8).reshape(-1, size)[np.arange(len(positions)), positions % size]
 
     def _weight(self, marker: int) -> np.ndarray:
+        if marker in self._joins:
+            return np.concatenate([self._weight(part) for part in self._joins[marker]])
         if marker in self._scales:
             base, scales = self._scales[marker]
             array = self._weight(base)
@@ -226,6 +244,28 @@ class WeightStubs:
             self.real[marker] = self.real[base]  # its size; never written as it is
             self.shapes[marker] = self.shapes[base]
         return self._placeholder(self._scaled[key])
+
+    def joined(self, parts, shapes) -> np.ndarray:
+        """The placeholder of the weights of ``parts`` stacked along their first axis: made when
+        written, like the weights. A part: a stand-in's placeholder, or a constant's bytes (uint8)
+        holding a float32 weight of its shape in ``shapes``."""
+        markers = tuple(self._marker_of(data, shape) for data, shape in zip(parts, shapes, strict=True))
+        if markers not in self._joined:
+            marker = len(self.real)
+            self._joined[markers] = marker
+            self._joins[marker] = markers
+            shape = (sum(self.shapes[m][0] for m in markers), *self.shapes[markers[0]][1:])
+            self.real[marker] = np.broadcast_to(np.float32(0), shape)  # its size; never written as it is
+            self.shapes[marker] = shape
+        return self._placeholder(self._joined[markers])
+
+    def _marker_of(self, data: np.ndarray, shape) -> int:
+        if id(data) in self._placeholders:
+            return self._placeholders[id(data)]
+        marker = len(self.real)
+        self.real[marker] = data.view(np.float32).reshape(shape)  # a view of the constant's bytes
+        self.shapes[marker] = tuple(shape)
+        return marker
 
     def digest(self, data: np.ndarray, digest) -> bytes:
         """``digest(content(data))``, computed once per stand-in."""

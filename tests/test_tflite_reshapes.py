@@ -17,7 +17,7 @@ from jax import lax
 import noxla
 import noxla.export
 from noxla.runtimes import tflite_op_names
-from noxla.tflite_reshapes import _pairs_alike, _shape
+from noxla.tflite_reshapes import _pairs_alike, static_shape
 
 RNG = np.random.default_rng(0)
 
@@ -45,11 +45,11 @@ def test_dynamic_and_unranked_shapes_are_not_rewritten():
     from tensorflow.lite.python import schema_py_generated as schema
     tensor = schema.TensorT()
     tensor.shape, tensor.shapeSignature, tensor.hasRank = np.array([1, 8], np.int32), np.array([-1, 8], np.int32), True
-    assert _shape(tensor) is None
+    assert static_shape(tensor) is None
     tensor.shapeSignature = np.array([1, 8], np.int32)
-    assert _shape(tensor) == (1, 8)
+    assert static_shape(tensor) == (1, 8)
     tensor.shape, tensor.shapeSignature, tensor.hasRank = np.array([], np.int32), None, False
-    assert _shape(tensor) is None
+    assert static_shape(tensor) is None
 
 
 def attention(q, k, v, mask):
