@@ -90,6 +90,8 @@ def _converted_first(dtype, lhs_dtype, rhs_dtype, out_dtype) -> bool:
 
 
 # keras-hub's attention products over repeated KV heads: (scores: queries . keys, values: values . probabilities).
+# [n, h, d] = [3, 4, 5]: an output projection's weight, per head and head feature.
+WEIGHT_HND = np.random.default_rng(7).standard_normal((3, 4, 5)).astype(np.float32)
 GQA_SCORES, GQA_VALUES = (((4,), (3,)), ((0, 2), (0, 2))), (((1,), (4,)), ((0, 2), (1, 2)))
 
 
@@ -122,6 +124,12 @@ GQA_SCORES, GQA_VALUES = (((4,), (3,)), ((0, 2), (0, 2))), (((1,), (4,)), ((0, 2
         q, jnp.repeat(k, 4, axis=2), (((3,), (3,)), ((0, 2), (0, 2)))), f32(1, 3, 4, 8), f32(1, 6, 1, 8)),
     case("two_contracting_dims", lambda a, b: lax.dot_general(a, b, (((0, 2), (1, 0)), ((), ()))),
          f32(3, 2, 4), f32(4, 3, 5)),
+    # The pairs listed out of the computed operand's order, the other a weight: the weight is
+    # transposed (folded), not the operand (keras-hub's attention output projection).
+    case("contracting_pairs_reordered_for_weight", lambda a: lax.dot_general(
+        a, WEIGHT_HND, (((3, 2), (1, 0)), ((), ()))), f32(1, 2, 3, 4)),
+    case("contracting_pairs_reordered_for_weight_lhs", lambda a: lax.dot_general(
+        WEIGHT_HND, a, (((1, 0), (3, 2)), ((), ()))), f32(1, 2, 3, 4)),
     case("attention_einsum", lambda q, k: jnp.einsum("bqhd,bkhd->bhqk", q, k),
          f32(2, 3, 4, 5), f32(2, 6, 4, 5)),
     # probs @ v: v is read transposed (adj_y) instead of through a Transpose.
@@ -169,7 +177,26 @@ def lower_dot_general(ctx, lhs, rhs, *, dimension_numbers, precision=None,
     grouped = grouped_query.plan(ctx)
     if grouped is not None:
         return _grouped_product(ctx, lhs, rhs, grouped)
-    return _dot(ctx, lhs, rhs, *ctx.avals_in, dimension_numbers, ctx.out_shape())
+    return _dot(ctx, lhs, rhs, *ctx.avals_in, _computed_operand_in_order(ctx, dimension_numbers), ctx.out_shape())
+
+
+def _computed_operand_in_order(ctx, dimension_numbers):
+    """The contracting axis pairs in the order the computed operand holds its axes, when the other
+    operand is a constant: the product is the same sum over the same pairs, and the constant's
+    Transpose is folded where the computed one's would run (keras-hub's attention output,
+    einsum("btnh,nhd->btd") written with the pairs as (h, n): a TRANSPOSE per layer)."""
+    (lhs_contract, rhs_contract), batch = dimension_numbers
+    if len(lhs_contract) < 2:
+        return dimension_numbers
+    constant = [ctx.is_constant(atom) for atom in ctx.eqn.invars[:2]]
+    if constant == [False, True]:
+        held = lhs_contract
+    elif constant == [True, False]:
+        held = rhs_contract
+    else:
+        return dimension_numbers
+    order = sorted(range(len(held)), key=lambda i: held[i])
+    return ((tuple(lhs_contract[i] for i in order), tuple(rhs_contract[i] for i in order)), batch)
 
 
 def _grouped_product(ctx, lhs, rhs, plan: grouped_query.Plan):

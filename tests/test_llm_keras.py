@@ -105,7 +105,7 @@ def test_keras_hub_decode_step_moves_no_cache(family, tmp_path):
     the decode step (a SmolLM-135M-shaped keras-hub Llama ran 4.9x the hand-written decoder's
     time). The caches go from the inputs to their DYNAMIC_UPDATE_SLICE and from there to the
     outputs and to BATCH_MATMUL only; no op broadcasts, packs, transposes or slices a tensor of a
-    cache's size."""
+    cache's size, and no op transposes at all."""
     from ai_edge_litert.interpreter import Interpreter
 
     from noxla import llm
@@ -119,6 +119,9 @@ def test_keras_hub_decode_step_moves_no_cache(family, tmp_path):
              and cache_size in (int(np.prod(op[1])), int(np.prod(op[2])))]
     assert not moved, moved
     assert not [op for op in ops if op[0] in ("BROADCAST_TO", "TILE")], ops
+    # Nor does any op transpose: the attention output's projection contracts (heads, head_dim) in
+    # the activation's own order, its weight transposed instead (linalg._computed_operand_in_order).
+    assert "TRANSPOSE" not in [op[0] for op in ops], ops
 
 
 @pytest.mark.slow
