@@ -269,7 +269,12 @@ add_complex(lax.dot_general_p, _dot_general_signature,
                  i8(3, 4), f32(4, 2), f32(4, 2)),
             case("complex_times_float", _parts_of(lambda a, b, c: lax.dot_general(_z(a, b), c, (((0,), (1,)), ((),
                                                                                                               ())))),
-                 f32(4, 3), f32(4, 3), f32(2, 4)))
+                 f32(4, 3), f32(4, 3), f32(2, 4)),
+            # Two contracting pairs, listed out of the operands' order (found by JAX's harnesses:
+            # the real rule asked whether an operand is a constant, here an equation's part).
+            case("complex_two_contracting_dims", _parts_of(lambda a, b, c, d: lax.dot_general(
+                _z(a, b), _z(c, d), (((2, 1), (1, 2)), ((0,), (0,))))),
+                 f32(1, 3, 4), f32(1, 3, 4), f32(1, 4, 3), f32(1, 4, 3)))
 
 
 # ----------------------------------------------------------------------------- componentwise and calls

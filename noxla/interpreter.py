@@ -248,8 +248,11 @@ class LoweringContext:
 
     def is_constant(self, atom) -> bool:
         """Whether an (already lowered) operand derives from weights and literals only: the
-        converters fold whatever a rule computes from it."""
-        return isinstance(atom, core.Literal) or id(self.value(atom)) in self.lowering._constant_derived
+        converters fold whatever a rule computes from it. Without the enclosing jaxpr's values (a
+        rule applied to an equation's parts, as complex numbers' rules do), only a literal is."""
+        if isinstance(atom, core.Literal):
+            return True
+        return self.scope is not None and id(self.value(atom)) in self.lowering._constant_derived
 
     @property
     def aval_out(self):
