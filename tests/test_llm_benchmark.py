@@ -38,11 +38,11 @@ def test_table_holds_the_command_ratios_and_failures():
               "tokens": {"jax": [5, 6, 7], "noxla": [5, 6, 7], "litert-torch": [5, 9, 7]}}
     table = llm_benchmark.report(result, "python3 tools/llm_benchmark.py --config tiny")
     assert "Command: `python3 tools/llm_benchmark.py --config tiny`" in table
-    assert "| export time, fresh process (s) | 10 | 40 | 0.25 |" in table
-    assert "| peak memory (MB) | 500 | 2e+03 | 0.25 |" in table
+    assert "| export time, fresh process (s) | 10 | 40 | 0.250 |" in table
+    assert "| peak memory (MB) | 500 | 2e+03 | 0.250 |" in table
     # prefill throughput: 16 tokens in 2 ms; its ratio is the inverse of the latency ratio.
-    assert "| LiteRT prefill_16, 1 thread(s): tokens/s | 8e+03 | 4e+03 | 2 |" in table
-    assert "| LiteRT decode, 1 thread(s): ms/token | 1 | 1.25 | 0.8 |" in table
+    assert "| LiteRT prefill_16, 1 thread(s): tokens/s | 8e+03 | 4e+03 | 2.000 |" in table
+    assert "| LiteRT decode, 1 thread(s): ms/token | 1 | 1.25 | 0.800 |" in table
     assert "| greedy tokens = JAX's (leading) | 3/3 | 1/3 | each other: 1/3 |" in table
     result["exports"]["litert-torch"]["failure"] = "boom"
     table = llm_benchmark.report(result, "python3 tools/llm_benchmark.py --config tiny")
@@ -86,5 +86,5 @@ def test_engine_ratio_is_the_median_of_per_round_ratios_with_quartiles():
                              "litert-torch": {"prefill_ms": 3.0, "decode_ms_per_token": 2.0, "decode_s": [0.1] * 5},
                              "decode_ratio": 0.75, "decode_ratio_quartiles": [0.7, 0.8]}}}
     table = llm_benchmark.report(result, "cmd")
-    assert "| LiteRT-LM engine decode, 4 thread(s): ms/token | 1.5 | 2 | 0.75 |" in table
+    assert "| LiteRT-LM engine decode, 4 thread(s): ms/token | 1.5 | 2 | 0.750 |" in table
     assert "| per-round decode ratios, 4 thread(s): quartiles over 5 rounds | | | 0.700 to 0.800 |" in table

@@ -299,7 +299,9 @@ def report(r: dict, command: str) -> str:
     lines += ["| | " + " | ".join(names) + " | noxla / litert-torch |", "| --- | --- | --- | --- |"]
 
     def row(label, values, ratio=None, digits=3):
-        lines.append(f"| {label} | " + " | ".join(fmt(v, digits) for v in values) + f" | {fmt(ratio)} |")
+        # Ratios to three decimals: three significant digits showed 1.004 and 0.9996 both as "1".
+        shown = "—" if ratio is None else f"{ratio:.3f}"
+        lines.append(f"| {label} | " + " | ".join(fmt(v, digits) for v in values) + f" | {shown} |")
 
     def div(a, b):
         return a / b if a is not None and b else None
