@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import importlib.util
 
-from noxla.tflite_merge import opcode_index, share_constant_buffers
-
 # mode -> (the ai_edge_quantizer.recipe function, what it stores)
 QUANTIZER_MODES = {
     "int8": ("dynamic_wi8_afp32", "int8 weights, per output channel"),
@@ -81,6 +79,7 @@ def quantize_tflite(data: bytes, quantize: str) -> bytes:
     from ai_edge_quantizer import quantizer, recipe
     from tensorflow.lite.tools import flatbuffer_utils
 
+    from noxla.tflite_merge import share_constant_buffers  # noxla.errors imports the rules, and TF
     model = flatbuffer_utils.read_model_from_bytearray(data)
     _unique_tensor_names(model)
     _embedding_lookups(model)
@@ -122,6 +121,8 @@ def _embedding_lookups(model) -> None:
     dimensions, int32 indices of rank 1) into EMBEDDING_LOOKUP, which computes the same
     (``out[i] = table[ids[i]]``) and which the quantizer's recipes quantize."""
     from tensorflow.lite.python import schema_py_generated as schema
+
+    from noxla.tflite_merge import opcode_index
     opcodes = model.operatorCodes
     gathers = {i for i, c in enumerate(opcodes)
                if max(c.builtinCode, c.deprecatedBuiltinCode) == schema.BuiltinOperator.GATHER}

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import copy
 
-from noxla.tflite_merge import opcode_index
-
 # TFLite's ActivationFunctionType -> the builtin that applies it on its own.
 _ACTIVATION_OPS = {1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH"}
 
@@ -20,6 +18,8 @@ def unfuse_transpose_conv_activations(model) -> int:
     and LiteRT.js 2.5.3's delegate takes versions up to 3 ("Max version supported: 3. Requested
     version 4"): the VAE decoder's two transposed convolutions left the GPU, and everything after them."""
     from tensorflow.lite.python import schema_py_generated as schema
+
+    from noxla.tflite_merge import opcode_index  # noxla.errors imports the rules, and TF
     ops = schema.BuiltinOperator
     codes = model.operatorCodes
     rewritten = 0
@@ -60,6 +60,8 @@ def copy_passthrough_outputs(model) -> int:
     (LiteRT returns the input)."""
     import numpy as np
     from tensorflow.lite.python import schema_py_generated as schema
+
+    from noxla.tflite_merge import opcode_index
     graph = model.subgraphs[0]
     inputs = set(graph.inputs if graph.inputs is not None else [])
     copied = 0
