@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -362,7 +363,7 @@ def run(args) -> dict:
     from tests import tiny_llama
     config = configs()[args.config]
     params = tiny_llama.init_params(config, SEED)
-    work = args.work or tempfile.mkdtemp(prefix="noxla-llmbench-")
+    work = args.work
     os.makedirs(work, exist_ok=True)
     weights = os.path.join(work, "weights.npz")
     np.savez(weights, **flat_weights(params))
@@ -518,7 +519,14 @@ def main(argv=None) -> int:
         return 0
     args = parse_args(argv)
     command = "python3 tools/llm_benchmark.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-    table = report(run(args), command)
+    scratch = None
+    if args.work is None:  # the exports, bundles and LiteRT-LM's weight caches: 4 GB at 135M's shapes
+        args.work = scratch = tempfile.mkdtemp(prefix="noxla-llmbench-")
+    try:
+        table = report(run(args), command)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "a" if args.append else "w") as f:
         f.write(table + "\n")

@@ -94,6 +94,14 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-ms", type=float, default=50.0)
     parser.add_argument("--warmup-ms", type=float, default=500.0)
     args = parser.parse_args(argv)
+    work = tempfile.mkdtemp(prefix="lowering_ab_")  # three exports and bundles: GBs at 135M's shapes
+    try:
+        return compare(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def compare(args, work: str) -> int:
     import jax
     import llm_benchmark as lb
     import numpy as np
@@ -104,7 +112,6 @@ def main(argv=None) -> int:
     config = lb.configs()[args.config]
     params = tiny_llama.init_params(config, seed=lb.SEED)
     lay = lb.layout(config, args.cache)
-    work = tempfile.mkdtemp(prefix="lowering_ab_")
     paths = {name: export(config, params, lay, os.path.join(work, f"{name}.tflite"),
                           None if name == "on" else args.switch, args.prefill)
              for name in ("on", "off")}
