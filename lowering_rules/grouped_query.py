@@ -42,7 +42,6 @@ class Plan:
     permutation: tuple
 
 
-
 def repeated(ctx, atom):
     """(x, axis, groups) when ``atom`` is ``jnp.repeat(x, groups, axis)`` as JAX spells it for a
     scalar count (a new axis after ``axis`` broadcast to ``groups``, merged into ``axis``) and

@@ -45,7 +45,6 @@ def _float32(atom) -> bool:
     return isinstance(dtype, np.dtype) and dtype == np.float32
 
 
-
 def _only_use(ctx, atom) -> bool:
     """Whether ``atom`` is read by one equation only: its ops then go unused once replaced."""
     return ctx.uses(atom) == 1

@@ -129,10 +129,10 @@ def _join(model, graph, ops, buffer: int) -> None:
     joined.inputs, joined.outputs = inputs, [out]
     joined.builtinOptions = copy.copy(ops[0].builtinOptions)
     made = [joined]
-    offset = 0
+    offset, slice_code = 0, opcode_index(model, schema.BuiltinOperator.SLICE)
     for op, n in zip(ops, rows):
         part = schema.OperatorT()
-        part.opcodeIndex = opcode_index(model, schema.BuiltinOperator.SLICE)
+        part.opcodeIndex = slice_code
         begin = int32_constant(model, graph, [0] * (len(shape) - 1) + [offset])
         size = int32_constant(model, graph, shape[:-1] + [n])
         part.inputs, part.outputs = [out, begin, size], [int(op.outputs[0])]

@@ -187,19 +187,9 @@ class WeightStubs:
         marker = self._placeholders.get(id(data))
         if marker is None:
             return np.ascontiguousarray(data).reshape(-1).view(np.uint8)[positions]
-        return self._sample(marker, positions)
-
-    def _sample(self, marker: int, positions: np.ndarray) -> np.ndarray:
-        if marker in self._joins:
-            sampled, start = np.empty(len(positions), np.uint8), 0
-            for part in self._joins[marker]:
-                inside = (positions >= start) & (positions < start + self.real[part].nbytes)
-                sampled[inside] = self._sample(part, positions[inside] - start)
-                start += self.real[part].nbytes
-            return sampled
         base, scales = self._scales.get(marker, (marker, ()))
-        if base in self._joins:  # not made by noxla's passes (joins come last): the whole weight
-            return np.ascontiguousarray(self._weight(marker)).reshape(-1).view(np.uint8)[positions]
+        if base in self._joins:  # joined after every fold, so never sampled by noxla: made whole
+            return self.content(data)[positions]
         array = self.real[base]
         held = array.T if base in self.transposed else array
         size = array.dtype.itemsize
