@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import tensorflow as tf
 from jax import lax
 from jax.ad_checkpoint import checkpoint_name
 from jax.experimental.layout import Layout, with_layout_constraint
@@ -17,6 +16,7 @@ from jax.sharding import AxisType, NamedSharding, PartitionSpec, SingleDeviceSha
 
 from lowering_rules.cases import boolean, case, f32, i32
 from lowering_rules.jax_compat import lax_internal, pjit  # reshard_p, layout_constraint_p, tie_p: not in jax.extend
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
 
 

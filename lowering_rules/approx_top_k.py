@@ -15,12 +15,12 @@ can see, so the cases here hold distinct values.
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import case, f16, f32
 from lowering_rules.dtype_support import FLOATS, dtypes
 from lowering_rules.jax_compat import ann
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
 from lowering_rules.sorting import Rows, stable_order, too_long
 

@@ -7,11 +7,11 @@ limb arithmetic (``lowering_rules/limbs.py``). JAX's uniform sampler ends in suc
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules import limb_values
 from lowering_rules.cases import case, u32
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
 

@@ -8,7 +8,6 @@ wrapped back.
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules import limb_values, limbs
@@ -21,6 +20,7 @@ from lowering_rules.helpers import (
     powers_of_two,
     wrap_to,
 )
+from lowering_rules.lazy_tensorflow import op, tf
 from lowering_rules.registry import Limitation, Target, lowering
 
 # Bit manipulation is built for integers of at most 32 bits (32-bit masks, powers-of-two tables).
@@ -178,8 +178,8 @@ def _bitwise_rule(combine_bits, combine_bools):
 
 
 for _prim, _combine_bits, _combine_bools, _jax_fn in (
-        (lax.and_p, _and_bits, tf.logical_and, lax.bitwise_and),
-        (lax.or_p, _or_bits, tf.logical_or, lax.bitwise_or),
+        (lax.and_p, _and_bits, op("logical_and"), lax.bitwise_and),
+        (lax.or_p, _or_bits, op("logical_or"), lax.bitwise_or),
         (lax.xor_p, _xor_bits, _logical_xor, lax.bitwise_xor)):
     lowering(_prim, dtypes=_AT_MOST_32_BITS, limitations=[_WEBGPU_BITS], cases=[
         case("bool", _jax_fn, np.array([True, True, False, False]), np.array([True, False, True, False])),

@@ -14,11 +14,11 @@ import tempfile
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 
 from lowering_rules.cases import case, f32, i32
 from lowering_rules.helpers import tf_dtype
-from lowering_rules.jax_compat import call_tf_p
+from lowering_rules.jax_compat import CALL_TF
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
 
 WEIGHT = np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3)
@@ -114,7 +114,7 @@ def _call_in_graph(call, args):
                                           return_elements=[t.name for t in frozen.outputs], name="inlined")
 
 
-@lowering(call_tf_p, cases=[
+@lowering(CALL_TF, cases=[
     case("cos_then_sin", _cos_then_sin, f32(3, 4)),
     case("pytree_int_and_matmul", _pytree, f32(2, 4), i32(5)),
     case("tf_function", lambda x: _call_tf(tf.function(lambda y: tf.nn.relu(y) * 3.0, autograph=False))(x) - x,

@@ -16,11 +16,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import c64, case, f32, i8, i32
 from lowering_rules.complex_values import ComplexPair, part_dtype
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import (
     COMPONENTWISE,
     PASS_THROUGH,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
+
+from lowering_rules.lazy_tensorflow import tf
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 from jax.extend import core as jax_core
 
 from lowering_rules.cases import case, f16, f32, i32
 from lowering_rules.helpers import lowering_for_webgpu, tf_dtype
 from lowering_rules.jax_compat import api_util, core, is_constant_dim, linear_util
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import Target
 

@@ -15,12 +15,12 @@ import itertools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import case, f16, f32, flax_linen, i8, i32
 from lowering_rules.fusion import FastVariant, zero_pad
 from lowering_rules.helpers import axis_slice, compute_dtype, dilated_size, interior_pad, pad_or_crop, size_vector
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Limitation, register
 from lowering_rules.vocabulary import Target
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules import linalg_factor
 from lowering_rules.cases import case, f32
 from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.helpers import axis_slice
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.matrices import cols as _cols
 from lowering_rules.matrices import eye_like as _eye_like
 from lowering_rules.matrices import index as _index

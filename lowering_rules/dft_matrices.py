@@ -3,9 +3,9 @@ by one on the last axis (fft.py's lowering and the power-spectrum pattern in pow
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 
 from lowering_rules.helpers import size_vector
+from lowering_rules.lazy_tensorflow import tf
 
 
 def on_last_axis(x, dims, matrix):

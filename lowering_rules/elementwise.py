@@ -19,7 +19,6 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules import fusion, limb_values, rope, words
@@ -40,6 +39,7 @@ from lowering_rules.helpers import (
     wrap_to,
     wrapped,
 )
+from lowering_rules.lazy_tensorflow import op, tf
 from lowering_rules.registry import Target, lowering
 
 NAN, INF = float("nan"), float("inf")
@@ -293,10 +293,10 @@ def _unary_cases(fn, low=None, high=None, edges=(), f16_case=True, i32_case=Fals
 UNARY = {
     lax.neg_p: (negative, _unary_cases(lax.neg, edges=[0.0, -0.0, INF, NAN], i32_case=True)),
     lax.sign_p: (sign, _unary_cases(lax.sign, edges=[0.0, -0.0, INF, -INF, NAN, -3.0], i32_case=True)),
-    lax.floor_p: (tf.floor, _unary_cases(lax.floor, edges=[-0.5, 0.5, -1.0, INF, NAN, 1e30])),
-    lax.ceil_p: (tf.math.ceil, _unary_cases(lax.ceil, edges=[-0.5, 0.5, -1.0, INF, NAN, 1e30])),
-    lax.is_finite_p: (tf.math.is_finite, _unary_cases(lax.is_finite, edges=[0.0, INF, -INF, NAN, 3e38])),
-    lax.abs_p: (tf.abs, _unary_cases(lax.abs, edges=[-0.0, -INF, NAN], i32_case=True, poly=True)),
+    lax.floor_p: (op("floor"), _unary_cases(lax.floor, edges=[-0.5, 0.5, -1.0, INF, NAN, 1e30])),
+    lax.ceil_p: (op("math.ceil"), _unary_cases(lax.ceil, edges=[-0.5, 0.5, -1.0, INF, NAN, 1e30])),
+    lax.is_finite_p: (op("math.is_finite"), _unary_cases(lax.is_finite, edges=[0.0, INF, -INF, NAN, 3e38])),
+    lax.abs_p: (op("abs"), _unary_cases(lax.abs, edges=[-0.0, -INF, NAN], i32_case=True, poly=True)),
     lax.square_p: (square, _unary_cases(lax.square, edges=[1e20, -INF, NAN], i32_case=True)),
     lax.asin_p: (asin, _unary_cases(lax.asin, low=-1, high=1, edges=[1.0, -1.0, 0.0, 1.5, NAN, 1e-20])),
     lax.acos_p: (acos, _unary_cases(lax.acos, low=-1, high=1, edges=[1.0, -1.0, 0.0, 1.5, NAN])),
@@ -308,9 +308,9 @@ UNARY = {
                                                                       3e38, -3e38, -INF])),
     lax.acosh_p: (acosh, _unary_cases(lax.acosh, low=1, high=10, edges=[1.0, 1.0001, 0.5, 1e20, INF, NAN, 3e38])),
     lax.atanh_p: (atanh, _unary_cases(lax.atanh, low=-0.99, high=0.99, edges=[0.0, 1e-20, 1.0, -1.0, 2.0, 0.999, NAN])),
-    lax.stop_gradient_p: (tf.identity, [case("f32", lax.stop_gradient, f32(3, 4)),
+    lax.stop_gradient_p: (op("identity"), [case("f32", lax.stop_gradient, f32(3, 4)),
                                         case("i32", lax.stop_gradient, i32(3))]),
-    lax.copy_p: (tf.identity, [case("f32", jnp.copy, f32(3, 4)), case("bool", jnp.copy, boolean(2, 2))]),
+    lax.copy_p: (op("identity"), [case("f32", jnp.copy, f32(3, 4)), case("bool", jnp.copy, boolean(2, 2))]),
 }
 
 TRANSCENDENTAL = {
@@ -320,12 +320,12 @@ TRANSCENDENTAL = {
                               edges=[1e-8, -1e-8, 0.0, -1.0, -2.0, INF, 1e30, NAN, 3e38])),
     lax.expm1_p: (expm1, _unary_cases(lax.expm1, low=-5, high=5,
                                       edges=[1e-8, -1e-8, 0.0, -INF, INF, 88.0, -30.0, NAN, 88.7])),
-    lax.tanh_p: (tf.tanh, _unary_cases(lax.tanh, edges=[0.0, 20.0, -20.0, INF, NAN])),
-    lax.logistic_p: (tf.sigmoid, _unary_cases(lax.logistic, edges=[0.0, 50.0, -50.0, INF, -INF, NAN])),
-    lax.sin_p: (tf.sin, _unary_cases(lax.sin, edges=[0.0, 3.14159265, 100.0, INF, NAN], poly=True)),
-    lax.cos_p: (tf.cos, _unary_cases(lax.cos, edges=[0.0, 3.14159265, 100.0, INF, NAN])),
+    lax.tanh_p: (op("tanh"), _unary_cases(lax.tanh, edges=[0.0, 20.0, -20.0, INF, NAN])),
+    lax.logistic_p: (op("sigmoid"), _unary_cases(lax.logistic, edges=[0.0, 50.0, -50.0, INF, -INF, NAN])),
+    lax.sin_p: (op("sin"), _unary_cases(lax.sin, edges=[0.0, 3.14159265, 100.0, INF, NAN], poly=True)),
+    lax.cos_p: (op("cos"), _unary_cases(lax.cos, edges=[0.0, 3.14159265, 100.0, INF, NAN])),
     lax.tan_p: (tan, _unary_cases(lax.tan, low=-1.5, high=1.5, edges=[0.0, 1.0, -1.0, INF, NAN])),
-    lax.sqrt_p: (tf.sqrt, _unary_cases(lax.sqrt, low=0, high=100, edges=[0.0, -1.0, INF, NAN, 1e-30])),
+    lax.sqrt_p: (op("sqrt"), _unary_cases(lax.sqrt, low=0, high=100, edges=[0.0, -1.0, INF, NAN, 1e-30])),
     lax.cbrt_p: (cbrt, _unary_cases(lax.cbrt, low=-100, high=100, edges=[0.0, 8.0, -27.0, INF, -INF, NAN, 1e-30])),
 }
 
@@ -416,7 +416,7 @@ def _atan2(y, x):
 
 # Primitive: (TF lowering, cases).
 BINARY = {
-    lax.add_p: (tf.math.add, [
+    lax.add_p: (op("math.add"), [
         case("f32", lax.add, f32(3, 4), f32(3, 4)),
         case("i32_wraps", lax.add, np.array([2 ** 31 - 1, -5], np.int32), np.array([1, 3], np.int32)),
         case("f16", lax.add, f16(3, 4), f16(3, 4)),
@@ -425,10 +425,10 @@ BINARY = {
         case("poly", lax.add, f32(3, 4), f32(3, 4), polymorphic_shapes=("(b, 4)", "(b, 4)")),
         case("scalar_literal", lambda x: x + 1.0, f32(1, 3))]),
     # The sum of two cotangents in every gradient (jax._src.ad_util).
-    "add_any": (tf.math.add, [
+    "add_any": (op("math.add"), [
         case("grad_of_product", jax.grad(lambda x: (jnp.sin(x) * x).sum()), f32(3, 4)),
         case("grad_of_square", jax.grad(lambda x: (x * x * 3.0).sum()), f32(5))]),
-    lax.sub_p: (tf.math.subtract, [
+    lax.sub_p: (op("math.subtract"), [
         case("f32", lax.sub, f32(3, 4), f32(3, 4)),
         case("i32_wraps", lax.sub, np.array([-(2 ** 31), 5], np.int32), np.array([1, 3], np.int32)),
         case("f16", lax.sub, f16(3, 4), f16(3, 4)),
@@ -450,7 +450,7 @@ BINARY = {
 
 
 def _compare(tf_fn):
-    ordering = tf_fn not in (tf.equal, tf.not_equal)
+    ordering = tf_fn.__name__ not in ("equal", "not_equal")
 
     def lower(ctx, x, y):
         dtype = np.dtype(ctx.avals_in[0].dtype)
@@ -467,12 +467,12 @@ def _compare(tf_fn):
 
 
 COMPARISONS = {
-    lax.eq_p: (tf.equal, lax.eq),
-    lax.ne_p: (tf.not_equal, lax.ne),
-    lax.lt_p: (tf.less, lax.lt),
-    lax.le_p: (tf.less_equal, lax.le),
-    lax.gt_p: (tf.greater, lax.gt),
-    lax.ge_p: (tf.greater_equal, lax.ge),
+    lax.eq_p: (op("equal"), lax.eq),
+    lax.ne_p: (op("not_equal"), lax.ne),
+    lax.lt_p: (op("less"), lax.lt),
+    lax.le_p: (op("less_equal"), lax.le),
+    lax.gt_p: (op("greater"), lax.gt),
+    lax.ge_p: (op("greater_equal"), lax.ge),
 }
 
 def lower_add(ctx, x, y):
@@ -690,16 +690,15 @@ def _fast_or(fast, exact):
     return lower
 
 
-_EXACT_WIDER = {tf.int8: tf.int32, tf.int16: tf.int32, tf.uint8: tf.int32, tf.uint16: tf.int32,
-                tf.uint32: tf.int64}
+_EXACT_WIDER = {"int8": "int32", "int16": "int32", "uint8": "int32", "uint16": "int32", "uint32": "int64"}
 
 
 def _extremum(tf_fn, bool_fn):
     def lower(ctx, x, y):
         if x.dtype == tf.bool:
             return bool_fn(x, y)
-        if x.dtype in _EXACT_WIDER:  # TFLite's MAXIMUM/MINIMUM lack narrow and unsigned ints
-            x, y = tf.cast(x, _EXACT_WIDER[x.dtype]), tf.cast(y, _EXACT_WIDER[x.dtype])
+        if x.dtype.name in _EXACT_WIDER:  # TFLite's MAXIMUM/MINIMUM lack narrow and unsigned ints
+            x, y = tf.cast(x, _EXACT_WIDER[x.dtype.name]), tf.cast(y, _EXACT_WIDER[x.dtype.name])
         x, y = wide(x), wide(y)
         result = tf_fn(x, y)
         return as_out(ctx, where_nan_either(x, y, result) if _is_float(x) else result)
@@ -708,8 +707,8 @@ def _extremum(tf_fn, bool_fn):
 
 
 for _prim, _tf_fn, _bool_fn, _jax_fn, _fast, _variant in (
-        (lax.max_p, tf.maximum, tf.logical_or, lax.max, fusion.maximum, fusion.MAXIMUM),
-        (lax.min_p, tf.minimum, tf.logical_and, lax.min, fusion.minimum, fusion.MINIMUM)):
+        (lax.max_p, op("maximum"), op("logical_or"), lax.max, fusion.maximum, fusion.MAXIMUM),
+        (lax.min_p, op("minimum"), op("logical_and"), lax.min, fusion.minimum, fusion.MINIMUM)):
     lowering(_prim, fast=_variant, cases=[
         case("f32", _jax_fn, f32(3, 4), f32(3, 4)),
         case("nan", _jax_fn, np.array([NAN, 1.0, NAN, INF, -INF, 2.0], np.float32),

@@ -15,12 +15,12 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 from jax.extend import core
 
 from lowering_rules.cases import case, f32
 from lowering_rules.helpers import lowering_for_tflite, lowering_for_webgpu
+from lowering_rules.lazy_tensorflow import tf
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,8 @@ import contextvars
 
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
+
+from lowering_rules.lazy_tensorflow import tf
 
 
 def _setting(var: contextvars.ContextVar):
@@ -191,7 +192,15 @@ def _product(dims):
 
 # --- Dtypes ------------------------------------------------------------------------------------
 
-HALF_FLOATS = (tf.float16, tf.bfloat16)
+class DtypeNames(frozenset):
+    """Dtypes named, not made: ``tf.float16 in DtypeNames({"float16"})`` holds, as does numpy's
+    float16, and a module's tables of dtypes need no TensorFlow when it is imported."""
+
+    def __contains__(self, dtype) -> bool:
+        return super().__contains__(getattr(dtype, "name", dtype))
+
+
+HALF_FLOATS = DtypeNames({"float16", "bfloat16"})
 
 
 def wide(x):

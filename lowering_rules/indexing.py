@@ -21,7 +21,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 from jax.extend import core
 
@@ -36,6 +35,7 @@ from lowering_rules.helpers import (
     size_vector,
     where_nan_either,
 )
+from lowering_rules.lazy_tensorflow import op, tf
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
 
@@ -335,9 +335,9 @@ def _element_count(aval):
     return count
 
 
-_REDUCE = {"mul": tf.reduce_prod, "min": tf.reduce_min, "max": tf.reduce_max}
-_COMBINE = {"add": tf.add, "sub": tf.subtract, "mul": tf.multiply,
-            "min": tf.minimum, "max": tf.maximum}
+_REDUCE = {"mul": op("reduce_prod"), "min": op("reduce_min"), "max": op("reduce_max")}
+_COMBINE = {"add": op("add"), "sub": op("subtract"), "mul": op("multiply"),
+            "min": op("minimum"), "max": op("maximum")}
 
 
 def _propagates_nan(kind, dtype) -> bool:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-import tensorflow as tf
 
 from lowering_rules.jax_compat import core as jax_core
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.vocabulary import is_key_dtype, physical_dtype  # noqa: F401  (key_types is where rules look)
 
 

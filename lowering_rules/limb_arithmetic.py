@@ -18,10 +18,9 @@ instead of 2199).
 """
 from __future__ import annotations
 
-import tensorflow as tf
-
 from lowering_rules import limb_values
 from lowering_rules.helpers import lowering_for_tfjs
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.limb_values import Limbs
 
 _LIMB = 1 << 16

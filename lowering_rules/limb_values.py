@@ -27,10 +27,10 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
 
 from lowering_rules.helpers import int32_constant, int_info, tf_dtype, wrap_to
 from lowering_rules.key_types import is_key
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.vocabulary import Limitation, Target
 
 _LIMB = 1 << 16

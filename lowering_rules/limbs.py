@@ -15,7 +15,8 @@ significant bits. From those:
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
+
+from lowering_rules.lazy_tensorflow import tf
 
 _LIMB = 1 << 16
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules import grouped_query, power_spectrum
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32
 from lowering_rules.helpers import kernel_dtype
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
 
 

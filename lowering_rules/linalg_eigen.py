@@ -27,12 +27,12 @@ from __future__ import annotations
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import c64, case, f32
 from lowering_rules.complex_values import ComplexPair, is_complex
 from lowering_rules.dtype_support import NUMERIC, dtypes
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.linalg_factor import (
     hessenberg_reflectors,
     householder_product,

@@ -3,9 +3,9 @@ the matrix, any axes before them are batch dimensions (decompositions, linalg_fa
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 
 from lowering_rules.helpers import axis_slice
+from lowering_rules.lazy_tensorflow import tf
 
 
 def rows(x, start, stop=None):

@@ -18,11 +18,11 @@ rejected there up front (``webgl_word_limitation``).
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import case, i8, i32, u8
 from lowering_rules.dtype_support import INTEGERS, dtypes
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.limb_values import has_word, webgl_word_limitation
 from lowering_rules.limbs import as_word, to_limbs
 from lowering_rules.registry import lowering

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules import fusion
 from lowering_rules.cases import case, f32
 from lowering_rules.dft_matrices import on_last_axis, real_input_matrix
+from lowering_rules.lazy_tensorflow import tf
 
 POWER_SPECTRUM = fusion.FastVariant(
     "a power spectrum real(rfft(x))^2 + imag(rfft(x))^2 multiplied by a constant matrix M (float32) "

@@ -17,7 +17,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules import limb_values
@@ -26,6 +25,7 @@ from lowering_rules.dtype_support import NUMERIC, dtypes
 from lowering_rules.jax_compat import prng as jax_prng
 from lowering_rules.jax_compat import threefry2x32 as jax_threefry
 from lowering_rules.key_types import physical_aval
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.limb_values import Limbs, packed_add, packed_rotate_left, packed_xor
 from lowering_rules.limbs import from_bits, rotate_left_bits, to_bits, xor_bits
 from lowering_rules.registry import lowering

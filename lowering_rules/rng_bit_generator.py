@@ -24,12 +24,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import case, u32
 from lowering_rules.dtype_support import dtypes
 from lowering_rules.helpers import tf_dtype
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.limb_values import webgl_word_limitation
 from lowering_rules.limbs import as_word, from_bits, to_bits, xor_bits
 from lowering_rules.prng import threefry2x32
@@ -68,7 +68,7 @@ def _digit_columns(multiplier: int) -> np.ndarray:
 # (at most 32 terms, each below 2^15), so any summation order is exact.
 _PRODUCT_COLUMNS = np.zeros((64, 14), np.float32)
 _PRODUCT_COLUMNS[:32, :7], _PRODUCT_COLUMNS[32:, 7:] = (_digit_columns(m) for m in _MULTIPLIERS)
-_BYTE_BITS = tf.constant([1 << k for k in range(8)], tf.int32)
+_BYTE_BITS = np.array([1 << k for k in range(8)], np.int32)
 
 
 def _products(x0, x2):

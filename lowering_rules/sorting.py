@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import boolean, case, f16, f32, i32, u8
 from lowering_rules.helpers import is_nan, lowering_for_tfjs
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Limitation, dtype_limitation, lowering
 from lowering_rules.vocabulary import ALL_TARGETS, Target
 

@@ -10,7 +10,6 @@ import math
 from fractions import Fraction
 
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import case, f16, f32
@@ -21,6 +20,7 @@ from lowering_rules.helpers import (
     is_inf,
     is_nan,
 )
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
 
 NAN, INF = float("nan"), float("inf")

@@ -8,7 +8,6 @@ Half-precision operands compute in float32 and round back, as JAX's own lowering
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 from jax import lax
 from jax.scipy import special as jss
 
@@ -16,6 +15,7 @@ from lowering_rules.cases import case, f16, f32
 from lowering_rules.dtype_support import NUMERIC, dtypes
 from lowering_rules.elementwise import exp, log, log1p
 from lowering_rules.helpers import as_out, is_inf, is_nan, wide
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
 from lowering_rules.special import digamma, lgamma
 

@@ -11,14 +11,14 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules import joins, linalg, rope
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.dtype_support import dtypes, gap
-from lowering_rules.helpers import lowering_for_tflite, lowering_for_webgpu, size_vector, tf_dtype
+from lowering_rules.helpers import DtypeNames, lowering_for_tflite, lowering_for_webgpu, size_vector, tf_dtype
 from lowering_rules.jax_compat import device_put_p, dim_as_value_p
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Target, lowering
 
 
@@ -35,21 +35,23 @@ def _reshape(ctx, x, sizes):
 # Exact stand-ins for dtypes some TFLite data-movement kernels lack (every kernel lacks float16;
 # PAD and SPLIT_V also lack bool). Moving values around in a wider type is lossless.
 # TFLite's SplitV (and most of its kernels) have no uint32: Cast to int32 and back wraps exactly.
-_CARRIERS = {tf.float16: tf.float32, tf.bool: tf.int32, tf.uint32: tf.int32, tf.uint16: tf.int32, tf.int16: tf.int32,
-             tf.uint8: tf.int32, tf.int8: tf.int32}
+_CARRIERS = {"float16": "float32", "bool": "int32", "uint32": "int32", "uint16": "int32", "int16": "int32",
+             "uint8": "int32", "int8": "int32"}
 # TFLite's data-movement kernels lack some 8/16-bit integer and uint32 dtypes (the converter refuses
 # them, measured by `python3 -m tests.dtype_sweep tflite`); int32 holds every value (uint32 as bits).
-_NARROW = (tf.int8, tf.uint8, tf.int16, tf.uint16, tf.uint32)
+_NARROW = ("int8", "uint8", "int16", "uint16", "uint32")
 
 
-def _carried(*dtypes):
-    """Runs the rule on operands of ``dtypes`` converted to their carriers, and converts back."""
+def _carried(*names):
+    """Runs the rule on operands of the dtypes ``names`` converted to their carriers, and converts back."""
+    dtypes = DtypeNames(names)
+
     def decorate(lower):
         @functools.wraps(lower)  # keeps the signature: the registry reads the understood parameters
         def carried_lower(ctx, *operands, **params):
             if not any(t.dtype in dtypes for t in operands):
                 return lower(ctx, *operands, **params)
-            widened = [tf.cast(t, _CARRIERS[t.dtype]) if t.dtype in dtypes else t for t in operands]
+            widened = [tf.cast(t, _CARRIERS[t.dtype.name]) if t.dtype in dtypes else t for t in operands]
             outs = lower(ctx, *widened, **params)
             narrowed = [tf.cast(out, tf_dtype(aval.dtype)) for out, aval in
                         zip(outs if isinstance(outs, list) else [outs], ctx.avals_out)]
@@ -111,7 +113,7 @@ BROADCAST_IN_DIM_CASES = [
 
 
 @lowering(lax.broadcast_in_dim_p, cases=BROADCAST_IN_DIM_CASES)
-@_carried(tf.float16, tf.int16, tf.uint16)  # TFLite's SLICE/CONCATENATION lack 16-bit ints
+@_carried("float16", "int16", "uint16")  # TFLite's SLICE/CONCATENATION lack 16-bit ints
 def lower_broadcast_in_dim(ctx, x, *, shape, broadcast_dimensions):
     operand_shape = ctx.avals_in[0].shape
     # Put each operand dimension at its place in the result, size 1 elsewhere; then broadcast.
@@ -204,7 +206,7 @@ TRANSPOSE_CASES = [
 
 
 @lowering(lax.transpose_p, cases=TRANSPOSE_CASES)
-@_carried(tf.float16, tf.int16, tf.uint16, tf.uint32)
+@_carried("float16", "int16", "uint16", "uint32")
 def lower_transpose(ctx, x, *, permutation):
     fused = linalg.transposed_product(ctx, permutation)
     return tf.transpose(x, perm=list(permutation)) if fused is None else fused
@@ -236,7 +238,7 @@ def _runs(axes):
 
 
 @lowering(lax.rev_p, cases=REV_CASES)
-@_carried(tf.float16, tf.bool, tf.int8, tf.uint16, tf.uint32)  # TF.js wasm garbles bool Reverse
+@_carried("float16", "bool", "int8", "uint16", "uint32")  # TF.js wasm garbles bool Reverse
 def lower_rev(ctx, x, *, dimensions):
     # LiteRT's REVERSE_V2 reverses adjacent axes only ("Non-contiguous `axes` not supported" at run
     # time): one Reverse per run of adjacent axes (reversals of different axes commute).
@@ -255,7 +257,7 @@ TILE_CASES = [
 
 
 @lowering(lax.tile_p, cases=TILE_CASES)
-@_carried(tf.float16, tf.uint16, tf.int8, tf.int16, tf.uint32)  # TF's CPU Tile has no uint16 kernel
+@_carried("float16", "uint16", "int8", "int16", "uint32")  # TF's CPU Tile has no uint16 kernel
 def lower_tile(ctx, x, *, reps):
     return tf.tile(x, [int(r) for r in reps])
 
@@ -328,7 +330,7 @@ CONCATENATE_CASES = [
 
 
 @lowering(lax.concatenate_p, cases=CONCATENATE_CASES)
-@_carried(tf.float16, tf.int16, tf.uint16)  # TFLite's SLICE/CONCATENATION lack 16-bit ints
+@_carried("float16", "int16", "uint16")  # TFLite's SLICE/CONCATENATION lack 16-bit ints
 def lower_concatenate(ctx, *xs, dimension):
     rotated = rope.halves_rotation(ctx)
     return tf.concat(list(xs), axis=dimension) if rotated is None else rotated
@@ -358,7 +360,7 @@ STACK_CASES = [
 
 
 @lowering(lax.stack_p, cases=STACK_CASES)
-@_carried(tf.float16, tf.uint16)
+@_carried("float16", "uint16")
 def lower_stack(ctx, *xs, axis):
     return tf.stack(list(xs), axis=axis)
 
@@ -374,7 +376,7 @@ UNSTACK_CASES = [
 
 @lowering(lax.unstack_p, cases=UNSTACK_CASES, dtypes=dtypes(gaps=[
     gap((Target.TFLITE,), {"int64"}, "TFLite's UNPACK has no int64 kernel")]))
-@_carried(tf.float16, tf.uint16, tf.uint32)
+@_carried("float16", "uint16", "uint32")
 def lower_unstack(ctx, x, *, axis):
     return tf.unstack(x, num=ctx.avals_in[0].shape[axis], axis=axis)
 
@@ -392,7 +394,7 @@ SPLIT_CASES = [
 
 
 @lowering(lax.split_p, cases=SPLIT_CASES)
-@_carried(tf.float16, tf.bool, tf.uint32, tf.uint16)
+@_carried("float16", "bool", "uint32", "uint16")
 def lower_split(ctx, x, *, sizes, axis):
     return tf.split(x, size_vector([ctx.dim(s) for s in sizes]), axis=axis, num=len(sizes))
 
@@ -447,7 +449,7 @@ def _every_nth(ctx, x, sizes, axis, stride, kept):
 
 
 @lowering(lax.slice_p, cases=SLICE_CASES)
-@_carried(tf.float16, tf.bool, tf.int16, tf.uint16)  # bool: PAD in _every_nth
+@_carried("float16", "bool", "int16", "uint16")  # bool: PAD in _every_nth
 def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
     found = joins.sliced_part(ctx, start_indices, limit_indices, strides)
     value = None if found is None else ctx.value(found[0])
@@ -467,7 +469,7 @@ def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
 # Carried here, not for every slice: TFLite's STRIDED_SLICE takes these dtypes, its PAD does not,
 # and a carried unit-stride slice leaves its CASTs in the model (a sampling model's uint32 key
 # words: three more operators).
-@_carried(tf.int8, tf.uint8, tf.uint32)
+@_carried("int8", "uint8", "uint32")
 def _strided_slice(ctx, x, *, starts, limits, strides):
     """TF.js wasm's StridedSlice reads non-float32 data as float32 bits when a stride is not 1:
     take the unit-stride window, then every n-th element with reshapes (``_every_nth``)."""
@@ -508,7 +510,7 @@ DYNAMIC_SLICE_CASES = [
 
 
 @lowering(lax.dynamic_slice_p, cases=DYNAMIC_SLICE_CASES)
-@_carried(tf.float16, tf.int16, tf.uint16)
+@_carried("float16", "int16", "uint16")
 def lower_dynamic_slice(ctx, x, *starts, slice_sizes):
     starts = _clamped_starts(ctx, starts, ctx.avals_in[0].shape, slice_sizes)
     if not starts:
@@ -562,8 +564,8 @@ DYNAMIC_UPDATE_SLICE_CASES = [
 # The dtypes TFLite's DYNAMIC_UPDATE_SLICE kernel takes (TF 2.19's converter refuses uint8, int16,
 # uint16 and uint32 for it; measured; every case above runs in LiteRT): the others keep the
 # PAD + SELECT lowering, in their carriers.
-_TFLITE_UPDATE_SLICE_DTYPES = (tf.float32, tf.float16, tf.int32, tf.int64, tf.bool, tf.int8)
-_INT32_SIZED = (tf.int8, tf.uint8, tf.int16, tf.uint16, tf.int32)  # starts the builtin takes as they are
+_TFLITE_UPDATE_SLICE_DTYPES = DtypeNames({"float32", "float16", "int32", "int64", "bool", "int8"})
+_INT32_SIZED = DtypeNames({"int8", "uint8", "int16", "uint16", "int32"})  # starts the builtin takes as they are
 
 
 @lowering(lax.dynamic_update_slice_p, cases=DYNAMIC_UPDATE_SLICE_CASES)
@@ -618,7 +620,7 @@ def _tflite_update_slice(ctx, x, update, starts):
     return gen_xla_ops.xla_dynamic_update_slice(x, update, tf.stack(starts))
 
 
-@_carried(tf.float16, tf.bool, *_NARROW)
+@_carried("float16", "bool", *_NARROW)
 def _selected_update(ctx, x, update, *starts):
     """The update at ``starts`` (already clamped, int32) as PAD + SELECT over the whole operand."""
     operand_shape, update_shape = ctx.avals_in[0].shape, ctx.avals_in[1].shape
@@ -654,7 +656,7 @@ PAD_CASES = [
 
 
 @lowering(lax.pad_p, cases=PAD_CASES)
-@_carried(tf.float16, tf.bool, tf.int8, tf.int16, tf.uint16, tf.uint32)
+@_carried("float16", "bool", "int8", "int16", "uint16", "uint32")
 def lower_pad(ctx, x, padding_value, *, padding_config):
     config = [(int(lo), int(hi), int(interior)) for lo, hi, interior in padding_config]
     sizes = [ctx.dim(d) for d in ctx.avals_in[0].shape]

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules.cases import boolean, case, f16, f32, i32
 from lowering_rules.dtype_support import BOOL, FLOATS, INTEGERS, dtypes
 from lowering_rules.jax_compat import lax_internal
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
 
 _SORTED = np.array([-np.inf, -2.5, -1.0, 0.0, 0.0, 0.5, 3.0, 3.0, np.inf, np.nan], np.float32)

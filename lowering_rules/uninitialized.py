@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import tensorflow as tf
 from jax import lax
 from jax.extend.core import primitives
 
 from lowering_rules.cases import case, f32, i32
 from lowering_rules.jax_compat import lax_internal  # empty_p is not exported
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
 
 

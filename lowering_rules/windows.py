@@ -20,7 +20,6 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-import tensorflow as tf
 from jax import lax
 
 from lowering_rules import fusion
@@ -37,6 +36,7 @@ from lowering_rules.helpers import (
     size_vector,
 )
 from lowering_rules.jax_compat import windowed_reductions
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Limitation, Target, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
 

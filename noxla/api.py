@@ -1,15 +1,21 @@
 """The public API: ``convert``, ``check`` and the ``export_*`` functions."""
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
 from lowering_rules.vocabulary import Target
-from noxla import gradients
+from noxla.checking import full_check
 from noxla.errors import ExportError
-from noxla.export import DEFAULT_SHARD_BYTES, OnStep, export, export_signatures, full_check
 from noxla.tracing import check_callable, trace
+
+if TYPE_CHECKING:
+    from noxla.export import OnStep
+
+# The exporters and the converted callable import TensorFlow; ``check`` needs none, so they are
+# imported when first called (see ``lowering_rules.lazy_tensorflow``).
+DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # noxla.export's (the TF.js converter's); a test keeps them equal
 
 
 def check(fun: Callable, *example_args, target: Target | str = Target.TFLITE,
@@ -48,6 +54,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
     refuse_native_serialization(native_serialization, native_serialization_platforms,
                                 native_serialization_disabled_checks)
     del enable_xla
+    from noxla import gradients
     return gradients.tf_callable(fun, polymorphic_shapes, tuple(polymorphic_constraints), with_gradient, strict)
 
 
@@ -72,6 +79,7 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
     error, and saving skips tracing JAX's VJP (2-5x faster). ``strict``: see ``convert``.
     ``fun`` may instead be ``{signature_key: (function, example_args)}``: one SavedModel with a
     signature per key (see ``export_tflite``; without ``variables``)."""
+    from noxla.export import export, export_signatures
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, polymorphic_shapes)
         if variables is not None or polymorphic_constraints:
@@ -104,6 +112,7 @@ def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=No
     ``shape_buckets`` (``{"b": [1, 8, 32]}``, with ``polymorphic_shapes`` naming those variables):
     one signature per size instead of dynamic dimensions, keyed ``b1``, ``b8``, ``b32`` (LiteRT.js
     runs static shapes only; see noxla.shape_buckets)."""
+    from noxla.export import export, export_signatures
     if shape_buckets is not None:
         if isinstance(fun, Mapping):
             raise ExportError("shape buckets are for one function; give {signature_key: ...} or buckets")
@@ -127,6 +136,7 @@ def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None
     """A TF.js graph model directory (model.json and weight shards of at most ``weight_shard_size_bytes``).
     ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
     ``quantize``: None, "uint8", "uint16" or "float16" weight storage (dequantized when loaded)."""
+    from noxla.export import export
     return export(fun, example_args, tfjs=path, polymorphic_shapes=polymorphic_shapes, overwrite=overwrite,
                   strict=strict, tfjs_quantize=quantize, tfjs_shard_bytes=weight_shard_size_bytes,
                   on_step=on_step).written["tfjs"]

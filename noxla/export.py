@@ -21,12 +21,12 @@ from typing import Callable, Iterator, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from limitations.engine import Report, check_jaxpr
 from lowering_rules.vocabulary import Target
 from noxla import large_tflite
 from noxla import quantize as quantization
+from noxla.checking import require_supported
 from noxla.demo import write_demo
-from noxla.errors import ExportError, UnsupportedError
+from noxla.errors import ExportError
 from noxla.gradients import SAVE_OPTIONS, saved_model_module
 from noxla.interpreter import Weights
 from noxla.lowering import (  # noqa: F401  (part of this module's API)
@@ -48,18 +48,6 @@ from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_
 from noxla.weight_stubs import StubMismatch, WeightStubs, fold_into_stand_ins
 
 DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
-
-
-def full_check(closed_jaxpr, target: Target | str, backstop=TFJS_BACKSTOP) -> Report:
-    """The up-front check as the exporters run it: declarations, dtypes, and for TF.js the op-list
-    backstop (the program lowered once into a scratch graph, or ``backstop``'s own lowering)."""
-    return check_jaxpr(closed_jaxpr, target, tf_ops=backstop)
-
-
-def require_supported(program: Program, target: Target | str, backstop=TFJS_BACKSTOP) -> None:
-    report = full_check(program.closed_jaxpr, target, backstop)
-    if not report.ok:
-        raise UnsupportedError(report)
 
 
 def ensure_writable(path: str, overwrite: bool) -> str:

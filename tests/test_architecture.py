@@ -24,7 +24,7 @@ NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.shape_bucket_cli": 6, 
               "noxla.verify": 3,
               "noxla.llm_keras": 4, "noxla.demo": 3, "noxla.litertjs_page": 3, "noxla.export": 4,
               "noxla.llm_quantize": 4,
-              "noxla.tfjs_ops": 3, "noxla.gradients": 3, "noxla.lowering": 2, "noxla.interpreter": 1}
+              "noxla.tfjs_ops": 3, "noxla.checking": 3, "noxla.gradients": 3, "noxla.lowering": 2, "noxla.interpreter": 1}
 # What of noxla the limitations package may read: the user's source line and tracing (for cases).
 # Leaves of the rules package that every layer may use: JAX's internals, the shared vocabulary.
 SHARED_LEAVES = {"lowering_rules.jax_compat", "lowering_rules.vocabulary"}
@@ -170,6 +170,31 @@ def test_importing_noxla_loads_no_test_library():
                             timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_checking_for_tflite_imports_no_tensorflow():
+    """The rules' declarations and the check need no TF (``lowering_rules.lazy_tensorflow``): a
+    rule module reading ``tf`` at its top level, or a check that lowers, fails here. Lowering
+    then imports it on first use."""
+    code = ("import sys, numpy as np, jax.numpy as jnp, noxla, lowering_rules, limitations.table\n"
+            "x = np.ones((2, 3), np.float32)\n"
+            "for target in ('tflite', 'tf', 'litertjs'):\n"
+            "    assert noxla.check(lambda v: jnp.tanh(v @ v.T).max(), x, target=target).ok\n"
+            "print('tensorflow' in sys.modules)\n"
+            "print(noxla.convert(lambda v: jnp.tanh(v) * 2)(x).numpy().sum() > 0, 'tensorflow' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["False", "True", "True"], result.stdout
+
+
+def test_api_shard_size_default_is_the_exporters():
+    import inspect
+
+    from noxla import api, export
+    default = inspect.signature(api.export_tfjs).parameters["weight_shard_size_bytes"].default
+    assert default == api.DEFAULT_SHARD_BYTES == export.DEFAULT_SHARD_BYTES
 
 
 def test_our_deprecation_warnings_fail_and_others_do_not():
