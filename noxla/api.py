@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
 from lowering_rules.vocabulary import Target
-from noxla.checking import full_check
 from noxla.errors import ExportError
+from noxla.preflight import full_check, preflight
 from noxla.tracing import check_callable, trace
 
 if TYPE_CHECKING:
-    from noxla.export import OnStep
+    from noxla.export import Exported
+    from noxla.preflight import OnStep
 
 # The exporters and the converted callable import TensorFlow; ``check`` needs none, so they are
 # imported when first called (see ``lowering_rules.lazy_tensorflow``).
@@ -79,14 +80,14 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
     error, and saving skips tracing JAX's VJP (2-5x faster). ``strict``: see ``convert``.
     ``fun`` may instead be ``{signature_key: (function, example_args)}``: one SavedModel with a
     signature per key (see ``export_tflite``; without ``variables``)."""
-    from noxla.export import export, export_signatures
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, polymorphic_shapes)
         if variables is not None or polymorphic_constraints:
             raise ExportError("variables and polymorphic_constraints take one function, not several signatures")
+        from noxla.export import export_signatures
         return export_signatures(fun, saved_model=path, overwrite=overwrite, strict=strict,
                                  on_step=on_step)["saved_model"]
-    return export(fun, example_args, saved_model=path, polymorphic_shapes=polymorphic_shapes,
+    return _export(fun, example_args, saved_model=path, polymorphic_shapes=polymorphic_shapes,
                   polymorphic_constraints=polymorphic_constraints, saved_model_variables=variables,
                   saved_model_gradient=with_gradient, overwrite=overwrite, strict=strict,
                   on_step=on_step).written["saved_model"]
@@ -112,7 +113,6 @@ def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=No
     ``shape_buckets`` (``{"b": [1, 8, 32]}``, with ``polymorphic_shapes`` naming those variables):
     one signature per size instead of dynamic dimensions, keyed ``b1``, ``b8``, ``b32`` (LiteRT.js
     runs static shapes only; see noxla.shape_buckets)."""
-    from noxla.export import export, export_signatures
     if shape_buckets is not None:
         if isinstance(fun, Mapping):
             raise ExportError("shape buckets are for one function; give {signature_key: ...} or buckets")
@@ -123,9 +123,10 @@ def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=No
         _check_signatures_call(example_args, polymorphic_shapes)
         if representative_data is not None:
             raise ExportError("representative_data is for int8, which several signatures do not take")
+        from noxla.export import export_signatures
         return export_signatures(fun, tflite=path, allow_flex=allow_flex, overwrite=overwrite, strict=strict,
                                  quantize=quantize, tflite_target=target, on_step=on_step)["tflite"]
-    return export(fun, example_args, tflite=path, polymorphic_shapes=polymorphic_shapes, allow_flex=allow_flex,
+    return _export(fun, example_args, tflite=path, polymorphic_shapes=polymorphic_shapes, allow_flex=allow_flex,
                   overwrite=overwrite, strict=strict, quantize=quantize, representative_data=representative_data,
                   tflite_target=target, on_step=on_step).written["tflite"]
 
@@ -136,10 +137,22 @@ def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None
     """A TF.js graph model directory (model.json and weight shards of at most ``weight_shard_size_bytes``).
     ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
     ``quantize``: None, "uint8", "uint16" or "float16" weight storage (dequantized when loaded)."""
-    from noxla.export import export
-    return export(fun, example_args, tfjs=path, polymorphic_shapes=polymorphic_shapes, overwrite=overwrite,
+    return _export(fun, example_args, tfjs=path, polymorphic_shapes=polymorphic_shapes, overwrite=overwrite,
                   strict=strict, tfjs_quantize=quantize, tfjs_shard_bytes=weight_shard_size_bytes,
                   on_step=on_step).written["tfjs"]
+
+
+def _export(fun: Callable, example_args: Sequence, **options) -> Exported:
+    """``noxla.export.export``, after its preflight: a program the check refuses is refused before
+    TensorFlow is imported (``noxla.preflight``)."""
+    paths = {kind: options[kind] for kind in ("tflite", "tfjs", "saved_model") if options.get(kind) is not None}
+    cleared = preflight(fun, example_args, paths, **{k: v for k, v in options.items() if k in _PREFLIGHT_OPTIONS})
+    from noxla.export import export
+    return export(fun, example_args, cleared=cleared, **options)
+
+
+_PREFLIGHT_OPTIONS = ("overwrite", "polymorphic_shapes", "polymorphic_constraints", "allow_flex", "quantize",
+                      "tfjs_quantize", "representative_data", "tflite_target", "on_step")
 
 
 def _check_signatures_call(example_args, polymorphic_shapes) -> None:

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -24,7 +23,6 @@ import tensorflow as tf
 from lowering_rules.vocabulary import Target
 from noxla import large_tflite
 from noxla import quantize as quantization
-from noxla.checking import require_supported
 from noxla.demo import write_demo
 from noxla.errors import ExportError
 from noxla.gradients import SAVE_OPTIONS, saved_model_module
@@ -36,10 +34,19 @@ from noxla.lowering import (  # noqa: F401  (part of this module's API)
     serving_function,
     uses_uint32,
 )
+from noxla.preflight import (  # noqa: F401  (ensure_writable, OnStep, run_step: part of this module's API)
+    Cleared,
+    OnStep,
+    ensure_writable,
+    parse_tflite_target,
+    preflight,
+    require_supported,
+    run_step,
+)
 from noxla.shapes import dim_vars
 from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
 from noxla.tfjs_fusions import check_fused_ops, portable_remapping
-from noxla.tfjs_ops import TFJS_BACKSTOP, backstop_reading
+from noxla.tfjs_ops import backstop_reading
 from noxla.tflite_merge import builtin_code, merge_tflite, merged_model, share_constant_buffers  # noqa: F401  (API)
 from noxla.tflite_projections import join_matrix_vector_projections
 from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
@@ -48,14 +55,6 @@ from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_
 from noxla.weight_stubs import StubMismatch, WeightStubs, fold_into_stand_ins
 
 DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
-
-
-def ensure_writable(path: str, overwrite: bool) -> str:
-    """The absolute path, after refusing to replace an existing output unless asked to."""
-    path = os.path.abspath(os.fspath(path))
-    if os.path.lexists(path) and not overwrite:
-        raise ExportError(f"{path} already exists; pass overwrite=True (CLI: --force) to replace it")
-    return path
 
 
 @contextlib.contextmanager
@@ -404,21 +403,6 @@ def write_tflite(concrete, path: str, allow_flex: bool = False, quantize: str | 
 
 # --------------------------------------------------------------------------- the pipeline
 
-# ``on_step(name, None)`` when a step starts, ``on_step(name, seconds)`` when it has finished.
-OnStep = Callable[[str, "float | None"], None]
-
-
-def run_step(on_step: OnStep | None, name: str, fn: Callable, *args, **kwargs):
-    """``fn(*args, **kwargs)`` reported to ``on_step`` as the step ``name``."""
-    if on_step is None:
-        return fn(*args, **kwargs)
-    on_step(name, None)
-    start = time.perf_counter()
-    result = fn(*args, **kwargs)
-    on_step(name, time.perf_counter() - start)
-    return result
-
-
 def collecting_new_objects_only(fun: Callable) -> Callable:
     """Run ``fun`` with the objects that exist when it starts (TF's, JAX's and noxla's modules:
     half a million after the imports) frozen, i.e. out of the garbage collector's sight, and
@@ -450,9 +434,12 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
            tfjs_quantize: str | None = None, tfjs_shard_bytes: int = DEFAULT_SHARD_BYTES,
            representative_data=None, demo_page: bool = True, polymorphic_constraints: Sequence[str] = (),
            saved_model_variables=None, saved_model_gradient: bool = True,
-           tflite_target: Target | str = Target.TFLITE, on_step: OnStep | None = None) -> Exported:
+           tflite_target: Target | str = Target.TFLITE, on_step: OnStep | None = None,
+           cleared: Cleared | None = None) -> Exported:
     """The one export pipeline, for the API and the CLI: trace once, check every requested target
     up front, lower, then convert and write each output beside its path and rename it into place.
+    ``cleared``: ``noxla.preflight.preflight``'s result for these arguments, when the caller ran it
+    (before importing this module and TensorFlow, so that a refused program costs neither).
 
     The SavedModel is lowered with run-time checks of the inputs against ``polymorphic_shapes``
     (Assert ops); the .tflite and TF.js models without them (neither runs Assert). ``strict``
@@ -475,18 +462,13 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     """
     wanted = {kind: path for kind, path in (("tflite", tflite), ("tfjs", tfjs), ("saved_model", saved_model))
               if path is not None}
-    if not wanted:
-        raise ExportError("nothing to export: give a path for tflite, tfjs or saved_model")
-    quantization.check_mode(quantize, quantization.TFLITE_MODES, "TFLite")
-    quantization.check_mode(tfjs_quantize, quantization.TFJS_MODES, "TF.js")
-    samples = quantization.representative_samples(quantize, representative_data, example_args)
-    for path in wanted.values():  # before any work, so nothing is half-done when one output is in the way
-        ensure_writable(path, overwrite)
-    program = run_step(on_step, "trace", trace, fun, tuple(example_args), polymorphic_shapes,
-                       tuple(polymorphic_constraints))
-    tflite_target = _tflite_target(tflite_target, allow_flex)
-    webgpu = tflite_target == Target.LITERTJS_WEBGPU
-    targets = {"tflite": tflite_target, "tfjs": Target.TFJS, "saved_model": Target.TF}
+    if cleared is None:
+        cleared = preflight(fun, example_args, wanted, overwrite=overwrite, polymorphic_shapes=polymorphic_shapes,
+                            polymorphic_constraints=polymorphic_constraints, allow_flex=allow_flex, quantize=quantize,
+                            tfjs_quantize=tfjs_quantize, representative_data=representative_data,
+                            tflite_target=tflite_target, on_step=on_step)
+    program, targets, samples = cleared.program, cleared.targets, cleared.samples
+    webgpu = targets.get("tflite") == Target.LITERTJS_WEBGPU
     polymorphic = bool(dim_vars(program.in_avals))
     lowered: dict[tuple[bool, bool], object] = {}
     tfjs_own_lowering = "tfjs" in wanted and needs_tfjs_lowering(program)
@@ -505,15 +487,11 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
                                     webgpu=key[2], tflite=key[3])
         return lowered[key]
 
-    for kind in wanted:
-        backstop = TFJS_BACKSTOP
-        if kind == "tfjs":
-            # The backstop reads the ops of the graph the TF.js converter gets, this export's own
-            # lowering (made only once the declarations have passed), instead of lowering the
-            # program once more: strict or not, uint32 carried as int32 or not, those are the ops
-            # the converter sees. A sampling model's lowering is half its cold export.
-            backstop = backstop_reading(program.closed_jaxpr, lambda: concrete_for("tfjs"))
-        require_supported(program, targets[kind], backstop)
+    if "tfjs" in wanted:  # the declarations passed in the preflight; TF.js's op-list backstop is left
+        # It reads the ops of the graph the TF.js converter gets, this export's own lowering,
+        # instead of lowering the program once more: strict or not, uint32 carried as int32 or
+        # not, those are the ops the converter sees. A sampling model's lowering is half its cold export.
+        require_supported(program, Target.TFJS, backstop_reading(program.closed_jaxpr, lambda: concrete_for("tfjs")))
 
     written = {}
     for kind, path in wanted.items():
@@ -578,17 +556,6 @@ def _lone_tflite(program: Program, strict: bool, webgpu: bool, tflite: bool, all
     if not webgpu:
         join_matrix_vector_projections(model, stubs)
     return run_step(on_step, "serialize", large_tflite.serialized, model, stubs=stubs)
-
-
-def _tflite_target(target: Target | str, allow_flex: bool) -> Target:
-    target = Target.parse(target)
-    if target not in (Target.TFLITE, Target.LITERTJS, Target.LITERTJS_WEBGPU):
-        raise ExportError(f"a .tflite runs on tflite, litertjs or litertjs-webgpu, not {target.value}")
-    if allow_flex:
-        if target != Target.TFLITE:
-            raise ExportError("LiteRT.js runs builtin ops only: allow_flex is for LiteRT (target tflite)")
-        return Target.TFLITE_FLEX
-    return target
 
 
 def _write_bytes(data: bytes | list, path: str, overwrite: bool) -> str:
@@ -658,7 +625,7 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
         ensure_writable(path, overwrite)
     written = {}
     if "tflite" in wanted:
-        target = _tflite_target(tflite_target, allow_flex)
+        target = parse_tflite_target(tflite_target, allow_flex)
         webgpu = target == Target.LITERTJS_WEBGPU
         # Only ``frozen_graph_def`` reads the weights' values here: the tensors need not hold them.
         weights = Weights(unread=True)

@@ -31,8 +31,8 @@ from limitations.engine import Report, check_jaxpr
 from limitations.targets import BROWSER_RUNTIMES, RUNTIMES, Target
 from lowering_rules import RULES
 from lowering_rules.cases import ArgSpec, Case, default_tolerance
-from noxla.checking import full_check
 from noxla.export import input_signature, serving_function, tflite_bytes, write_tfjs
+from noxla.preflight import full_check
 from noxla.runtimes import BROWSER_TOLERANCE, BrowserRunner, TfjsRunner, run_tflite
 from noxla.tfjs_ops import backstop_reading
 from noxla.tracing import Program, trace

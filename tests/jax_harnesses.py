@@ -176,7 +176,7 @@ def run_harness(name: str, target: str, run, check, event=_ignore, hp: HarnessPr
 def runner(target: str, scratch: str, tfjs=None):
     """(run, check) for ``target`` in this process."""
     from limitations.targets import Target
-    from noxla.checking import full_check
+    from noxla.preflight import full_check
     from tests.differential import Runtimes
     runtimes = Runtimes(scratch, tfjs)
     base, fast = _target(target)

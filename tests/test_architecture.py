@@ -24,7 +24,8 @@ NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.shape_bucket_cli": 6, 
               "noxla.verify": 3,
               "noxla.llm_keras": 4, "noxla.demo": 3, "noxla.litertjs_page": 3, "noxla.export": 4,
               "noxla.llm_quantize": 4,
-              "noxla.tfjs_ops": 3, "noxla.checking": 3, "noxla.gradients": 3, "noxla.lowering": 2, "noxla.interpreter": 1}
+              "noxla.tfjs_ops": 3, "noxla.preflight": 3, "noxla.gradients": 3, "noxla.lowering": 2,
+              "noxla.interpreter": 1}
 # What of noxla the limitations package may read: the user's source line and tracing (for cases).
 # Leaves of the rules package that every layer may use: JAX's internals, the shared vocabulary.
 SHARED_LEAVES = {"lowering_rules.jax_compat", "lowering_rules.vocabulary"}
@@ -173,13 +174,22 @@ def test_importing_noxla_loads_no_test_library():
 
 
 def test_checking_for_tflite_imports_no_tensorflow():
-    """The rules' declarations and the check need no TF (``lowering_rules.lazy_tensorflow``): a
-    rule module reading ``tf`` at its top level, or a check that lowers, fails here. Lowering
-    then imports it on first use."""
-    code = ("import sys, numpy as np, jax.numpy as jnp, noxla, lowering_rules, limitations.table\n"
+    """The rules' declarations and the check need no TF (``lowering_rules.lazy_tensorflow``), and an
+    export the check refuses is refused before TF is imported (``noxla.preflight``): a rule module
+    reading ``tf`` at its top level, a check that lowers, or an exporter imported before the
+    preflight fails here. Lowering then imports it on first use."""
+    code = ("import sys, jax, numpy as np, jax.numpy as jnp, noxla, lowering_rules, limitations.table\n"
             "x = np.ones((2, 3), np.float32)\n"
             "for target in ('tflite', 'tf', 'litertjs'):\n"
             "    assert noxla.check(lambda v: jnp.tanh(v @ v.T).max(), x, target=target).ok\n"
+            "def printing(v):\n"
+            "    jax.debug.print('{}', v)\n"
+            "    return v\n"
+            "for export in (noxla.export_tflite, noxla.export_tfjs, noxla.export_saved_model):\n"
+            "    try:\n"
+            "        export(printing, x, path='/nonexistent/refused')\n"
+            "    except noxla.UnsupportedError as e:\n"
+            "        assert 'debug_print' in str(e)\n"
             "print('tensorflow' in sys.modules)\n"
             "print(noxla.convert(lambda v: jnp.tanh(v) * 2)(x).numpy().sum() > 0, 'tensorflow' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
