@@ -87,7 +87,7 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
         from noxla.export import export_signatures
         return export_signatures(fun, saved_model=path, overwrite=overwrite, strict=strict,
                                  on_step=on_step)["saved_model"]
-    return _export(fun, example_args, saved_model=path, polymorphic_shapes=polymorphic_shapes,
+    return export(fun, example_args, saved_model=path, polymorphic_shapes=polymorphic_shapes,
                   polymorphic_constraints=polymorphic_constraints, saved_model_variables=variables,
                   saved_model_gradient=with_gradient, overwrite=overwrite, strict=strict,
                   on_step=on_step).written["saved_model"]
@@ -126,7 +126,7 @@ def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=No
         from noxla.export import export_signatures
         return export_signatures(fun, tflite=path, allow_flex=allow_flex, overwrite=overwrite, strict=strict,
                                  quantize=quantize, tflite_target=target, on_step=on_step)["tflite"]
-    return _export(fun, example_args, tflite=path, polymorphic_shapes=polymorphic_shapes, allow_flex=allow_flex,
+    return export(fun, example_args, tflite=path, polymorphic_shapes=polymorphic_shapes, allow_flex=allow_flex,
                   overwrite=overwrite, strict=strict, quantize=quantize, representative_data=representative_data,
                   tflite_target=target, on_step=on_step).written["tflite"]
 
@@ -137,18 +137,18 @@ def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None
     """A TF.js graph model directory (model.json and weight shards of at most ``weight_shard_size_bytes``).
     ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
     ``quantize``: None, "uint8", "uint16" or "float16" weight storage (dequantized when loaded)."""
-    return _export(fun, example_args, tfjs=path, polymorphic_shapes=polymorphic_shapes, overwrite=overwrite,
+    return export(fun, example_args, tfjs=path, polymorphic_shapes=polymorphic_shapes, overwrite=overwrite,
                   strict=strict, tfjs_quantize=quantize, tfjs_shard_bytes=weight_shard_size_bytes,
                   on_step=on_step).written["tfjs"]
 
 
-def _export(fun: Callable, example_args: Sequence, **options) -> Exported:
-    """``noxla.export.export``, after its preflight: a program the check refuses is refused before
-    TensorFlow is imported (``noxla.preflight``)."""
+def export(fun: Callable, example_args: Sequence, **options) -> Exported:
+    """``noxla.export.export`` (the pipeline behind every export_* and the CLI), after its preflight:
+    a program the check refuses is refused before TensorFlow is imported (``noxla.preflight``)."""
     paths = {kind: options[kind] for kind in ("tflite", "tfjs", "saved_model") if options.get(kind) is not None}
     cleared = preflight(fun, example_args, paths, **{k: v for k, v in options.items() if k in _PREFLIGHT_OPTIONS})
-    from noxla.export import export
-    return export(fun, example_args, cleared=cleared, **options)
+    from noxla.export import export as pipeline
+    return pipeline(fun, example_args, cleared=cleared, **options)
 
 
 _PREFLIGHT_OPTIONS = ("overwrite", "polymorphic_shapes", "polymorphic_constraints", "allow_flex", "quantize",

@@ -145,7 +145,7 @@ def _representative_data(path: str | None):
 
 
 def cmd_export(args, out, err) -> int:
-    from noxla.export import export
+    from noxla.api import export
 
     fun, inputs = _function_and_inputs(args, out)
     if not (args.tflite or args.tfjs or args.saved_model):

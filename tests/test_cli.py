@@ -168,6 +168,22 @@ def test_console_script_is_installed():
     assert os.path.exists(os.path.join(os.path.dirname(sys.executable), "noxla"))
 
 
+def test_refused_export_and_check_never_import_tensorflow(tmp_path):
+    """The CLI runs the export's preflight (noxla.preflight) before its exporters: what the check
+    refuses is reported without TF's 2 s import, and nothing is written."""
+    (tmp_path / "printing.py").write_text("import jax\n\n\ndef f(x):\n    jax.debug.print('{}', x)\n    return x\n")
+    code = ("import sys; from noxla import cli\n"
+            "codes = [cli.main(['export', 'printing:f', '--input', 'f32[3]', '--tflite', 'm.tflite', '--tfjs', 'm_js']),\n"
+            "         cli.main(['check', 'printing:f', '--input', 'f32[3]'])]\n"
+            "print(codes, 'tensorflow' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])}
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                            env=env)
+    assert result.stdout.strip().splitlines()[-1] == "[1, 1] False", result.stdout + result.stderr
+    assert "debug_print" in result.stdout + result.stderr
+    assert not os.path.exists(tmp_path / "m.tflite") and not os.path.exists(tmp_path / "m_js")
+
+
 def test_check_takes_the_webgl_sub_target_by_either_spelling():
     from noxla.cli import build_parser
     for name in ("tfjs-webgl", "tfjs_webgl"):
