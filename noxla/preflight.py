@@ -53,6 +53,7 @@ def require_supported(program: Program, target: Target | str, backstop=None) -> 
 
 
 def ensure_writable(path: str, overwrite: bool) -> str:
+    """The absolute path, after refusing to replace an existing output unless asked to."""
     path = os.path.abspath(os.fspath(path))
     if os.path.lexists(path) and not overwrite:
         raise ExportError(f"{path} already exists; pass overwrite=True (CLI: --force) to replace it")
