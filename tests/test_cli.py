@@ -173,8 +173,9 @@ def test_refused_export_and_check_never_import_tensorflow(tmp_path):
     refuses is reported without TF's 2 s import, and nothing is written."""
     (tmp_path / "printing.py").write_text("import jax\n\n\ndef f(x):\n    jax.debug.print('{}', x)\n    return x\n")
     code = ("import sys; from noxla import cli\n"
-            "codes = [cli.main(['export', 'printing:f', '--input', 'f32[3]', '--tflite', 'm.tflite', '--tfjs', 'm_js']),\n"
-            "         cli.main(['check', 'printing:f', '--input', 'f32[3]'])]\n"
+            "args = ['printing:f', '--input', 'f32[3]']\n"
+            "codes = [cli.main(['export', *args, '--tflite', 'm.tflite', '--tfjs', 'm_js']),\n"
+            "         cli.main(['check', *args])]\n"
             "print(codes, 'tensorflow' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])}
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600,
