@@ -190,6 +190,8 @@ def test_checking_for_tflite_imports_no_tensorflow():
             "        export(printing, x, path='/nonexistent/refused')\n"
             "    except noxla.UnsupportedError as e:\n"
             "        assert 'debug_print' in str(e)\n"
+            "    else:\n"
+            "        raise AssertionError(f'{export.__name__} did not refuse the program')\n"
             "print('tensorflow' in sys.modules)\n"
             "print(noxla.convert(lambda v: jnp.tanh(v) * 2)(x).numpy().sum() > 0, 'tensorflow' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
