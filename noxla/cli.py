@@ -162,11 +162,11 @@ def cmd_export(args, out, err) -> int:
                       tflite_target=args.tflite_target, on_step=progress)
     errors = {}
     if not args.no_verify:
-        from noxla.export import run_step
+        from noxla.preflight import run_step
         errors = run_step(progress, "verify", verify, fun, exported.program, inputs, exported.written, args.strict)
     if args.verify_browser and "tfjs" in exported.written:
         from noxla.demo import verify_in_browser
-        from noxla.export import run_step
+        from noxla.preflight import run_step
         browser = run_step(progress, "verify in Chromium", verify_in_browser, exported.written["tfjs"],
                            args.screenshot)
         errors.update(_browser_errors(browser))
@@ -196,7 +196,7 @@ def _export_buckets(args, fun, inputs, progress, out) -> int:
                          target=args.tflite_target, overwrite=args.force, strict=args.strict, on_step=progress)
     print(f"wrote {path}: signatures {', '.join(signatures)}", file=out)
     if args.verify_browser:
-        from noxla.export import run_step
+        from noxla.preflight import run_step
         for line in run_step(progress, "verify the buckets on LiteRT.js in Chromium", verify_buckets, path, fun,
                              signatures):
             print(f"  {line}", file=out)
@@ -206,8 +206,8 @@ def _export_buckets(args, fun, inputs, progress, out) -> int:
 def _litertjs(progress, args, fun, inputs, exported, errors: dict) -> dict:
     """The .tflite's LiteRT.js page (``<stem>_litertjs/``) and, with --verify-browser, its run in
     Chromium: error rows go to ``errors``; latency and WebGPU's op placement come back as lines."""
-    from noxla.export import run_step
     from noxla.litertjs_page import placement_text, verify_in_browser, write_page
+    from noxla.preflight import run_step
 
     page = run_step(progress, "write LiteRT.js page", write_page, exported.written["tflite"], fun,
                     exported.program, _example_args(inputs))

@@ -34,7 +34,7 @@ from noxla.lowering import (  # noqa: F401  (part of this module's API)
     serving_function,
     uses_uint32,
 )
-from noxla.preflight import (  # noqa: F401  (ensure_writable, OnStep, run_step: part of this module's API)
+from noxla.preflight import (
     Cleared,
     OnStep,
     ensure_writable,

@@ -35,7 +35,8 @@ import numpy as np
 
 from noxla import large_tflite, litertlm_bundle, llm_quantize
 from noxla.errors import ExportError
-from noxla.export import ensure_writable, export_signatures
+from noxla.export import export_signatures
+from noxla.preflight import ensure_writable
 
 
 @dataclasses.dataclass(frozen=True)

@@ -58,7 +58,8 @@ def export_quantized(signatures: dict, path: str, quantize: str, *, overwrite: b
     import os
     import tempfile
 
-    from noxla.export import atomic_output, ensure_writable, export_signatures, run_step
+    from noxla.export import atomic_output, export_signatures
+    from noxla.preflight import ensure_writable, run_step
     path = ensure_writable(path, overwrite)
     with tempfile.TemporaryDirectory(prefix="noxla-llm-float-", dir=os.path.dirname(path) or None) as scratch:
         float_path = export_signatures(signatures, tflite=os.path.join(scratch, "float.tflite"),
