@@ -7,7 +7,7 @@ import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
 from lowering_rules.vocabulary import Target
 from noxla.errors import ExportError
-from noxla.preflight import full_check, preflight
+from noxla.preflight import DEFAULT_SHARD_BYTES, PREFLIGHT_OPTIONS, full_check, preflight
 from noxla.tracing import check_callable, trace
 
 if TYPE_CHECKING:
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
 # The exporters and the converted callable import TensorFlow; ``check`` needs none, so they are
 # imported when first called (see ``lowering_rules.lazy_tensorflow``).
-DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # noxla.export's (the TF.js converter's); a test keeps them equal
 
 
 def check(fun: Callable, *example_args, target: Target | str = Target.TFLITE,
@@ -146,13 +145,9 @@ def export(fun: Callable, example_args: Sequence, **options) -> Exported:
     """``noxla.export.export`` (the pipeline behind every export_* and the CLI), after its preflight:
     a program the check refuses is refused before TensorFlow is imported (``noxla.preflight``)."""
     paths = {kind: options[kind] for kind in ("tflite", "tfjs", "saved_model") if options.get(kind) is not None}
-    cleared = preflight(fun, example_args, paths, **{k: v for k, v in options.items() if k in _PREFLIGHT_OPTIONS})
+    cleared = preflight(fun, example_args, paths, **{k: v for k, v in options.items() if k in PREFLIGHT_OPTIONS})
     from noxla.export import export as pipeline
     return pipeline(fun, example_args, cleared=cleared, **options)
-
-
-_PREFLIGHT_OPTIONS = ("overwrite", "polymorphic_shapes", "polymorphic_constraints", "allow_flex", "quantize",
-                      "tfjs_quantize", "representative_data", "tflite_target", "on_step")
 
 
 def _check_signatures_call(example_args, polymorphic_shapes) -> None:

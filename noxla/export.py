@@ -35,6 +35,7 @@ from noxla.lowering import (  # noqa: F401  (part of this module's API)
     uses_uint32,
 )
 from noxla.preflight import (
+    DEFAULT_SHARD_BYTES,
     Cleared,
     OnStep,
     ensure_writable,
@@ -53,8 +54,6 @@ from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_mat
 from noxla.tracing import Program, trace
 from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
 from noxla.weight_stubs import StubMismatch, WeightStubs, fold_into_stand_ins
-
-DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # the TF.js converter's default
 
 
 @contextlib.contextmanager

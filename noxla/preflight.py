@@ -8,6 +8,7 @@ backstop, which lowers the program to read the ops the TF.js converter would get
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import time
 from typing import Callable, Mapping, Sequence
@@ -20,6 +21,8 @@ from noxla.tracing import Program, trace
 
 # ``on_step(name, None)`` when a step starts, ``on_step(name, seconds)`` when it has finished.
 OnStep = Callable[[str, "float | None"], None]
+
+DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # TF.js weight files: the TF.js converter's default
 
 # Where each output of ``noxla.export.export`` runs (a .tflite's is its ``tflite_target``).
 OUTPUT_TARGETS = {"tfjs": Target.TFJS, "saved_model": Target.TF}
@@ -102,3 +105,7 @@ def preflight(fun: Callable, example_args: Sequence, wanted: Mapping[str, str], 
         if not report.ok:
             raise UnsupportedError(report)
     return Cleared(program, targets, samples)
+
+
+# The export options ``preflight`` reads (``noxla.api.export`` hands it these of the pipeline's).
+PREFLIGHT_OPTIONS = frozenset(inspect.signature(preflight).parameters) - {"fun", "example_args", "wanted"}

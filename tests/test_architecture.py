@@ -201,14 +201,6 @@ def test_checking_for_tflite_imports_no_tensorflow():
     assert result.stdout.split() == ["False", "True", "True"], result.stdout
 
 
-def test_api_shard_size_default_is_the_exporters():
-    import inspect
-
-    from noxla import api, export
-    default = inspect.signature(api.export_tfjs).parameters["weight_shard_size_bytes"].default
-    assert default == api.DEFAULT_SHARD_BYTES == export.DEFAULT_SHARD_BYTES
-
-
 def test_our_deprecation_warnings_fail_and_others_do_not():
     """pyproject's filterwarnings: a deprecated API used from noxla's code fails the tests."""
     import warnings
