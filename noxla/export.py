@@ -13,9 +13,7 @@ import functools
 import gc
 import json
 import os
-import shutil
-import tempfile
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -34,15 +32,18 @@ from noxla.lowering import (  # noqa: F401  (part of this module's API)
     serving_function,
     uses_uint32,
 )
-from noxla.preflight import (
+from noxla.preflight import (  # noqa: F401  (atomic_output, Exported: part of this module's API)
     DEFAULT_SHARD_BYTES,
     Cleared,
+    Exported,
     OnStep,
+    atomic_output,
     ensure_writable,
     parse_tflite_target,
     preflight,
     require_supported,
     run_step,
+    write_chunks,
 )
 from noxla.shapes import dim_vars
 from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
@@ -54,24 +55,6 @@ from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_mat
 from noxla.tracing import Program, trace
 from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
 from noxla.weight_stubs import StubMismatch, WeightStubs, fold_into_stand_ins
-
-
-@contextlib.contextmanager
-def atomic_output(path: str, overwrite: bool) -> Iterator[str]:
-    """Yield a scratch path beside ``path``; move it into place only if the block succeeds."""
-    path = ensure_writable(path, overwrite)
-    parent = os.path.dirname(path)
-    os.makedirs(parent, exist_ok=True)
-    scratch_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".noxla-tmp", dir=parent)
-    scratch = os.path.join(scratch_dir, os.path.basename(path))
-    try:
-        yield scratch
-        if os.path.isdir(path) and not os.path.islink(path):
-            old = os.path.join(scratch_dir, "replaced")
-            os.rename(path, old)
-        os.replace(scratch, path)
-    finally:
-        shutil.rmtree(scratch_dir, ignore_errors=True)
 
 
 def module_for(concrete) -> tf.Module:
@@ -420,12 +403,6 @@ def collecting_new_objects_only(fun: Callable) -> Callable:
     return run
 
 
-@dataclasses.dataclass(frozen=True)
-class Exported:
-    program: Program
-    written: dict[str, str]   # "tflite" / "tfjs" / "saved_model" -> absolute path
-
-
 @collecting_new_objects_only
 def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, tfjs: str | None = None,
            saved_model: str | None = None, polymorphic_shapes=None, allow_flex: bool = False,
@@ -510,7 +487,7 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
             else:
                 data = run_step(on_step, "convert tflite", tflite_bytes, concrete_for(kind), allow_flex, quantize,
                                 samples, webgpu)
-            written[kind] = run_step(on_step, f"write {path}", _write_bytes, data, path, overwrite)
+            written[kind] = run_step(on_step, f"write {path}", write_chunks, data, path, overwrite)
         else:
             concrete = concrete_for(kind)
 
@@ -555,15 +532,6 @@ def _lone_tflite(program: Program, strict: bool, webgpu: bool, tflite: bool, all
     if not webgpu:
         join_matrix_vector_projections(model, stubs)
     return run_step(on_step, "serialize", large_tflite.serialized, model, stubs=stubs)
-
-
-def _write_bytes(data: bytes | list, path: str, overwrite: bool) -> str:
-    """``data``: the bytes, or a list of chunks (``large_tflite.serialized``) written one after
-    another, a chunk being bytes or a function that makes them (a weight, made as it is written)."""
-    with atomic_output(path, overwrite) as scratch, open(scratch, "wb") as f:
-        for chunk in data if isinstance(data, list) else [data]:
-            f.write(chunk() if callable(chunk) else chunk)
-    return os.path.abspath(path)
 
 
 def _write_with(writer, concrete, path: str, overwrite: bool) -> str:
@@ -631,7 +599,7 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
         concretes = _signature_functions(signatures, target, strict, on_step, webgpu, tflite=True, weights=weights)
         data = _converted_signatures(concretes, allow_flex, quantize, on_step, webgpu, weights, strict)
         del concretes, weights
-        written["tflite"] = run_step(on_step, f"write {tflite}", _write_bytes, data, tflite, overwrite)
+        written["tflite"] = run_step(on_step, f"write {tflite}", write_chunks, data, tflite, overwrite)
     if "saved_model" in wanted:
         concretes = _signature_functions(signatures, Target.TF, strict, on_step)
 

@@ -1,5 +1,6 @@
 """What an export settles before it converts anything, without TensorFlow: the options, the output
-paths, the trace, and the program checked against every target it is exported for.
+paths, the trace, and the program checked against every target it is exported for; and how every
+output is written (beside its path, renamed into place once whole).
 
 Declarations and dtypes need no TF (``lowering_rules.lazy_tensorflow``): ``noxla.check`` and an
 export that the check refuses never import it (2 s and 450 MB). TF.js's targets add the op-list
@@ -7,11 +8,14 @@ backstop, which lowers the program to read the ops the TF.js converter would get
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import os
+import shutil
+import tempfile
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from limitations.engine import Report, check_jaxpr
 from lowering_rules.vocabulary import Target
@@ -109,3 +113,36 @@ def preflight(fun: Callable, example_args: Sequence, wanted: Mapping[str, str], 
 
 # The export options ``preflight`` reads (``noxla.api.export`` hands it these of the pipeline's).
 PREFLIGHT_OPTIONS = frozenset(inspect.signature(preflight).parameters) - {"fun", "example_args", "wanted"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    program: Program
+    written: dict[str, str]   # "tflite" / "tfjs" / "saved_model" -> absolute path
+
+
+@contextlib.contextmanager
+def atomic_output(path: str, overwrite: bool) -> Iterator[str]:
+    """Yield a scratch path beside ``path``; move it into place only if the block succeeds."""
+    path = ensure_writable(path, overwrite)
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    scratch_dir = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".noxla-tmp", dir=parent)
+    scratch = os.path.join(scratch_dir, os.path.basename(path))
+    try:
+        yield scratch
+        if os.path.isdir(path) and not os.path.islink(path):
+            old = os.path.join(scratch_dir, "replaced")
+            os.rename(path, old)
+        os.replace(scratch, path)
+    finally:
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+
+
+def write_chunks(data: bytes | list, path: str, overwrite: bool) -> str:
+    """``data``: the bytes, or a list of chunks (``large_tflite.serialized``) written one after
+    another, a chunk being bytes or a function that makes them (a weight, made as it is written)."""
+    with atomic_output(path, overwrite) as scratch, open(scratch, "wb") as f:
+        for chunk in data if isinstance(data, list) else [data]:
+            f.write(chunk() if callable(chunk) else chunk)
+    return os.path.abspath(path)
