@@ -7,11 +7,10 @@ import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
 from lowering_rules.vocabulary import Target
 from noxla.errors import ExportError
-from noxla.preflight import DEFAULT_SHARD_BYTES, PREFLIGHT_OPTIONS, full_check, preflight
+from noxla.preflight import DEFAULT_SHARD_BYTES, PREFLIGHT_OPTIONS, Exported, full_check, preflight
 from noxla.tracing import check_callable, trace
 
 if TYPE_CHECKING:
-    from noxla.export import Exported
     from noxla.preflight import OnStep
 
 # The exporters and the converted callable import TensorFlow; ``check`` needs none, so they are
@@ -146,6 +145,12 @@ def export(fun: Callable, example_args: Sequence, **options) -> Exported:
     a program the check refuses is refused before TensorFlow is imported (``noxla.preflight``)."""
     paths = {kind: options[kind] for kind in ("tflite", "tfjs", "saved_model") if options.get(kind) is not None}
     cleared = preflight(fun, example_args, paths, **{k: v for k, v in options.items() if k in PREFLIGHT_OPTIONS})
+    from noxla import direct_tflite
+    if direct_tflite.covers_options(paths, **options):  # a lone default .tflite: without TensorFlow if it can
+        written = direct_tflite.export_direct(cleared, paths["tflite"], options.get("overwrite", False),
+                                              options.get("on_step"))
+        if written is not None:
+            return Exported(cleared.program, {"tflite": written})
     from noxla.export import export as pipeline
     return pipeline(fun, example_args, cleared=cleared, **options)
 

@@ -257,6 +257,14 @@ def default_mode_inputs(case: Case) -> tuple[Program, tuple[np.ndarray, ...], tu
     return _FINITE[case.id]
 
 
+def grouped_cases(cases) -> list:
+    import pytest
+    # One xdist group per case (pyproject.toml: --dist loadgroup): every runtime of a case runs in
+    # the worker that already traced it and computed JAX's outputs (an XLA compile per case, most
+    # of a TF run's time), instead of once per worker.
+    return [pytest.param(c, id=c.id, marks=pytest.mark.xdist_group(c.id)) for c in cases]
+
+
 def run_case(case: Case, runtime: str, runtimes: Runtimes, strict: bool = False) -> str:
     """Run one case in one runtime, in strict or default mode (see the module docstring).
     Returns "passed" or "rejected" (declared, checked up front)."""

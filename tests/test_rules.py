@@ -6,6 +6,7 @@ from lowering_rules import RULES
 from tests.differential import (
     applies_fast_variant,
     contains_primitive,
+    grouped_cases,
     has_nonfinite_args,
     run_case,
     traced_program,
@@ -55,15 +56,8 @@ def _runtime_params():
 SHOW_DIFFERENCE = {"top_k:signed_nans"}
 
 
-def _grouped(cases):
-    # One xdist group per case (pyproject.toml: --dist loadgroup): every runtime of a case runs in
-    # the worker that already traced it and computed JAX's outputs (an XLA compile per case, most
-    # of a TF run's time), instead of once per worker.
-    return [pytest.param(c, id=c.id, marks=pytest.mark.xdist_group(c.id)) for c in cases]
-
-
 @pytest.mark.parametrize("runtime", _runtime_params())
-@pytest.mark.parametrize("case", _grouped(CASES))
+@pytest.mark.parametrize("case", grouped_cases(CASES))
 def test_case(case, runtime, runtimes):
     if case.id in SHOW_DIFFERENCE and any(RUNTIMES[runtime].within(targets)
                                           for targets, _ in RULES[case.primitive].differs):
@@ -74,7 +68,7 @@ def test_case(case, runtime, runtimes):
 
 
 @pytest.mark.parametrize("runtime", _runtime_params())
-@pytest.mark.parametrize("case", _grouped(STRICT_CASES))
+@pytest.mark.parametrize("case", grouped_cases(STRICT_CASES))
 def test_case_strict(case, runtime, runtimes):
     run_case(case, runtime, runtimes, strict=True)
 

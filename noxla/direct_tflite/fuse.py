@@ -1,0 +1,296 @@
+"""The fusions TFLite's converter makes, as passes over the direct writer's graph.
+
+Each pass matches operators by what they compute and rewrites them in place: a zero pad into the
+convolution's SAME padding, a per-channel bias add or scale (batch norm) into the convolution's or
+product's weights and bias, reductions kept at rank, sum / count into MEAN, JAX's softmax into
+SOFTMAX, max(x, 0) and min(., 6) into RELU/RELU6 (fused into their producer when it has the
+field), and MobileNetV3's x * relu6(x + 3) / 6 into HARD_SWISH. The fused operators compute what
+the unfused ones do for every finite input (noxla's default mode; ``strict`` never comes here)."""
+from __future__ import annotations
+
+import numpy as np
+
+from noxla.direct_tflite.emit import ONLY_FUSED, Uncovered
+from noxla.direct_tflite.emit_nn import SAME, VALID, same_pads
+from noxla.direct_tflite.graph import Graph, Op, Tensor
+
+_LINEAR = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}
+_WITH_ACTIVATION = _LINEAR | {"ADD", "SUB", "MUL", "DIV"}
+_ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+_REDUCERS = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN"}
+
+
+def fuse(graph: Graph) -> None:
+    changed = True
+    while changed:  # a rewrite can open another's pattern (a mean's reshape after its division)
+        changed = False
+        for rewrite in _PASSES:
+            while rewrite(graph):
+                graph.prune()
+                changed = True
+    _drop_zero_bias(graph)
+    _reciprocal_products(graph)
+    unfused = sorted({op.kind for op in graph.ops} & ONLY_FUSED)
+    if unfused:
+        raise Uncovered(f"{', '.join(unfused)} outside the patterns fused here")
+
+
+class _View:
+    """The producer and readers of each tensor, at the time it was made."""
+
+    def __init__(self, graph: Graph):
+        self.made_by, self.read_by = graph.producers(), graph.users()
+
+    def only_reader(self, t: Tensor) -> bool:
+        return len(self.read_by.get(t.id, [])) == 1
+
+    def producer(self, t: Tensor, kind: str | set) -> Op | None:
+        op = self.made_by.get(t.id)
+        kinds = {kind} if isinstance(kind, str) else kind
+        return op if op is not None and op.kind in kinds else None
+
+
+def _scalar(t: Tensor) -> float | None:
+    return float(t.data.reshape(-1)[0]) if t.is_constant and t.data.size == 1 else None
+
+
+def _with_scalar(op: Op) -> tuple[Tensor | None, float | None]:
+    """A binary operator's run-time operand and its scalar constant one, in either order."""
+    a, b = op.inputs
+    if _scalar(b) is not None and not a.is_constant:
+        return a, _scalar(b)
+    if _scalar(a) is not None and not b.is_constant and op.kind not in {"SUB", "DIV"}:
+        return b, _scalar(a)
+    return None, None
+
+
+def _take_output(producer: Op, consumer: Op) -> None:
+    """``producer`` now makes what ``consumer`` made (``consumer`` is left unread, pruned)."""
+    producer.outputs, consumer.outputs = consumer.outputs, [Tensor(consumer.out.shape, consumer.out.dtype)]
+
+
+def _pad_into_convolution(graph: Graph) -> bool:
+    view = _View(graph)
+    for op in graph.ops:
+        if op.kind not in {"CONV_2D", "DEPTHWISE_CONV_2D"} or op.options["padding"] != VALID:
+            continue
+        pad = view.producer(op.inputs[0], "PAD")
+        if pad is None or not view.only_reader(op.inputs[0]) or not pad.inputs[1].is_constant:
+            continue
+        pads = [tuple(p) for p in pad.inputs[1].data.tolist()]
+        x, kernel = pad.inputs[0], op.inputs[1].shape[1:3]
+        strides = (op.options["strideH"], op.options["strideW"])
+        dilations = (op.options["dilationHFactor"], op.options["dilationWFactor"])
+        wanted = [same_pads(*a) for a in zip(x.shape[1:3], kernel, strides, dilations)]
+        if pads[0] == (0, 0) and pads[3] == (0, 0) and pads[1:3] == wanted:
+            op.inputs[0], op.options["padding"] = x, SAME
+            return True
+    return False
+
+
+def _channel_vector(t: Tensor, channels: int) -> np.ndarray | None:
+    """A constant that varies along the last axis only, as one value per channel."""
+    if not t.is_constant or t.data.size not in (1, channels) or (t.data.size > 1 and t.shape[-1] != channels):
+        return None
+    return np.broadcast_to(t.data.reshape(-1).astype(np.float32), (channels,))
+
+
+def _affine_into_linear(graph: Graph) -> bool:
+    view = _View(graph)
+    for op in graph.ops:
+        if op.kind not in {"ADD", "SUB", "MUL", "DIV"} or op.options.get("fusedActivationFunction"):
+            continue
+        for i, (x, c) in enumerate((op.inputs, op.inputs[::-1])):
+            linear = view.producer(x, _LINEAR)
+            if (linear is None or linear.options["fusedActivationFunction"] or not view.only_reader(x)
+                    or op.out.shape != x.shape or (i == 1 and op.kind in {"SUB", "DIV"})):
+                continue
+            vector = _channel_vector(c, x.shape[-1])
+            if vector is None:
+                continue
+            kernel, bias = linear.inputs[1].data, linear.inputs[2].data
+            if op.kind in {"ADD", "SUB"}:
+                bias = bias + vector if op.kind == "ADD" else bias - vector
+            else:
+                scale = vector if op.kind == "MUL" else 1 / vector
+                axis = 3 if linear.kind == "DEPTHWISE_CONV_2D" else 0
+                kernel = kernel * np.expand_dims(scale, [a for a in range(kernel.ndim) if a != axis])
+                bias = bias * scale
+            linear.inputs[1:3] = [graph.constant(kernel.astype(np.float32)), graph.constant(bias.astype(np.float32))]
+            _take_output(linear, op)
+            return True
+    return False
+
+
+def _reduction_of_ones(graph: Graph) -> bool:
+    """A sum, mean, max or min over axes of size 1 moves nothing (at 32x32, MobileNetV3's last
+    squeeze-excite averages a 1x1 map)."""
+    for op in graph.ops:
+        if op.kind in _REDUCERS and op.inputs[1].is_constant and op.out.shape == op.inputs[0].shape \
+                and all(op.inputs[0].shape[a] == 1 for a in op.inputs[1].data.reshape(-1).tolist()):
+            graph.replace_uses(op.out, op.inputs[0])
+            return True
+    return False
+
+
+def _keep_reduced_dims(graph: Graph) -> bool:
+    view = _View(graph)
+    for op in graph.ops:
+        reduce = view.producer(op.inputs[0], _REDUCERS) if op.kind == "RESHAPE" else None
+        if reduce is None or reduce.options["keepDims"] or not view.only_reader(op.inputs[0]):
+            continue
+        x, axes = reduce.inputs[0], [a % len(reduce.inputs[0].shape) for a in reduce.inputs[1].data.tolist()]
+        if op.out.shape == tuple(1 if a in axes else s for a, s in enumerate(x.shape)):
+            reduce.options["keepDims"] = True
+            _take_output(reduce, op)
+            return True
+    return False
+
+
+def _mean(graph: Graph) -> bool:
+    view = _View(graph)
+    for op in graph.ops:
+        total = view.producer(op.inputs[0], "SUM") if op.kind == "DIV" else None
+        if total is None or not view.only_reader(op.inputs[0]) or op.options["fusedActivationFunction"]:
+            continue
+        x = total.inputs[0]
+        count = int(np.prod([x.shape[a] for a in total.inputs[1].data.tolist()]))
+        if _scalar(op.inputs[1]) == count and op.out.shape == total.out.shape:
+            total.kind = "MEAN"
+            _take_output(total, op)
+            return True
+    return False
+
+
+def _softmax(graph: Graph) -> bool:
+    """exp(x - max(x)) / sum(exp(x - max(x))) over the last axis, JAX's softmax."""
+    view = _View(graph)
+    for op in graph.ops:
+        if op.kind != "DIV":
+            continue
+        exp, total = view.producer(op.inputs[0], "EXP"), view.producer(op.inputs[1], "SUM")
+        if exp is None or total is None or total.inputs[0] is not exp.out or op.options["fusedActivationFunction"]:
+            continue
+        last = len(exp.out.shape) - 1
+        diff = view.producer(exp.inputs[0], "SUB")
+        if (diff is None or [a % (last + 1) for a in total.inputs[1].data.tolist()] != [last]
+                or len(view.read_by[exp.out.id]) != 2 or not view.only_reader(exp.inputs[0])):
+            continue
+        x, shift = diff.inputs
+        top = _strip(view, shift)
+        if top is not None and top.kind == "REDUCE_MAX" and top.inputs[0] is x and \
+                [a % (last + 1) for a in top.inputs[1].data.tolist()] == [last] and op.out.shape == x.shape:
+            op.kind, op.inputs, op.options = "SOFTMAX", [x], {"beta": 1.0}
+            return True
+    return False
+
+
+def _strip(view: _View, t: Tensor) -> Op | None:
+    """The operator behind ``t`` past reshapes and a max with -inf (JAX's guard for empty rows)."""
+    op = view.made_by.get(t.id)
+    while op is not None and (op.kind == "RESHAPE" or op.kind == "MAXIMUM" and _with_scalar(op)[1] == -np.inf):
+        op = view.made_by.get((op.inputs[0] if op.kind == "RESHAPE" else _with_scalar(op)[0]).id)
+    return op
+
+
+def _relu(graph: Graph) -> bool:
+    view = _View(graph)
+    for op in graph.ops:
+        if op.kind not in {"MAXIMUM", "MINIMUM"} or op.out.dtype != np.float32:  # RELU takes floats only
+            continue
+        x, bound = _with_scalar(op)
+        if op.kind == "MAXIMUM" and bound == 0 and op.out.shape == x.shape:
+            op.kind, op.inputs, op.options = "RELU", [x], {}
+            return True
+        inner = view.producer(x, "RELU") if op.kind == "MINIMUM" and bound == 6 else None
+        if inner is not None and view.only_reader(x) and op.out.shape == inner.out.shape:
+            op.kind, op.inputs, op.options = "RELU6", inner.inputs, {}
+            return True
+    return False
+
+
+def _hard_swish(graph: Graph) -> bool:
+    """x * (relu6(x + 3) * (1/6)), or divided by 6, in either order of the products."""
+    view = _View(graph)
+    for op in graph.ops:
+        if op.kind != "MUL" or op.options["fusedActivationFunction"]:
+            continue
+        for x, gate in (op.inputs, op.inputs[::-1]):
+            scaled = view.producer(gate, {"MUL", "DIV"})
+            if scaled is None or not view.only_reader(gate):
+                continue
+            wanted = 1 / 6 if scaled.kind == "MUL" else 6
+            relu6 = view.producer(scaled.inputs[0], "RELU6")
+            if relu6 is None or not np.isclose(_scalar(scaled.inputs[1]) or 0, wanted, rtol=1e-6, atol=0):
+                continue
+            shifted = view.producer(relu6.inputs[0], "ADD")
+            if shifted is not None and shifted.inputs[0] is x and _scalar(shifted.inputs[1]) == 3 \
+                    and view.only_reader(relu6.inputs[0]) and view.only_reader(scaled.inputs[0]) \
+                    and op.out.shape == x.shape:
+                op.kind, op.inputs, op.options = "HARD_SWISH", [x], {}
+                return True
+    return False
+
+
+def _activation_into_producer(graph: Graph) -> bool:
+    view = _View(graph)
+    for op in graph.ops:
+        producer = view.producer(op.inputs[0], _WITH_ACTIVATION) if op.kind in _ACTIVATIONS else None
+        if producer is None or producer.options["fusedActivationFunction"] or not view.only_reader(op.inputs[0]):
+            continue
+        producer.options["fusedActivationFunction"] = _ACTIVATIONS[op.kind]
+        _take_output(producer, op)
+        return True
+    return False
+
+
+def _identity_arithmetic(graph: Graph) -> bool:
+    """x + 0, x - 0, x * 1 and x / 1 (a Rescaling without offset, a Normalization left at its
+    defaults) are x."""
+    for op in graph.ops:
+        if op.kind not in {"ADD", "SUB", "MUL", "DIV"} or op.options.get("fusedActivationFunction"):
+            continue
+        x, c = op.inputs
+        neutral = 0 if op.kind in {"ADD", "SUB"} else 1
+        if c.is_constant and not x.is_constant and op.out.shape == x.shape and np.all(c.data == neutral):
+            graph.replace_uses(op.out, x)
+            return True
+    return False
+
+
+def _scale_into_next_linear(graph: Graph) -> bool:
+    """A scalar product read only by a convolution or product: its weights scaled instead (zero
+    padding is still zero once scaled, so this holds for SAME convolutions too)."""
+    view = _View(graph)
+    for op in graph.ops:
+        if op.kind != "MUL" or op.options["fusedActivationFunction"]:
+            continue
+        x, scale = _with_scalar(op)
+        readers = view.read_by.get(op.out.id, [])
+        if x is None or len(readers) != 1 or readers[0] is None or readers[0].kind not in _LINEAR \
+                or readers[0].inputs[0] is not op.out:
+            continue
+        linear = readers[0]
+        linear.inputs[0] = x
+        linear.inputs[1] = graph.constant((linear.inputs[1].data * np.float32(scale)).astype(np.float32))
+        return True
+    return False
+
+
+def _drop_zero_bias(graph: Graph) -> None:
+    """A FULLY_CONNECTED's bias left at zero is left out, as the converter writes it."""
+    for op in graph.ops:
+        if op.kind == "FULLY_CONNECTED" and op.inputs[2] is not None and not np.any(op.inputs[2].data):
+            op.inputs[2] = None
+
+
+def _reciprocal_products(graph: Graph) -> None:
+    """x / c as x * (1 / c) for a constant c, as the converter writes it (within an ulp of x / c)."""
+    for op in graph.ops:
+        if op.kind == "DIV" and op.inputs[1].is_constant and op.inputs[1].dtype.kind == "f":
+            op.kind = "MUL"
+            op.inputs[1] = graph.constant((1 / op.inputs[1].data).astype(op.inputs[1].dtype))
+
+
+_PASSES = (_mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution, _affine_into_linear,
+           _scale_into_next_linear, _keep_reduced_dims, _softmax, _relu, _hard_swish, _activation_into_producer)

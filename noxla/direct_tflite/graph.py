@@ -1,0 +1,182 @@
+"""The graph the direct writer builds: TFLite operators over tensors, before serialization.
+
+A tensor is a run-time value (``data is None``) or a constant; an operator names its TFLite builtin
+and keeps its options as a dict of the schema's option fields. Passes (``fuse``) rewrite the graph
+in place; ``serialize`` turns it into the flatbuffer LiteRT reads, with the ``serving_default``
+signature the TF path writes (inputs by name in order, outputs by name in key order)."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+
+_TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32", np.dtype(np.bool_): "BOOL",
+          np.dtype(np.int64): "INT64", np.dtype(np.float16): "FLOAT16", np.dtype(np.int8): "INT8",
+          np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16"}
+_ids = itertools.count()
+
+
+@dataclasses.dataclass(eq=False)
+class Tensor:
+    shape: tuple
+    dtype: np.dtype
+    data: np.ndarray | None = None
+    name: str = ""
+    id: int = dataclasses.field(default_factory=lambda: next(_ids))
+
+    @property
+    def is_constant(self) -> bool:
+        return self.data is not None
+
+
+@dataclasses.dataclass(eq=False)
+class Op:
+    kind: str                      # the BuiltinOperator's name, e.g. "CONV_2D"
+    inputs: list                   # Tensors (None: an optional input left out)
+    outputs: list
+    options: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def out(self) -> Tensor:
+        return self.outputs[0]
+
+
+class Graph:
+    def __init__(self):
+        self.ops: list[Op] = []
+        self.inputs: list[Tensor] = []
+        self.outputs: list[Tensor] = []
+        self.in_names: list[str] = []
+        self.out_names: list[str] = []
+
+    def constant(self, array) -> Tensor:
+        array = np.asarray(array)
+        return Tensor(tuple(array.shape), array.dtype, array)
+
+    def add(self, kind: str, inputs: list, shape, dtype, **options) -> Tensor:
+        out = Tensor(tuple(int(d) for d in shape), np.dtype(dtype))
+        self.ops.append(Op(kind, list(inputs), [out], options))
+        return out
+
+    def producers(self) -> dict:
+        return {t.id: op for op in self.ops for t in op.outputs}
+
+    def users(self) -> dict:
+        """Tensor id -> the operators reading it (a graph output counts as a reader: None)."""
+        found: dict = {}
+        for op in self.ops:
+            for t in op.inputs:
+                if t is not None:
+                    found.setdefault(t.id, []).append(op)
+        for t in self.outputs:
+            found.setdefault(t.id, []).append(None)
+        return found
+
+    def replace_uses(self, old: Tensor, new: Tensor) -> None:
+        for op in self.ops:
+            op.inputs = [new if t is old else t for t in op.inputs]
+        self.outputs = [new if t is old else t for t in self.outputs]
+
+    def prune(self) -> None:
+        """Drop operators whose outputs nothing reads (rewrites leave them behind)."""
+        while True:
+            users = self.users()
+            kept = [op for op in self.ops if any(t.id in users for t in op.outputs)]
+            if len(kept) == len(self.ops):
+                return
+            self.ops = kept
+
+
+def serialize(graph: Graph) -> list:
+    """The .tflite as chunks for ``noxla.large_tflite``'s writer (large constants are not copied)."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    from noxla.large_tflite import packed
+    builtins = vars(schema.BuiltinOperator)
+    model = schema.ModelT()
+    model.version, model.description = 3, "noxla direct"
+    model.buffers = [schema.BufferT()]   # buffer 0: the empty buffer every run-time tensor points at
+    codes: dict = {}
+    tensors: dict = {}
+    sub = schema.SubGraphT()
+    sub.tensors, sub.operators, sub.name = [], [], "main"
+
+    shared: dict = {}
+
+    def index(t: Tensor) -> int:
+        if t.is_constant and t.data.nbytes <= _SHARED_BYTES:  # equal small constants: one tensor
+            key = (t.dtype.str, t.shape, t.data.tobytes())
+            t = shared.setdefault(key, t)
+        if t.id not in tensors:
+            entry = schema.TensorT()
+            entry.shape = np.asarray(t.shape, np.int32)
+            entry.type = getattr(schema.TensorType, _TYPES[t.dtype])
+            entry.name = t.name or f"t{len(tensors)}"
+            entry.buffer = 0
+            if t.is_constant:
+                buffer = schema.BufferT()
+                buffer.data = np.ascontiguousarray(t.data).reshape(-1).view(np.uint8)
+                model.buffers.append(buffer)
+                entry.buffer = len(model.buffers) - 1
+            tensors[t.id] = len(sub.tensors)
+            sub.tensors.append(entry)
+        return tensors[t.id]
+
+    for t, name in zip(graph.inputs, graph.in_names):
+        t.name = name
+    for t, name in zip(graph.outputs, graph.out_names):
+        t.name = t.name or name
+    sub.inputs = np.asarray([index(t) for t in graph.inputs], np.int32)
+    for op in graph.ops:
+        entry = schema.OperatorT()
+        entry.opcodeIndex = codes.setdefault(op.kind, len(codes))
+        entry.inputs = np.asarray([-1 if t is None else index(t) for t in op.inputs], np.int32)
+        entry.outputs = np.asarray([index(t) for t in op.outputs], np.int32)
+        options_name = _OPTIONS.get(op.kind)
+        if options_name is not None:
+            options = getattr(schema, options_name + "T")()
+            for key, value in op.options.items():
+                setattr(options, key, value)
+            entry.builtinOptionsType = getattr(schema.BuiltinOptions, options_name)
+            entry.builtinOptions = options
+        sub.operators.append(entry)
+    sub.outputs = np.asarray([index(t) for t in graph.outputs], np.int32)
+    model.operatorCodes = [None] * len(codes)
+    for kind, i in codes.items():
+        code = schema.OperatorCodeT()
+        code.builtinCode = builtins[kind]
+        code.deprecatedBuiltinCode = min(code.builtinCode, 127)  # the old field is an int8
+        code.version = _VERSIONS.get(kind, 1)
+        model.operatorCodes[i] = code
+    model.subgraphs = [sub]
+
+    def tensor_map(name, i):
+        entry = schema.TensorMapT()
+        entry.name, entry.tensorIndex = name, int(i)
+        return entry
+    signature = schema.SignatureDefT()
+    signature.signatureKey, signature.subgraphIndex = "serving_default", 0
+    signature.inputs = [tensor_map(n, i) for n, i in zip(graph.in_names, sub.inputs)]
+    signature.outputs = [tensor_map(n, i) for n, i in zip(graph.out_names, sub.outputs)]
+    model.signatureDefs = [signature]
+    return packed(model)
+
+
+# Constants up to this size are compared by value and stored once (zero biases, axes, shapes);
+# larger ones (weights) are rarely equal, and comparing them would read every byte.
+_SHARED_BYTES = 1 << 16
+# Builtins whose kernels LiteRT registers from a version above 1 (its register.cc).
+_VERSIONS = {"BROADCAST_TO": 2}
+# The options table of each builtin the writer emits that has one (schema.BuiltinOptions' names).
+_OPTIONS = {
+    "ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions", "DIV": "DivOptions",
+    "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
+    "FULLY_CONNECTED": "FullyConnectedOptions", "MAX_POOL_2D": "Pool2DOptions", "AVERAGE_POOL_2D": "Pool2DOptions",
+    "MEAN": "ReducerOptions", "SUM": "ReducerOptions", "REDUCE_MAX": "ReducerOptions", "REDUCE_MIN": "ReducerOptions",
+    "SOFTMAX": "SoftmaxOptions", "TRANSPOSE": "TransposeOptions",
+    "PAD": "PadOptions", "PADV2": "PadV2Options", "BATCH_MATMUL": "BatchMatMulOptions",
+    "CONCATENATION": "ConcatenationOptions", "GELU": "GeluOptions", "MAXIMUM": "MaximumMinimumOptions",
+    "MINIMUM": "MaximumMinimumOptions", "SQUARED_DIFFERENCE": "SquaredDifferenceOptions",
+    "POW": "PowOptions",
+}

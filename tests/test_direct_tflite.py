@@ -1,0 +1,137 @@
+"""The direct .tflite writer (noxla.direct_tflite): every rule case it covers, on LiteRT, against
+JAX; its graphs operator for operator against the TF path's converter; and the export it makes
+without importing TensorFlow."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+import noxla
+from lowering_rules import RULES
+from lowering_rules.vocabulary import Target
+from noxla.direct_tflite import Uncovered, tflite_chunks
+from noxla.preflight import full_check
+from noxla.runtimes import run_tflite
+from noxla.tracing import trace
+from tests.differential import assert_matches, default_mode_inputs, grouped_cases
+from tests.small_cnn import CNN_INPUT, small_cnn
+
+CASES = [c for rule in RULES.values() for c in rule.cases]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _bytes(chunks: list) -> bytes:
+    return b"".join(bytes(c() if callable(c) else c) for c in chunks)
+
+
+@pytest.mark.parametrize("case", grouped_cases(CASES))
+def test_case_direct(case):
+    program, args, expected = default_mode_inputs(case)
+    if isinstance(expected, Exception) or not full_check(program.closed_jaxpr, Target.TFLITE).ok:
+        pytest.skip("JAX cannot run it or TFLite's check refuses it (tests/test_rules.py holds it to that)")
+    try:
+        chunks = tflite_chunks(program)
+    except Uncovered as e:
+        pytest.skip(f"the direct writer does not cover it ({e}); the TF path exports it")
+    outs = run_tflite(_bytes(chunks), dict(zip(program.in_names, args)))
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol,
+                   f"{case.id} [tflite, direct]")
+
+
+# ----------------------------------------------------------------------------- a small CNN
+
+def _ops(data: bytes) -> list:
+    """Each operator's builtin, input and output shapes and options, in order."""
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.tools import flatbuffer_utils
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
+    graph = model.subgraphs[0]
+    shape = lambda i: tuple(int(d) for d in graph.tensors[i].shape) if i >= 0 else None  # noqa: E731
+    out = []
+    for op in graph.operators:
+        code = model.operatorCodes[op.opcodeIndex]
+        options = vars(op.builtinOptions) if op.builtinOptions is not None else {}
+        out.append((names[max(code.builtinCode, code.deprecatedBuiltinCode)], [shape(i) for i in op.inputs],
+                    [shape(i) for i in op.outputs],
+                    sorted((k, v.tolist() if hasattr(v, "tolist") else v) for k, v in options.items())))
+    return out
+
+
+def _tf_path_bytes(fun, args, tmp_path) -> bytes:
+    from noxla.export import export
+    path = str(tmp_path / "tf_path.tflite")
+    export(fun, args, tflite=path)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_small_cnn_is_the_converters_graph_and_matches_jax(tmp_path):
+    program = trace(small_cnn, (CNN_INPUT,))
+    direct = _bytes(tflite_chunks(program))
+    converted = _tf_path_bytes(small_cnn, (CNN_INPUT,), tmp_path)
+    kinds = [op[0] for op in _ops(direct)]
+    assert {"CONV_2D", "DEPTHWISE_CONV_2D", "HARD_SWISH", "MEAN", "MAX_POOL_2D", "SOFTMAX",
+            "FULLY_CONNECTED"} <= set(kinds), kinds
+    assert _ops(direct) == _ops(converted)
+    expected = np.asarray(jax.jit(small_cnn)(CNN_INPUT))
+    for data in (direct, converted):
+        got = run_tflite(data, {program.in_names[0]: CNN_INPUT})[program.out_names[0]]
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["keras_mobilenet_v3_small", "keras_efficientnet_b0", "keras_resnet50"])
+def test_keras_cnn_is_the_converters_graph_and_matches_jax(name, tmp_path):
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import real_models
+    model = real_models.build([name], tiny=True)[name]
+    program = trace(model.fun, tuple(model.example))
+    direct = _bytes(tflite_chunks(program))
+    assert _ops(direct) == _ops(_tf_path_bytes(model.fun, model.example, tmp_path))
+    got = run_tflite(direct, dict(zip(program.in_names, model.example)))[program.out_names[0]]
+    np.testing.assert_allclose(got, np.asarray(jax.jit(model.fun)(*model.example)), rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- the export
+
+def test_export_tflite_writes_it_without_tensorflow(tmp_path):
+    """In a fresh process: the default export of a covered program imports no TensorFlow, and what it
+    writes runs in LiteRT with JAX's result; an uncovered one still exports, through TensorFlow."""
+    script = textwrap.dedent(f"""
+        import sys
+        import numpy as np, jax
+        sys.path.insert(0, {ROOT!r})
+        import noxla
+        from tests.small_cnn import small_cnn, CNN_INPUT
+        steps = []
+        path = noxla.export_tflite(small_cnn, CNN_INPUT, path={str(tmp_path / "cnn.tflite")!r},
+                                   on_step=lambda name, s: steps.append(name))
+        assert "tensorflow" not in sys.modules, "the direct export imported TensorFlow"
+        assert "lower+convert (direct)" in steps, steps
+        from noxla.runtimes import run_tflite
+        got = list(run_tflite(path, {{"x": CNN_INPUT}}).values())[0]
+        np.testing.assert_allclose(got, np.asarray(jax.jit(small_cnn)(CNN_INPUT)), rtol=1e-5, atol=1e-6)
+        steps.clear()
+        noxla.export_tflite(lambda x: jax.numpy.cumsum(x), CNN_INPUT.reshape(-1),
+                            path={str(tmp_path / "cumsum.tflite")!r}, on_step=lambda name, s: steps.append(name))
+        assert any("no direct emitter for cumsum" in s for s in steps), steps
+        assert "tensorflow" in sys.modules
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path),
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_options_the_direct_writer_does_not_take_go_through_tensorflow(tmp_path):
+    steps = []
+    path = noxla.export_tflite(small_cnn, CNN_INPUT, path=str(tmp_path / "strict.tflite"), strict=True,
+                               on_step=lambda name, s: steps.append(name))
+    assert os.path.exists(path) and steps and "lower+convert (direct)" not in steps
