@@ -240,15 +240,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
         read_caches_in_batch_matmul(model)
     fold_transpose_pairs(model)  # the converter folds a pair only when nothing else reads the first
 
-    def tensor_map(name, index):
-        entry = schema.TensorMapT()
-        entry.name, entry.tensorIndex = name, int(index)
-        return entry
-    signature = schema.SignatureDefT()
-    signature.signatureKey, signature.subgraphIndex = "serving_default", 0
-    signature.inputs = [tensor_map(n, i) for n, i in zip(in_names, main.inputs)]
-    signature.outputs = [tensor_map(n, i) for n, i in zip(out_names, main.outputs)]
-    model.signatureDefs = [signature]
+    model.signatureDefs = [large_tflite.serving_signature(schema, in_names, main.inputs, out_names, main.outputs)]
     share_constant_buffers(model, stubs)
     if webgpu:
         unfuse_transpose_conv_activations(model)

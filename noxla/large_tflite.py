@@ -27,6 +27,20 @@ _OUTSIDE = 4096  # buffers of at least this many bytes go after the flatbuffer
 _BUILDER_ROOM = 2**30
 
 
+def serving_signature(schema, in_names, inputs, out_names, outputs):
+    """The ``serving_default`` signature LiteRT's signature runner reads names from: inputs and
+    outputs by name, at the subgraph's tensor indices (``schema``: the flatbuffer module in use)."""
+    def tensor_map(name, index):
+        entry = schema.TensorMapT()
+        entry.name, entry.tensorIndex = name, int(index)
+        return entry
+    signature = schema.SignatureDefT()
+    signature.signatureKey, signature.subgraphIndex = "serving_default", 0
+    signature.inputs = [tensor_map(n, i) for n, i in zip(in_names, inputs)]
+    signature.outputs = [tensor_map(n, i) for n, i in zip(out_names, outputs)]
+    return signature
+
+
 def buffer_bytes(model) -> int:
     return sum(b.data.size for b in model.buffers if b.data is not None and not isinstance(b.data, list))
 

@@ -92,7 +92,7 @@ def serialize(graph: Graph) -> list:
     """The .tflite as chunks for ``noxla.large_tflite``'s writer (large constants are not copied)."""
     from ai_edge_litert import schema_py_generated as schema
 
-    from noxla.large_tflite import packed
+    from noxla.large_tflite import packed, serving_signature
     builtins = vars(schema.BuiltinOperator)
     model = schema.ModelT()
     model.version, model.description = 3, "noxla direct"
@@ -151,15 +151,7 @@ def serialize(graph: Graph) -> list:
         model.operatorCodes[i] = code
     model.subgraphs = [sub]
 
-    def tensor_map(name, i):
-        entry = schema.TensorMapT()
-        entry.name, entry.tensorIndex = name, int(i)
-        return entry
-    signature = schema.SignatureDefT()
-    signature.signatureKey, signature.subgraphIndex = "serving_default", 0
-    signature.inputs = [tensor_map(n, i) for n, i in zip(graph.in_names, sub.inputs)]
-    signature.outputs = [tensor_map(n, i) for n, i in zip(graph.out_names, sub.outputs)]
-    model.signatureDefs = [signature]
+    model.signatureDefs = [serving_signature(schema, graph.in_names, sub.inputs, graph.out_names, sub.outputs)]
     return packed(model)
 
 
