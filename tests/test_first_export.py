@@ -24,6 +24,13 @@ def mlp(x):
     return jax.nn.relu(x @ W1 + BIAS) @ W2
 
 
+def _tf_path_tflite(fun, path) -> str:
+    """The .tflite the TF path writes (``noxla.export.export``; ``export_tflite`` writes a program
+    like ``mlp`` without TF, noxla.direct_tflite)."""
+    from noxla.export import export
+    return export(fun, (X,), tflite=str(path)).written["tflite"]
+
+
 def _run(path):
     from ai_edge_litert.interpreter import Interpreter
     interpreter = Interpreter(model_path=path)
@@ -37,7 +44,7 @@ def test_the_converter_gets_stand_ins_and_the_model_is_the_real_constants_one(tm
     with monkeypatch.context() as patch:
         patch.setattr(convert, "convert_graphdef", lambda graph_def, *args, **kwargs: (
             graph_bytes.append(len(graph_def.SerializeToString())) or original(graph_def, *args, **kwargs)))
-        path = noxla.export_tflite(mlp, X, path=str(tmp_path / "m.tflite"))
+        path = _tf_path_tflite(mlp, tmp_path / "m.tflite")
     assert len(graph_bytes) == 1 and graph_bytes[0] < W1.nbytes, graph_bytes
     # The same program converted the way a .tflite was converted before: its weights as Consts.
     real = tmp_path / "real.tflite"
@@ -56,7 +63,7 @@ def test_a_weight_the_converter_changes_is_converted_from_its_real_bytes(tmp_pat
         calls.append(1)
         raise weight_stubs.StubMismatch("as if the converter had folded a weight")
     monkeypatch.setattr(weight_stubs.WeightStubs, "attach", changed)
-    path = noxla.export_tflite(mlp, X, path=str(tmp_path / "m.tflite"))
+    path = _tf_path_tflite(mlp, tmp_path / "m.tflite")
     assert calls == [1]
     np.testing.assert_allclose(_run(path), np.asarray(mlp(X)), atol=1e-5, rtol=1e-5)
 

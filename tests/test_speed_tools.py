@@ -231,7 +231,6 @@ def test_tflite_export_frees_the_lowered_graph_before_the_converter_runs(tmp_pat
     import numpy as np
     from tensorflow.lite.python import convert as tflite_convert
 
-    import noxla
     from noxla import export as export_module
     from noxla.runtimes import run_tflite
     lowered, alive_at_conversion = [], []
@@ -250,7 +249,8 @@ def test_tflite_export_frees_the_lowered_graph_before_the_converter_runs(tmp_pat
     monkeypatch.setattr(tflite_convert, "convert_graphdef", checking_convert_graphdef)
     w = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
     x = np.ones((2, 8), np.float32)
-    path = noxla.export_tflite(lambda x: jnp.tanh(x @ w), x, path=str(tmp_path / "m.tflite"))
+    # The TF path's pipeline (export_tflite writes this program without TF: noxla.direct_tflite).
+    path = export_module.export(lambda x: jnp.tanh(x @ w), (x,), tflite=str(tmp_path / "m.tflite")).written["tflite"]
     assert alive_at_conversion == [[False]]
     (out,) = run_tflite(path, {"x": x}).values()
     np.testing.assert_allclose(out, np.tanh(x @ w), rtol=1e-5, atol=1e-6)

@@ -281,7 +281,7 @@ def _pad(graph, eqn, x, value, *, padding_config):
     pads = graph.constant(np.asarray([(lo, hi) for lo, hi, _ in padding_config], np.int32))
     if not value.is_constant:
         raise Uncovered("pad with a run-time padding value")
-    if float(value.data) == 0:
+    if float(value.data) == 0 and not np.signbit(value.data):   # PAD fills with +0.0
         return graph.add("PAD", [x, pads], shape, dtype)
     return graph.add("PADV2", [x, pads, graph.constant(np.asarray(value.data, dtype).reshape(()))], shape, dtype)
 

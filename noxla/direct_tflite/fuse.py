@@ -15,7 +15,7 @@ from noxla.direct_tflite.emit_nn import SAME, VALID, same_pads
 from noxla.direct_tflite.graph import Graph, Op, Tensor
 
 _LINEAR = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}
-_WITH_ACTIVATION = _LINEAR | {"ADD", "SUB", "MUL", "DIV"}
+_WITH_ACTIVATION = _LINEAR | {"ADD", "SUB", "MUL", "DIV", "MAX_POOL_2D", "AVERAGE_POOL_2D"}
 _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 _REDUCERS = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN"}
 
@@ -258,22 +258,47 @@ def _identity_arithmetic(graph: Graph) -> bool:
     return False
 
 
-def _scale_into_next_linear(graph: Graph) -> bool:
-    """A scalar product read only by a convolution or product: its weights scaled instead (zero
-    padding is still zero once scaled, so this holds for SAME convolutions too)."""
+def _into_next_linear(graph: Graph) -> bool:
+    """A constant scale or offset read only by a convolution or product, folded into its weights
+    and bias: a scalar scale into any (zero padding is still zero once scaled), a per-input-channel
+    scale into CONV_2D and FULLY_CONNECTED, an offset into FULLY_CONNECTED (a LayerNorm's gain and
+    offset before a projection: ``fc(x * g + b, w, c)`` is ``fc(x, w * g, fc(b, w, c))``)."""
     view = _View(graph)
     for op in graph.ops:
-        if op.kind != "MUL" or op.options["fusedActivationFunction"]:
-            continue
-        x, scale = _with_scalar(op)
         readers = view.read_by.get(op.out.id, [])
-        if x is None or len(readers) != 1 or readers[0] is None or readers[0].kind not in _LINEAR \
-                or readers[0].inputs[0] is not op.out:
+        if op.kind not in {"MUL", "ADD", "SUB"} or op.options["fusedActivationFunction"] or len(readers) != 1 \
+                or readers[0] is None or readers[0].kind not in _LINEAR or readers[0].inputs[0] is not op.out:
             continue
-        linear = readers[0]
-        linear.inputs[0] = x
-        linear.inputs[1] = graph.constant((linear.inputs[1].data * np.float32(scale)).astype(np.float32))
+        linear, (x, c) = readers[0], op.inputs if op.inputs[1].is_constant or op.kind == "SUB" else op.inputs[::-1]
+        if x.is_constant or not c.is_constant or op.out.shape != x.shape:
+            continue
+        vector = _channel_vector(c, x.shape[-1])
+        if vector is None or linear.kind == "DEPTHWISE_CONV_2D" and c.data.size > 1:
+            continue
+        kernel, bias = linear.inputs[1].data, linear.inputs[2].data
+        if op.kind == "MUL":   # the input channel is the kernel's last axis (OHWI, [out, in])
+            kernel = kernel * (vector if c.data.size > 1 else vector[0])
+        elif linear.kind == "FULLY_CONNECTED":
+            bias = bias + kernel @ (vector if op.kind == "ADD" else -vector)
+        else:
+            continue
+        kernel, bias = (graph.constant(a.astype(np.float32)) for a in (kernel, bias))
+        linear.inputs[:3] = [x, kernel, bias]
         return True
+    return False
+
+
+def _common_operators(graph: Graph) -> bool:
+    """Operators that compute the same thing from the same inputs, computed once (``x - mean``
+    written twice in a LayerNorm)."""
+    seen: dict = {}
+    for op in graph.ops:
+        key = (op.kind, tuple(id(t) for t in op.inputs), repr(sorted(op.options.items())), len(op.outputs))
+        first = seen.setdefault(key, op)
+        if first is not op:
+            for old, new in zip(op.outputs, first.outputs):
+                graph.replace_uses(old, new)
+            return True
     return False
 
 
@@ -292,5 +317,6 @@ def _reciprocal_products(graph: Graph) -> None:
             op.inputs[1] = graph.constant((1 / op.inputs[1].data).astype(op.inputs[1].dtype))
 
 
-_PASSES = (_mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution, _affine_into_linear,
-           _scale_into_next_linear, _keep_reduced_dims, _softmax, _relu, _hard_swish, _activation_into_producer)
+_PASSES = (_common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
+           _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, _relu, _hard_swish,
+           _activation_into_producer)

@@ -102,23 +102,30 @@ def serialize(graph: Graph) -> list:
     sub = schema.SubGraphT()
     sub.tensors, sub.operators, sub.name = [], [], "main"
 
-    shared: dict = {}
+    shared: dict = {}    # small constants by value: one tensor each
+    buffers: dict = {}   # small constants' bytes: one buffer each, whatever their type
+
+    def buffer_index(data: np.ndarray) -> int:
+        data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        small = data.nbytes <= _SHARED_BYTES
+        if small and data.tobytes() in buffers:
+            return buffers[data.tobytes()]
+        buffer = schema.BufferT()
+        buffer.data = data
+        model.buffers.append(buffer)
+        if small:
+            buffers[data.tobytes()] = len(model.buffers) - 1
+        return len(model.buffers) - 1
 
     def index(t: Tensor) -> int:
-        if t.is_constant and t.data.nbytes <= _SHARED_BYTES:  # equal small constants: one tensor
-            key = (t.dtype.str, t.shape, t.data.tobytes())
-            t = shared.setdefault(key, t)
+        if t.is_constant and t.data.nbytes <= _SHARED_BYTES:
+            t = shared.setdefault((t.dtype.str, t.shape, t.data.tobytes()), t)
         if t.id not in tensors:
             entry = schema.TensorT()
             entry.shape = np.asarray(t.shape, np.int32)
             entry.type = getattr(schema.TensorType, _TYPES[t.dtype])
             entry.name = t.name or f"t{len(tensors)}"
-            entry.buffer = 0
-            if t.is_constant:
-                buffer = schema.BufferT()
-                buffer.data = np.ascontiguousarray(t.data).reshape(-1).view(np.uint8)
-                model.buffers.append(buffer)
-                entry.buffer = len(model.buffers) - 1
+            entry.buffer = buffer_index(t.data) if t.is_constant else 0
             tensors[t.id] = len(sub.tensors)
             sub.tensors.append(entry)
         return tensors[t.id]
