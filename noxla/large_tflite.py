@@ -45,8 +45,13 @@ def buffer_bytes(model) -> int:
     return sum(b.data.size for b in model.buffers if b.data is not None and not isinstance(b.data, list))
 
 
+def fits_inline(nbytes: int, limit: int | None = None) -> bool:
+    """Whether buffers of ``nbytes`` in all fit in one flatbuffer with its tables."""
+    return nbytes + _TABLES_MARGIN <= (FLATBUFFER_LIMIT if limit is None else limit)
+
+
 def needs_offsets(model, limit: int | None = None) -> bool:
-    return buffer_bytes(model) + _TABLES_MARGIN > (FLATBUFFER_LIMIT if limit is None else limit)
+    return not fits_inline(buffer_bytes(model), limit)
 
 
 def serialized(model, limit: int | None = None, stubs=None) -> list:

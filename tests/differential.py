@@ -123,6 +123,9 @@ class Runtimes:
         if runtime == "tflite":
             outs = run_tflite(tflite_bytes(serving_function(program, strict=strict, tflite=True)), named)
             return [outs[n] for n in program.out_names]
+        if runtime == "tflite_direct":  # noxla.direct_tflite's file (raises Uncovered where it has none)
+            outs = run_tflite(direct_tflite_bytes(program), named)
+            return [outs[n] for n in program.out_names]
         if runtime in ("tfjs_cpu", "tfjs_wasm"):
             outs = self.tfjs.run(self.tfjs_model(program, strict, key), named, backend=runtime.split("_")[1])
             return [outs[n] for n in program.out_names]
@@ -177,6 +180,11 @@ class Runtimes:
             write_tfjs(self.tfjs_lowering(program, strict), path)
             self._tfjs_models[cache_key] = (weakref.ref(program), path)
         return self._tfjs_models[cache_key][1]
+
+
+def direct_tflite_bytes(program: Program) -> bytes:
+    from noxla.direct_tflite import tflite_chunks
+    return b"".join(bytes(c() if callable(c) else c) for c in tflite_chunks(program))
 
 
 def _holds(cache, key, program) -> bool:

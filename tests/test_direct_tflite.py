@@ -15,19 +15,15 @@ import pytest
 import noxla
 from lowering_rules import RULES
 from lowering_rules.vocabulary import Target
-from noxla.direct_tflite import Uncovered, tflite_chunks
+from noxla.direct_tflite import Uncovered
 from noxla.preflight import full_check
 from noxla.runtimes import run_tflite
 from noxla.tracing import trace
-from tests.differential import assert_matches, default_mode_inputs, grouped_cases
+from tests.differential import assert_matches, default_mode_inputs, direct_tflite_bytes, grouped_cases
 from tests.small_cnn import CNN_INPUT, small_cnn
 
 CASES = [c for rule in RULES.values() for c in rule.cases]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _bytes(chunks: list) -> bytes:
-    return b"".join(bytes(c() if callable(c) else c) for c in chunks)
 
 
 @pytest.mark.parametrize("case", grouped_cases(CASES))
@@ -36,10 +32,10 @@ def test_case_direct(case):
     if isinstance(expected, Exception) or not full_check(program.closed_jaxpr, Target.TFLITE).ok:
         pytest.skip("JAX cannot run it or TFLite's check refuses it (tests/test_rules.py holds it to that)")
     try:
-        chunks = tflite_chunks(program)
+        data = direct_tflite_bytes(program)
     except Uncovered as e:
         pytest.skip(f"the direct writer does not cover it ({e}); the TF path exports it")
-    outs = run_tflite(_bytes(chunks), dict(zip(program.in_names, args)))
+    outs = run_tflite(data, dict(zip(program.in_names, args)))
     assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol,
                    f"{case.id} [tflite, direct]")
 
@@ -74,7 +70,7 @@ def _tf_path_bytes(fun, args, tmp_path) -> bytes:
 
 def test_small_cnn_is_the_converters_graph_and_matches_jax(tmp_path):
     program = trace(small_cnn, (CNN_INPUT,))
-    direct = _bytes(tflite_chunks(program))
+    direct = direct_tflite_bytes(program)
     converted = _tf_path_bytes(small_cnn, (CNN_INPUT,), tmp_path)
     kinds = [op[0] for op in _ops(direct)]
     assert {"CONV_2D", "DEPTHWISE_CONV_2D", "HARD_SWISH", "MEAN", "MAX_POOL_2D", "SOFTMAX",
@@ -93,7 +89,7 @@ def test_keras_cnn_is_the_converters_graph_and_matches_jax(name, tmp_path):
     import real_models
     model = real_models.build([name], tiny=True)[name]
     program = trace(model.fun, tuple(model.example))
-    direct = _bytes(tflite_chunks(program))
+    direct = direct_tflite_bytes(program)
     assert _ops(direct) == _ops(_tf_path_bytes(model.fun, model.example, tmp_path))
     got = run_tflite(direct, dict(zip(program.in_names, model.example)))[program.out_names[0]]
     np.testing.assert_allclose(got, np.asarray(jax.jit(model.fun)(*model.example)), rtol=1e-5, atol=1e-6)

@@ -19,10 +19,11 @@ __all__ = ["Uncovered", "covers_options", "export_direct", "tflite_chunks"]
 
 def covers_options(wanted, *, strict=False, quantize=None, polymorphic_shapes=None, tflite_target="tflite",
                    **_) -> bool:
-    """Whether an export with these options may take the direct writer: a lone default .tflite
-    (``strict`` keeps IEEE-exact lowerings, which only the TF path has)."""
+    """Whether an export with these options may take the direct writer: a lone default .tflite for
+    LiteRT or LiteRT.js's wasm (``strict`` keeps IEEE-exact lowerings, which only the TF path has;
+    LiteRT.js's WebGPU takes lowerings of its own)."""
     return (set(wanted) == {"tflite"} and not strict and quantize is None and polymorphic_shapes is None
-            and str(getattr(tflite_target, "value", tflite_target)) == "tflite")
+            and str(getattr(tflite_target, "value", tflite_target)) in ("tflite", "litertjs"))
 
 
 def tflite_chunks(program) -> list:

@@ -92,7 +92,11 @@ def serialize(graph: Graph) -> list:
     """The .tflite as chunks for ``noxla.large_tflite``'s writer (large constants are not copied)."""
     from ai_edge_litert import schema_py_generated as schema
 
-    from noxla.large_tflite import packed, serving_signature
+    from noxla.large_tflite import fits_inline, packed, serving_signature
+    weights = sum(t.data.nbytes for op in graph.ops for t in op.inputs if t is not None and t.is_constant)
+    if not fits_inline(weights):   # past 2 GB the file needs buffer offsets, which the TF path writes
+        from noxla.direct_tflite.emit import Uncovered
+        raise Uncovered(f"{weights / 2**30:.1f} GB of weights")
     builtins = vars(schema.BuiltinOperator)
     model = schema.ModelT()
     model.version, model.description = 3, "noxla direct"
