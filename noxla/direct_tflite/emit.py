@@ -12,6 +12,7 @@ from typing import Callable
 
 import jax
 import numpy as np
+from jax.extend import core
 
 from lowering_rules.vocabulary import rule_params
 from noxla.direct_tflite.graph import Graph, Tensor
@@ -78,7 +79,7 @@ def _walk(graph: Graph, jaxpr, consts, args) -> list:
     values: dict = {}
 
     def read(atom):
-        if hasattr(atom, "val") and not hasattr(atom, "count"):  # a Literal
+        if isinstance(atom, core.Literal):
             return graph.constant(np.asarray(atom.val, dtype=atom.aval.dtype))
         return values[atom]
 
