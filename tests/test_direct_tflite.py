@@ -131,3 +131,12 @@ def test_options_the_direct_writer_does_not_take_go_through_tensorflow(tmp_path)
     path = noxla.export_tflite(small_cnn, CNN_INPUT, path=str(tmp_path / "strict.tflite"), strict=True,
                                on_step=lambda name, s: steps.append(name))
     assert os.path.exists(path) and steps and "lower+convert (direct)" not in steps
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.int8, np.bool_, np.float16])
+def test_types_it_does_not_hold_to_jax_are_left_to_the_tf_path(dtype):
+    """JAX's harnesses found a reshape of uint16 crashing the writer: any run-time tensor other than
+    float32 or int32 is Uncovered instead."""
+    program = trace(lambda x: x.reshape(3, 2), (np.ones((2, 3), dtype),))
+    with pytest.raises(Uncovered, match=np.dtype(dtype).name):
+        direct_tflite_bytes(program)

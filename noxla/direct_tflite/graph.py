@@ -15,6 +15,8 @@ _TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32", np.dtype
           np.dtype(np.int64): "INT64", np.dtype(np.float16): "FLOAT16", np.dtype(np.int8): "INT8",
           np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16"}
 _ids = itertools.count()
+# The run-time tensors' types: the emitters' operators are held to JAX on these only.
+RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 
 
 @dataclasses.dataclass(eq=False)
@@ -55,6 +57,10 @@ class Graph:
         return Tensor(tuple(array.shape), array.dtype, array)
 
     def add(self, kind: str, inputs: list, shape, dtype, **options) -> Tensor:
+        if any(t is not None and not t.is_constant and t.dtype not in RUNTIME_DTYPES for t in inputs) \
+                or np.dtype(dtype) not in RUNTIME_DTYPES:
+            from noxla.direct_tflite.emit import Uncovered
+            raise Uncovered(f"{kind} on {np.dtype(dtype)}")
         out = Tensor(tuple(int(d) for d in shape), np.dtype(dtype))
         self.ops.append(Op(kind, list(inputs), [out], options))
         return out
