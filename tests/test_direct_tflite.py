@@ -140,3 +140,22 @@ def test_types_it_does_not_hold_to_jax_are_left_to_the_tf_path(dtype):
     program = trace(lambda x: x.reshape(3, 2), (np.ones((2, 3), dtype),))
     with pytest.raises(Uncovered, match=np.dtype(dtype).name):
         direct_tflite_bytes(program)
+
+
+@pytest.mark.parametrize("fun", [lambda x: (x * 2, x * 2), lambda x: x + 0.0, lambda x: (x + 1, x + 1.0),
+                                 lambda x: (x, x * 2)],
+                         ids=["outputs_computed_alike", "output_is_the_input", "outputs_alike",
+                              "an_input_as_output"])
+def test_outputs_its_passes_could_merge_come_out_whole(fun, tmp_path):
+    """Two outputs computed alike, or an output its passes make the input (x + 0): the file has each
+    output as its own tensor, from the direct writer or, where it declines, the TF path."""
+    x = np.arange(3, dtype=np.float32)
+    if fun(x) is not None and not isinstance(fun(x), tuple):
+        with pytest.raises(Uncovered, match="output"):
+            direct_tflite_bytes(trace(fun, (x,)))
+    path = noxla.export_tflite(fun, x, path=str(tmp_path / "m.tflite"))
+    got = run_tflite(path, {"x": x})
+    expected = fun(x) if isinstance(fun(x), tuple) else (fun(x),)
+    assert len(got) == len(expected)
+    for name, e in zip(sorted(got), expected):
+        np.testing.assert_array_equal(got[name], np.asarray(e))

@@ -65,9 +65,10 @@ def lower_program(closed_jaxpr, in_names, out_names) -> Graph:
     consts = [graph.constant(np.asarray(c)) for c in closed_jaxpr.consts]
     outs = _walk(graph, closed_jaxpr.jaxpr, consts, inputs)
     for t, var in zip(outs, closed_jaxpr.jaxpr.outvars):
-        if t.is_constant or any(t is i for i in graph.inputs):
-            raise Uncovered("an output that is a constant or an input")
-        graph.outputs.append(full(graph, t, var.aval.shape))
+        t = full(graph, t, var.aval.shape)
+        if t.is_constant or any(t is i for i in graph.inputs) or any(t is o for o in graph.outputs):
+            raise Uncovered("an output that is a constant, an input or another output")
+        graph.outputs.append(t)
     # In key order, as the TF path's converter writes a function's outputs.
     order = sorted(range(len(out_names)), key=lambda i: out_names[i])
     graph.outputs = [graph.outputs[i] for i in order]

@@ -17,6 +17,7 @@ _TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32", np.dtype
 _ids = itertools.count()
 # The run-time tensors' types: the emitters' operators are held to JAX on these only.
 RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
+MAX_RANK = 6
 
 
 @dataclasses.dataclass(eq=False)
@@ -57,11 +58,14 @@ class Graph:
         return Tensor(tuple(array.shape), array.dtype, array)
 
     def add(self, kind: str, inputs: list, shape, dtype, **options) -> Tensor:
+        from noxla.direct_tflite.emit import Uncovered
+        shape = tuple(int(d) for d in shape)
         if any(t is not None and not t.is_constant and t.dtype not in RUNTIME_DTYPES for t in inputs) \
                 or np.dtype(dtype) not in RUNTIME_DTYPES:
-            from noxla.direct_tflite.emit import Uncovered
             raise Uncovered(f"{kind} on {np.dtype(dtype)}")
-        out = Tensor(tuple(int(d) for d in shape), np.dtype(dtype))
+        if 0 in shape or len(shape) > MAX_RANK:   # LiteRT copies no empty tensors; its kernels stop at 6-D
+            raise Uncovered(f"{kind} of shape {shape}")
+        out = Tensor(shape, np.dtype(dtype))
         self.ops.append(Op(kind, list(inputs), [out], options))
         return out
 
