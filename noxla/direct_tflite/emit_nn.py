@@ -42,6 +42,8 @@ def _conv(graph: Graph, eqn, x, w, *, window_strides, padding, lhs_dilation, rhs
     kh, kw, cin, cout = w.shape
     mode = window_padding(padding, x.shape[1:3], (kh, kw), window_strides, rhs_dilation)
     if mode is None:
+        if any(p < 0 for pair in padding for p in pair):
+            raise Uncovered("a convolution that crops (negative padding)")
         pads = np.asarray([(0, 0), *padding, (0, 0)], np.int32)
         padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape, pads))
         x, mode = graph.add("PAD", [x, graph.constant(pads)], padded, dtype), VALID
@@ -62,9 +64,9 @@ def _conv(graph: Graph, eqn, x, w, *, window_strides, padding, lhs_dilation, rhs
 @emitter("dot_general")
 def _dot_general(graph: Graph, eqn, x, w, *, dimension_numbers, precision=None, preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
-    if (not w.is_constant or lb or rb or len(w.shape) != 2 or tuple(lc) != (len(x.shape) - 1,)
+    if (not w.is_constant or lb or rb or len(w.shape) != 2 or len(x.shape) < 2 or tuple(lc) != (len(x.shape) - 1,)
             or x.dtype != np.float32 or np.dtype(eqn.outvars[0].aval.dtype) != np.float32):
-        raise Uncovered("a product other than x @ w with constant float32 matrix w")
+        raise Uncovered("a product other than x @ w of a float32 matrix x and a constant matrix w")
     x = full(graph, x, eqn.invars[0].aval.shape)
     shape, dtype = _out(eqn)
     data = np.asarray(w.data, np.float32)
