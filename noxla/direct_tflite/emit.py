@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from jax.extend import core
 
-from lowering_rules.vocabulary import rule_params
+from lowering_rules.vocabulary import is_key_dtype, rule_params
 from noxla.direct_tflite.graph import Graph, Tensor
 
 
@@ -56,6 +56,8 @@ _ELEMENTWISE = {"add", "sub", "mul", "div", "max", "min", "neg", "exp", "log", "
 def lower_program(closed_jaxpr, in_names, out_names) -> Graph:
     if not all(isinstance(d, int) for v in closed_jaxpr.jaxpr.invars for d in v.aval.shape):
         raise Uncovered("symbolic input dimensions")
+    if any(is_key_dtype(v.aval.dtype) for v in (*closed_jaxpr.jaxpr.invars, *closed_jaxpr.jaxpr.outvars)):
+        raise Uncovered("PRNG keys")
     graph = Graph()
     inputs = []
     for var, name in zip(closed_jaxpr.jaxpr.invars, in_names):
@@ -90,6 +92,8 @@ def _walk(graph: Graph, jaxpr, consts, args) -> list:
         values[var] = value
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
+        if any(is_key_dtype(v.aval.dtype) for v in eqn.outvars):   # carried as words by the TF path's rules
+            raise Uncovered(f"{name} of PRNG keys")
         operands = [read(a) for a in eqn.invars]
         if name in _CALLS:
             body = eqn.params[_CALLS[name]]
