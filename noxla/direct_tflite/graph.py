@@ -132,6 +132,9 @@ def serialize(graph: Graph) -> list:
         return len(model.buffers) - 1
 
     def index(t: Tensor) -> int:
+        if t.dtype not in _TYPES:
+            from noxla.direct_tflite.emit import Uncovered
+            raise Uncovered(f"a constant of {t.dtype}")
         if t.is_constant and t.data.nbytes <= _SHARED_BYTES:
             t = shared.setdefault((t.dtype.str, t.shape, t.data.tobytes()), t)
         if t.id not in tensors:
