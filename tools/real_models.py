@@ -277,6 +277,10 @@ def keras_function(class_name: str, weights: list, image: int = 224) -> Callable
     import keras
     model = getattr(keras.applications, class_name)(weights=None, input_shape=(image, image, 3))
     model.set_weights(weights)
+    return _stateless(model)
+
+
+def _stateless(model) -> Callable:
     trainable = [v.value for v in model.trainable_variables]
     other = [v.value for v in model.non_trainable_variables]
     return lambda x: model.stateless_call(trainable, other, x, training=False)[0]
@@ -310,7 +314,8 @@ def build(names=None, tiny: bool = False) -> dict[str, RealModel]:
             image = 32 if tiny else 224
             model = getattr(keras.applications, KERAS[name])(weights=None, input_shape=(image, image, 3))
             weights = {f"{i:04d}": np.asarray(w) for i, w in enumerate(model.get_weights())}
-            fun = keras_function(KERAS[name], list(weights.values()), image)
+            # The model just built, not a second one: an anchor's process builds it once (``rebuild``).
+            fun = _stateless(model)
             example = [np.random.default_rng(0).standard_normal((1, image, image, 3)).astype(np.float32)]
             spec = {"kind": "keras", "class": KERAS[name], "image": image}
         else:

@@ -15,12 +15,7 @@ import numpy as np
 from jax.extend import core
 
 from lowering_rules.vocabulary import is_key_dtype, rule_params
-from noxla.direct_tflite.graph import Graph, Tensor
-
-
-class Uncovered(Exception):
-    """The program uses something the direct writer does not emit (the message says what)."""
-
+from noxla.direct_tflite.graph import Graph, Tensor, Uncovered
 
 EMITTERS: dict[str, Callable] = {}
 
@@ -181,7 +176,8 @@ def reshape(graph: Graph, t: Tensor, shape) -> Tensor:
     return graph.add("RESHAPE", [t, graph.constant(np.asarray(shape, np.int32))], shape, t.dtype)
 
 
-def _out(eqn):
+def out_type(eqn) -> tuple:
+    """The first output's shape and NumPy dtype."""
     aval = eqn.outvars[0].aval
     return tuple(aval.shape), np.dtype(aval.dtype)
 
@@ -274,7 +270,7 @@ def _broadcast_in_dim(graph, eqn, x, *, shape, broadcast_dimensions):
 @emitter("transpose")
 def _transpose(graph, eqn, x, *, permutation):
     x = full(graph, x, eqn.invars[0].aval.shape)
-    shape, dtype = _out(eqn)
+    shape, dtype = out_type(eqn)
     return graph.add("TRANSPOSE", [x, graph.constant(np.asarray(permutation, np.int32))], shape, dtype)
 
 
@@ -283,7 +279,7 @@ def _pad(graph, eqn, x, value, *, padding_config):
     if any(lo < 0 or hi < 0 or interior for lo, hi, interior in padding_config):
         raise Uncovered("pad with negative or interior padding")
     x = full(graph, x, eqn.invars[0].aval.shape)
-    shape, dtype = _out(eqn)
+    shape, dtype = out_type(eqn)
     pads = graph.constant(np.asarray([(lo, hi) for lo, hi, _ in padding_config], np.int32))
     if not value.is_constant:
         raise Uncovered("pad with a run-time padding value")
@@ -298,7 +294,7 @@ _REDUCERS = {"reduce_sum": "SUM", "reduce_max": "REDUCE_MAX", "reduce_min": "RED
 @emitter(*_REDUCERS)
 def _reduce(graph, eqn, x, *, axes):
     x = full(graph, x, eqn.invars[0].aval.shape)
-    shape, dtype = _out(eqn)
+    shape, dtype = out_type(eqn)
     _float_or(eqn, int32=True)
     axes_t = graph.constant(np.asarray(axes, np.int32))
     return graph.add(_REDUCERS[eqn.primitive.name], [x, axes_t], shape, dtype, keepDims=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noxla.direct_tflite.emit import Uncovered, _out, emitter, full
+from noxla.direct_tflite.emit import Uncovered, emitter, full, out_type
 from noxla.direct_tflite.graph import Graph
 
 _NHWC = ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))   # lhs, rhs (HWIO) and out specs of an NHWC convolution
@@ -38,7 +38,7 @@ def _conv(graph: Graph, eqn, x, w, *, window_strides, padding, lhs_dilation, rhs
             or any(d != 1 for d in lhs_dilation) or batch_group_count != 1 or x.dtype != np.float32):
         raise Uncovered("a convolution other than a 2-D NHWC one of constant float32 HWIO weights")
     x = full(graph, x, eqn.invars[0].aval.shape)
-    shape, dtype = _out(eqn)
+    shape, dtype = out_type(eqn)
     kh, kw, cin, cout = w.shape
     mode = window_padding(padding, x.shape[1:3], (kh, kw), window_strides, rhs_dilation)
     if mode is None:
@@ -68,7 +68,7 @@ def _dot_general(graph: Graph, eqn, x, w, *, dimension_numbers, precision=None, 
             or x.dtype != np.float32 or np.dtype(eqn.outvars[0].aval.dtype) != np.float32):
         raise Uncovered("a product other than x @ w of a float32 matrix x and a constant matrix w")
     x = full(graph, x, eqn.invars[0].aval.shape)
-    shape, dtype = _out(eqn)
+    shape, dtype = out_type(eqn)
     data = np.asarray(w.data, np.float32)
     kernel = np.ascontiguousarray(data.T if tuple(rc) == (0,) else data)   # (out, in)
     bias = graph.constant(np.zeros(kernel.shape[0], np.float32))
@@ -88,7 +88,7 @@ def _max_pool(graph: Graph, eqn, x, *, window_dimensions, window_strides, paddin
     mode = window_padding(padding[1:3], x.shape[1:3], window_dimensions[1:3], window_strides[1:3])
     if mode is None:
         raise Uncovered("a max pool padded other than SAME or VALID")
-    shape, dtype = _out(eqn)
+    shape, dtype = out_type(eqn)
     return graph.add("MAX_POOL_2D", [x], shape, dtype, padding=mode, strideH=window_strides[1],
                      strideW=window_strides[2], filterHeight=window_dimensions[1], filterWidth=window_dimensions[2],
                      fusedActivationFunction=0)

@@ -15,6 +15,14 @@ _TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32", np.dtype
           np.dtype(np.int64): "INT64", np.dtype(np.float16): "FLOAT16", np.dtype(np.int8): "INT8",
           np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16"}
 _ids = itertools.count()
+
+
+class Uncovered(Exception):
+    """The program uses something the direct writer does not emit (the message says what): the
+    export takes the TF path instead."""
+
+
+
 # The run-time tensors' types: the emitters' operators are held to JAX on these only.
 RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 MAX_RANK = 6
@@ -58,7 +66,6 @@ class Graph:
         return Tensor(tuple(array.shape), array.dtype, array)
 
     def add(self, kind: str, inputs: list, shape, dtype, **options) -> Tensor:
-        from noxla.direct_tflite.emit import Uncovered
         shape = tuple(int(d) for d in shape)
         if any(t is not None and not t.is_constant and t.dtype not in RUNTIME_DTYPES for t in inputs) \
                 or np.dtype(dtype) not in RUNTIME_DTYPES:
@@ -105,7 +112,6 @@ def serialize(graph: Graph) -> list:
     from noxla.large_tflite import fits_inline, packed, serving_signature
     weights = sum(t.data.nbytes for op in graph.ops for t in op.inputs if t is not None and t.is_constant)
     if not fits_inline(weights):   # past 2 GB the file needs buffer offsets, which the TF path writes
-        from noxla.direct_tflite.emit import Uncovered
         raise Uncovered(f"{weights / 2**30:.1f} GB of weights")
     builtins = vars(schema.BuiltinOperator)
     model = schema.ModelT()
@@ -133,7 +139,6 @@ def serialize(graph: Graph) -> list:
 
     def index(t: Tensor) -> int:
         if t.dtype not in _TYPES:
-            from noxla.direct_tflite.emit import Uncovered
             raise Uncovered(f"a constant of {t.dtype}")
         if t.is_constant and t.data.nbytes <= _SHARED_BYTES:
             t = shared.setdefault((t.dtype.str, t.shape, t.data.tobytes()), t)
