@@ -33,6 +33,7 @@ def fuse(graph: Graph) -> None:
     unfused = sorted({op.kind for op in graph.ops} & ONLY_FUSED)
     if unfused:
         raise Uncovered(f"{', '.join(unfused)} outside the patterns fused here")
+    _decline_what_the_tf_path_does_better(graph)
     made = graph.producers()
     if len({t.id for t in graph.outputs}) < len(graph.outputs) or any(t.id not in made for t in graph.outputs):
         # x + 0 or x * 1 as an output, or two outputs computed alike: the TF path copies them
@@ -311,6 +312,18 @@ def _drop_zero_bias(graph: Graph) -> None:
     for op in graph.ops:
         if op.kind == "FULLY_CONNECTED" and op.inputs[2] is not None and not np.any(op.inputs[2].data):
             op.inputs[2] = None
+
+
+def _decline_what_the_tf_path_does_better(graph: Graph) -> None:
+    """Graphs the TF path's own flatbuffer passes would make smaller, which these passes do not yet:
+    reshapes around elementwise chains that move nothing (``noxla.tflite_reshapes``: more than one
+    reshape is taken as a sign of them), and projections of one input that it joins into one
+    FULLY_CONNECTED (``noxla.tflite_projections``)."""
+    if sum(op.kind == "RESHAPE" for op in graph.ops) > 1:
+        raise Uncovered("several reshapes, which the TF path's passes may remove")
+    inputs = [op.inputs[0].id for op in graph.ops if op.kind == "FULLY_CONNECTED"]
+    if len(inputs) != len(set(inputs)):
+        raise Uncovered("projections of one input, which the TF path joins")
 
 
 def _reciprocal_products(graph: Graph) -> None:
