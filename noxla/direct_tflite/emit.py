@@ -7,7 +7,9 @@ it as TFLite's do, so that a bias or a batch-norm scale is never materialized at
 size. An equation no emitter covers raises ``Uncovered``: the caller then takes the TF path."""
 from __future__ import annotations
 
+import functools
 import inspect
+import math
 from typing import Callable
 
 import jax
@@ -28,6 +30,7 @@ def emitter(*names: str):
     return register
 
 
+@functools.cache   # once per emitter, not once per equation
 def _understood(fn) -> set | None:
     """The parameters an emitter names (None: it takes any, as the table-made ones do)."""
     kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
@@ -61,11 +64,8 @@ def lower_program(closed_jaxpr, in_names, out_names) -> Graph:
         inputs.append(t)
     consts = [graph.constant(np.asarray(c)) for c in closed_jaxpr.consts]
     outs = _walk(graph, closed_jaxpr.jaxpr, consts, inputs)
-    for t, var in zip(outs, closed_jaxpr.jaxpr.outvars):
-        t = full(graph, t, var.aval.shape)
-        if t.is_constant or any(t is i for i in graph.inputs) or any(t is o for o in graph.outputs):
-            raise Uncovered("an output that is a constant, an input or another output")
-        graph.outputs.append(t)
+    # An output that is a constant, an input or another output is declined once fused (``fuse``).
+    graph.outputs = [full(graph, t, var.aval.shape) for t, var in zip(outs, closed_jaxpr.jaxpr.outvars)]
     # In key order, as the TF path's converter writes a function's outputs.
     order = sorted(range(len(out_names)), key=lambda i: out_names[i])
     graph.outputs = [graph.outputs[i] for i in order]
@@ -113,13 +113,27 @@ def _walk(graph: Graph, jaxpr, consts, args) -> list:
     return [read(a) for a in jaxpr.outvars]
 
 
+def _in_float64(fn):
+    def fold(x, *, accuracy=None):
+        if accuracy is not None or x.dtype.kind != "f":
+            return None
+        with np.errstate(all="ignore"):   # overflow to inf, log(0): the IEEE results JAX gives too
+            return fn(x.astype(np.float64))
+    return fold
+
+
 # Folds NumPy computes as JAX does (IEEE-rounded arithmetic and moves of data): JAX would compile each
 # distinct one (ResNet-50's batch norms: 32 compilations, 1 s). The rest go to JAX.
 _NUMPY_FOLDS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum,
     "min": np.minimum, "neg": np.negative, "sqrt": np.sqrt, "abs": np.abs,
-    # Correctly rounded (in float64, then rounded once): JAX's CPU rsqrt may differ from it by an ulp.
-    "rsqrt": lambda x, *, accuracy=None: (1 / np.sqrt(x.astype(np.float64))) if accuracy is None else None,
+    # Transcendentals in float64, rounded once: XLA's float32 ones round differently on CPUs without
+    # FMA (AVX and older), so folding them there would make the file depend on the exporting CPU. The
+    # result may differ from JAX's own by an ulp.
+    "rsqrt": _in_float64(lambda x: 1 / np.sqrt(x)), "exp": _in_float64(np.exp), "log": _in_float64(np.log),
+    "tanh": _in_float64(np.tanh), "logistic": _in_float64(lambda x: 1 / (1 + np.exp(-x))),
+    "sin": _in_float64(np.sin), "cos": _in_float64(np.cos), "log1p": _in_float64(np.log1p),
+    "expm1": _in_float64(np.expm1), "erf": _in_float64(np.vectorize(math.erf, otypes=[np.float64])),
     "reshape": lambda x, *, new_sizes, dimensions, **_: x.reshape(new_sizes) if dimensions is None else None,
     "squeeze": lambda x, *, dimensions: np.squeeze(x, tuple(dimensions)),
     "transpose": lambda x, *, permutation: np.transpose(x, permutation),
