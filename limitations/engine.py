@@ -21,7 +21,6 @@ from typing import Protocol
 
 import jax
 import numpy as np
-from jax.extend import core
 
 from limitations.targets import boundary_limits
 from lowering_rules import registry
@@ -34,6 +33,7 @@ from lowering_rules.dtype_support import (
     target_lacks,
     unsupported_dtypes,
 )
+from lowering_rules.jax_compat import core
 from lowering_rules.vocabulary import EqnView, Target, rule_params
 from noxla.errors import source_line as user_line
 

@@ -11,11 +11,10 @@ import jax.numpy as jnp
 from jax import lax
 from jax.ad_checkpoint import checkpoint_name
 from jax.experimental.layout import Layout, with_layout_constraint
-from jax.extend.core import primitives
 from jax.sharding import AxisType, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from lowering_rules.cases import boolean, case, f32, i32
-from lowering_rules.jax_compat import lax_internal, pjit  # reshard_p, layout_constraint_p, tie_p: not in jax.extend
+from lowering_rules.jax_compat import ad_checkpoint, lax_internal, pjit
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
 
@@ -33,7 +32,7 @@ def _resharded(x):
     return jax.sharding.reshard(x + 1, NamedSharding(_mesh(AxisType.Explicit), PartitionSpec()))
 
 
-@lowering(primitives.sharding_constraint_p, cases=[
+@lowering(pjit.sharding_constraint_p, cases=[
     case("named_sharding", _constrained, f32(3, 4)),
     case("single_device_i32", lambda x: lax.with_sharding_constraint(
         x, SingleDeviceSharding(jax.devices()[0])) * 3, i32(5)),
@@ -58,7 +57,7 @@ def lower_layout_constraint(ctx, x, *, layout=None):
     return tf.identity(x)
 
 
-@lowering(primitives.name_p, cases=[
+@lowering(ad_checkpoint.name_p, cases=[
     case("checkpoint_name", lambda x: jnp.tanh(checkpoint_name(x @ x.T, "scores")), f32(3, 4)),
     case("bool", lambda x: checkpoint_name(x, "mask") | x[::-1], boolean(6)),
 ])

@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend import core as jax_core
 
 from lowering_rules.cases import case, f16, f32, i32
 from lowering_rules.helpers import lowering_for_webgpu, tf_dtype
@@ -420,7 +419,7 @@ def _unrolls(length, unroll, jaxpr) -> bool:
 
 
 def _equation_count(jaxpr) -> int:
-    return sum(1 + sum(_equation_count(getattr(sub, "jaxpr", sub)) for sub in jax_core.jaxprs_in_params(eqn.params))
+    return sum(1 + sum(_equation_count(getattr(sub, "jaxpr", sub)) for sub in core.jaxprs_in_params(eqn.params))
                for eqn in jaxpr.eqns)
 
 

@@ -16,8 +16,8 @@ TF.js have none).
 """
 from __future__ import annotations
 
+import jax  # jax.scipy.linalg loads on first use (JAX's lazy submodule): importing it jits ~30 functions
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
 
@@ -98,7 +98,8 @@ def _spd(x):
     case("batched", lambda x: jnp.linalg.cholesky(_spd(x)), f32(2, 3, 4, 4)),
     case("one", lambda x: jnp.linalg.cholesky(_spd(x)), f32(1, 1)),
     case("not_positive_definite", jnp.linalg.cholesky, np.array([[1.0, 2.0], [2.0, 1.0]], np.float32)),
-    case("cho_solve", lambda x, b: jsl.cho_solve(jsl.cho_factor(_spd(x), lower=True), b), f32(6, 6), f32(6, 2)),
+    case("cho_solve", lambda x, b: jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(_spd(x), lower=True), b),
+         f32(6, 6), f32(6, 2)),
     case("too_large", lambda x: jnp.linalg.cholesky(_spd(x)), f32(33, 33)),
     case("empty", lambda x, y: jnp.concatenate([jnp.linalg.cholesky(x[:, :0, :0]).reshape(-1), y]),
          f32(3, 2, 2), f32(3)),
@@ -146,11 +147,12 @@ def _triangular(x, lower=True, unit=False):
         _triangular(a, lower=False, unit=True), b, left_side=False, lower=False, unit_diagonal=True),
         f32(4, 4), f32(2, 4)),
     # Only the named triangle is read: NaN elsewhere must not leak in.
-    case("other_triangle_ignored", lambda a, b: jsl.solve_triangular(
+    case("other_triangle_ignored", lambda a, b: jax.scipy.linalg.solve_triangular(
         _triangular(a) + jnp.triu(jnp.full_like(a, jnp.nan), 1), b, lower=True), f32(4, 4), f32(4)),
-    case("batched", lambda a, b: jsl.solve_triangular(_triangular(a, lower=False), b, lower=False),
+    case("batched", lambda a, b: jax.scipy.linalg.solve_triangular(_triangular(a, lower=False), b, lower=False),
          f32(2, 5, 5), f32(2, 5, 2)),
-    case("too_large", lambda a, b: jsl.solve_triangular(_triangular(a), b, lower=True), f32(33, 33), f32(33)),
+    case("too_large", lambda a, b: jax.scipy.linalg.solve_triangular(_triangular(a), b, lower=True),
+         f32(33, 33), f32(33)),
 ])
 def lower_triangular_solve(ctx, a, b, *, left_side=False, lower=False, transpose_a=False, conjugate_a=False,
                            unit_diagonal=False):  # lax.linalg.triangular_solve's defaults
@@ -193,7 +195,7 @@ def _lu_parts(x):
     case("inv", jnp.linalg.inv, f32(5, 5)),
     case("det", jnp.linalg.det, f32(5, 5)),
     case("slogdet", lambda x: tuple(jnp.linalg.slogdet(x)), f32(2, 6, 6)),
-    case("scipy_lu", lambda x: jsl.lu(x), f32(4, 4)),
+    case("scipy_lu", lambda x: jax.scipy.linalg.lu(x), f32(4, 4)),
     case("too_large", _lu_parts, f32(33, 33)),
 ])
 def lower_lu(ctx, x):
@@ -287,9 +289,9 @@ def _qr_invariants(mode):
     case("batched", _qr_invariants("reduced"), f32(2, 4, 4)),
     case("zero_column", _qr_invariants("reduced"), np.array([[0, 1], [0, 2], [0, 3]], np.float32)),
     case("r_only", lambda x: jnp.linalg.qr(x, mode="r"), f32(4, 3)),
-    case("pivoting", lambda x: jsl.qr(x, pivoting=True), f32(4, 3)),
-    case("pivoting_economic_wide", lambda x: jsl.qr(x, pivoting=True, mode="economic"), f32(2, 3, 4)),
-    case("pivoting_economic_tall", lambda x: jsl.qr(x, pivoting=True, mode="economic"), f32(4, 2)),
+    case("pivoting", lambda x: jax.scipy.linalg.qr(x, pivoting=True), f32(4, 3)),
+    case("pivoting_economic_wide", lambda x: jax.scipy.linalg.qr(x, pivoting=True, mode="economic"), f32(2, 3, 4)),
+    case("pivoting_economic_tall", lambda x: jax.scipy.linalg.qr(x, pivoting=True, mode="economic"), f32(4, 2)),
     case("too_large", _qr_invariants("reduced"), f32(33, 4)),
 ])
 def lower_qr(ctx, x, *, full_matrices, pivoting=False, use_magma=None):

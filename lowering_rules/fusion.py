@@ -16,10 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend import core
 
 from lowering_rules.cases import case, f32
 from lowering_rules.helpers import lowering_for_tflite, lowering_for_webgpu
+from lowering_rules.jax_compat import core
 from lowering_rules.lazy_tensorflow import tf
 
 

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from jax.extend import core
-
 from lowering_rules.fusion import producer
 from lowering_rules.helpers import is_static_shape
+from lowering_rules.jax_compat import core
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend import core
 
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8, u32
 from lowering_rules.helpers import (
@@ -35,6 +34,7 @@ from lowering_rules.helpers import (
     size_vector,
     where_nan_either,
 )
+from lowering_rules.jax_compat import core
 from lowering_rules.lazy_tensorflow import op, tf
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import ALL_TARGETS

@@ -6,6 +6,7 @@ only file to change. It imports nothing of noxla's, so rules, the engine and nox
 from __future__ import annotations
 
 from jax._src import (
+    ad_checkpoint,
     ad_util,
     api_util,
     core,
@@ -17,7 +18,7 @@ from jax._src import (
     pjit,
     source_info_util,
 )
-from jax._src.core import is_constant_dim
+from jax._src.core import InconclusiveDimensionOperation, is_constant_dim
 from jax._src.export import shape_poly
 from jax._src.interpreters import partial_eval
 from jax._src.lax import ann, windowed_reductions
@@ -31,6 +32,12 @@ from jax._src.random import prng, threefry2x32
 # functions), ann (approx_top_k_p), windowed_reductions (select_and_scatter_p), custom_derivatives,
 # debugging and hijax (call-like primitives), api_util and linear_util (binding core.call_p).
 # ad_util (zeros_like_p, which tests show JAX never stages). None of these is in jax.extend.
+#
+# jax.extend.core's names (ClosedJaxpr, Literal, jaxprs_in_params, ...) are jax._src.core's, and
+# jax.extend.core.primitives' are the modules' above (ad_checkpoint's name_p, pjit's
+# sharding_constraint_p, lax_internal's empty2_p): the rules, the check and tracing take them from
+# here, as importing anything under jax.extend runs its package, which imports Pallas (~15 ms,
+# a quarter of what importing the rules and the check costs).
 
 # Primitives users' programs contain that jax.lax does not export.
 device_put_p = dispatch.device_put_p
@@ -51,7 +58,7 @@ PRIMITIVE_MODULES = (
     "jax._src.lax.parallel", "jax._src.callback", "jax._src.debugging", "jax._src.core",
 )
 
-__all__ = ["ad_util", "api_util", "linear_util",
+__all__ = ["ad_checkpoint", "ad_util", "api_util", "linear_util", "InconclusiveDimensionOperation",
            "core", "custom_derivatives", "debugging", "hijax", "ann", "windowed_reductions", "pjit",
            "lax_internal", "linalg_internal", "prng", "threefry2x32", "device_put_p", "dim_as_value_p",
            "is_constant_dim", "solve_dim_vars", "dce_jaxpr", "user_frames",

@@ -10,10 +10,9 @@ exact in every mode, and the join, if nothing else reads it, is left for the con
 """
 from __future__ import annotations
 
-from jax.extend import core
-
 from lowering_rules.fusion import producer
 from lowering_rules.helpers import is_static_shape
+from lowering_rules.jax_compat import core
 
 
 def _non_unit_axes(shape) -> list[int]:

@@ -24,8 +24,8 @@ independent ones): the vectors are meant for distinct eigenvalues.
 """
 from __future__ import annotations
 
+import jax  # jax.scipy.linalg loads on first use (JAX's lazy submodule): importing it jits ~30 functions
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
 
@@ -235,12 +235,12 @@ def _real_spectrum(x):
                workaround="do not sort"),
 ], cases=[
     case("invariants", _schur_invariants, f32(4, 4)),
-    case("real_eigenvalues", lambda x: jnp.sort(jnp.diagonal(jsl.schur(_real_spectrum(x))[0])), f32(3, 3)),
+    case("real_eigenvalues", lambda x: jnp.sort(jnp.diagonal(jax.scipy.linalg.schur(_real_spectrum(x))[0])), f32(3, 3)),
     case("values_only", lambda x: jnp.where(jnp.tril(jnp.ones((4, 4), bool), -2), lax.linalg.schur(
         x, compute_schur_vectors=False)[0], 0.0), f32(4, 4)),
     case("batched", _schur_invariants, f32(2, 3, 3)),
-    case("one", lambda x: jsl.schur(x), f32(1, 1)),
-    case("too_large", lambda x: jsl.schur(x)[0], f32(9, 9)),
+    case("one", lambda x: jax.scipy.linalg.schur(x), f32(1, 1)),
+    case("too_large", lambda x: jax.scipy.linalg.schur(x)[0], f32(9, 9)),
     case("sorted", lambda x: lax.linalg.schur(x, sort_eig_vals=True)[0], f32(2, 2)),
 ])
 def lower_schur(ctx, x, *, compute_schur_vectors, sort_eig_vals=False, select_callable=None):  # lax.linalg's defaults

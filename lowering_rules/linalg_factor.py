@@ -12,8 +12,8 @@ and cholesky_update, through basic ops (TFLite builtins and TF.js have no linalg
 """
 from __future__ import annotations
 
+import jax  # jax.scipy.linalg loads on first use (JAX's lazy submodule): importing it jits ~30 functions
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
 
@@ -156,7 +156,7 @@ def _pivoted_qr(x, jpvt):
 
 
 def _pivoted_multiply(a, c):
-    cq, r, p = jsl.qr_multiply(a, c, pivoting=True)
+    cq, r, p = jax.scipy.linalg.qr_multiply(a, c, pivoting=True)
     return cq, r, p
 
 
@@ -225,7 +225,7 @@ def pivoted_qr(x, m: int, n: int, full_matrices: bool):
     case("from_geqrf", lambda x: lax.linalg.householder_product(*lapack_like.geqrf(x)), f32(4, 3)),
     case("fewer_taus", lambda a, t: lax.linalg.householder_product(a, t), f32(4, 4), f32(2)),
     case("batched", lambda x: lax.linalg.householder_product(*lapack_like.geqrf(x)), f32(2, 3, 3)),
-    case("hessenberg_q", lambda x: jsl.hessenberg(x, calc_q=True), f32(4, 4)),
+    case("hessenberg_q", lambda x: jax.scipy.linalg.hessenberg(x, calc_q=True), f32(4, 4)),
     case("too_large", lambda a, t: lax.linalg.householder_product(a, t), f32(33, 2), f32(2)),
 ])
 def lower_householder_product(ctx, a, taus):
@@ -252,7 +252,7 @@ def _ormqr(left, transpose):
     case("qt_c", _ormqr(True, True), f32(3, 3), f32(3, 2)),
     case("c_q", _ormqr(False, False), f32(4, 2), f32(3, 4)),
     case("c_qt_batched", _ormqr(False, True), f32(2, 3, 3), f32(2, 2, 3)),
-    case("scipy_qr_multiply", lambda a, c: jsl.qr_multiply(a, c)[0], f32(3, 3), f32(3)),
+    case("scipy_qr_multiply", lambda a, c: jax.scipy.linalg.qr_multiply(a, c)[0], f32(3, 3), f32(3)),
     case("too_large", _ormqr(True, False), f32(33, 2), f32(33, 1)),
 ])
 def lower_ormqr(ctx, a, taus, c, *, left, transpose):
@@ -310,7 +310,7 @@ def _hessenberg_parts(x):
 @lowering(lax.linalg.hessenberg_p, limitations=[_size_limit("hessenberg", "about 20 n ops")], cases=[
     case("packed", _hessenberg_parts, f32(4, 4)),
     case("batched", _hessenberg_parts, f32(2, 3, 3)),
-    case("scipy_hessenberg", lambda x: jsl.hessenberg(x), f32(4, 4)),
+    case("scipy_hessenberg", lambda x: jax.scipy.linalg.hessenberg(x), f32(4, 4)),
     case("one", _hessenberg_parts, f32(1, 1)),
     case("already_hessenberg", _hessenberg_parts, np.triu(np.arange(1, 10, dtype=np.float32).reshape(3, 3), -1)),
     case("too_large", _hessenberg_parts, f32(33, 33)),

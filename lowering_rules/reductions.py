@@ -17,12 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.core import ShapedArray
-from jax.extend import core
 
 from lowering_rules import fusion, half_scans
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.helpers import compute_dtype, convertible_constant, identity_element, is_nan, kernel_dtype
+from lowering_rules.jax_compat import core
 from lowering_rules.lazy_tensorflow import op, tf
 from lowering_rules.registry import Limitation, Target, lowering
 from lowering_rules.vocabulary import ALL_TARGETS

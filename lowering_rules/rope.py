@@ -30,11 +30,11 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend import core
 
 from lowering_rules.cases import case, f32
 from lowering_rules.fusion import producer
 from lowering_rules.helpers import is_static_shape, lowering_for_webgpu
+from lowering_rules.jax_compat import core
 from lowering_rules.lazy_tensorflow import tf
 
 

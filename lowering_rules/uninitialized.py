@@ -7,10 +7,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.extend.core import primitives
 
 from lowering_rules.cases import case, f32, i32
-from lowering_rules.jax_compat import lax_internal  # empty_p is not exported
+from lowering_rules.jax_compat import lax_internal  # empty_p and empty2_p are not exported
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
 
@@ -31,7 +30,7 @@ def _grad_through_cond(x):
     return jax.grad(lambda x: f(x).sum())(x)
 
 
-@lowering(primitives.empty2_p, cases=[
+@lowering(lax_internal.empty2_p, cases=[
     case("grad_of_cond", _grad_through_cond, f32(3)),
     case("grad_of_cond_other_branch", lambda x: _grad_through_cond(-jnp.abs(x)), f32(3)),
 ])

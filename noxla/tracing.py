@@ -9,9 +9,8 @@ from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
-from jax.extend.core import InconclusiveDimensionOperation
 
-from lowering_rules.jax_compat import dce_jaxpr
+from lowering_rules.jax_compat import InconclusiveDimensionOperation, dce_jaxpr
 from noxla.errors import _LIBRARY_DIRS, TracingError
 
 
