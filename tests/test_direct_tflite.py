@@ -95,6 +95,25 @@ def test_keras_cnn_is_the_converters_graph_and_matches_jax(name, tmp_path):
     np.testing.assert_allclose(got, np.asarray(jax.jit(model.fun)(*model.example)), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["whisper_tiny_encoder", "vit_b16"])
+def test_transformer_encoder_has_the_converters_operators_and_matches_jax(name, tmp_path):
+    """Whisper's (1-D convolutions, GELU) and ViT's (patches, class token) encoders: the TF path's
+    operators, kind for kind and option for option (the converter orders them otherwise), with
+    four heads of four, so that attention's scale is a power of two the converter folds too."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import real_models
+    weights, apply, example = real_models.BUILDERS[name](dict(real_models.TINY[name], heads=4),
+                                                         np.random.default_rng(0))
+    fun = lambda *args: apply(weights, *args)  # noqa: E731
+    program = trace(fun, tuple(example))
+    direct = direct_tflite_bytes(program)
+    summary = lambda data: sorted((kind, repr(options)) for kind, _, _, options in _ops(data))  # noqa: E731
+    assert summary(direct) == summary(_tf_path_bytes(fun, example, tmp_path))
+    assert {"BATCH_MATMUL", "SOFTMAX", "GELU", "FULLY_CONNECTED", "CONV_2D"} <= {k for k, _ in summary(direct)}
+    got = run_tflite(direct, dict(zip(program.in_names, example)))[program.out_names[0]]
+    np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(*example)), rtol=1e-5, atol=2e-5)
+
+
 # ----------------------------------------------------------------------------- the export
 
 def test_export_tflite_writes_it_without_tensorflow(tmp_path):
@@ -159,3 +178,28 @@ def test_outputs_its_passes_could_merge_come_out_whole(fun, tmp_path):
     assert len(got) == len(expected)
     for name, e in zip(sorted(got), expected):
         np.testing.assert_array_equal(got[name], np.asarray(e))
+
+
+def _rotated(x):
+    x1, x2 = x[..., :2], x[..., 2:]
+    return jax.numpy.concatenate([x1 * 0.5 - x2 * 0.25, x2 * 0.5 + x1 * 0.25], -1)
+
+
+_SHORTER = {   # what the TF path writes in fewer operators, and the reason the writer gives
+    "rotary_embedding": (_rotated, [(3, 4)], "rotary"),
+    "slice_of_a_join": (lambda x, y: jax.numpy.concatenate([x * 2, y * 3])[:3], [(3, 4), (2, 4)], "slice of"),
+    "repeated_keys": (lambda q, k: jax.numpy.einsum("thd,shd->hts", q, jax.numpy.repeat(k, 2, axis=1)),
+                      [(5, 4, 8), (6, 2, 8)], "repeated"),
+    "reshape_pair": (lambda x: jax.nn.relu(x.reshape(2, 6) * 2.0).reshape(3, 4) @ np.ones((4, 4), np.float32),
+                     [(3, 4)], "reshapes around"),
+    "projections_of_one_row": (lambda x: (x @ np.eye(4, dtype=np.float32) * 3, x @ np.ones((4, 2), np.float32)),
+                               [(1, 4)], "projections"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SHORTER))
+def test_what_the_tf_path_writes_shorter_is_left_to_it(name):
+    fun, shapes, reason = _SHORTER[name]
+    args = tuple(np.random.default_rng(0).standard_normal(s).astype(np.float32) for s in shapes)
+    with pytest.raises(Uncovered, match=reason):
+        direct_tflite_bytes(trace(fun, args))

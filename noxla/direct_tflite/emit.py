@@ -14,8 +14,8 @@ from typing import Callable
 
 import jax
 import numpy as np
-from jax.extend import core
 
+from lowering_rules.jax_compat import core
 from lowering_rules.vocabulary import is_key_dtype, rule_params
 from noxla.direct_tflite.graph import Graph, Tensor, Uncovered
 
@@ -252,6 +252,11 @@ def _integer_pow(graph, eqn, x, *, y):
     return square if y == 2 else graph.add("MUL", [square, x], x.shape, dtype, fusedActivationFunction=0)
 
 
+@emitter("square")
+def _square(graph, eqn, x):
+    return graph.add("MUL", [x, x], x.shape, _float_or(eqn), fusedActivationFunction=0)
+
+
 @emitter("convert_element_type")
 def _convert(graph, eqn, x, *, new_dtype, weak_type):
     if np.dtype(new_dtype) != x.dtype:
@@ -281,11 +286,20 @@ def _broadcast_in_dim(graph, eqn, x, *, shape, broadcast_dimensions):
     return reshape(graph, x, aligned)   # broadcast lazily, by the operators that read it
 
 
+def permuted(graph: Graph, t: Tensor, permutation) -> Tensor:
+    """``t`` with its axes in the order ``permutation`` names (``fuse`` joins transposes of transposes)."""
+    permutation = tuple(int(a) for a in permutation)
+    if permutation == tuple(range(len(t.shape))):
+        return t
+    if t.is_constant:
+        return graph.constant(np.ascontiguousarray(np.transpose(t.data, permutation)))
+    shape = tuple(t.shape[a] for a in permutation)
+    return graph.add("TRANSPOSE", [t, graph.constant(np.asarray(permutation, np.int32))], shape, t.dtype)
+
+
 @emitter("transpose")
 def _transpose(graph, eqn, x, *, permutation):
-    x = full(graph, x, eqn.invars[0].aval.shape)
-    shape, dtype = out_type(eqn)
-    return graph.add("TRANSPOSE", [x, graph.constant(np.asarray(permutation, np.int32))], shape, dtype)
+    return permuted(graph, full(graph, x, eqn.invars[0].aval.shape), permutation)
 
 
 @emitter("pad")
@@ -312,3 +326,23 @@ def _reduce(graph, eqn, x, *, axes):
     _float_or(eqn, int32=True)
     axes_t = graph.constant(np.asarray(axes, np.int32))
     return graph.add(_REDUCERS[eqn.primitive.name], [x, axes_t], shape, dtype, keepDims=False)
+
+
+@emitter("concatenate")
+def _concatenate(graph, eqn, *xs, dimension):
+    shape, dtype = out_type(eqn)
+    _float_or(eqn, int32=True)
+    xs = [full(graph, x, v.aval.shape) for x, v in zip(xs, eqn.invars)]
+    return graph.add("CONCATENATION", xs, shape, dtype, axis=dimension, fusedActivationFunction=0)
+
+
+@emitter("slice")
+def _slice(graph, eqn, x, *, start_indices, limit_indices, strides):
+    x = full(graph, x, eqn.invars[0].aval.shape)
+    shape, dtype = out_type(eqn)
+    begin = graph.constant(np.asarray(start_indices, np.int32))
+    if strides is None or all(s == 1 for s in strides):
+        return graph.add("SLICE", [x, begin, graph.constant(np.asarray(shape, np.int32))], shape, dtype)
+    return graph.add("STRIDED_SLICE", [x, begin, graph.constant(np.asarray(limit_indices, np.int32)),
+                                       graph.constant(np.asarray(strides, np.int32))], shape, dtype,
+                     beginMask=0, endMask=0, ellipsisMask=0, newAxisMask=0, shrinkAxisMask=0, offset=False)

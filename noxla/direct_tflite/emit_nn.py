@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from noxla.direct_tflite.emit import Uncovered, emitter, full, out_type
+from noxla.direct_tflite.emit import Uncovered, emitter, full, out_type, permuted, reshape
 from noxla.direct_tflite.graph import Graph
 
-_NHWC = ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))   # lhs, rhs (HWIO) and out specs of an NHWC convolution
 SAME, VALID = 0, 1   # schema.Padding
 
 
@@ -33,47 +32,84 @@ def window_padding(padding, sizes, windows, strides, dilations=(1, 1)) -> int | 
 @emitter("conv_general_dilated")
 def _conv(graph: Graph, eqn, x, w, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
           feature_group_count, batch_group_count, precision=None, preferred_element_type=None):
-    spec = (dimension_numbers.lhs_spec, dimension_numbers.rhs_spec, dimension_numbers.out_spec)
-    if (not w.is_constant or tuple(map(tuple, spec)) != _NHWC or len(window_strides) != 2
+    """A 2-D convolution, or a 1-D one as a 2-D one over a unit height (as the converter writes it),
+    with the input moved to channels-last first if it is not."""
+    lhs, rhs, out = (tuple(s) for s in (dimension_numbers.lhs_spec, dimension_numbers.rhs_spec,
+                                        dimension_numbers.out_spec))
+    n = len(window_strides)
+    if (not w.is_constant or n not in (1, 2) or out != (0, n + 1, *range(1, n + 1)) or lhs[0] != 0
             or any(d != 1 for d in lhs_dilation) or batch_group_count != 1 or x.dtype != np.float32):
-        raise Uncovered("a convolution other than a 2-D NHWC one of constant float32 HWIO weights")
-    x = full(graph, x, eqn.invars[0].aval.shape)
+        raise Uncovered("a convolution other than a 1-D or 2-D channels-last one of constant float32 weights")
+    x = permuted(graph, full(graph, x, eqn.invars[0].aval.shape), (0, *lhs[2:], lhs[1]))
+    data = np.transpose(np.asarray(w.data, np.float32), (*rhs[2:], rhs[1], rhs[0]))   # HWIO
     shape, dtype = out_type(eqn)
-    kh, kw, cin, cout = w.shape
-    mode = window_padding(padding, x.shape[1:3], (kh, kw), window_strides, rhs_dilation)
+    mode = window_padding(padding, x.shape[1:-1], data.shape[:-2], window_strides, rhs_dilation)
     if mode is None:
         if any(p < 0 for pair in padding for p in pair):
             raise Uncovered("a convolution that crops (negative padding)")
         pads = np.asarray([(0, 0), *padding, (0, 0)], np.int32)
         padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape, pads))
         x, mode = graph.add("PAD", [x, graph.constant(pads)], padded, dtype), VALID
-    data = np.asarray(w.data, np.float32)
+    if n == 1:
+        x, data = reshape(graph, x, (x.shape[0], 1, *x.shape[1:])), data[None]
+        # the converter's stride over the unit height is the width's (either moves nothing there)
+        window_strides, rhs_dilation = (window_strides[0], *window_strides), (1, *rhs_dilation)
+    kh, kw, cin, cout = data.shape
     options = dict(padding=mode, strideH=window_strides[0], strideW=window_strides[1],
                    dilationHFactor=rhs_dilation[0], dilationWFactor=rhs_dilation[1], fusedActivationFunction=0)
     bias = graph.constant(np.zeros(cout, np.float32))
+    out4 = (shape[0], 1, *shape[1:]) if n == 1 else shape
     if feature_group_count == 1:
         kernel = graph.constant(np.ascontiguousarray(data.transpose(3, 0, 1, 2)))   # OHWI
-        return graph.add("CONV_2D", [x, kernel, bias], shape, dtype, **options)
-    if feature_group_count == x.shape[3] and cin == 1:
+        y = graph.add("CONV_2D", [x, kernel, bias], out4, dtype, **options)
+    elif feature_group_count == x.shape[3] and cin == 1:
         kernel = graph.constant(np.ascontiguousarray(data.reshape(1, kh, kw, cout)))
-        return graph.add("DEPTHWISE_CONV_2D", [x, kernel, bias], shape, dtype,
-                         depthMultiplier=cout // feature_group_count, **options)
-    raise Uncovered("a grouped convolution that is not depthwise")
+        y = graph.add("DEPTHWISE_CONV_2D", [x, kernel, bias], out4, dtype,
+                      depthMultiplier=cout // feature_group_count, **options)
+    else:
+        raise Uncovered("a grouped convolution that is not depthwise")
+    return reshape(graph, y, shape)
 
 
 @emitter("dot_general")
 def _dot_general(graph: Graph, eqn, x, w, *, dimension_numbers, precision=None, preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
-    if (not w.is_constant or lb or rb or len(w.shape) != 2 or len(x.shape) < 2 or tuple(lc) != (len(x.shape) - 1,)
-            or x.dtype != np.float32 or np.dtype(eqn.outvars[0].aval.dtype) != np.float32):
-        raise Uncovered("a product other than x @ w of a float32 matrix x and a constant matrix w")
+    if x.dtype != np.float32 or w.dtype != np.float32 or np.dtype(eqn.outvars[0].aval.dtype) != np.float32:
+        raise Uncovered("a product of other types than float32")
     x = full(graph, x, eqn.invars[0].aval.shape)
     shape, dtype = out_type(eqn)
-    data = np.asarray(w.data, np.float32)
-    kernel = np.ascontiguousarray(data.T if tuple(rc) == (0,) else data)   # (out, in)
-    bias = graph.constant(np.zeros(kernel.shape[0], np.float32))
-    return graph.add("FULLY_CONNECTED", [x, graph.constant(kernel), bias], shape, dtype,
-                     fusedActivationFunction=0, keepNumDims=True)
+    if w.is_constant and not lb and len(w.shape) == 2 and len(x.shape) >= 2 and tuple(lc) == (len(x.shape) - 1,):
+        data = np.asarray(w.data, np.float32)
+        kernel = np.ascontiguousarray(data.T if tuple(rc) == (0,) else data)   # (out, in)
+        bias = graph.constant(np.zeros(kernel.shape[0], np.float32))
+        return graph.add("FULLY_CONNECTED", [x, graph.constant(kernel), bias], shape, dtype,
+                         fusedActivationFunction=0, keepNumDims=True)
+    return _batch_matmul(graph, x, full(graph, w, eqn.invars[1].aval.shape), (lc, rc), (lb, rb), shape)
+
+
+def _batch_matmul(graph: Graph, x, y, contracting, batch, shape):
+    """``x``'s and ``y``'s product over batch axes as a BATCH_MATMUL of [batch, rows, k] by
+    [batch, k, columns]: x by y, or y by x and the result's last two axes swapped, whichever moves
+    fewer elements (attention's probabilities times values read the probabilities as they are)."""
+    (lc, rc), (lb, rb) = contracting, batch
+    free = [[a for a in range(len(t.shape)) if a not in (*c, *b)] for t, c, b in ((x, lc, lb), (y, rc, rb))]
+    if len(lc) != 1 or any(len(f) != 1 for f in free) or len(lb) + 2 > 4:
+        raise Uncovered("a product other than one of matrices over batch axes")
+    (lf,), (rf,) = free
+    moved = lambda t, perm: 0 if t.is_constant or perm == sorted(perm) else int(np.prod(t.shape))  # noqa: E731
+    straight = ((x, [*lb, lf, *lc]), (y, [*rb, *rc, rf]))
+    swapped = ((y, [*rb, rf, *rc]), (x, [*lb, *lc, lf]))
+    out_size = int(np.prod(shape))
+    if sum(moved(*a) for a in swapped) + out_size < sum(moved(*a) for a in straight):
+        (a, pa), (b, pb) = swapped
+        rank = len(shape)
+        product = graph.add("BATCH_MATMUL", [permuted(graph, a, pa), permuted(graph, b, pb)],
+                            (*shape[:-2], shape[-1], shape[-2]), np.float32, adjX=False, adjY=False,
+                            asymmetricQuantizeInputs=False)
+        return permuted(graph, product, (*range(rank - 2), rank - 1, rank - 2))
+    (a, pa), (b, pb) = straight
+    return graph.add("BATCH_MATMUL", [permuted(graph, a, pa), permuted(graph, b, pb)], shape, np.float32,
+                     adjX=False, adjY=False, asymmetricQuantizeInputs=False)
 
 
 @emitter("reduce_window_max")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from noxla.direct_tflite.decline import decline_what_the_tf_path_does_better
 from noxla.direct_tflite.emit import ONLY_FUSED, Uncovered
 from noxla.direct_tflite.emit_nn import SAME, VALID, same_pads
-from noxla.direct_tflite.graph import Graph, Op, Tensor
+from noxla.direct_tflite.graph import Graph, Op, Tensor, View
 
 _LINEAR = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}
 _WITH_ACTIVATION = _LINEAR | {"ADD", "SUB", "MUL", "DIV", "MAX_POOL_2D", "AVERAGE_POOL_2D"}
@@ -33,26 +34,11 @@ def fuse(graph: Graph) -> None:
     unfused = sorted({op.kind for op in graph.ops} & ONLY_FUSED)
     if unfused:
         raise Uncovered(f"{', '.join(unfused)} outside the patterns fused here")
-    _decline_what_the_tf_path_does_better(graph)
+    decline_what_the_tf_path_does_better(graph)
     made = graph.producers()
     if len({t.id for t in graph.outputs}) < len(graph.outputs) or any(t.id not in made for t in graph.outputs):
         # x + 0 or x * 1 as an output, or two outputs computed alike: the TF path copies them
         raise Uncovered("an output that is an input, a constant or another output once simplified")
-
-
-class _View:
-    """The producer and readers of each tensor, at the time it was made."""
-
-    def __init__(self, graph: Graph):
-        self.made_by, self.read_by = graph.producers(), graph.users()
-
-    def only_reader(self, t: Tensor) -> bool:
-        return len(self.read_by.get(t.id, [])) == 1
-
-    def producer(self, t: Tensor, kind: str | set) -> Op | None:
-        op = self.made_by.get(t.id)
-        kinds = {kind} if isinstance(kind, str) else kind
-        return op if op is not None and op.kind in kinds else None
 
 
 def _scalar(t: Tensor) -> float | None:
@@ -75,7 +61,7 @@ def _take_output(producer: Op, consumer: Op) -> None:
 
 
 def _pad_into_convolution(graph: Graph) -> bool:
-    view = _View(graph)
+    view = View(graph)
     for op in graph.ops:
         if op.kind not in {"CONV_2D", "DEPTHWISE_CONV_2D"} or op.options["padding"] != VALID:
             continue
@@ -101,14 +87,14 @@ def _channel_vector(t: Tensor, channels: int) -> np.ndarray | None:
 
 
 def _affine_into_linear(graph: Graph) -> bool:
-    view = _View(graph)
+    view = View(graph)
     for op in graph.ops:
         if op.kind not in {"ADD", "SUB", "MUL", "DIV"} or op.options.get("fusedActivationFunction"):
             continue
         for i, (x, c) in enumerate((op.inputs, op.inputs[::-1])):
-            linear = view.producer(x, _LINEAR)
-            if (linear is None or linear.options["fusedActivationFunction"] or not view.only_reader(x)
-                    or op.out.shape != x.shape or (i == 1 and op.kind in {"SUB", "DIV"})):
+            linear = _linear_behind(view, x)
+            if (linear is None or linear.options["fusedActivationFunction"] or op.out.shape != x.shape
+                    or (i == 1 and op.kind in {"SUB", "DIV"})):
                 continue
             vector = _channel_vector(c, x.shape[-1])
             if vector is None:
@@ -122,9 +108,20 @@ def _affine_into_linear(graph: Graph) -> bool:
                 kernel = kernel * np.expand_dims(scale, [a for a in range(kernel.ndim) if a != axis])
                 bias = bias * scale
             linear.inputs[1:3] = [graph.constant(kernel.astype(np.float32)), graph.constant(bias.astype(np.float32))]
-            _take_output(linear, op)
+            graph.replace_uses(op.out, x)
             return True
     return False
+
+
+def _linear_behind(view: View, x: Tensor) -> Op | None:
+    """The convolution or product that makes ``x``, directly or through a reshape that keeps the
+    channel axis (a 1-D convolution's), read by nothing else."""
+    shaped = view.producer(x, "RESHAPE")
+    made = shaped.inputs[0] if shaped is not None and view.only_reader(x) else x
+    linear = view.producer(made, _LINEAR)
+    if linear is None or not view.only_reader(made) or not view.only_reader(x) or made.shape[-1] != x.shape[-1]:
+        return None
+    return linear
 
 
 def _reduction_of_ones(graph: Graph) -> bool:
@@ -139,7 +136,7 @@ def _reduction_of_ones(graph: Graph) -> bool:
 
 
 def _keep_reduced_dims(graph: Graph) -> bool:
-    view = _View(graph)
+    view = View(graph)
     for op in graph.ops:
         reduce = view.producer(op.inputs[0], _REDUCERS) if op.kind == "RESHAPE" else None
         if reduce is None or reduce.options["keepDims"] or not view.only_reader(op.inputs[0]):
@@ -153,7 +150,7 @@ def _keep_reduced_dims(graph: Graph) -> bool:
 
 
 def _mean(graph: Graph) -> bool:
-    view = _View(graph)
+    view = View(graph)
     for op in graph.ops:
         total = view.producer(op.inputs[0], "SUM") if op.kind == "DIV" else None
         if total is None or not view.only_reader(op.inputs[0]) or op.options["fusedActivationFunction"]:
@@ -169,7 +166,7 @@ def _mean(graph: Graph) -> bool:
 
 def _softmax(graph: Graph) -> bool:
     """exp(x - max(x)) / sum(exp(x - max(x))) over the last axis, JAX's softmax."""
-    view = _View(graph)
+    view = View(graph)
     for op in graph.ops:
         if op.kind != "DIV":
             continue
@@ -190,7 +187,7 @@ def _softmax(graph: Graph) -> bool:
     return False
 
 
-def _strip(view: _View, t: Tensor) -> Op | None:
+def _strip(view: View, t: Tensor) -> Op | None:
     """The operator behind ``t`` past reshapes and a max with -inf (JAX's guard for empty rows)."""
     op = view.made_by.get(t.id)
     while op is not None and (op.kind == "RESHAPE" or op.kind == "MAXIMUM" and _with_scalar(op)[1] == -np.inf):
@@ -199,7 +196,7 @@ def _strip(view: _View, t: Tensor) -> Op | None:
 
 
 def _relu(graph: Graph) -> bool:
-    view = _View(graph)
+    view = View(graph)
     for op in graph.ops:
         if op.kind not in {"MAXIMUM", "MINIMUM"} or op.out.dtype != np.float32:  # RELU takes floats only
             continue
@@ -216,7 +213,7 @@ def _relu(graph: Graph) -> bool:
 
 def _hard_swish(graph: Graph) -> bool:
     """x * (relu6(x + 3) * (1/6)), or divided by 6, in either order of the products."""
-    view = _View(graph)
+    view = View(graph)
     for op in graph.ops:
         if op.kind != "MUL" or op.options["fusedActivationFunction"]:
             continue
@@ -238,7 +235,7 @@ def _hard_swish(graph: Graph) -> bool:
 
 
 def _activation_into_producer(graph: Graph) -> bool:
-    view = _View(graph)
+    view = View(graph)
     for op in graph.ops:
         producer = view.producer(op.inputs[0], _WITH_ACTIVATION) if op.kind in _ACTIVATIONS else None
         if producer is None or producer.options["fusedActivationFunction"] or not view.only_reader(op.inputs[0]):
@@ -264,33 +261,130 @@ def _identity_arithmetic(graph: Graph) -> bool:
 
 
 def _into_next_linear(graph: Graph) -> bool:
-    """A constant scale or offset read only by a convolution or product, folded into its weights
-    and bias: a scalar scale into any (zero padding is still zero once scaled), a per-input-channel
-    scale into CONV_2D and FULLY_CONNECTED, an offset into FULLY_CONNECTED (a LayerNorm's gain and
-    offset before a projection: ``fc(x * g + b, w, c)`` is ``fc(x, w * g, fc(b, w, c))``)."""
-    view = _View(graph)
+    """A constant scale or offset read only by a convolution or product (or only by products),
+    folded into their weights and bias: a scalar scale into any (zero padding is still zero once
+    scaled), a per-input-channel scale into CONV_2D and FULLY_CONNECTED, an offset into
+    FULLY_CONNECTED (a LayerNorm's gain and offset before a projection, or before the query, key
+    and value projections: ``fc(x * g + b, w, c)`` is ``fc(x, w * g, fc(b, w, c))``)."""
+    view = View(graph)
     for op in graph.ops:
         readers = view.read_by.get(op.out.id, [])
-        if op.kind not in {"MUL", "ADD", "SUB"} or op.options["fusedActivationFunction"] or len(readers) != 1 \
-                or readers[0] is None or readers[0].kind not in _LINEAR or readers[0].inputs[0] is not op.out:
+        if op.kind not in {"MUL", "ADD", "SUB"} or op.options["fusedActivationFunction"] or not readers \
+                or any(r is None or r.kind not in _LINEAR or r.inputs[0] is not op.out for r in readers) \
+                or len(readers) > 1 and any(r.kind != "FULLY_CONNECTED" for r in readers):
             continue
-        linear, (x, c) = readers[0], op.inputs if op.inputs[1].is_constant or op.kind == "SUB" else op.inputs[::-1]
+        x, c = op.inputs if op.inputs[1].is_constant or op.kind == "SUB" else op.inputs[::-1]
         if x.is_constant or not c.is_constant or op.out.shape != x.shape:
             continue
         vector = _channel_vector(c, x.shape[-1])
-        if vector is None or linear.kind == "DEPTHWISE_CONV_2D" and c.data.size > 1:
+        if vector is None or readers[0].kind == "DEPTHWISE_CONV_2D" and c.data.size > 1 \
+                or op.kind != "MUL" and readers[0].kind != "FULLY_CONNECTED":
             continue
-        kernel, bias = linear.inputs[1].data, linear.inputs[2].data
-        if op.kind == "MUL":   # the input channel is the kernel's last axis (OHWI, [out, in])
-            kernel = kernel * (vector if c.data.size > 1 else vector[0])
-        elif linear.kind == "FULLY_CONNECTED":
-            bias = bias + kernel @ (vector if op.kind == "ADD" else -vector)
-        else:
-            continue
-        kernel, bias = (graph.constant(a.astype(np.float32)) for a in (kernel, bias))
-        linear.inputs[:3] = [x, kernel, bias]
+        for linear in readers:
+            kernel, bias = linear.inputs[1].data, linear.inputs[2].data
+            if op.kind == "MUL":   # the input channel is the kernel's last axis (OHWI, [out, in])
+                kernel = kernel * (vector if c.data.size > 1 else vector[0])
+            else:
+                bias = bias + kernel @ (vector if op.kind == "ADD" else -vector)
+            kernel, bias = (graph.constant(a.astype(np.float32)) for a in (kernel, bias))
+            linear.inputs[:3] = [x, kernel, bias]
         return True
     return False
+
+
+def _operand(view: View, t: Tensor, kind: str, value: float) -> Tensor | None:
+    """x where ``t`` is ``kind(x, value)`` (a scalar constant, either side) read by one operator."""
+    op = view.producer(t, kind)
+    if op is None or op.options.get("fusedActivationFunction") or not view.only_reader(t):
+        return None
+    x, c = _with_scalar(op)
+    return x if c is not None and np.isclose(c, value, rtol=1e-6, atol=0) else None
+
+
+def _gelu(graph: Graph) -> bool:
+    """JAX's tanh-approximated GELU, x * (0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))))."""
+    view = View(graph)
+    for op in graph.ops:
+        if op.kind != "MUL" or op.options["fusedActivationFunction"]:
+            continue
+        for x, gate in (op.inputs, op.inputs[::-1]):
+            half = _operand(view, gate, "MUL", 0.5)
+            inside = half and _operand(view, half, "ADD", 1.0)
+            tanh = view.producer(inside, "TANH") if inside is not None and view.only_reader(inside) else None
+            inner = tanh and _operand(view, tanh.inputs[0], "MUL", np.sqrt(2 / np.pi))
+            total = view.producer(inner, "ADD") if inner is not None and view.only_reader(inner) else None
+            if total is None or total.options["fusedActivationFunction"] or x not in total.inputs:
+                continue
+            cubed = _operand(view, total.inputs[1] if total.inputs[0] is x else total.inputs[0], "MUL", 0.044715)
+            cube = view.producer(cubed, "MUL") if cubed is not None and view.only_reader(cubed) else None
+            square = view.producer(cube.inputs[0], "MUL") if cube is not None and cube.inputs[1] is x else None
+            if square is not None and square.inputs == [x, x] and view.only_reader(cube.inputs[0]) \
+                    and op.out.shape == x.shape and not cube.options["fusedActivationFunction"]:
+                op.kind, op.inputs, op.options = "GELU", [x], {"approximate": True}
+                return True
+    return False
+
+
+def _transposes_of_transposes(graph: Graph) -> bool:
+    """A transpose of a transpose read by nothing else is one transpose, or none if it restores the
+    order (a batched product's swapped result, then JAX's own transpose)."""
+    view = View(graph)
+    for op in graph.ops:
+        inner = view.producer(op.inputs[0], "TRANSPOSE") if op.kind == "TRANSPOSE" else None
+        if inner is None or not view.only_reader(op.inputs[0]) or not op.inputs[1].is_constant \
+                or not inner.inputs[1].is_constant:
+            continue
+        first, then = inner.inputs[1].data.tolist(), op.inputs[1].data.tolist()
+        combined = [first[a] for a in then]
+        if combined == sorted(combined):
+            graph.replace_uses(op.out, inner.inputs[0])
+        else:
+            op.inputs = [inner.inputs[0], graph.constant(np.asarray(combined, np.int32))]
+        return True
+    return False
+
+
+def _scale_before_product(graph: Graph) -> bool:
+    """A batched product's scale by a power of two (attention's 1 / sqrt(64)) moved onto its
+    smaller operand, as the TF path's rule does, before the reshapes and transposes that lead
+    there, and folded into the projection that makes it if there is one: scaling by 2^k is exact,
+    so the values are the same."""
+    view = View(graph)
+    for op in graph.ops:
+        if op.kind not in {"MUL", "DIV"} or op.options["fusedActivationFunction"]:
+            continue
+        x, c = _with_scalar(op)
+        product = view.producer(x, "BATCH_MATMUL") if c and np.isfinite(c) else None
+        scale = (c if op.kind == "MUL" else 1 / c) if product is not None else 0.0
+        if product is None or np.frexp(scale)[0] != 0.5 or not view.only_reader(x) or op.out.shape != x.shape:
+            continue
+        origins = [_before_moves(view, t) for t in product.inputs[:2]]
+        t, reader = min(origins, key=lambda o: int(np.prod(o[0].shape)))
+        if int(np.prod(t.shape)) >= int(np.prod(x.shape)):
+            continue
+        linear = view.producer(t, "FULLY_CONNECTED")
+        if linear is not None and view.only_reader(t) and not linear.options["fusedActivationFunction"]:
+            linear.inputs[1:3] = [graph.constant((linear.inputs[1].data * scale).astype(np.float32)),
+                                  graph.constant((linear.inputs[2].data * scale).astype(np.float32))]
+        else:
+            scaled = Tensor(t.shape, t.dtype)
+            graph.ops.insert(graph.ops.index(reader), Op("MUL", [t, graph.constant(np.float32(scale))], [scaled],
+                                                         {"fusedActivationFunction": 0}))
+            reader.inputs = [scaled if i is t else i for i in reader.inputs]
+        graph.replace_uses(op.out, x)
+        return True
+    return False
+
+
+def _before_moves(view: View, t: Tensor) -> tuple[Tensor, Op]:
+    """The tensor that reshapes and transposes read by nothing else made ``t`` from, and the
+    operator that reads it on the way to ``t``."""
+    reader = view.read_by[t.id][0]
+    source = view.producer(t, {"RESHAPE", "TRANSPOSE"})
+    while source is not None and view.only_reader(t):
+        t, reader = source.inputs[0], source
+        source = view.producer(t, {"RESHAPE", "TRANSPOSE"})
+    return t, reader
 
 
 def _common_operators(graph: Graph) -> bool:
@@ -314,18 +408,6 @@ def _drop_zero_bias(graph: Graph) -> None:
             op.inputs[2] = None
 
 
-def _decline_what_the_tf_path_does_better(graph: Graph) -> None:
-    """Graphs the TF path's own flatbuffer passes would make smaller, which these passes do not yet:
-    reshapes around elementwise chains that move nothing (``noxla.tflite_reshapes``: more than one
-    reshape is taken as a sign of them), and projections of one input that it joins into one
-    FULLY_CONNECTED (``noxla.tflite_projections``)."""
-    if sum(op.kind == "RESHAPE" for op in graph.ops) > 1:
-        raise Uncovered("several reshapes, which the TF path's passes may remove")
-    inputs = [op.inputs[0].id for op in graph.ops if op.kind == "FULLY_CONNECTED"]
-    if len(inputs) != len(set(inputs)):
-        raise Uncovered("projections of one input, which the TF path joins")
-
-
 def _reciprocal_products(graph: Graph) -> None:
     """x / c as x * (1 / c) for a constant c, as the converter writes it (within an ulp of x / c)."""
     for op in graph.ops:
@@ -336,4 +418,4 @@ def _reciprocal_products(graph: Graph) -> None:
 
 _PASSES = (_common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
            _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, _relu, _hard_swish,
-           _activation_into_producer)
+           _activation_into_producer, _gelu, _transposes_of_transposes, _scale_before_product)

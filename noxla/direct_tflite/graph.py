@@ -96,13 +96,30 @@ class Graph:
         self.outputs = [new if t is old else t for t in self.outputs]
 
     def prune(self) -> None:
-        """Drop operators whose outputs nothing reads (rewrites leave them behind)."""
-        while True:
-            users = self.users()
-            kept = [op for op in self.ops if any(t.id in users for t in op.outputs)]
-            if len(kept) == len(self.ops):
-                return
-            self.ops = kept
+        """Drop operators whose outputs nothing reads (rewrites leave them behind): one sweep from
+        the outputs back, as an operator comes after everything it reads."""
+        needed = {t.id for t in self.outputs}
+        kept = []
+        for op in reversed(self.ops):
+            if any(t.id in needed for t in op.outputs):
+                kept.append(op)
+                needed.update(t.id for t in op.inputs if t is not None)
+        self.ops = kept[::-1]
+
+
+class View:
+    """The producer and readers of each tensor, at the time it was made."""
+
+    def __init__(self, graph: Graph):
+        self.made_by, self.read_by = graph.producers(), graph.users()
+
+    def only_reader(self, t: Tensor) -> bool:
+        return len(self.read_by.get(t.id, [])) == 1
+
+    def producer(self, t: Tensor, kind: str | set) -> Op | None:
+        op = self.made_by.get(t.id)
+        kinds = {kind} if isinstance(kind, str) else kind
+        return op if op is not None and op.kind in kinds else None
 
 
 def serialize(graph: Graph) -> list:
