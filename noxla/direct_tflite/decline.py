@@ -19,7 +19,7 @@ def decline_what_the_tf_path_does_better(graph: Graph) -> None:
     or its own flatbuffer passes would: a reshape and its inverse around operators that run alike
     in either layout, a squeeze before a batched product (``noxla.tflite_reshapes``), projections
     of one row of one input, which it joins into one FULLY_CONNECTED (``noxla.tflite_projections``)."""
-    view = View(graph)
+    view = View.of(graph)
     _patterns_its_rules_shorten(view, graph)
     for op in graph.ops:
         if op.kind != "RESHAPE":

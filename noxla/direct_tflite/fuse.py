@@ -61,7 +61,7 @@ def _take_output(producer: Op, consumer: Op) -> None:
 
 
 def _pad_into_convolution(graph: Graph) -> bool:
-    view = View(graph)
+    view = graph.view()
     for op in graph.ops:
         if op.kind not in {"CONV_2D", "DEPTHWISE_CONV_2D"} or op.options["padding"] != VALID:
             continue
@@ -87,7 +87,7 @@ def _channel_vector(t: Tensor, channels: int) -> np.ndarray | None:
 
 
 def _affine_into_linear(graph: Graph) -> bool:
-    view = View(graph)
+    view = graph.view()
     for op in graph.ops:
         if op.kind not in {"ADD", "SUB", "MUL", "DIV"} or op.options.get("fusedActivationFunction"):
             continue
@@ -136,7 +136,7 @@ def _reduction_of_ones(graph: Graph) -> bool:
 
 
 def _keep_reduced_dims(graph: Graph) -> bool:
-    view = View(graph)
+    view = graph.view()
     for op in graph.ops:
         reduce = view.producer(op.inputs[0], _REDUCERS) if op.kind == "RESHAPE" else None
         if reduce is None or reduce.options["keepDims"] or not view.only_reader(op.inputs[0]):
@@ -150,7 +150,7 @@ def _keep_reduced_dims(graph: Graph) -> bool:
 
 
 def _mean(graph: Graph) -> bool:
-    view = View(graph)
+    view = graph.view()
     for op in graph.ops:
         total = view.producer(op.inputs[0], "SUM") if op.kind == "DIV" else None
         if total is None or not view.only_reader(op.inputs[0]) or op.options["fusedActivationFunction"]:
@@ -166,7 +166,7 @@ def _mean(graph: Graph) -> bool:
 
 def _softmax(graph: Graph) -> bool:
     """exp(x - max(x)) / sum(exp(x - max(x))) over the last axis, JAX's softmax."""
-    view = View(graph)
+    view = graph.view()
     for op in graph.ops:
         if op.kind != "DIV":
             continue
@@ -196,7 +196,7 @@ def _strip(view: View, t: Tensor) -> Op | None:
 
 
 def _relu(graph: Graph) -> bool:
-    view = View(graph)
+    view = graph.view()
     for op in graph.ops:
         if op.kind not in {"MAXIMUM", "MINIMUM"} or op.out.dtype != np.float32:  # RELU takes floats only
             continue
@@ -213,7 +213,7 @@ def _relu(graph: Graph) -> bool:
 
 def _hard_swish(graph: Graph) -> bool:
     """x * (relu6(x + 3) * (1/6)), or divided by 6, in either order of the products."""
-    view = View(graph)
+    view = graph.view()
     for op in graph.ops:
         if op.kind != "MUL" or op.options["fusedActivationFunction"]:
             continue
@@ -235,7 +235,7 @@ def _hard_swish(graph: Graph) -> bool:
 
 
 def _activation_into_producer(graph: Graph) -> bool:
-    view = View(graph)
+    view = graph.view()
     for op in graph.ops:
         producer = view.producer(op.inputs[0], _WITH_ACTIVATION) if op.kind in _ACTIVATIONS else None
         if producer is None or producer.options["fusedActivationFunction"] or not view.only_reader(op.inputs[0]):
@@ -266,7 +266,7 @@ def _into_next_linear(graph: Graph) -> bool:
     scaled), a per-input-channel scale into CONV_2D and FULLY_CONNECTED, an offset into
     FULLY_CONNECTED (a LayerNorm's gain and offset before a projection, or before the query, key
     and value projections: ``fc(x * g + b, w, c)`` is ``fc(x, w * g, fc(b, w, c))``)."""
-    view = View(graph)
+    view = graph.view()
     for op in graph.ops:
         readers = view.read_by.get(op.out.id, [])
         if op.kind not in {"MUL", "ADD", "SUB"} or op.options["fusedActivationFunction"] or not readers \
@@ -303,7 +303,7 @@ def _operand(view: View, t: Tensor, kind: str, value: float) -> Tensor | None:
 
 def _gelu(graph: Graph) -> bool:
     """JAX's tanh-approximated GELU, x * (0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))))."""
-    view = View(graph)
+    view = graph.view()
     for op in graph.ops:
         if op.kind != "MUL" or op.options["fusedActivationFunction"]:
             continue
@@ -328,7 +328,7 @@ def _gelu(graph: Graph) -> bool:
 def _transposes_of_transposes(graph: Graph) -> bool:
     """A transpose of a transpose read by nothing else is one transpose, or none if it restores the
     order (a batched product's swapped result, then JAX's own transpose)."""
-    view = View(graph)
+    view = graph.view()
     for op in graph.ops:
         inner = view.producer(op.inputs[0], "TRANSPOSE") if op.kind == "TRANSPOSE" else None
         if inner is None or not view.only_reader(op.inputs[0]) or not op.inputs[1].is_constant \
@@ -349,7 +349,7 @@ def _scale_before_product(graph: Graph) -> bool:
     smaller operand, as the TF path's rule does, before the reshapes and transposes that lead
     there, and folded into the projection that makes it if there is one: scaling by 2^k is exact,
     so the values are the same."""
-    view = View(graph)
+    view = graph.view()
     for op in graph.ops:
         if op.kind not in {"MUL", "DIV"} or op.options["fusedActivationFunction"]:
             continue
@@ -358,7 +358,7 @@ def _scale_before_product(graph: Graph) -> bool:
         scale = (c if op.kind == "MUL" else 1 / c) if product is not None else 0.0
         if product is None or np.frexp(scale)[0] != 0.5 or not view.only_reader(x) or op.out.shape != x.shape:
             continue
-        origins = [_before_moves(view, t) for t in product.inputs[:2]]
+        origins = [_before_moves(view, t, product) for t in product.inputs[:2]]
         t, reader = min(origins, key=lambda o: int(np.prod(o[0].shape)))
         if int(np.prod(t.shape)) >= int(np.prod(x.shape)):
             continue
@@ -376,10 +376,9 @@ def _scale_before_product(graph: Graph) -> bool:
     return False
 
 
-def _before_moves(view: View, t: Tensor) -> tuple[Tensor, Op]:
-    """The tensor that reshapes and transposes read by nothing else made ``t`` from, and the
-    operator that reads it on the way to ``t``."""
-    reader = view.read_by[t.id][0]
+def _before_moves(view: View, t: Tensor, reader: Op) -> tuple[Tensor, Op]:
+    """The tensor that reshapes and transposes read by nothing else made ``t`` (read by
+    ``reader``) from, and the operator that reads it on the way to ``t``."""
     source = view.producer(t, {"RESHAPE", "TRANSPOSE"})
     while source is not None and view.only_reader(t):
         t, reader = source.inputs[0], source

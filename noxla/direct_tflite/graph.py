@@ -60,6 +60,7 @@ class Graph:
         self.outputs: list[Tensor] = []
         self.in_names: list[str] = []
         self.out_names: list[str] = []
+        self._view: View | None = None
 
     def constant(self, array) -> Tensor:
         array = np.asarray(array)
@@ -95,23 +96,35 @@ class Graph:
             op.inputs = [new if t is old else t for t in op.inputs]
         self.outputs = [new if t is old else t for t in self.outputs]
 
+    def view(self) -> View:
+        """Each tensor's producer and readers, kept until the graph changes: a pass that finds
+        nothing to rewrite leaves it for the next (``fuse`` prunes after every rewrite)."""
+        if self._view is None:
+            self._view = View.of(self)
+        return self._view
+
     def prune(self) -> None:
         """Drop operators whose outputs nothing reads (rewrites leave them behind): one sweep from
-        the outputs back, as an operator comes after everything it reads."""
-        needed = {t.id for t in self.outputs}
-        kept = []
+        the outputs back, as an operator comes after everything it reads, which also makes the
+        next ``view``."""
+        needed, kept = {t.id for t in self.outputs}, []
         for op in reversed(self.ops):
             if any(t.id in needed for t in op.outputs):
                 kept.append(op)
                 needed.update(t.id for t in op.inputs if t is not None)
         self.ops = kept[::-1]
+        self._view = View.of(self)
 
 
 class View:
     """The producer and readers of each tensor, at the time it was made."""
 
-    def __init__(self, graph: Graph):
-        self.made_by, self.read_by = graph.producers(), graph.users()
+    def __init__(self, made_by: dict, read_by: dict):
+        self.made_by, self.read_by = made_by, read_by
+
+    @classmethod
+    def of(cls, graph: Graph) -> View:
+        return cls(graph.producers(), graph.users())
 
     def only_reader(self, t: Tensor) -> bool:
         return len(self.read_by.get(t.id, [])) == 1
