@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import types
 from typing import Any, Callable, Sequence
 
 from lowering_rules.cases import Case
@@ -58,25 +57,12 @@ def _primitive_name(primitive) -> str:
     return primitive if isinstance(primitive, str) else primitive.name
 
 
-def _keyword_parameters(lower: Callable) -> tuple[frozenset[str], bool]:
-    """``lower``'s keyword-only parameter names, and whether it takes ``**kwargs``."""
-    if type(lower) is types.FunctionType and not hasattr(lower, "__wrapped__") \
-            and not hasattr(lower, "__signature__"):
-        # What inspect.signature would say, read off the code object: building ~200 rules'
-        # Signatures cost the rules' import ~2 ms, ten times this.
-        code = lower.__code__
-        names = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
-        return frozenset(names), bool(code.co_flags & inspect.CO_VARKEYWORDS)
-    sig = inspect.signature(lower)
-    return (frozenset(n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY),
-            any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()))
-
-
 def _understood_params(lower: Callable) -> frozenset[str]:
-    named, var_keyword = _keyword_parameters(lower)
-    if var_keyword:
+    sig = inspect.signature(lower)
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         raise TypeError(f"{lower.__qualname__}: a rule names the parameters it understands; "
                         "**kwargs would hide new JAX parameters")
+    named = frozenset(n for n, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY)
     if named & PLACEMENT_PARAMS:
         raise TypeError(f"{lower.__qualname__}: {', '.join(sorted(named & PLACEMENT_PARAMS))} never reach a "
                         "rule (vocabulary.rule_params removes placement parameters before the check and the call)")
