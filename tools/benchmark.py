@@ -6,10 +6,9 @@
 For every zoo model (batch 1) and every path, it measures op count (main graph + loop bodies),
 size, export time (cold: first export in a fresh process, after imports; warm: the next one),
 LiteRT latency (XNNPACK; 1 thread, or each of --threads) and TF.js latency in Node (wasm and cpu,
-timed inside Node), and checks each artifact against JAX. Latencies are measured with all paths of a
-model interleaved in --repeats rounds (see `interleaved`): per path the median per-run time, and the
-ratio noxla / anchor as the median of the per-round ratios, so that load from other processes cancels
-out of the ratios.
+timed inside Node), and checks each artifact against JAX. Latencies interleave all paths of a model
+in --repeats rounds (`interleaved`): per path the median per-run time, and noxla / anchor as the
+median of the per-round ratios, so that load from other processes cancels out.
 --self-check adds noxla against a copy of its own artifacts, which must measure 1.00. The paths:
 
 - noxla (this checkout), in this Python environment;
@@ -26,15 +25,16 @@ first export as a user pays it: a fresh process's wall time from its start throu
 (imports and building the model included) and that process's peak resident memory.
 
 The anchors run the same Flax modules with the same weights (passed as .npz), rebuilt by
-tools/bench_anchor.py inside their venvs. The venvs are created under --venv-dir on first use
-(a few minutes each), or given with --native-venv / --old-venv / --litert-venv. Every latency is measured here, in
-one LiteRT and one Node, so the runtimes are the same for every path.
+tools/bench_anchor.py in their venvs, made under --venv-dir on first use or given with
+--native-venv / --old-venv / --litert-venv. Every latency is measured here, in one LiteRT and one
+Node, so the runtimes are the same for every path.
 
 Writes OUT/benchmark.md (the tables, with ratios noxla / best anchor) and OUT/benchmark.png.
 """
 from __future__ import annotations
 
 import argparse
+import compileall
 import functools
 import json
 import os
@@ -291,16 +291,6 @@ def noxla_export_child(kind: str, name: str, out: str, source: str = "zoo") -> N
         json.dump(timings, f)
 
 
-def compiled_as_installed() -> None:
-    """noxla's bytecode written beside its source, as ``pip install`` writes it (and wrote the
-    anchors' in their venvs): a checkout run with PYTHONDONTWRITEBYTECODE=1, as some sandboxes and
-    CI images set it, would otherwise compile every module again in each fresh export process
-    (0.3 s of the first export, for the rules' 630 KB), a cost no installed copy has."""
-    import compileall
-    for package in ("noxla", "lowering_rules", "limitations"):
-        compileall.compile_dir(os.path.join(REPO, package), quiet=1)
-
-
 def noxla_exports(name: str, out: str, source: str = "zoo", kinds=("tflite", "tfjs")) -> dict:
     result: dict = {}
     for kind in kinds:
@@ -322,8 +312,8 @@ def noxla_exports(name: str, out: str, source: str = "zoo", kinds=("tflite", "tf
 
 
 def process_failure(proc) -> str:
-    """Why an export process left no record: the signal that killed it (its last stderr line is then
-    some earlier log line, e.g. a TF warning), else that last line."""
+    """Why an export process left no record: the signal that killed it (its last stderr line is
+    then an earlier log line), else that last line."""
     if proc.returncode < 0:
         signal = -proc.returncode
         return f"export process killed by signal {signal}" + (" (SIGKILL: out of memory?)" if signal == 9 else "")
@@ -822,7 +812,10 @@ def main() -> int:
     pythons = {} if args.no_anchors else {
         mode: ensure_venv(mode, given[mode], args.venv_dir) for mode in args.anchors}
     os.makedirs(args.out, exist_ok=True)
-    compiled_as_installed()
+    # noxla's bytecode, as pip writes it (the anchors' venvs have theirs): under
+    # PYTHONDONTWRITEBYTECODE=1 each fresh export process would compile the rules again.
+    for package in ("noxla", "lowering_rules", "limitations"):
+        compileall.compile_dir(os.path.join(REPO, package), quiet=1)
     all_results = {}
     with tempfile.TemporaryDirectory(prefix="noxla-bench-") as work:
         for name in names:
