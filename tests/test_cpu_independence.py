@@ -239,7 +239,8 @@ def test_the_fused_activations_allowed_are_those_tfjs_runs(tmp_path, activation)
 
 
 # The direct .tflite writer (noxla.direct_tflite) folds constants in NumPy, or by running JAX's own
-# primitive, which XLA compiles for this CPU's instruction set: its file must not change with it.
+# primitive, which XLA compiles for this CPU's instruction set: its file must not change with it, nor
+# with the kernels OpenBLAS picks for the CPU (a LayerNorm's offset folded into the projections).
 _DIRECT_CHILD = """
 import hashlib, sys
 import jax, jax.numpy as jnp, numpy as np
@@ -250,21 +251,28 @@ from tests.small_cnn import CNN_INPUT, small_cnn
 c = np.linspace(-3, 3, 10, dtype=np.float32)
 def f(x):  # exp, tanh and erf of constants: folded by XLA, not NumPy
     return small_cnn(x) * jnp.exp(c[:5]).sum() + jnp.tanh(c[:5]) + jax.scipy.special.erf(c[5:])
-chunks = tflite_chunks(trace(f, (CNN_INPUT,)))
-print(hashlib.sha256(b"".join(bytes(k() if callable(k) else k) for k in chunks)).hexdigest())
+sys.path.insert(0, {root!r} + "/tools")
+import real_models
+config = dict(real_models.TINY["whisper_tiny_encoder"], width=64, heads=4, hidden=128)
+weights, apply, example = real_models.whisper_tiny_encoder(config, np.random.default_rng(0))
+for fun, args in ((f, (CNN_INPUT,)), (lambda mel: apply(weights, mel), tuple(example))):
+    chunks = tflite_chunks(trace(fun, args))
+    print(hashlib.sha256(b"".join(bytes(k() if callable(k) else k) for k in chunks)).hexdigest())
 """
 
 
 @pytest.mark.slow
-def test_the_direct_writers_file_is_the_same_whatever_instruction_set_xla_compiles_for():
+def test_the_direct_writers_file_is_the_same_whatever_instruction_set_xla_and_openblas_use():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     digests = set()
-    for isa in ("SSE4_2", "AVX2", None):  # None: this CPU's own (AVX-512 here)
+    # None: this CPU's own (AVX-512 here); OpenBLAS's Sandybridge kernels use AVX without FMA
+    for isa, blas in (("SSE4_2", "Sandybridge"), ("AVX2", "Haswell"), (None, None)):
         env = dict(os.environ, PYTHONPATH=root)
         if isa:
             env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_cpu_max_isa={isa}".strip()
+            env["OPENBLAS_CORETYPE"] = blas
         proc = subprocess.run([sys.executable, "-c", _DIRECT_CHILD.format(root=root)], capture_output=True,
                               text=True, env=env)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        digests.add(proc.stdout.strip().splitlines()[-1])
+        digests.add(tuple(proc.stdout.strip().splitlines()[-2:]))
     assert len(digests) == 1, digests

@@ -285,7 +285,7 @@ def _into_next_linear(graph: Graph) -> bool:
             if op.kind == "MUL":   # the input channel is the kernel's last axis (OHWI, [out, in])
                 kernel = kernel * (vector if c.data.size > 1 else vector[0])
             else:
-                bias = bias + kernel @ (vector if op.kind == "ADD" else -vector)
+                bias = bias + matvec(kernel, vector if op.kind == "ADD" else -vector)
             kernel, bias = (graph.constant(a.astype(np.float32)) for a in (kernel, bias))
             linear.inputs[:3] = [x, kernel, bias]
         return True
@@ -384,6 +384,15 @@ def _before_moves(view: View, t: Tensor, reader: Op) -> tuple[Tensor, Op]:
         t, reader = source.inputs[0], source
         source = view.producer(t, {"RESHAPE", "TRANSPOSE"})
     return t, reader
+
+
+def matvec(kernel: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """``kernel @ vector`` the same on every CPU: BLAS's order of sums and its use of FMA depend on
+    the kernels it picks for the exporting CPU, which would make the file depend on it too. Here
+    each product is exact in float64 and NumPy sums in a fixed order; the caller rounds once."""
+    rows = 1 << 12   # a float64 copy of a few rows at a time, not of a vocabulary's projection
+    return np.concatenate([np.sum(kernel[i:i + rows].astype(np.float64) * vector.astype(np.float64), axis=-1)
+                           for i in range(0, len(kernel), rows)])
 
 
 def _common_operators(graph: Graph) -> bool:
