@@ -285,7 +285,7 @@ def _into_next_linear(graph: Graph) -> bool:
             if op.kind == "MUL":   # the input channel is the kernel's last axis (OHWI, [out, in])
                 kernel = kernel * (vector if c.data.size > 1 else vector[0])
             else:
-                bias = bias + matvec(kernel, vector if op.kind == "ADD" else -vector)
+                bias = bias + _matvec(kernel, vector if op.kind == "ADD" else -vector)
             kernel, bias = (graph.constant(a.astype(np.float32)) for a in (kernel, bias))
             linear.inputs[:3] = [x, kernel, bias]
         return True
@@ -386,7 +386,7 @@ def _before_moves(view: View, t: Tensor, reader: Op) -> tuple[Tensor, Op]:
     return t, reader
 
 
-def matvec(kernel: np.ndarray, vector: np.ndarray) -> np.ndarray:
+def _matvec(kernel: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """``kernel @ vector`` the same on every CPU: BLAS's order of sums and its use of FMA depend on
     the kernels it picks for the exporting CPU, which would make the file depend on it too. Here
     each product is exact in float64 and NumPy sums in a fixed order; the caller rounds once."""

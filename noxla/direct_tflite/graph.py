@@ -22,7 +22,6 @@ class Uncovered(Exception):
     export takes the TF path instead."""
 
 
-
 # The run-time tensors' types: the emitters' operators are held to JAX on these only.
 RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 MAX_RANK = 6
@@ -105,15 +104,14 @@ class Graph:
 
     def prune(self) -> None:
         """Drop operators whose outputs nothing reads (rewrites leave them behind): one sweep from
-        the outputs back, as an operator comes after everything it reads, which also makes the
-        next ``view``."""
+        the outputs back, as an operator comes after everything it reads."""
         needed, kept = {t.id for t in self.outputs}, []
         for op in reversed(self.ops):
             if any(t.id in needed for t in op.outputs):
                 kept.append(op)
                 needed.update(t.id for t in op.inputs if t is not None)
         self.ops = kept[::-1]
-        self._view = View.of(self)
+        self._view = None
 
 
 class View:
