@@ -11,7 +11,8 @@ in --repeats rounds (`interleaved`): per path the median per-run time, and noxla
 median of the per-round ratios, so that load from other processes cancels out.
 --self-check adds noxla against a copy of its own artifacts, which must measure 1.00. The paths:
 
-- noxla (this checkout), in this Python environment;
+- noxla (this checkout), in this Python environment, or with --noxla-venv installed from this
+  checkout into a venv of its own, as the anchors have theirs (tools/bench_exports.py);
 - native: jax2tf's native serialization + TFLiteConverter on the newest TF that installs
   (a venv without tensorflowjs: TF 2.21), builtins only;
 - old: jax2tf.convert(enable_xla=False) with JAX 0.4.30 / TF 2.17 / Flax 0.8.5; its TF.js model is
@@ -45,25 +46,22 @@ import tempfile
 import time
 from collections.abc import Callable
 
-PROCESS_START = time.perf_counter()  # a noxla export child's first export counts from here (stdlib imports aside)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tools"))  # real_models, bench_anchor
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-from interleaving import checkout_version, interleaved, interleaved_both_ways  # noqa: E402  (tools/ is on the path from here)
+from bench_exports import (  # noqa: E402  (tools/ is on the path from here)
+    PATHS,
+    anchor_export,
+    ensure_venv,
+    first_exports,
+    noxla_exports,
+    refresh_noxla_venv,
+    write_anchor_inputs,
+)
+from interleaving import checkout_version, interleaved, interleaved_both_ways  # noqa: E402
 
-PATHS = ("noxla", "native", "old", "litert")
 LOAD_AT_START = os.getloadavg()[0]
-VENV_PACKAGES = {
-    # No tensorflowjs here, so pip takes the newest TF (tensorflowjs holds TF back at 2.19).
-    "native": ["jax", "flax", "tensorflow-cpu", "ai-edge-litert"],
-    # The last releases with enable_xla=False.
-    "old": ["jax==0.4.30", "jaxlib==0.4.30", "tensorflow-cpu==2.17.0", "numpy<2", "flax==0.8.5",
-            "ai-edge-litert"],
-    # No TensorFlow: the converter takes jax.export's StableHLO. Keras for keras.applications (JAX backend).
-    "litert": ["litert-converter", "jax", "flax", "keras"],
-}
-
 
 # ---------------------------------------------------------------------------------------------
 # Latency columns. Latencies of 0.003-0.1 ms are far below this shared machine's noise (other
@@ -247,183 +245,6 @@ def max_error(got: list, expected: list) -> float | str:
 
 
 # ---------------------------------------------------------------------------------------------
-# noxla exports, each in a fresh process so the first one is cold.
-
-def noxla_export_child(kind: str, name: str, out: str, source: str = "zoo") -> None:
-    """Run in a fresh process: import, build the model (``source``: the zoo, or tools/real_models.py's
-    "real" or "tiny" models), then time two exports of it."""
-    from bench_anchor import peak_mb
-    start = PROCESS_START
-    import noxla
-    # The exporter the export will take, so that the cold column times an export after its imports:
-    # a .tflite's direct writer (no TF; a program it does not cover then imports TF within the
-    # cold export, as a user's would), TF.js's TF and converter.
-    if kind == "tflite":
-        import noxla.direct_tflite  # noqa: F401
-    else:
-        import noxla.export  # noqa: F401
-    export = noxla.export_tflite if kind == "tflite" else noxla.export_tfjs
-    import_s = time.perf_counter() - start
-    build_start = time.perf_counter()
-    if source == "zoo":
-        from tests import zoo
-        model = zoo.build()[name]
-    else:
-        import real_models
-        model = real_models.build([name], tiny=source == "tiny")[name]
-    example = model.inputs(1)
-    build_s = time.perf_counter() - build_start
-    suffix = ".tflite" if kind == "tflite" else "_tfjs"
-    timings = {"import_s": import_s}
-    for label in ("cold_s", "warm_s"):
-        path = os.path.join(out, f"{name}_{label}{suffix}")
-        start, cpu = time.perf_counter(), time.process_time()
-        export(model.fun, *example, path=path, overwrite=True)
-        timings[label] = time.perf_counter() - start
-        # CPU seconds of the process (all its threads): what the export costs, whatever else runs.
-        timings[label.replace("_s", "_cpu_s")] = time.process_time() - cpu
-        timings["path"] = path
-        if label == "cold_s":  # as a user's first export costs: the whole process so far
-            timings["first_s"] = time.perf_counter() - PROCESS_START
-            timings["exporter_s"] = timings["first_s"] - build_s  # less building the model
-    timings["peak_mb"] = peak_mb()
-    with open(os.path.join(out, f"{name}_{kind}.json"), "w") as f:
-        json.dump(timings, f)
-
-
-def noxla_exports(name: str, out: str, source: str = "zoo", kinds=("tflite", "tfjs")) -> dict:
-    result: dict = {}
-    for kind in kinds:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--export-child", kind, name, out, source],
-                              check=False, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO))
-        record = os.path.join(out, f"{name}_{kind}.json")
-        if proc.returncode or not os.path.exists(record):
-            result.setdefault("failure", process_failure(proc))
-            continue
-        with open(record) as f:
-            timings = json.load(f)
-        result[kind] = timings["path"]
-        result[f"{kind}_cold_s"], result[f"{kind}_warm_s"] = timings["cold_s"], timings["warm_s"]
-        result[f"{kind}_cold_cpu_s"] = timings["cold_cpu_s"]
-        result[f"{kind}_first_s"], result[f"{kind}_peak_mb"] = timings["first_s"], timings["peak_mb"]
-        result[f"{kind}_exporter_s"] = timings["exporter_s"]
-        result["import_s"] = timings["import_s"]
-    return result
-
-
-def process_failure(proc) -> str:
-    """Why an export process left no record: the signal that killed it (its last stderr line is
-    then an earlier log line), else that last line."""
-    if proc.returncode < 0:
-        signal = -proc.returncode
-        return f"export process killed by signal {signal}" + (" (SIGKILL: out of memory?)" if signal == 9 else "")
-    return (proc.stderr.strip().splitlines() or ["?"])[-1][:200]
-
-
-# ---------------------------------------------------------------------------------------------
-# Anchors: the same model and weights, exported inside their venvs.
-
-def ensure_venv(mode: str, given: str | None, venv_dir: str) -> str | None:
-    """The venv's python, creating the venv when it is missing (None if that fails)."""
-    root = given or os.path.join(venv_dir, mode)
-    python = os.path.join(root, "bin", "python")
-    if os.path.exists(python):
-        return python
-    if given:
-        print(f"{mode}: no python in {given}", file=sys.stderr)
-        return None
-    print(f"creating the {mode} venv in {root} (a few minutes) ...", file=sys.stderr, flush=True)
-    try:
-        subprocess.run([sys.executable, "-m", "venv", root], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", *VENV_PACKAGES[mode]], check=True)
-    except subprocess.CalledProcessError as e:
-        print(f"{mode}: venv creation failed: {e}", file=sys.stderr)
-        return None
-    return python
-
-
-def write_anchor_inputs(name: str, model, example: list, expected: list, work: str) -> None:
-    """The model's class, weights, inputs and JAX outputs, for tools/bench_anchor.py."""
-    import jax
-    import numpy as np
-    from bench_anchor import nnx_path_key
-    if hasattr(model, "spec"):  # tools/real_models.py: its spec and weights say how to rebuild it
-        arrays = {f"w:{k}": v for k, v in model.weights.items()}
-        arrays.update({f"x:{i}": x for i, x in enumerate(example)})
-        arrays.update({f"y:{i}": y for i, y in enumerate(expected)})
-        np.savez(os.path.join(work, name + ".npz"), **arrays)
-        with open(os.path.join(work, name + ".json"), "w") as f:
-            json.dump({**model.spec, "inputs": len(example), "outputs": len(expected)}, f)
-        return
-    kind, module = model.fun.flax[0], model.fun.flax[1]
-    if kind == "linen":
-        from flax.traverse_util import flatten_dict
-        weights = flatten_dict(jax.tree_util.tree_map(np.asarray, dict(model.fun.flax[2])), sep="/")
-    else:
-        from flax import nnx
-        leaves = jax.tree_util.tree_flatten_with_path(nnx.state(module))[0]
-        weights = {nnx_path_key(path): np.asarray(leaf) for path, leaf in leaves}
-    arrays = {f"w:{k}": v for k, v in weights.items()}
-    arrays.update({f"x:{i}": x for i, x in enumerate(example)})
-    arrays.update({f"y:{i}": y for i, y in enumerate(expected)})
-    np.savez(os.path.join(work, name + ".npz"), **arrays)
-    with open(os.path.join(work, name + ".json"), "w") as f:
-        json.dump({"class": type(module).__name__, "kind": kind, "inputs": len(example),
-                   "outputs": len(expected)}, f)
-
-
-def first_export_median(export: Callable[[], dict], runs: int) -> dict:
-    """``export()``'s result, with its first-export time and peak memory the medians over ``runs``
-    fresh processes: building a Keras model varies by about a second between processes, more than
-    the exporters' difference on a CNN."""
-    result = export()
-    again = [export() for _ in range(runs - 1)]
-    for key in ("tflite_first_s", "tflite_exporter_s", "tflite_peak_mb"):
-        values = [r.get(key) for r in (result, *again)]
-        if None not in values:
-            result[key] = statistics.median(values)
-    return result
-
-
-def anchor_export(mode: str, python: str, name: str, work: str) -> dict:
-    script = os.path.join(REPO, "tools", "bench_anchor.py")
-    proc = subprocess.run([python, script, mode, name, work], check=False, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=REPO))
-    record = os.path.join(work, mode, name + ".json")
-    if not os.path.exists(record):
-        return {"failure": process_failure(proc)}
-    with open(record) as f:
-        result = json.load(f)
-    if isinstance(result.get("jax_error"), float) and result["jax_error"] > 1e-4:
-        result["failure"] = f"rebuilt model differs from the zoo's (max error {result['jax_error']:.2e})"
-    if "failure" in result:
-        return result
-    result["tflite"] = os.path.join(work, mode, name + ".tflite")
-    result["tflite_cold_s"], result["tflite_warm_s"] = result["cold_s"], result["warm_s"]
-    result["tflite_first_s"], result["tflite_peak_mb"] = result.get("first_s"), result.get("peak_mb")
-    if "first_s" in result and "build_s" in result:
-        result["tflite_exporter_s"] = result["first_s"] - result["build_s"]
-    if mode == "old" and result.get("saved_model"):
-        result.update(old_tfjs(result["saved_model"], os.path.join(work, mode, name + "_tfjs")))
-    return result
-
-
-def old_tfjs(saved_model: str, out: str) -> dict:
-    """The old path's TF.js model: its SavedModel through this environment's tensorflowjs converter."""
-    from noxla.export import _bias_add_only_for_vectors
-    from noxla.tfjs_converter_fixes import tfjs_module
-    conversion = tfjs_module("tensorflowjs.converters.tf_saved_model_conversion_v2")
-    try:
-        # With noxla's guard against the converter fusing non-vector addends, which TF.js's wasm
-        # backend then rejects (the old path's Conv + broadcast Add hits it too).
-        with _bias_add_only_for_vectors():
-            conversion.convert_tf_saved_model(saved_model, out, control_flow_v2=True)
-    except Exception as e:  # e.g. UnsortedSegmentSum, which the converter refuses
-        return {"tfjs_failure": f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"}
-    return {"tfjs": out}
-
-
-# ---------------------------------------------------------------------------------------------
 # Quantized exports: size and error against float JAX, per mode.
 
 def quantized_rows(name: str, model, work: str, repeats: int) -> list[list[str]]:
@@ -496,19 +317,21 @@ def measure(name: str, model, args, work: str, pythons: dict) -> dict:
     source = ("tiny" if args.tiny else "real") if args.real_size else "zoo"
     # The real-size models are measured for LiteRT (the anchors' common target); the zoo for both.
     kinds = ("tflite",) if args.real_size else ("tflite", "tfjs")
-    results = {"noxla": first_export_median(lambda: noxla_exports(name, work, source, kinds), args.first_runs)}
+    exports = {"noxla": lambda: noxla_exports(name, work, source, kinds, pythons.get("noxla"))}
     # The anchor venvs rebuild Flax modules from their weights; the sampling models are plain functions.
     rebuildable = hasattr(model.fun, "flax") or hasattr(model, "spec")
-    if any(pythons.values()) and rebuildable:
+    anchors = {mode: python for mode, python in pythons.items() if mode != "noxla"}
+    if any(anchors.values()) and rebuildable:
         write_anchor_inputs(name, model, example, expected, work)
-    for mode, python in pythons.items():
+    failures = {}
+    for mode, python in anchors.items():
         if not python:
-            results[mode] = {"failure": "no venv"}
+            failures[mode] = {"failure": "no venv"}
         elif not rebuildable:
-            results[mode] = {"failure": "not a Flax module (the anchors rebuild Flax models)"}
+            failures[mode] = {"failure": "not a Flax module (the anchors rebuild Flax models)"}
         else:
-            results[mode] = first_export_median(functools.partial(anchor_export, mode, python, name, work),
-                                                args.first_runs)
+            exports[mode] = functools.partial(anchor_export, mode, python, name, work)
+    results = {**first_exports(exports, args.first_runs), **failures}
     for path, r in results.items():
         for kind, counter in (("tflite", tflite_op_counts), ("tfjs", tfjs_op_counts)):
             if kind not in r:
@@ -616,8 +439,10 @@ def ratio(ours, theirs: list) -> str:
 
 def report(all_results: dict, args) -> str:
     lines = ["# noxla benchmark", "",
-             (f"noxla at {checkout_version()}. "
-              f"Batch 1. LiteRT: XNNPACK, 1 thread (the 'LiteRT' column: CPU time of the invoking thread) or N "
+             (f"noxla at {checkout_version()}"
+              + (", installed into a venv of its own as a user installs it. " if args.noxla_venv is not None
+                 else ", in the benchmark's own Python environment. ")
+              + f"Batch 1. LiteRT: XNNPACK, 1 thread (the 'LiteRT' column: CPU time of the invoking thread) or N "
               f"('LiteRT N threads': wall time). TF.js: Node {tfjs_version()}, timed in Node (outputs read "
              f"back). Latency: all paths of a model interleaved in {args.repeats} rounds, each round one batch "
              f"of k runs per path (k: the fastest path's batch lasts {BATCH_MS['LiteRT']:g} ms in LiteRT, "
@@ -779,11 +604,10 @@ def main() -> int:
                              "no anchors, no latencies")
     parser.add_argument("--no-latency", action="store_true",
                         help="every path's exports (ops, sizes, errors, export times, peak memory), no latencies")
-    parser.add_argument("--export-child", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--noxla-venv", nargs="?", const="", metavar="VENV",
+                        help="export with noxla installed from this checkout into a venv, as a user installs "
+                             "it (bare: one made under --venv-dir) instead of in this environment")
     args = parser.parse_args()
-    if args.export_child:
-        noxla_export_child(*args.export_child)
-        return 0
     for threads in args.threads:  # LiteRT's columns, one per thread count
         column = litert_column(threads)
         LATENCY_COLUMNS[column] = functools.partial(litert_timer, threads=threads)
@@ -811,6 +635,11 @@ def main() -> int:
     given = {"native": args.native_venv, "old": args.old_venv, "litert": args.litert_venv}
     pythons = {} if args.no_anchors else {
         mode: ensure_venv(mode, given[mode], args.venv_dir) for mode in args.anchors}
+    if args.noxla_venv is not None:
+        pythons["noxla"] = ensure_venv("noxla", args.noxla_venv or None, args.venv_dir)
+        if not pythons["noxla"]:
+            return 1
+        refresh_noxla_venv(pythons["noxla"])
     os.makedirs(args.out, exist_ok=True)
     # noxla's bytecode, as pip writes it (the anchors' venvs have theirs): under
     # PYTHONDONTWRITEBYTECODE=1 each fresh export process would compile the rules again.
@@ -836,7 +665,7 @@ def main() -> int:
         json.dump(all_results, f, indent=1, default=str)
     print(text)
     try:
-        if not args.export_only:  # the chart is of latencies
+        if args.columns:  # the chart is of latencies
             chart(all_results, os.path.join(args.out, "benchmark.png"), args.columns)
             print(f"chart: {os.path.join(args.out, 'benchmark.png')}")
     except ImportError:

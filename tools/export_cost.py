@@ -141,7 +141,7 @@ def main() -> int:
     parser.add_argument("--litert-venv", default=os.path.expanduser("~/.cache/noxla-bench/litert"))
     parser.add_argument("--out", default="export_cost.md")
     args = parser.parse_args()
-    import benchmark
+    import bench_exports
     import real_models
 
     from noxla.verify import jax_outputs
@@ -153,12 +153,12 @@ def main() -> int:
             print(f"{name} ...", file=sys.stderr, flush=True)
             model = real_models.build([name])[name]
             example = model.inputs(1)
-            benchmark.write_anchor_inputs(name, model, example, jax_outputs(model.fun, example), work)
+            bench_exports.write_anchor_inputs(name, model, example, jax_outputs(model.fun, example), work)
             del model
             records: dict = {"noxla": [], "litert": []}
             for _ in range(args.rounds):
                 records["noxla"].append(run_noxla(name, work))
-                records["litert"].append(benchmark.anchor_export("litert", python, name, work)
+                records["litert"].append(bench_exports.anchor_export("litert", python, name, work)
                                          if os.path.exists(python) else {"failure": "no litert venv"})
             results[name] = {path: median_record(r) for path, r in records.items()}
             print(json.dumps(results[name]), file=sys.stderr, flush=True)

@@ -140,10 +140,10 @@ def noxla_export_child(request: dict) -> dict:
 # --------------------------------------------------------------------------- the anchor venv
 
 def anchor_python(venv_dir: str) -> str | None:
-    """litert-torch's venv, made by tools/benchmark.py's helper (its mode names a package list)."""
-    import benchmark
-    benchmark.VENV_PACKAGES.setdefault("litert-torch", ANCHOR_PACKAGES)
-    return benchmark.ensure_venv("litert-torch", None, venv_dir)
+    """litert-torch's venv, made by tools/bench_exports.py's helper (its mode names a package list)."""
+    import bench_exports
+    bench_exports.VENV_PACKAGES.setdefault("litert-torch", ANCHOR_PACKAGES)
+    return bench_exports.ensure_venv("litert-torch", None, venv_dir)
 
 
 # --------------------------------------------------------------------------- measurements
