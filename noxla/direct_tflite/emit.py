@@ -56,6 +56,10 @@ def lower_program(closed_jaxpr, in_names, out_names) -> Graph:
         raise Uncovered("symbolic input dimensions")
     if any(is_key_dtype(v.aval.dtype) for v in (*closed_jaxpr.jaxpr.invars, *closed_jaxpr.jaxpr.outvars)):
         raise Uncovered("PRNG keys")
+    if any(v.aval.dtype == np.bool_ for v in (*closed_jaxpr.jaxpr.invars, *closed_jaxpr.jaxpr.outvars)):
+        # run-time booleans only between the writer's comparisons and selects: the TF path's rules
+        # carry other booleans as int32 (TF.js's wasm mixes them up)
+        raise Uncovered("bool inputs or outputs")
     graph = Graph()
     inputs = []
     for var, name in zip(closed_jaxpr.jaxpr.invars, in_names):
@@ -241,6 +245,41 @@ for _name, (_kind, _int32) in BINARY.items():
     EMITTERS[_name] = _binary_emitter(_kind, _int32)
 for _name, _kind in UNARY.items():
     EMITTERS[_name] = _unary_emitter(_kind)
+
+
+# Comparisons of float32 or int32 (NaN compares as IEEE says, in both): booleans, read by selects.
+COMPARISONS = {"lt": "LESS", "le": "LESS_EQUAL", "gt": "GREATER", "ge": "GREATER_EQUAL", "eq": "EQUAL",
+               "ne": "NOT_EQUAL"}
+
+
+def _comparison_emitter(kind: str):
+    def emit(graph, eqn, a, b):
+        if {a.dtype, b.dtype} - {np.dtype(np.float32), np.dtype(np.int32)}:
+            raise Uncovered(f"{eqn.primitive.name} on {a.dtype}")   # the TF path widens narrow ones
+        return graph.add(kind, [a, b], np.broadcast_shapes(a.shape, b.shape), np.bool_)
+    return emit
+
+
+for _name, _kind in COMPARISONS.items():
+    EMITTERS[_name] = _comparison_emitter(_kind)
+
+
+def select(graph: Graph, which: Tensor, if_true: Tensor, if_false: Tensor, dtype) -> Tensor:
+    """``SELECT`` where the three shapes agree, else the broadcasting ``SELECT_V2``, as the
+    converter writes TF's ``SelectV2``."""
+    shapes = {which.shape, if_true.shape, if_false.shape}
+    shape = np.broadcast_shapes(*shapes)
+    return graph.add("SELECT" if len(shapes) == 1 else "SELECT_V2", [which, if_true, if_false], shape, dtype)
+
+
+@emitter("select_n")
+def _select_n(graph, eqn, which, *cases):
+    if which.dtype != np.bool_ or len(cases) != 2:   # an int32 index: the TF path chains EQUALs
+        raise Uncovered("select_n on an index")
+    dtype = out_type(eqn)[1]
+    if dtype not in (np.float32, np.int32):   # booleans: the TF path selects them as int32
+        raise Uncovered(f"select_n of {dtype}")
+    return select(graph, which, cases[1], cases[0], dtype)
 
 
 @emitter("integer_pow")

@@ -24,6 +24,10 @@ class Uncovered(Exception):
 
 # The run-time tensors' types: the emitters' operators are held to JAX on these only.
 RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
+# Booleans only where an emitter makes or reads them (comparisons, selects, a gather's in-bounds
+# mask): LiteRT's other kernels (PAD, the arithmetic) have no bool version, or one not tested here.
+BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "SELECT", "SELECT_V2",
+              "RESHAPE"}
 MAX_RANK = 6
 
 
@@ -67,8 +71,9 @@ class Graph:
 
     def add(self, kind: str, inputs: list, shape, dtype, **options) -> Tensor:
         shape = tuple(int(d) for d in shape)
-        if any(t is not None and not t.is_constant and t.dtype not in RUNTIME_DTYPES for t in inputs) \
-                or np.dtype(dtype) not in RUNTIME_DTYPES:
+        allowed = RUNTIME_DTYPES | {np.dtype(np.bool_)} if kind in BOOL_KINDS else RUNTIME_DTYPES
+        if any(t is not None and not t.is_constant and t.dtype not in allowed for t in inputs) \
+                or np.dtype(dtype) not in allowed:
             raise Uncovered(f"{kind} on {np.dtype(dtype)}")
         if 0 in shape or len(shape) > MAX_RANK:   # LiteRT copies no empty tensors; its kernels stop at 6-D
             raise Uncovered(f"{kind} of shape {shape}")
@@ -227,5 +232,5 @@ _OPTIONS = {
     "PAD": "PadOptions", "PADV2": "PadV2Options", "BATCH_MATMUL": "BatchMatMulOptions",
     "CONCATENATION": "ConcatenationOptions", "GELU": "GeluOptions", "MAXIMUM": "MaximumMinimumOptions",
     "MINIMUM": "MaximumMinimumOptions", "SQUARED_DIFFERENCE": "SquaredDifferenceOptions",
-    "POW": "PowOptions",
+    "POW": "PowOptions", "SELECT": "SelectOptions", "SELECT_V2": "SelectV2Options", "GATHER": "GatherOptions",
 }
