@@ -95,9 +95,11 @@ def test_keras_cnn_is_the_converters_graph_and_matches_jax(name, tmp_path):
     np.testing.assert_allclose(got, np.asarray(jax.jit(model.fun)(*model.example)), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["whisper_tiny_encoder", "vit_b16"])
-def test_transformer_encoder_has_the_converters_operators_and_matches_jax(name, tmp_path):
-    """Whisper's (1-D convolutions, GELU) and ViT's (patches, class token) encoders: the TF path's
+@pytest.mark.parametrize("name, own", [("whisper_tiny_encoder", "CONV_2D"), ("vit_b16", "CONV_2D"),
+                                       ("bert_base", "GATHER")])
+def test_transformer_encoder_has_the_converters_operators_and_matches_jax(name, own, tmp_path):
+    """Whisper's (1-D convolutions, GELU), ViT's (patches, class token) and BERT's (token embeddings:
+    a gather with negative indices wrapped and out-of-range ones filled) encoders: the TF path's
     operators, kind for kind and option for option (the converter orders them otherwise), with
     four heads of four, so that attention's scale is a power of two the converter folds too."""
     sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -109,7 +111,7 @@ def test_transformer_encoder_has_the_converters_operators_and_matches_jax(name, 
     direct = direct_tflite_bytes(program)
     summary = lambda data: sorted((kind, repr(options)) for kind, _, _, options in _ops(data))  # noqa: E731
     assert summary(direct) == summary(_tf_path_bytes(fun, example, tmp_path))
-    assert {"BATCH_MATMUL", "SOFTMAX", "GELU", "FULLY_CONNECTED", "CONV_2D"} <= {k for k, _ in summary(direct)}
+    assert {"BATCH_MATMUL", "SOFTMAX", "GELU", "FULLY_CONNECTED", own} <= {k for k, _ in summary(direct)}
     got = run_tflite(direct, dict(zip(program.in_names, example)))[program.out_names[0]]
     np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(*example)), rtol=1e-5, atol=2e-5)
 
@@ -155,7 +157,7 @@ def test_options_the_direct_writer_does_not_take_go_through_tensorflow(tmp_path)
 @pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.int8, np.bool_, np.float16])
 def test_types_it_does_not_hold_to_jax_are_left_to_the_tf_path(dtype):
     """JAX's harnesses found a reshape of uint16 crashing the writer: any run-time tensor other than
-    float32 or int32 is Uncovered instead."""
+    float32 or int32 is Uncovered instead (booleans too, but those its comparisons make)."""
     program = trace(lambda x: x.reshape(3, 2), (np.ones((2, 3), dtype),))
     with pytest.raises(Uncovered, match=np.dtype(dtype).name):
         direct_tflite_bytes(program)

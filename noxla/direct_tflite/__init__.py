@@ -8,7 +8,7 @@ raises ``Uncovered`` and is exported through TensorFlow as before; so is every e
 this writer does not take (``covers_options``)."""
 from __future__ import annotations
 
-from noxla.direct_tflite import emit_nn  # noqa: F401  (registers its emitters)
+from noxla.direct_tflite import emit_gather, emit_nn  # noqa: F401  (register their emitters)
 from noxla.direct_tflite.emit import Uncovered, lower_program
 from noxla.direct_tflite.fuse import fuse
 from noxla.direct_tflite.graph import serialize

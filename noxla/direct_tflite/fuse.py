@@ -344,6 +344,22 @@ def _transposes_of_transposes(graph: Graph) -> bool:
     return False
 
 
+def _reshapes_of_reshapes(graph: Graph) -> bool:
+    """A reshape of a reshape reads the first one's input, and is dropped if it restores its shape
+    (a gather's index column, made by JAX's broadcast, read as a vector), as the converter folds them."""
+    view = graph.view()
+    for op in graph.ops:
+        inner = view.producer(op.inputs[0], "RESHAPE") if op.kind == "RESHAPE" else None
+        if inner is None:
+            continue
+        if op.out.shape == inner.inputs[0].shape:
+            graph.replace_uses(op.out, inner.inputs[0])
+        else:
+            op.inputs = [inner.inputs[0], op.inputs[1]]
+        return True
+    return False
+
+
 def _scale_before_product(graph: Graph) -> bool:
     """A batched product's scale by a power of two (attention's 1 / sqrt(64)) moved onto its
     smaller operand, as the TF path's rule does, before the reshapes and transposes that lead
@@ -426,4 +442,5 @@ def _reciprocal_products(graph: Graph) -> None:
 
 _PASSES = (_common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
            _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, _relu, _hard_swish,
-           _activation_into_producer, _gelu, _transposes_of_transposes, _scale_before_product)
+           _activation_into_producer, _gelu, _transposes_of_transposes, _reshapes_of_reshapes,
+           _scale_before_product)
