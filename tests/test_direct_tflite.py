@@ -116,6 +116,27 @@ def test_transformer_encoder_has_the_converters_operators_and_matches_jax(name, 
     np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(*example)), rtol=1e-5, atol=2e-5)
 
 
+_X = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+_I = np.array([2, -1, 0, 5], np.int32)
+
+
+@pytest.mark.parametrize("fun, args", [
+    (lambda x: jax.numpy.where(x > 0, x, 0.0), (_X,)),
+    (lambda i: jax.numpy.where(i < 1, i, 3), (_I,)),
+    (lambda x, i: jax.numpy.take(x, i, axis=1, mode="clip"), (_X, _I)),
+    (lambda x, i: jax.numpy.take(x, i.reshape(2, 2), axis=1), (_X, _I)),
+], ids=["where_float_splat", "where_int32_splat", "take_clip", "take_fill_2d_indices"])
+def test_selects_and_gathers_have_the_converters_operators_and_match_jax(fun, args, tmp_path):
+    """The converter reads a float constant of one value in a select as a scalar (``SELECT_V2``),
+    an int32 one whole (``SELECT``); a gather's index is clamped, and masked where it filled."""
+    program = trace(fun, args)
+    direct = direct_tflite_bytes(program)
+    kinds = lambda data: sorted((kind, [len(s) for s in shapes]) for kind, shapes, _, _ in _ops(data))  # noqa: E731
+    assert kinds(direct) == kinds(_tf_path_bytes(fun, args, tmp_path))
+    got = run_tflite(direct, dict(zip(program.in_names, args)))[program.out_names[0]]
+    np.testing.assert_array_equal(got, np.asarray(jax.jit(fun)(*args)))
+
+
 # ----------------------------------------------------------------------------- the export
 
 def test_export_tflite_writes_it_without_tensorflow(tmp_path):
