@@ -1,6 +1,6 @@
-"""The benchmark's interleaved latency measurement, its real-size models, the light import of the TF.js
-converter and of TensorFlow (without Keras), the zero-pad lowerings the real-size CNNs need and the
-attention scale the real-size transformers need."""
+"""The benchmark's interleaved latency measurement and first exports taking turns, its real-size
+models, the light import of the TF.js converter and of TensorFlow (without Keras), the zero-pad
+lowerings the real-size CNNs need and the attention scale the real-size transformers need."""
 from __future__ import annotations
 
 import os
@@ -28,6 +28,25 @@ def test_interleaved_ratio_is_the_median_of_per_round_ratios():
     assert ratios[("a", "b")] == pytest.approx(2.0) and ratios[("b", "a")] == pytest.approx(0.5)
     assert calls[2:] == [10] * 18  # one run each to estimate, then batches lasting 10 ms of "b"
     assert ms["a"] > ms["b"]
+
+
+def test_first_exports_take_turns_and_report_medians():
+    """Each path's fresh processes alternate with the others' (the order reversed every other
+    round), so that a slow spell of the machine falls on every path; times and peaks are medians."""
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    from bench_exports import first_exports
+    order, seconds = [], iter([5.0, 1.0, 9.0, 2.0, 7.0, 3.0])
+
+    def export(path):
+        def run():
+            order.append(path)
+            first = next(seconds)
+            return {"tflite_first_s": first, "tflite_exporter_s": first / 2, "tflite_peak_mb": first * 100}
+        return run
+    results = first_exports({"noxla": export("noxla"), "litert": export("litert")}, runs=3)
+    assert order == ["noxla", "litert", "litert", "noxla", "noxla", "litert"]
+    assert results["noxla"]["tflite_first_s"] == 5.0 and results["litert"]["tflite_first_s"] == 3.0
+    assert results["litert"]["tflite_peak_mb"] == 300.0
 
 
 def test_interleaved_both_ways_cancels_a_penalty_on_the_timer_made_first():
