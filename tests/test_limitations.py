@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 
 import jax
@@ -248,6 +249,27 @@ def test_a_parameter_the_rule_does_not_know_is_reported():
     v, = report.violations
     assert (v.primitive, v.param, v.value, v.declared) == ("noxla_test_scale", "factor", "3.0", False)
     assert _at(v.source, "unknown-param")
+
+
+def test_a_rule_taking_kwargs_or_placement_parameters_is_refused():
+    """A rule names the parameters it understands: ``**kwargs`` would let a new JAX parameter through
+    unchecked, and placement parameters are removed before any rule sees them."""
+    def with_kwargs(ctx, x, *, factor, **kwargs):
+        return x
+
+    @functools.wraps(with_kwargs)
+    def wrapped(*args, **kwargs):   # inspect.signature follows __wrapped__ to the rule's own
+        return with_kwargs(*args, **kwargs)
+
+    def with_sharding(ctx, x, *, sharding):
+        return x
+
+    for lower in (with_kwargs, wrapped):
+        with pytest.raises(TypeError, match="kwargs would hide"):
+            register("noxla_test_refused", lower)
+    with pytest.raises(TypeError, match="never reach a rule"):
+        register("noxla_test_refused", with_sharding)
+    assert "noxla_test_refused" not in RULES
 
 
 @pytest.mark.slow
