@@ -139,28 +139,23 @@ def write_anchor_inputs(name: str, model, example: list, expected: list, work: s
     import numpy as np
     from bench_anchor import nnx_path_key
     if hasattr(model, "spec"):  # tools/real_models.py: its spec and weights say how to rebuild it
-        arrays = {f"w:{k}": v for k, v in model.weights.items()}
-        arrays.update({f"x:{i}": x for i, x in enumerate(example)})
-        arrays.update({f"y:{i}": y for i, y in enumerate(expected)})
-        np.savez(os.path.join(work, name + ".npz"), **arrays)
-        with open(os.path.join(work, name + ".json"), "w") as f:
-            json.dump({**model.spec, "inputs": len(example), "outputs": len(expected)}, f)
-        return
-    kind, module = model.fun.flax[0], model.fun.flax[1]
-    if kind == "linen":
-        from flax.traverse_util import flatten_dict
-        weights = flatten_dict(jax.tree_util.tree_map(np.asarray, dict(model.fun.flax[2])), sep="/")
+        weights, spec = model.weights, model.spec
     else:
-        from flax import nnx
-        leaves = jax.tree_util.tree_flatten_with_path(nnx.state(module))[0]
-        weights = {nnx_path_key(path): np.asarray(leaf) for path, leaf in leaves}
+        kind, module = model.fun.flax[0], model.fun.flax[1]
+        if kind == "linen":
+            from flax.traverse_util import flatten_dict
+            weights = flatten_dict(jax.tree_util.tree_map(np.asarray, dict(model.fun.flax[2])), sep="/")
+        else:
+            from flax import nnx
+            leaves = jax.tree_util.tree_flatten_with_path(nnx.state(module))[0]
+            weights = {nnx_path_key(path): np.asarray(leaf) for path, leaf in leaves}
+        spec = {"class": type(module).__name__, "kind": kind}
     arrays = {f"w:{k}": v for k, v in weights.items()}
     arrays.update({f"x:{i}": x for i, x in enumerate(example)})
     arrays.update({f"y:{i}": y for i, y in enumerate(expected)})
     np.savez(os.path.join(work, name + ".npz"), **arrays)
     with open(os.path.join(work, name + ".json"), "w") as f:
-        json.dump({"class": type(module).__name__, "kind": kind, "inputs": len(example),
-                   "outputs": len(expected)}, f)
+        json.dump({**spec, "inputs": len(example), "outputs": len(expected)}, f)
 
 
 def first_exports(exports: dict[str, Callable[[], dict]], runs: int) -> dict:
