@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import threading
+import warnings
 from typing import Mapping
 
 import numpy as np
@@ -125,6 +126,8 @@ class _LineRunner:
             self._proc.stdin.flush()
             line = self._proc.stdout.readline()
             reply = json.loads(line) if line else {"error": f"the {self.label} runner process died"}
+            if "recovered" in reply:  # the browser hung once and was replaced (tfjs_runner/chromium.js)
+                warnings.warn(f"{self.label}: {reply['recovered']}", RuntimeWarning, stacklevel=3)
             if "error" in reply and (self.restart_after_error or self._proc.poll() is not None):
                 self.close()
                 self._start()

@@ -322,3 +322,42 @@ def test_the_direct_writers_file_runs_on_litertjs_wasm(litertjs, tmp_path):
     assert "lower+convert (direct)" in steps, steps
     (out,) = litertjs.run(path, {"x": CNN_INPUT}, "wasm").values()
     assert relative_error(np.asarray(jax.jit(small_cnn)(CNN_INPUT)), out) <= TOLERANCE["wasm"]
+
+
+_STALL_SCRIPT = """
+const { watchForStall } = require(process.argv[2]);
+(async () => {
+  const start = Date.now();
+  const seconds = () => (Date.now() - start) / 1000;
+  const result = {};
+  try {
+    await watchForStall(new Promise(() => {}), async () => 'loadAndCompile on webgpu');
+  } catch (e) {
+    result.hung = { stalled: e.stalled === true, message: e.message, after: seconds() };
+  }
+  const slow = new Promise((resolve) => setTimeout(() => resolve('done'), 5000));
+  result.slow = await watchForStall(slow, async () => `run ${Math.floor(seconds() * 2)}`);
+  console.log(JSON.stringify(result));
+  process.exit(0);
+})();
+"""
+
+
+def test_a_browser_call_that_stops_making_progress_is_called_hung_and_a_slow_one_is_not(tmp_path):
+    # The runners' stall watch (noxla/tfjs_runner/chromium.js), with a 1 s limit: a call whose page
+    # stays at one step is rejected as hung, naming the step; a 5 s call that moves on is waited for.
+    import json
+    import os
+    import subprocess
+
+    from noxla import runtimes
+    script = tmp_path / "stall.js"
+    script.write_text(_STALL_SCRIPT)
+    chromium_js = os.path.join(os.path.dirname(runtimes.__file__), "tfjs_runner", "chromium.js")
+    out = subprocess.run(["node", str(script), chromium_js], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, NOXLA_BROWSER_STALL_S="1"), check=True).stdout
+    result = json.loads(out)
+    assert result["hung"]["stalled"], result
+    assert 'at "loadAndCompile on webgpu"' in result["hung"]["message"], result
+    assert result["hung"]["after"] < 10, result
+    assert result["slow"] == "done", result

@@ -45,14 +45,13 @@ async function main() {
     profilePrefix: 'noxla-litertjs-', pagePath: '/page/index.html?harness=1', ready: 'window.noxla && window.noxla.ready',
     async handle(request, session) {
       if (request.demo) return demo(session.browser, server, request);
-      const page = await session.open();
       if (request.probe) {
-        return { accelerators: await page.evaluate('noxla.accelerators()'), version: await session.browser.version() };
+        return { accelerators: await session.evaluate('noxla.accelerators()'), version: await session.browser.version() };
       }
       const mtime = fs.statSync(request.model).mtimeMs;
       const url = `${server.url(path.dirname(request.model))}${encodeURIComponent(path.basename(request.model))}?v=${mtime}`;
       session.clearLog();
-      return page.evaluate((req) => noxla.runEncoded(req), {
+      return session.evaluate((req) => noxla.runEncoded(req), {
         model: url, accelerator: request.accelerator, inputs: request.inputs, repeats: request.repeats || 0,
         signature: request.signature || null,
       });

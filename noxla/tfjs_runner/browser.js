@@ -64,13 +64,12 @@ async function main() {
     profilePrefix: 'noxla-chromium-', pagePath: '/page/index.html?harness=1', ready: 'window.noxla && window.noxla.ready',
     async handle(request, session) {
       if (request.demo) return demo(session.browser, server, request);
-      const page = await session.open();
       if (request.probe) {
-        return { backends: await page.evaluate('noxla.availableBackends()'), version: await session.browser.version() };
+        return { backends: await session.evaluate('noxla.availableBackends()'), version: await session.browser.version() };
       }
       const mtime = fs.statSync(path.join(request.model, 'model.json')).mtimeMs;
       session.clearLog();
-      return page.evaluate((req) => noxla.runEncoded(req), {
+      return session.evaluate((req) => noxla.runEncoded(req), {
         model: `${server.url(request.model)}model.json?v=${mtime}`, backend: request.backend,
         inputs: request.inputs, repeats: request.repeats || 0, flags: request.flags || defaultFlags(request.backend),
       });

@@ -58,25 +58,61 @@ function startServer(page, route) {
   })));
 }
 
+// A request whose page has not moved on from one step for this long has hung. Seen: LiteRT.js's
+// WebGPU under SwiftShader, in one of three CI runs, never returning from a call. The request is
+// then run once more in a new browser (a wedged GPU process would hang any page of the old one),
+// and the reply says so; a second hang is the request's error.
+const STALL_MS = 1000 * (+process.env.NOXLA_BROWSER_STALL_S || 120);
+const POLL_MS = 2000;
+
+// Rejects when `progress()` (the page's step, read every POLL_MS) stays the same for STALL_MS;
+// `work` settling first stops the watch.
+function watchForStall(work, progress) {
+  let timer = null;
+  const stalled = new Promise((resolve, reject) => {
+    let last = null;
+    let since = Date.now();
+    const poll = async () => {
+      const now = await Promise.race([progress().catch(() => '?'), sleep(POLL_MS).then(() => '(page not answering)')]);
+      if (now !== last) [last, since] = [now, Date.now()];
+      if (Date.now() - since >= STALL_MS) {
+        reject(Object.assign(new Error(`hung: no progress for ${STALL_MS / 1000} s at "${now}"`), { stalled: true }));
+      } else {
+        timer = setTimeout(poll, POLL_MS);
+      }
+    };
+    timer = setTimeout(poll, POLL_MS);
+  });
+  return Promise.race([work, stalled]).finally(() => clearTimeout(timer));
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
 // Launches Chromium and answers requests until stdin closes: `handle(request, session)`, where
 // `session.open()` gives the page (`pagePath` on the server, loaded once `ready` holds there),
 // `session.browser` the browser and `session.clearLog()` starts a request's console log, whose
-// last lines a failure's reply carries.
+// last lines a failure's reply carries; `session.evaluate(fn, arg)` runs in that page, whose
+// `window.noxla.step` says how far it got.
 async function serveRequests(server, { profilePrefix, pagePath, ready, handle }) {
   const puppeteer = require('puppeteer-core');
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), profilePrefix));
-  const browser = await puppeteer.launch({
-    executablePath: process.env.NOXLA_CHROMIUM || '/usr/bin/chromium', headless: true,
-    args: CHROMIUM_ARGS, userDataDir: profile, protocolTimeout: 300000,
-  });
+  const profiles = [];
+  const launch = () => {
+    profiles.push(fs.mkdtempSync(path.join(os.tmpdir(), profilePrefix)));
+    return puppeteer.launch({
+      executablePath: process.env.NOXLA_CHROMIUM || '/usr/bin/chromium', headless: true,
+      args: CHROMIUM_ARGS, userDataDir: profiles[profiles.length - 1], protocolTimeout: 300000,
+    });
+  };
   let page = null;
   let log = [];
   const session = {
-    browser,
+    browser: await launch(),
     clearLog() { log = []; },
     async open() {
       if (page) return page;
-      const fresh = await browser.newPage();
+      const fresh = await session.browser.newPage();
       fresh.on('console', (m) => { if (log.length < 50) log.push(m.text()); });
       fresh.on('pageerror', (e) => { if (log.length < 50) log.push(String(e)); });
       await fresh.goto(`${server.origin}${pagePath}`, { waitUntil: 'load' });
@@ -84,16 +120,40 @@ async function serveRequests(server, { profilePrefix, pagePath, ready, handle })
       page = fresh;
       return page;
     },
+    async relaunch() {
+      page = null;
+      const old = session.browser;
+      session.browser = await launch();
+      old.process()?.kill('SIGKILL');
+    },
   };
-  await serveJsonLines((request) => handle(request, session), (e) => {
+  // Runs `fn(arg)` in the harness page, watched for a stall.
+  session.evaluate = async (fn, arg) => {
+    const harness = await session.open();
+    return watchForStall(harness.evaluate(fn, arg), () => harness.evaluate('window.noxla && window.noxla.step'));
+  };
+  await serveJsonLines(async (request) => {
+    try {
+      return await handle(request, session);
+    } catch (e) {
+      if (!e.stalled) throw e;
+      await session.relaunch();
+      try {
+        return { ...(await handle(request, session)), recovered: `${e.message}; ran again in a new browser` };
+      } catch (again) {
+        if (again.stalled) await session.relaunch();
+        throw again;
+      }
+    }
+  }, (e) => {
     const message = String(e && e.message ? e.message : e).split('\n').slice(0, 3).join(' | ');
     if (page) page.close().catch(() => {});
     page = null;
     return { error: message + (log.length ? ` (console: ${log.slice(-3).join(' | ').slice(0, 500)})` : '') };
   });
-  await browser.close();
+  await session.browser.close();
   server.server.close();
-  fs.rmSync(profile, { recursive: true, force: true });
+  for (const profile of profiles) fs.rmSync(profile, { recursive: true, force: true });
 }
 
 // The one reply of a runner that could not start.
@@ -104,4 +164,4 @@ function failedToStart(what) {
   };
 }
 
-module.exports = { startServer, serveRequests, failedToStart, inside };
+module.exports = { startServer, serveRequests, failedToStart, inside, watchForStall };
