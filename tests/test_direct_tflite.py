@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import flax.linen
 import jax
 import numpy as np
 import pytest
@@ -135,6 +136,50 @@ def test_selects_and_gathers_have_the_converters_operators_and_match_jax(fun, ar
     assert kinds(direct) == kinds(_tf_path_bytes(fun, args, tmp_path))
     got = run_tflite(direct, dict(zip(program.in_names, args)))[program.out_names[0]]
     np.testing.assert_array_equal(got, np.asarray(jax.jit(fun)(*args)))
+
+
+_POOLED = np.random.default_rng(1).standard_normal((2, 7, 6, 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("fun", [
+    lambda x: flax.linen.avg_pool(x, (2, 2), (2, 2)),
+    lambda x: flax.linen.avg_pool(x, (3, 3), (2, 2), padding="SAME"),
+    lambda x: jax.nn.log_softmax(x * 3.0),
+], ids=["avg_pool_valid", "avg_pool_same", "log_softmax"])
+def test_pools_and_log_softmax_are_the_converters_graph_and_match_jax(fun, tmp_path):
+    """flax's avg_pool is a window sum divided by its size: one AVERAGE_POOL_2D, after a PAD where
+    padded (a SAME average would divide by the unpadded count); JAX's log_softmax one LOG_SOFTMAX."""
+    program = trace(fun, (_POOLED,))
+    direct = direct_tflite_bytes(program)
+    assert _ops(direct) == _ops(_tf_path_bytes(fun, (_POOLED,), tmp_path))
+    got = run_tflite(direct, {program.in_names[0]: _POOLED})[program.out_names[0]]
+    np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(_POOLED)), rtol=1e-5, atol=1e-6)
+
+
+def test_a_window_sum_not_averaged_is_left_to_the_tf_path():
+    program = trace(lambda x: flax.linen.avg_pool(x, (2, 2), (2, 2)) * 4.0 + 1.0, (_POOLED,))
+    assert "AVERAGE_POOL_2D" in [op[0] for op in _ops(direct_tflite_bytes(program))]
+    program = trace(lambda x: jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, 2, 2, 1), (1, 1, 1, 1), "VALID"),
+                    (_POOLED,))
+    with pytest.raises(Uncovered, match="SUM_POOL_2D"):
+        direct_tflite_bytes(program)
+
+
+_ZOO_DIRECT = ["cnn"]
+
+
+@pytest.mark.parametrize("name", _ZOO_DIRECT)
+def test_zoo_models_take_the_direct_writer_with_the_converters_graph(name, tmp_path):
+    """Zoo models (tests/zoo.py) the direct writer takes: the TF path's operators, in its order, and
+    JAX's result on LiteRT."""
+    from tests import zoo
+    model = zoo.build()[name]
+    args = tuple(model.inputs(1))
+    program = trace(model.fun, args)
+    direct = direct_tflite_bytes(program)
+    assert _ops(direct) == _ops(_tf_path_bytes(model.fun, args, tmp_path))
+    got = run_tflite(direct, dict(zip(program.in_names, args)))[program.out_names[0]]
+    np.testing.assert_allclose(got, np.asarray(jax.jit(model.fun)(*args)), rtol=1e-5, atol=2e-5)
 
 
 # ----------------------------------------------------------------------------- the export

@@ -217,7 +217,8 @@ UNARY = {"neg": "NEG", "abs": "ABS", "tanh": "TANH", "logistic": "LOGISTIC", "si
          # TFLite's kernels differ from JAX on finite inputs here (EXP overflows from 88.4, LOG from
          # 1e38, RSQRT(0) is NaN): emitted only to be fused (softmax's exp), else ``Uncovered`` (fuse).
          "exp": "EXP", "log": "LOG", "rsqrt": "RSQRT"}
-ONLY_FUSED = {"EXP", "LOG", "RSQRT"}
+# SUM_POOL_2D, a window sum, is no builtin: only its average is (``emit_nn``).
+ONLY_FUSED = {"EXP", "LOG", "RSQRT", "SUM_POOL_2D"}
 _FUSED = {"ADD", "SUB", "MUL", "DIV"}   # the binary builtins with a fused activation field
 
 

@@ -112,19 +112,45 @@ def _batch_matmul(graph: Graph, x, y, contracting, batch, shape):
                      adjX=False, adjY=False, asymmetricQuantizeInputs=False)
 
 
-@emitter("reduce_window_max")
-def _max_pool(graph: Graph, eqn, x, *, window_dimensions, window_strides, padding, base_dilation,
-              window_dilation):
+def _pool_window(graph: Graph, eqn, x, what: str, window_dimensions, window_strides, padding, base_dilation,
+                 window_dilation):
+    """``x`` made whole, when the window is a 2-D pool over an NHWC float32 tensor's H and W."""
     if (len(window_dimensions) != 4 or window_dimensions[0] != 1 or window_dimensions[3] != 1
             or window_strides[0] != 1 or window_strides[3] != 1 or tuple(padding[0]) != (0, 0)
             or tuple(padding[3]) != (0, 0) or any(d != 1 for d in (*base_dilation, *window_dilation))
             or x.dtype != np.float32):
-        raise Uncovered("a max window other than a 2-D NHWC pool")
-    x = full(graph, x, eqn.invars[0].aval.shape)
+        raise Uncovered(f"a {what} window other than a 2-D NHWC pool")
+    return full(graph, x, eqn.invars[0].aval.shape)
+
+
+def _pool(graph: Graph, kind: str, x, mode: int, shape, window_dimensions, window_strides):
+    return graph.add(kind, [x], shape, np.float32, padding=mode, strideH=window_strides[1],
+                     strideW=window_strides[2], filterHeight=window_dimensions[1], filterWidth=window_dimensions[2],
+                     fusedActivationFunction=0)
+
+
+@emitter("reduce_window_max")
+def _max_pool(graph: Graph, eqn, x, *, window_dimensions, window_strides, padding, base_dilation,
+              window_dilation):
+    x = _pool_window(graph, eqn, x, "max", window_dimensions, window_strides, padding, base_dilation, window_dilation)
     mode = window_padding(padding[1:3], x.shape[1:3], window_dimensions[1:3], window_strides[1:3])
     if mode is None:
         raise Uncovered("a max pool padded other than SAME or VALID")
-    shape, dtype = out_type(eqn)
-    return graph.add("MAX_POOL_2D", [x], shape, dtype, padding=mode, strideH=window_strides[1],
-                     strideW=window_strides[2], filterHeight=window_dimensions[1], filterWidth=window_dimensions[2],
-                     fusedActivationFunction=0)
+    return _pool(graph, "MAX_POOL_2D", x, mode, out_type(eqn)[0], window_dimensions, window_strides)
+
+
+@emitter("reduce_window_sum")
+def _sum_pool(graph: Graph, eqn, x, *, window_dimensions, window_strides, padding, base_dilation,
+              window_dilation):
+    """The window sum flax's avg_pool divides by the window size, as ``SUM_POOL_2D``, which only
+    ``fuse`` writes (the sum and that division: an ``AVERAGE_POOL_2D``, as the TF path's rule takes
+    the pair). Padded windows read the zero padding: a ``PAD`` first, as that rule writes it (SAME
+    averaging would divide by the count of unpadded elements)."""
+    x = _pool_window(graph, eqn, x, "sum", window_dimensions, window_strides, padding, base_dilation, window_dilation)
+    pads = [tuple(p) for p in padding]
+    if any(p < 0 for pair in pads for p in pair):
+        raise Uncovered("a window sum that crops (negative padding)")
+    if any(p != (0, 0) for p in pads):
+        padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape, pads))
+        x = graph.add("PAD", [x, graph.constant(np.asarray(pads, np.int32))], padded, np.float32)
+    return _pool(graph, "SUM_POOL_2D", x, VALID, out_type(eqn)[0], window_dimensions, window_strides)

@@ -149,40 +149,83 @@ def _keep_reduced_dims(graph: Graph) -> bool:
     return False
 
 
+# A sum, and what it becomes divided by the count of what it sums.
+_AVERAGES = {"SUM": "MEAN", "SUM_POOL_2D": "AVERAGE_POOL_2D"}
+
+
+def _count(total: Op) -> int:
+    if total.kind == "SUM_POOL_2D":
+        return total.options["filterHeight"] * total.options["filterWidth"]
+    return int(np.prod([total.inputs[0].shape[a] for a in total.inputs[1].data.tolist()]))
+
+
 def _mean(graph: Graph) -> bool:
+    """sum / count as MEAN, a window sum / its window size as AVERAGE_POOL_2D (flax's avg_pool)."""
     view = graph.view()
     for op in graph.ops:
-        total = view.producer(op.inputs[0], "SUM") if op.kind == "DIV" else None
+        total = view.producer(op.inputs[0], set(_AVERAGES)) if op.kind == "DIV" else None
         if total is None or not view.only_reader(op.inputs[0]) or op.options["fusedActivationFunction"]:
             continue
-        x = total.inputs[0]
-        count = int(np.prod([x.shape[a] for a in total.inputs[1].data.tolist()]))
-        if _scalar(op.inputs[1]) == count and op.out.shape == total.out.shape:
-            total.kind = "MEAN"
+        if _scalar(op.inputs[1]) == _count(total) and op.out.shape == total.out.shape:
+            total.kind = _AVERAGES[total.kind]
             _take_output(total, op)
             return True
     return False
+
+
+def _axes(op: Op) -> list:
+    """A reduction's axes, each counted from the front."""
+    return [a % len(op.inputs[0].shape) for a in op.inputs[1].data.tolist()]
+
+
+def _logits(view: View, shifted: Tensor) -> Tensor | None:
+    """x where ``shifted`` is x - max(x) over the last axis (JAX's stabilised logits), else None."""
+    diff = view.producer(shifted, "SUB")
+    if diff is None or diff.options["fusedActivationFunction"]:
+        return None
+    x, shift = diff.inputs
+    top = _strip(view, shift)
+    if top is None or top.kind != "REDUCE_MAX" or top.inputs[0] is not x or _axes(top) != [len(x.shape) - 1] \
+            or shifted.shape != x.shape:
+        return None
+    return x
 
 
 def _softmax(graph: Graph) -> bool:
     """exp(x - max(x)) / sum(exp(x - max(x))) over the last axis, JAX's softmax."""
     view = graph.view()
     for op in graph.ops:
-        if op.kind != "DIV":
+        if op.kind != "DIV" or op.options["fusedActivationFunction"]:
             continue
         exp, total = view.producer(op.inputs[0], "EXP"), view.producer(op.inputs[1], "SUM")
-        if exp is None or total is None or total.inputs[0] is not exp.out or op.options["fusedActivationFunction"]:
+        if exp is None or total is None or total.inputs[0] is not exp.out \
+                or _axes(total) != [len(exp.out.shape) - 1] or len(view.read_by[exp.out.id]) != 2 \
+                or not view.only_reader(exp.inputs[0]):
             continue
-        last = len(exp.out.shape) - 1
-        diff = view.producer(exp.inputs[0], "SUB")
-        if (diff is None or [a % (last + 1) for a in total.inputs[1].data.tolist()] != [last]
-                or len(view.read_by[exp.out.id]) != 2 or not view.only_reader(exp.inputs[0])):
-            continue
-        x, shift = diff.inputs
-        top = _strip(view, shift)
-        if top is not None and top.kind == "REDUCE_MAX" and top.inputs[0] is x and \
-                [a % (last + 1) for a in top.inputs[1].data.tolist()] == [last] and op.out.shape == x.shape:
+        x = _logits(view, exp.inputs[0])
+        if x is not None and op.out.shape == x.shape:
             op.kind, op.inputs, op.options = "SOFTMAX", [x], {"beta": 1.0}
+            return True
+    return False
+
+
+def _log_softmax(graph: Graph) -> bool:
+    """(x - max(x)) - log(sum(exp(x - max(x)))) over the last axis, JAX's log_softmax."""
+    view = graph.view()
+    for op in graph.ops:
+        if op.kind != "SUB" or op.options["fusedActivationFunction"]:
+            continue
+        shifted, log_sum = op.inputs
+        log = view.producer(log_sum, "LOG")
+        total = view.producer(log.inputs[0], "SUM") if log is not None else None
+        exp = view.producer(total.inputs[0], "EXP") if total is not None else None
+        if exp is None or exp.inputs[0] is not shifted or _axes(total) != [len(shifted.shape) - 1] \
+                or not all(view.only_reader(t) for t in (log_sum, log.inputs[0], exp.out)) \
+                or len(view.read_by[shifted.id]) != 2:
+            continue
+        x = _logits(view, shifted)
+        if x is not None and op.out.shape == x.shape:
+            op.kind, op.inputs, op.options = "LOG_SOFTMAX", [x], {}
             return True
     return False
 
@@ -441,6 +484,6 @@ def _reciprocal_products(graph: Graph) -> None:
 
 
 _PASSES = (_common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
-           _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, _relu, _hard_swish,
+           _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, _log_softmax, _relu, _hard_swish,
            _activation_into_producer, _gelu, _transposes_of_transposes, _reshapes_of_reshapes,
            _scale_before_product)

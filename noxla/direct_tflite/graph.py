@@ -228,7 +228,7 @@ _OPTIONS = {
     "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
     "FULLY_CONNECTED": "FullyConnectedOptions", "MAX_POOL_2D": "Pool2DOptions", "AVERAGE_POOL_2D": "Pool2DOptions",
     "MEAN": "ReducerOptions", "SUM": "ReducerOptions", "REDUCE_MAX": "ReducerOptions", "REDUCE_MIN": "ReducerOptions",
-    "SOFTMAX": "SoftmaxOptions", "TRANSPOSE": "TransposeOptions",
+    "SOFTMAX": "SoftmaxOptions", "LOG_SOFTMAX": "LogSoftmaxOptions", "TRANSPOSE": "TransposeOptions",
     "PAD": "PadOptions", "PADV2": "PadV2Options", "BATCH_MATMUL": "BatchMatMulOptions",
     "CONCATENATION": "ConcatenationOptions", "GELU": "GeluOptions", "MAXIMUM": "MaximumMinimumOptions",
     "MINIMUM": "MaximumMinimumOptions", "SQUARED_DIFFERENCE": "SquaredDifferenceOptions",
