@@ -165,6 +165,29 @@ def test_a_window_sum_not_averaged_is_left_to_the_tf_path():
         direct_tflite_bytes(program)
 
 
+_HEADS_IN = np.random.default_rng(2).standard_normal((8, 4, 3)).astype(np.float32)   # [in, heads, dim]
+_HEADS_OUT = np.random.default_rng(3).standard_normal((4, 3, 8)).astype(np.float32)  # [heads, dim, out]
+
+
+@pytest.mark.parametrize("fun, shape", [
+    (lambda x: jax.lax.dot_general(x, _HEADS_IN, (((2,), (0,)), ((), ()))), (2, 5, 8)),
+    (lambda x: jax.lax.dot_general(x, _HEADS_IN, (((1,), (0,)), ((), ()))), (5, 8)),
+    (lambda x: jax.lax.dot_general(x, _HEADS_OUT, (((2, 3), (0, 1)), ((), ()))), (2, 5, 4, 3)),
+    (lambda x: jax.lax.dot_general(x, _HEADS_OUT, (((3, 2), (1, 0)), ((), ()))), (2, 5, 4, 3)),
+    (lambda x: jax.nn.relu(jax.lax.dot_general(x, _HEADS_OUT, (((2, 3), (0, 1)), ((), ()))) + 1.0), (2, 5, 4, 3)),
+], ids=["into_heads", "into_heads_2d", "from_heads", "from_heads_pairs_reordered", "from_heads_bias_relu"])
+def test_dense_general_is_the_converters_graph_and_matches_jax(fun, shape, tmp_path):
+    """Flax's DenseGeneral (a weight of rank 3: attention's projections into and out of heads) is
+    a FULLY_CONNECTED between the RESHAPEs that join x's contracted axes and split its output."""
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    program = trace(fun, (x,))
+    direct = direct_tflite_bytes(program)
+    assert _ops(direct) == _ops(_tf_path_bytes(fun, (x,), tmp_path))
+    assert "FULLY_CONNECTED" in [op[0] for op in _ops(direct)]
+    got = run_tflite(direct, {program.in_names[0]: x})[program.out_names[0]]
+    np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(x)), rtol=1e-5, atol=1e-5)
+
+
 _ZOO_DIRECT = ["cnn"]
 
 

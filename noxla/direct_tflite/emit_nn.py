@@ -76,15 +76,32 @@ def _dot_general(graph: Graph, eqn, x, w, *, dimension_numbers, precision=None, 
     (lc, rc), (lb, rb) = dimension_numbers
     if x.dtype != np.float32 or w.dtype != np.float32 or np.dtype(eqn.outvars[0].aval.dtype) != np.float32:
         raise Uncovered("a product of other types than float32")
-    x = full(graph, x, eqn.invars[0].aval.shape)
-    shape, dtype = out_type(eqn)
-    if w.is_constant and not lb and len(w.shape) == 2 and len(x.shape) >= 2 and tuple(lc) == (len(x.shape) - 1,):
-        data = np.asarray(w.data, np.float32)
-        kernel = np.ascontiguousarray(data.T if tuple(rc) == (0,) else data)   # (out, in)
-        bias = graph.constant(np.zeros(kernel.shape[0], np.float32))
-        return graph.add("FULLY_CONNECTED", [x, graph.constant(kernel), bias], shape, dtype,
-                         fusedActivationFunction=0, keepNumDims=True)
-    return _batch_matmul(graph, x, full(graph, w, eqn.invars[1].aval.shape), (lc, rc), (lb, rb), shape)
+    x, w = (full(graph, t, v.aval.shape) for t, v in zip((x, w), eqn.invars))
+    shape = out_type(eqn)[0]
+    if w.is_constant and not lb and _projection(x.shape, w.shape, lc, rc):
+        return _dense(graph, x, np.asarray(w.data, np.float32), lc, rc, shape)
+    return _batch_matmul(graph, x, w, (lc, rc), (lb, rb), shape)
+
+
+def _projection(x_shape, w_shape, lc, rc) -> bool:
+    """Whether the product contracts the last axes of ``x`` with axes of ``w``, leaving each some free."""
+    n = len(lc)
+    return 0 < n < len(x_shape) and n < len(w_shape) and sorted(lc) == list(range(len(x_shape) - n, len(x_shape)))
+
+
+def _dense(graph: Graph, x, data: np.ndarray, lc, rc, shape):
+    """``x @ w`` over x's last axes as the TF path writes it (Flax's Dense and DenseGeneral): x's
+    contracted axes joined into one (a ``RESHAPE``), a ``FULLY_CONNECTED`` of the weight as an
+    [out, in] matrix, its output split into the product's free axes of ``w`` (a ``RESHAPE``)."""
+    paired = [rc[i] for i in sorted(range(len(lc)), key=lambda i: lc[i])]   # w's axes in x's order
+    free = [a for a in range(data.ndim) if a not in rc]
+    k = int(np.prod([data.shape[a] for a in paired]))
+    kernel = np.ascontiguousarray(np.transpose(data, (*paired, *free)).reshape(k, -1).T)
+    kept = x.shape[:len(x.shape) - len(lc)]
+    bias = graph.constant(np.zeros(kernel.shape[0], np.float32))
+    y = graph.add("FULLY_CONNECTED", [reshape(graph, x, (*kept, k)), graph.constant(kernel), bias],
+                  (*kept, kernel.shape[0]), np.float32, fusedActivationFunction=0, keepNumDims=True)
+    return reshape(graph, y, shape)
 
 
 def _batch_matmul(graph: Graph, x, y, contracting, batch, shape):
