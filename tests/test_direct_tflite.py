@@ -188,7 +188,34 @@ def test_dense_general_is_the_converters_graph_and_matches_jax(fun, shape, tmp_p
     np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(x)), rtol=1e-5, atol=1e-5)
 
 
-_ZOO_DIRECT = ["cnn"]
+_IMAGE = np.random.default_rng(5).standard_normal((1, 5, 6, 3)).astype(np.float32)
+
+
+def _conv_transpose(features, kernel, strides, padding="SAME"):
+    module = flax.linen.ConvTranspose(features, kernel, strides, padding=padding)
+    variables = module.init(jax.random.PRNGKey(0), _IMAGE)
+    variables = jax.tree_util.tree_map(lambda v: v + 0.1, variables)   # a bias that is not zero
+    return lambda x: jax.nn.relu(module.apply(variables, x))
+
+
+@pytest.mark.parametrize("fun", [_conv_transpose(4, (3, 3), (2, 2)), _conv_transpose(4, (2, 2), (2, 2)),
+                                 _conv_transpose(2, (3, 2), (2, 1))], ids=["3x3_s2", "2x2_s2", "3x2_s2x1"])
+def test_transposed_convolution_is_the_converters_graph_and_matches_jax(fun, tmp_path):
+    """flax's ConvTranspose (SAME) is one TRANSPOSE_CONV of the flipped kernel, its bias and ReLU fused."""
+    program = trace(fun, (_IMAGE,))
+    direct = direct_tflite_bytes(program)
+    assert [op[0] for op in _ops(direct)] == ["TRANSPOSE_CONV"]
+    assert _ops(direct) == _ops(_tf_path_bytes(fun, (_IMAGE,), tmp_path))
+    got = run_tflite(direct, {program.in_names[0]: _IMAGE})[program.out_names[0]]
+    np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(_IMAGE)), rtol=1e-5, atol=1e-5)
+
+
+def test_a_transposed_convolution_cropped_otherwise_is_left_to_the_tf_path():
+    with pytest.raises(Uncovered, match="cropped other than SAME"):
+        direct_tflite_bytes(trace(_conv_transpose(4, (3, 3), (2, 2), padding="VALID"), (_IMAGE,)))
+
+
+_ZOO_DIRECT = ["cnn", "vae_decoder", "unet"]
 
 
 @pytest.mark.parametrize("name", _ZOO_DIRECT)

@@ -38,11 +38,15 @@ def _conv(graph: Graph, eqn, x, w, *, window_strides, padding, lhs_dilation, rhs
                                         dimension_numbers.out_spec))
     n = len(window_strides)
     if (not w.is_constant or n not in (1, 2) or out != (0, n + 1, *range(1, n + 1)) or lhs[0] != 0
-            or any(d != 1 for d in lhs_dilation) or batch_group_count != 1 or x.dtype != np.float32):
+            or batch_group_count != 1 or x.dtype != np.float32):
         raise Uncovered("a convolution other than a 1-D or 2-D channels-last one of constant float32 weights")
     x = permuted(graph, full(graph, x, eqn.invars[0].aval.shape), (0, *lhs[2:], lhs[1]))
     data = np.transpose(np.asarray(w.data, np.float32), (*rhs[2:], rhs[1], rhs[0]))   # HWIO
     shape, dtype = out_type(eqn)
+    if any(d != 1 for d in lhs_dilation):
+        if n != 2 or feature_group_count != 1 or any(d != 1 for d in (*window_strides, *rhs_dilation)):
+            raise Uncovered("an lhs-dilated convolution other than a 2-D transposed one")
+        return _transposed_conv(graph, x, data, lhs_dilation, padding, shape)
     mode = window_padding(padding, x.shape[1:-1], data.shape[:-2], window_strides, rhs_dilation)
     if mode is None:
         if any(p < 0 for pair in padding for p in pair):
@@ -69,6 +73,26 @@ def _conv(graph: Graph, eqn, x, w, *, window_strides, padding, lhs_dilation, rhs
     else:
         raise Uncovered("a grouped convolution that is not depthwise")
     return reshape(graph, y, shape)
+
+
+def _transposed_conv(graph: Graph, x, data: np.ndarray, lhs_dilation, padding, shape):
+    """A convolution of the input dilated by ``lhs_dilation`` (flax's ConvTranspose) as the TF
+    path's rule writes it: TRANSPOSE_CONV of the spatially flipped kernel, SAME, strided by the
+    dilation. It scatters each input element times the kernel, the dilated input padded by k - 1
+    and convolved, cropped by k - 1 - lo before and k - 1 - hi after: SAME's crop where those are
+    it (flax's SAME), else ``Uncovered`` (the rule crops a VALID one, a SLICE more). It skips the
+    zeros of the dilated input, which only an inf or NaN tap would make differ from JAX."""
+    kernel = data.shape[:2]
+    for size, k, s, (lo, hi), m in zip(x.shape[1:3], kernel, lhs_dilation, padding, shape[1:3]):
+        total = (size - 1) * s + k - m
+        if -(-m // s) != size or total < 0 or (k - 1 - lo, k - 1 - hi) != (total // 2, total - total // 2):
+            raise Uncovered("a transposed convolution cropped other than SAME")
+    weights = np.ascontiguousarray(data[::-1, ::-1].transpose(3, 0, 1, 2))   # [out, kh, kw, in]
+    # Kept as [input, weights, bias, output shape], as the other linear operators' passes read
+    # them; ``serialize`` writes TFLite's order.
+    return graph.add("TRANSPOSE_CONV", [x, graph.constant(weights), graph.constant(np.zeros(shape[-1], np.float32)),
+                                        graph.constant(np.asarray(shape, np.int32))], shape, np.float32,
+                     padding=SAME, strideH=lhs_dilation[0], strideW=lhs_dilation[1], fusedActivationFunction=0)
 
 
 @emitter("dot_general")

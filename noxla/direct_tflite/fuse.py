@@ -16,7 +16,9 @@ from noxla.direct_tflite.emit_nn import SAME, VALID, same_pads
 from noxla.direct_tflite.graph import Graph, Op, Tensor, View
 
 _LINEAR = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}
-_WITH_ACTIVATION = _LINEAR | {"ADD", "SUB", "MUL", "DIV", "MAX_POOL_2D", "AVERAGE_POOL_2D"}
+# A bias add after a TRANSPOSE_CONV is folded as after these (the converter does); scales are not.
+_BIASED = _LINEAR | {"TRANSPOSE_CONV"}
+_WITH_ACTIVATION = _BIASED | {"ADD", "SUB", "MUL", "DIV", "MAX_POOL_2D", "AVERAGE_POOL_2D"}
 _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 _REDUCERS = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN"}
 
@@ -94,7 +96,7 @@ def _affine_into_linear(graph: Graph) -> bool:
         for i, (x, c) in enumerate((op.inputs, op.inputs[::-1])):
             linear = _linear_behind(view, x)
             if (linear is None or linear.options["fusedActivationFunction"] or op.out.shape != x.shape
-                    or (i == 1 and op.kind in {"SUB", "DIV"})):
+                    or (i == 1 and op.kind in {"SUB", "DIV"}) or linear.kind not in _LINEAR and op.kind != "ADD"):
                 continue
             vector = _channel_vector(c, x.shape[-1])
             if vector is None:
@@ -118,7 +120,7 @@ def _linear_behind(view: View, x: Tensor) -> Op | None:
     channel axis (a 1-D convolution's), read by nothing else."""
     shaped = view.producer(x, "RESHAPE")
     made = shaped.inputs[0] if shaped is not None and view.only_reader(x) else x
-    linear = view.producer(made, _LINEAR)
+    linear = view.producer(made, _BIASED)
     if linear is None or not view.only_reader(made) or not view.only_reader(x) or made.shape[-1] != x.shape[-1]:
         return None
     return linear

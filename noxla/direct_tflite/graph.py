@@ -193,7 +193,8 @@ def serialize(graph: Graph) -> list:
     for op in graph.ops:
         entry = schema.OperatorT()
         entry.opcodeIndex = codes.setdefault(op.kind, len(codes))
-        entry.inputs = np.asarray([-1 if t is None else index(t) for t in op.inputs], np.int32)
+        inputs = [op.inputs[i] for i in _ORDER[op.kind]] if op.kind in _ORDER else op.inputs
+        entry.inputs = np.asarray([-1 if t is None else index(t) for t in inputs], np.int32)
         entry.outputs = np.asarray([index(t) for t in op.outputs], np.int32)
         options_name = _OPTIONS.get(op.kind)
         if options_name is not None:
@@ -221,11 +222,14 @@ def serialize(graph: Graph) -> list:
 # larger ones (weights) are rarely equal, and comparing them would read every byte.
 _SHARED_BYTES = 1 << 16
 # Builtins whose kernels LiteRT registers from a version above 1 (its register.cc).
-_VERSIONS = {"BROADCAST_TO": 2}
+_VERSIONS = {"BROADCAST_TO": 2, "TRANSPOSE_CONV": 4}   # TRANSPOSE_CONV's 4: with a fused activation
+# Builtins whose inputs the graph keeps in another order (input, weights, bias first, as for the
+# other linear operators): where each of TFLite's inputs is in the graph's.
+_ORDER = {"TRANSPOSE_CONV": (3, 1, 0, 2)}
 # The options table of each builtin the writer emits that has one (schema.BuiltinOptions' names).
 _OPTIONS = {
     "ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions", "DIV": "DivOptions",
-    "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
+    "CONV_2D": "Conv2DOptions", "TRANSPOSE_CONV": "TransposeConvOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
     "FULLY_CONNECTED": "FullyConnectedOptions", "MAX_POOL_2D": "Pool2DOptions", "AVERAGE_POOL_2D": "Pool2DOptions",
     "MEAN": "ReducerOptions", "SUM": "ReducerOptions", "REDUCE_MAX": "ReducerOptions", "REDUCE_MIN": "ReducerOptions",
     "SOFTMAX": "SoftmaxOptions", "LOG_SOFTMAX": "LogSoftmaxOptions", "TRANSPOSE": "TransposeOptions",
