@@ -144,6 +144,18 @@ def _negative(n) -> bool:
     return isinstance(n, (int, np.integer)) and n < 0
 
 
+def pad_exactly(x, paddings, value):
+    """tf.pad filling with ``value``. TF.js's wasm PadV2 kernel takes its fill as a float32, so an
+    int32 fill float32 cannot hold (INT32_MAX, min's identity, came out INT32_MIN; 2**24 + 1 came
+    out 2**24) is padded as 0 and put in place by a select, as is an int32 fill known only at run time."""
+    static = tf.get_static_value(value)
+    if x.dtype != tf.int32 or (static is not None and int(np.float32(static)) == int(static)):
+        return tf.pad(x, paddings, constant_values=value)
+    padded = tf.pad(x, paddings)
+    inside = tf.pad(tf.ones_like(x), paddings) > 0
+    return tf.where(inside, padded, tf.fill(tf.shape(padded), tf.cast(value, tf.int32)))
+
+
 def pad_or_crop(x, pads, value=0):
     """Pads each axis by ``(low, high)``; a negative amount removes elements from that side instead,
     of the padded array as in XLA: (-2, 2) on one element leaves one fill value. Cropping first is
@@ -153,14 +165,14 @@ def pad_or_crop(x, pads, value=0):
     pad = any(lo > 0 or hi > 0 for lo, hi in pads)
     pad_first = any(lo * hi < 0 for lo, hi in pads)
     if pad and pad_first:
-        x = tf.pad(x, [[max(lo, 0), max(hi, 0)] for lo, hi in pads], constant_values=value)
+        x = pad_exactly(x, [[max(lo, 0), max(hi, 0)] for lo, hi in pads], value)
     if crop:
         begin = [max(-lo, 0) for lo, _ in pads]
         end = [min(hi, 0) for _, hi in pads]
         end_mask = sum(1 << a for a, (_, hi) in enumerate(pads) if hi >= 0)
         x = tf.strided_slice(x, begin, end, [1] * rank, end_mask=end_mask)
     if pad and not pad_first:
-        x = tf.pad(x, [[max(lo, 0), max(hi, 0)] for lo, hi in pads], constant_values=value)
+        x = pad_exactly(x, [[max(lo, 0), max(hi, 0)] for lo, hi in pads], value)
     return x
 
 
@@ -174,7 +186,7 @@ def interior_pad(x, dims, axis: int, factor: int, value=0):
         return x
     before, after = _product(dims[:axis]), _product(dims[axis + 1:])
     widened = tf.reshape(x, size_vector([before, dims[axis], 1, after]))
-    widened = tf.pad(widened, [[0, 0], [0, 0], [0, factor - 1], [0, 0]], constant_values=value)
+    widened = pad_exactly(widened, [[0, 0], [0, 0], [0, factor - 1], [0, 0]], value)
     merged = tf.reshape(widened, size_vector([before, dims[axis] * factor, after]))
     trimmed = axis_slice(merged, 3, 1, 0, -(factor - 1))
     new_dims = list(dims)

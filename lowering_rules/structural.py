@@ -16,7 +16,14 @@ from jax import lax
 from lowering_rules import joins, linalg, rope
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.dtype_support import dtypes, gap
-from lowering_rules.helpers import DtypeNames, lowering_for_tflite, lowering_for_webgpu, size_vector, tf_dtype
+from lowering_rules.helpers import (
+    DtypeNames,
+    lowering_for_tflite,
+    lowering_for_webgpu,
+    pad_exactly,
+    size_vector,
+    tf_dtype,
+)
 from lowering_rules.jax_compat import device_put_p, dim_as_value_p
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Target, lowering
@@ -640,6 +647,9 @@ PAD_CASES = [
     case("crop_into_interior", lambda x: lax.pad(x, 9.0, [(-2, -3, 3)]), f32(4)),
     case("traced_value", lambda x, v: lax.pad(x, v[0], [(1, 1, 1), (0, 2, 0)]), f32(2, 3), f32(1)),
     case("i32", lambda x: lax.pad(x, 7, [(2, -1, 1)]), i32(4)),
+    # TF.js's wasm PadV2 takes its fill as a float32: found by tests/fuzz.py, INT32_MAX came out INT32_MIN.
+    case("i32_fill_float32_cannot_hold", lambda x: lax.pad(x, np.int32(2**31 - 1), [(1, 2, 1)]), i32(4)),
+    case("i32_traced_fill", lambda x, v: lax.pad(x, v[0], [(2, 1, 1)]), i32(3), i32(1, low=2**24, high=2**31 - 1)),
     case("bool", lambda x: lax.pad(x, True, [(1, 0, 1), (0, 1, 0)]), boolean(2, 2)),
     case("f16", lambda x: lax.pad(x, jnp.float16(2), [(1, 1, 1)]), f16(3)),
     case("empty_operand", lambda x: lax.pad(_emptied(x), 1.0, [(1, 1, 2), (0, 0, 0)]), f32(2, 3)),
@@ -699,4 +709,4 @@ def _pad_with(x, paddings, value):
     inner = not any(paddings[0]) and not any(paddings[-1])
     if inner and static is not None and np.ndim(static) == 0 and not np.asarray(static).tobytes().strip(b"\0"):
         return tf.pad(x, paddings)
-    return tf.pad(x, paddings, constant_values=value)
+    return pad_exactly(x, paddings, value)

@@ -404,6 +404,9 @@ MIN_CASES = [
     case("nhwc_pool", window(lax.min, INF, (1, 2, 2, 1), (1, 2, 2, 1), "SAME"), f32(2, 5, 5, 3)),
     case("int32_dilated", window(lax.min, np.iinfo(np.int32).max, (3, 2), (1, 2), ((1, 1), (0, 1)),
                                  window_dilation=(2, 1)), i32(7, 6)),
+    # Found by tests/fuzz.py: the holes' INT32_MAX came out INT32_MIN on TF.js's wasm (its PadV2).
+    case("int32_base_dilated", window(lax.min, np.iinfo(np.int32).max, (3,), (1,), ((1, 2),), base_dilation=(2,)),
+         i32(5)),
     case("cummin_reverse_pattern", cumulative(lax.min, INF, 13, reverse=True), f32(2, 13)),
 ]
 
