@@ -17,7 +17,8 @@ import pytest  # noqa: E402
 
 def _cpu_flags() -> bytes:
     try:
-        return next(line for line in open("/proc/cpuinfo", "rb") if line.startswith(b"flags"))
+        with open("/proc/cpuinfo", "rb") as f:
+            return next(line for line in f if line.startswith(b"flags"))
     except (OSError, StopIteration):
         return b""
 
