@@ -122,6 +122,9 @@ GQA_SCORES, GQA_VALUES = (((4,), (3,)), ((0, 2), (0, 2))), (((1,), (4,)), ((0, 2
          f32(1, 6, 2, 8), f32(1, 1, 4, 1, 6)),
     case("repeated_one_kv_head", lambda q, k: lax.dot_general(
         q, jnp.repeat(k, 4, axis=2), (((3,), (3,)), ((0, 2), (0, 2)))), f32(1, 3, 4, 8), f32(1, 6, 1, 8)),
+    # Found by tests/fuzz.py: a batch axis moved in front of a unit contracting one (see `outer`).
+    case("unit_contraction_batch_moved", lambda a, b: lax.dot_general(a, b, (((1,), (3,)), ((0,), (2,)))),
+         f32(3, 1, 2), f32(1, 2, 3, 1)),
     case("two_contracting_dims", lambda a, b: lax.dot_general(a, b, (((0, 2), (1, 0)), ((), ()))),
          f32(3, 2, 4), f32(4, 3, 5)),
     # The pairs listed out of the computed operand's order, the other a weight: the weight is
@@ -242,10 +245,13 @@ def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, free=N
     if ctx.out_dtype == tf.bool:  # a bool dot is an OR of ANDs: count the true products
         compute = tf.int32
     fold_batch = len(lhs_batch) > _MAX_BATCH_DIMS
-    # An outer product (nothing contracted) is a broadcast multiply. As a matmul over K = 1 the
-    # TFLite converter folded a one-row lhs into a FULLY_CONNECTED of a scalar that fails to
-    # prepare (keras-hub's RoPE, einsum("i,j->ij", positions, freqs), in a one-token decode step).
-    outer = not lhs_contract
+    # An outer product (nothing contracted, or only axes of size 1: K = 1) is a broadcast multiply,
+    # one product per element as the matmul's. As a matmul over K = 1 the TFLite converter folded a
+    # one-row lhs into a FULLY_CONNECTED of a scalar that fails to prepare (keras-hub's RoPE,
+    # einsum("i,j->ij", positions, freqs), in a one-token decode step), and folded a batch axis
+    # moved in front of a unit contracting one into BATCH_MATMUL's adj_y as if it were contracted
+    # (f32[3,1,2] . f32[1,2,3,1]: "accum_dim_lhs != accum_dim_rhs (1 != 3)", found by tests/fuzz.py).
+    outer = all(_static_size(lhs_aval.shape[d]) == 1 for d in lhs_contract)
     # The integer matmul and the outer product read plain layouts only.
     may_transpose = not compute.is_integer and not outer
     lhs_rows, lhs_cols, adj_lhs = _layout(lhs_aval.shape, lhs_batch, lhs_free, lhs_contract, may_transpose)
