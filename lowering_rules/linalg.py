@@ -245,13 +245,15 @@ def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, free=N
     if ctx.out_dtype == tf.bool:  # a bool dot is an OR of ANDs: count the true products
         compute = tf.int32
     fold_batch = len(lhs_batch) > _MAX_BATCH_DIMS
-    # An outer product (nothing contracted, or only axes of size 1: K = 1) is a broadcast multiply,
-    # one product per element as the matmul's. As a matmul over K = 1 the TFLite converter folded a
-    # one-row lhs into a FULLY_CONNECTED of a scalar that fails to prepare (keras-hub's RoPE,
-    # einsum("i,j->ij", positions, freqs), in a one-token decode step), and folded a batch axis
-    # moved in front of a unit contracting one into BATCH_MATMUL's adj_y as if it were contracted
-    # (f32[3,1,2] . f32[1,2,3,1]: "accum_dim_lhs != accum_dim_rhs (1 != 3)", found by tests/fuzz.py).
-    outer = all(_static_size(lhs_aval.shape[d]) == 1 for d in lhs_contract)
+    # An outer product (nothing contracted, or over batch axes only axes of size 1: K = 1) is a
+    # broadcast multiply, one product per element as the matmul's. As a matmul over K = 1 the TFLite
+    # converter folded a one-row lhs into a FULLY_CONNECTED of a scalar that fails to prepare
+    # (keras-hub's RoPE, einsum("i,j->ij", positions, freqs), in a one-token decode step), and folded
+    # a batch axis moved in front of a unit contracting one into BATCH_MATMUL's adj_y as if it were
+    # contracted (f32[3,1,2] . f32[1,2,3,1]: "accum_dim_lhs != accum_dim_rhs (1 != 3)", found by
+    # tests/fuzz.py). Without batch axes K = 1 stays a matmul: a Dense layer of one input feature
+    # keeps its FULLY_CONNECTED, with the bias and activation fused.
+    outer = not lhs_contract or (bool(lhs_batch) and all(_static_size(lhs_aval.shape[d]) == 1 for d in lhs_contract))
     # The integer matmul and the outer product read plain layouts only.
     may_transpose = not compute.is_integer and not outer
     lhs_rows, lhs_cols, adj_lhs = _layout(lhs_aval.shape, lhs_batch, lhs_free, lhs_contract, may_transpose)

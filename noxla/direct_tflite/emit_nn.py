@@ -136,6 +136,8 @@ def _batch_matmul(graph: Graph, x, y, contracting, batch, shape):
     free = [[a for a in range(len(t.shape)) if a not in (*c, *b)] for t, c, b in ((x, lc, lb), (y, rc, rb))]
     if len(lc) != 1 or any(len(f) != 1 for f in free) or len(lb) + 2 > 4:
         raise Uncovered("a product other than one of matrices over batch axes")
+    if lb and x.shape[lc[0]] == 1:   # the TF path's rule writes a broadcast multiply (lowering_rules/linalg.py)
+        raise Uncovered("a product over batch axes of one element each")
     (lf,), (rf,) = free
     moved = lambda t, perm: 0 if t.is_constant or perm == sorted(perm) else int(np.prod(t.shape))  # noqa: E731
     straight = ((x, [*lb, lf, *lc]), (y, [*rb, *rc, rf]))
