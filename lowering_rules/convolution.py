@@ -153,12 +153,15 @@ def _transposed_conv(x, w, x_dims, w_dims, lhs_dilation, padding):
 
 
 def _is_tf_same(x_dims, w_dims, strides, dilations, padding) -> bool:
-    """Whether JAX's explicit padding is what TF's SAME pads (static sizes only)."""
+    """Whether JAX's explicit padding is what TF's SAME pads (static sizes only), on axes whose
+    windows reach the input's end: where a stride longer than the window steps past it (a 1x3
+    kernel at stride 2 over 8 rows), TF.js's wasm SAME convolution wrote zeros (found by
+    tests/fuzz.py), so such a convolution is VALID over its explicit padding."""
     for n, k, s, d, pads in zip(x_dims[1:-1], w_dims[:-2], strides, dilations, padding):
         if not isinstance(n, (int, np.integer)) or not isinstance(k, (int, np.integer)):
             return False
-        total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
-        if tuple(pads) != (total // 2, total - total // 2):
+        total = (-(-n // s) - 1) * s + (k - 1) * d + 1 - n
+        if total < 0 or tuple(pads) != (total // 2, total - total // 2):
             return False
     return True
 
@@ -341,6 +344,10 @@ CONV_CASES = [
                                             rhs_dilation=(2, 2)), f32(1, 11, 12, 4), f32(3, 3, 1, 4)),
     case("depthwise_1d_strided", conv((2,), "SAME", ("NWC", "WIO", "NWC"), feature_group_count=2),
          f32(2, 9, 2), f32(3, 1, 4)),
+    # Found by tests/fuzz.py: the stride steps past the one-row window, and TF.js's wasm SAME wrote zeros.
+    case("stride_past_window", conv((2, 2), "SAME", NHWC), f32(1, 8, 8, 3), f32(1, 3, 3, 4)),
+    case("depthwise_stride_past_window", conv((2, 2), "SAME", NHWC, feature_group_count=3),
+         f32(1, 2, 8, 3), f32(1, 3, 1, 3)),
     case("batch_groups", conv((1, 1), "VALID", NHWC, batch_group_count=2), f32(4, 5, 5, 3), f32(2, 2, 3, 4)),
     # Features TF's CPU kernels have only with oneDNN (cases above too: 3d_ncdhw_rhs_dilation,
     # depthwise_1d_strided); the suite must pass either way (tests/test_cpu_independence.py).
