@@ -156,6 +156,21 @@ def test_pools_and_log_softmax_are_the_converters_graph_and_match_jax(fun, tmp_p
     np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(_POOLED)), rtol=1e-5, atol=1e-6)
 
 
+def test_a_stride_past_the_window_keeps_same_and_matches_jax(tmp_path):
+    """The one graph that differs from the TF path's by design: the TF path pads and convolves VALID
+    where a stride steps past the window (for TF.js's wasm SAME, which wrote zeros); LiteRT
+    computes SAME right there, so the writer keeps one CONV_2D."""
+    w = np.random.default_rng(1).standard_normal((1, 3, 3, 4)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((1, 8, 8, 3)).astype(np.float32)
+    fun = lambda x: jax.lax.conv_general_dilated(x, w, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))  # noqa: E731
+    program = trace(fun, (x,))
+    direct = direct_tflite_bytes(program)
+    assert [op[0] for op in _ops(direct)] == ["CONV_2D"]
+    assert [op[0] for op in _ops(_tf_path_bytes(fun, (x,), tmp_path))] == ["PAD", "CONV_2D"]
+    got = run_tflite(direct, {program.in_names[0]: x})[program.out_names[0]]
+    np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(x)), rtol=1e-5, atol=1e-5)
+
+
 def test_a_window_sum_not_averaged_is_left_to_the_tf_path():
     program = trace(lambda x: flax.linen.avg_pool(x, (2, 2), (2, 2)) * 4.0 + 1.0, (_POOLED,))
     assert "AVERAGE_POOL_2D" in [op[0] for op in _ops(direct_tflite_bytes(program))]
