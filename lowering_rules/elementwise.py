@@ -173,7 +173,8 @@ def log1p(x):
     d = u - 1.0
     safe_d = tf.where(tf.equal(d, 0.0), tf.ones_like(d), d)
     r = tf.where(tf.equal(d, 0.0), x, log(u) * (x / safe_d))
-    return tf.where(is_inf(u), u, r)
+    # +inf stays; -inf, like every x below -1, has no logarithm: r is already NaN there.
+    return tf.where(tf.logical_and(is_inf(u), u > 0.0), u, r)
 
 
 def expm1(x):
@@ -317,7 +318,7 @@ TRANSCENDENTAL = {
     lax.exp_p: (exp, _unary_cases(lax.exp, edges=[0.0, 88.0, 88.5, 88.72, 89.0, -104.0, -INF, INF, NAN], poly=True)),
     lax.exp2_p: (exp2, _unary_cases(lax.exp2, low=-10, high=10, edges=[0.0, 1.0, 10.0, -3.0, 127.0, 128.0, -INF, NAN])),
     lax.log1p_p: (log1p, _unary_cases(lax.log1p, low=-0.9, high=10,
-                              edges=[1e-8, -1e-8, 0.0, -1.0, -2.0, INF, 1e30, NAN, 3e38])),
+                              edges=[1e-8, -1e-8, 0.0, -1.0, -2.0, INF, -INF, 1e30, NAN, 3e38])),
     lax.expm1_p: (expm1, _unary_cases(lax.expm1, low=-5, high=5,
                                       edges=[1e-8, -1e-8, 0.0, -INF, INF, 88.0, -30.0, NAN, 88.7])),
     lax.tanh_p: (op("tanh"), _unary_cases(lax.tanh, edges=[0.0, 20.0, -20.0, INF, NAN])),
@@ -788,6 +789,7 @@ def _power(x, n: int, rounded=lambda v: v):
     case("bool_values", lambda p, x, y: lax.select_n(p, x, y), boolean(5), boolean(5), boolean(5)),
     case("f16", lambda p, x, y: lax.select_n(p, x, y), boolean(5), f16(5), f16(5)),
     case("one_case", lambda p, x: lax.select_n(p, x), i32(4, low=0, high=0), f32(4)),
+    case("one_case_bool", lambda p, x: lax.select_n(p, x), boolean(4), f32(4)),
     case("empty", lambda p, x, y: jnp.concatenate([lax.select_n(p[:0], x[:0], y[:0]), x]),
          boolean(2, 3), f32(2, 3), f32(2, 3)),
 ])
@@ -795,7 +797,7 @@ def lower_select_n(ctx, which, *cases):
     # Booleans are selected as int32: TF.js's wasm Select mixes up boolean values; 8/16-bit
     # integers too: TFLite's SELECT_V2 has no kernels for them.
     cases = [tf.cast(c, tf.int32) if c.dtype == tf.bool or _is_narrow_int(c) else wide(c) for c in cases]
-    if which.dtype == tf.bool:
+    if which.dtype == tf.bool and len(cases) == 2:  # one case is selected whatever the predicate
         return as_out(ctx, tf.where(which, cases[1], cases[0]))
     result = cases[0]
     for i, c in enumerate(cases[1:], start=1):
