@@ -35,6 +35,11 @@ SIGNED_ZEROS = np.array([[0.0, -0.0, -1.0], [-0.0, 0.0, 2.0]], np.float32)
 
 # --------------------------------------------------------------------------- shared helpers
 
+def _empty(shape) -> bool:
+    """Whether a tensor of ``shape`` is known to hold no elements (symbolic sizes are not known)."""
+    return any(isinstance(d, int) and d == 0 for d in shape)
+
+
 def _propagate_nan(x, result, nan_seen):
     """JAX's max/min turn NaN on any NaN seen; TFLite/TF.js kernels may drop it."""
     return tf.where(nan_seen, tf.zeros_like(result) + np.nan, result)
@@ -83,7 +88,7 @@ def monoid_reduce(ctx, x, axes, kind: str, aval, exact_nan: bool = True):
     if not axes:
         return x
     out_shape = ctx.shape([d for i, d in enumerate(aval.shape) if i not in axes])
-    if any(aval.shape[a] == 0 for a in axes):  # TFLite and TF.js mishandle empty reductions
+    if _empty(aval.shape):  # TFLite and TF.js mishandle empty reductions (TF.js wasm's prod divides by 0)
         return tf.fill(out_shape, convertible_constant(ctx, identity_element(kind, dtype), dtype))
     if dtype == tf.bool:
         kind = {"max": "or", "min": "and"}.get(kind, kind)
@@ -159,6 +164,8 @@ lowering(lax.reduce_sum_p, cases=[
 
 lowering(lax.reduce_prod_p, cases=[
     *_reduction_cases(jnp.prod, lax.reduce_prod, ["f32", "i32", "f16"]),
+    case("empty_across", lambda x: jnp.concatenate([lax.reduce_prod(x[:0, :, :0], (1,)).ravel(), x.ravel()]),
+         i32(3, 4, 2)),
 ])(_monoid_rule("prod"))
 
 lowering(lax.reduce_max_p, fast=fusion.REDUCE_MAX, cases=[
@@ -166,6 +173,9 @@ lowering(lax.reduce_max_p, fast=fusion.REDUCE_MAX, cases=[
     case("nan_propagates", lambda x: jnp.max(x, axis=1), NAN_ROW),
     case("int8", lambda x: jnp.max(x, axis=0), i8(4, 3)),
     case("empty_int_axis", lambda x: lax.reduce_max(x[:0], (0,)) + x[0], i32(2, 3)),
+    # With no input elements every output is a constant, which TFLite's converter folds (and writes
+    # with the largest finite float for -inf, unless the export writes it back).
+    case("only_input_empty", lambda x: lax.reduce_max(x, (0, 1)), np.zeros((2, 0), np.float16)),
 ])(_monoid_rule("max"))
 
 lowering(lax.reduce_min_p, fast=fusion.REDUCE_MAX, cases=[
@@ -472,7 +482,7 @@ def _scan_rule(name):
     def lower(ctx, x, *, axis, reverse):
         aval = ctx.avals_in[0]
         n = ctx.dim(aval.shape[axis])
-        if isinstance(n, int) and n == 0:
+        if _empty(aval.shape):  # TF.js's cpu Slice fails on an empty tensor
             return x
         if half_scans.applies(name, x, n):  # rounded where JAX rounds (half_scans.py)
             return half_scans.half_scan(ctx, name, x, axis, reverse)
@@ -508,6 +518,7 @@ def _scan_cases(jax_fn, ints=True, half=None):
         case("size1", lambda x: jax_fn(x, axis=0), f32(1, 4)),
         # An empty scan inside the program (TFLite cannot hand back an empty output).
         case("empty", lambda x: jnp.concatenate([jax_fn(x[:, :0], axis=1), x], axis=1), f32(2, 3)),
+        case("empty_across", lambda x: jnp.concatenate([jax_fn(x[:0], axis=1), x]), f32(2, 3)),
         case("polymorphic_batch", lambda x: jax_fn(x, axis=1), f32(3, 5),
              polymorphic_shapes=("(b, 5)",)),
     ]
@@ -526,6 +537,8 @@ _NAN_SCAN_CASES = lambda fn: [case("nan_propagates", lambda x: fn(x, axis=1), NA
          polymorphic_shapes=("(n, 2)",)),
 ])
 def lower_cumsum(ctx, x, *, axis, reverse):
+    if _empty(ctx.avals_in[0].shape):
+        return x
     if half_scans.applies("cumsum", x, ctx.dim(ctx.avals_in[0].shape[axis])):
         return half_scans.half_scan(ctx, "cumsum", x, axis, reverse)
     dtype = x.dtype
