@@ -120,6 +120,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
     graph_def, inputs = frozen_graph_def(concrete, stubs, weights)
     in_names = [t.name.split(":")[0] for t in inputs]
     out_names = sorted(concrete.structured_outputs)
+    constants = _outputs_of_a_constant_program(concrete, inputs, out_names)
     if quantize == "int8":
         # Calibration runs in the converter's last step, which the direct path below skips: int8
         # takes the converter's own entry point (its SavedModel round trip costs well under the
@@ -128,7 +129,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
             data = converter.convert()
         except Exception as e:  # the converter raises several private error types
             raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
-        return finish_tflite(data, in_names, out_names, webgpu=webgpu)
+        return finish_tflite(data, in_names, out_names, webgpu=webgpu, constants=constants)
     # The converter's own entry point for a concrete function saves it as a SavedModel, loads it
     # back and converts that (or, without a trackable object, re-imports the graph to freeze it):
     # most of its time on a model without loops (mobilenet_v2: 0.51 of 0.65 CPU s). A noxla graph
@@ -156,7 +157,17 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         data = tflite_convert.convert_graphdef(serialized, inputs + stand_ins, outputs, **flags)
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
-    return finish_tflite(data, in_names, out_names, stubs, webgpu)
+    return finish_tflite(data, in_names, out_names, stubs, webgpu, constants)
+
+
+def _outputs_of_a_constant_program(concrete, inputs, out_names) -> list[np.ndarray] | None:
+    """The outputs, in ``out_names`` order, of a program whose inputs hold no elements (or that has
+    none): its outputs are constants, which the converter folds, and it writes an infinite constant
+    as the largest finite float. Their values, computed here in TF, are written back exactly."""
+    if not all(t.shape.is_fully_defined() and t.shape.num_elements() == 0 for t in inputs):
+        return None
+    outputs = concrete(*(tf.zeros(t.shape, t.dtype) for t in inputs))
+    return [np.asarray(outputs[name]) for name in out_names]
 
 
 class _SerializedGraphDef:
@@ -216,15 +227,17 @@ def _write_const(node, array: np.ndarray) -> None:
 
 
 def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str],
-                  stubs: WeightStubs | None = None, webgpu: bool = False) -> bytes:
+                  stubs: WeightStubs | None = None, webgpu: bool = False,
+                  constants: Sequence[np.ndarray] | None = None) -> bytes:
     """The converted model with its ``serving_default`` signature (inputs and outputs by name, in
     the subgraph's order: the concrete function's inputs, its outputs flattened in key order) and
     ``keep_num_dims`` on every FULLY_CONNECTED whose input and output are 2-D, as the native
     path's converter writes it. TF's MatMul converts without it; on a 2-D input both give the same
     [batch, units] output, but without it XNNPACK adds a reshape per op: 5% of the mlp's LiteRT
     latency (1.62 vs 1.53 us, interleaved). Equal constant buffers are shared, as the converter's
-    own last step (skipped by ``tflite_bytes``) does. One unpack and pack of the flatbuffer; with
-    ``stubs``, the unpacked model (``ModelT``), its weights placeholders (see ``WeightStubs.attach``)."""
+    own last step (skipped by ``tflite_bytes``) does. ``constants``: the exact values of outputs
+    the converter folded (``_outputs_of_a_constant_program``). One unpack and pack of the flatbuffer;
+    with ``stubs``, the unpacked model (``ModelT``), its weights placeholders (see ``WeightStubs.attach``)."""
     from tensorflow.lite.python import schema_py_generated as schema
     from tensorflow.lite.tools import flatbuffer_utils
     # Read from the bytes themselves: the buffers become read-only views of them, not of a copy
@@ -234,6 +247,8 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     if stubs is not None:  # the stand-ins become constants with the weights' bytes
         stubs.attach(model)
         fold_into_stand_ins(model, stubs)
+    if constants is not None:
+        _write_constant_outputs(schema, model, constants)
     copy_passthrough_outputs(model)
     remove_reshape_pairs(model)  # reshapes that move nothing around elementwise chains (attention's mask)
     if not webgpu:  # WebGPU's BATCH_MATMUL is not known to broadcast batch axes of unequal rank
@@ -255,6 +270,22 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     if stubs is not None:
         return model
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def _write_constant_outputs(schema, model, values: Sequence[np.ndarray]) -> None:
+    """Each output of the main subgraph that is a constant gets its own buffer holding ``values``'
+    bytes (the converter's copy has the largest finite float where the value is infinite)."""
+    graph = model.subgraphs[0]
+    for t, value in zip(graph.outputs, values):
+        tensor = graph.tensors[t]
+        data = model.buffers[tensor.buffer].data if tensor.buffer else None
+        exact = np.ascontiguousarray(value).view(np.uint8).reshape(-1)
+        if data is None or len(data) != exact.size:
+            continue
+        buffer = schema.BufferT()
+        buffer.data = exact
+        model.buffers.append(buffer)
+        tensor.buffer = len(model.buffers) - 1
 
 
 @contextlib.contextmanager

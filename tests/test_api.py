@@ -250,6 +250,17 @@ def test_default_mode_fuses_and_strict_mode_keeps_nan_semantics(tmp_path):
     assert "MAX_POOL_2D" not in ops["strict"] and len(ops["strict"]) > 1, ops
 
 
+def test_a_program_of_constants_keeps_its_infinities_in_tflite(tmp_path):
+    # Without inputs (or with empty ones only) every output is a constant the converter folds, and
+    # it writes -inf as -FLT_MAX (float16: -65504): the export writes the exact values back.
+    def f():
+        return jnp.full((3,), -jnp.inf), jnp.array([jnp.inf, 1.5], jnp.float16), jnp.arange(2)
+    with open(noxla.export_tflite(f, path=str(tmp_path / "m.tflite")), "rb") as file:
+        got = run_tflite(file.read(), {})
+    for name, expected in zip(("output_0", "output_1", "output_2"), f()):
+        np.testing.assert_array_equal(got[name], expected)
+
+
 def test_tflite_constants_with_equal_bytes_share_one_buffer(tmp_path):
     # 2.0f and the int32 0x40000000 have the same bytes: the converter stores two buffers, which its
     # own last step shares. tflite_bytes skips that step (its full unpack and pack of the model) and
