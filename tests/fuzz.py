@@ -1,9 +1,10 @@
-"""A property-based fuzzer over the parameters of the structural primitives, JAX against each runtime.
+"""A property-based fuzzer over primitives' parameters, shapes and dtypes, JAX against each runtime.
 
 Hypothesis draws programs of one primitive each (conv_general_dilated, gather, scatter,
 reduce_window, dot_general, pad, slice, dynamic_slice, sort) with random shapes, parameters and
-dtypes. Each program must, in each runtime, either be rejected up front by the check for that
-runtime's target, or run and match JAX (tests/differential.py's comparison). A crash after the
+dtypes, and (tests/fuzz_ops.py) chains of elementwise ops, reductions, shape ops and control flow.
+Each program must, in each runtime, either be rejected up front by the check for that runtime's
+target, or run and match JAX (tests/differential.py's comparison). A crash after the
 check passed, or a silent mismatch, is a failure, reported with the program.
 
 In the suite: tests/test_fuzz.py (a fixed seed, a few examples). By hand, for a longer run:
@@ -40,6 +41,7 @@ class Program:
     description: str
     fun: Callable
     args: tuple
+    strict: bool = False  # IEEE-exact lowerings: the program's inputs hold NaN, infinities or -0.0
 
     def __repr__(self) -> str:
         inputs = ", ".join(f"{a.dtype}{list(a.shape)}" for a in self.args)
@@ -48,7 +50,7 @@ class Program:
 
 # ----------------------------------------------------------------------------- data
 
-def _values(rng: np.random.RandomState, shape, dtype: str, special: bool = False) -> np.ndarray:
+def values(rng: np.random.RandomState, shape, dtype: str, special: bool = False) -> np.ndarray:
     """Small values: integers in a range no product or sum of the programs overflows; floats with
     ties, and (``special``) NaN, infinities and signed zeros."""
     import jax.numpy as jnp
@@ -74,6 +76,11 @@ INTS = ("int32", "int32", "int8", "uint8", "int16")
 
 
 # ----------------------------------------------------------------------------- strategies
+
+def shapes(min_rank=1, max_rank=3, min_size=0, max_size=5):
+    from hypothesis import strategies as st
+    return st.lists(st.integers(min_size, max_size), min_size=min_rank, max_size=max_rank)
+
 
 def strategies():
     """The programs per primitive, as hypothesis strategies (imported here: a test-only library)."""
@@ -121,7 +128,7 @@ def strategies():
         if dtype == "int8" and draw(st.booleans()):
             preferred = np.int32
         rng = np.random.RandomState(draw(seeds))
-        lhs, rhs = _values(rng, lhs_shape, dtype), _values(rng, rhs_shape, dtype)
+        lhs, rhs = values(rng, lhs_shape, dtype), values(rng, rhs_shape, dtype)
         params = dict(window_strides=strides, padding=padding, lhs_dilation=lhs_dil, rhs_dilation=rhs_dil,
                       dimension_numbers=dn, feature_group_count=fgc, batch_group_count=bgc,
                       preferred_element_type=preferred)
@@ -158,16 +165,13 @@ def strategies():
         # another axis order (linalg.transposed_product).
         out_perm = draw(st.one_of(st.none(), st.permutations(range(nb + len(lhs_free) + len(rhs_free)))))
         rng = np.random.RandomState(draw(seeds))
-        lhs, rhs = _values(rng, lhs_shape, dtype), _values(rng, rhs_shape, dtype)
+        lhs, rhs = values(rng, lhs_shape, dtype), values(rng, rhs_shape, dtype)
 
         def fun(x, y):
             out = lax.dot_general(x, y, dn, preferred_element_type=preferred)
             return out if out_perm is None else lax.transpose(out, tuple(out_perm))
         return Program("dot_general", f"dimension_numbers={dn} preferred_element_type={preferred} "
                        f"transposed={out_perm}", fun, (lhs, rhs))
-
-    def shapes(min_rank=1, max_rank=3, min_size=0, max_size=5):
-        return st.lists(st.integers(min_size, max_size), min_size=min_rank, max_size=max_rank)
 
     @st.composite
     def pad(draw):
@@ -182,7 +186,7 @@ def strategies():
             hi = draw(st.integers(-min(3, dilated + lo), 3)) if dilated + lo >= 0 else draw(st.integers(0, 3))
             config.append((lo, hi, interior))
         rng = np.random.RandomState(draw(seeds))
-        x, value = _values(rng, shape, dtype), _values(rng, (), dtype)
+        x, value = values(rng, shape, dtype), values(rng, (), dtype)
 
         def fun(x, v):
             return lax.pad(x, v, config)
@@ -204,7 +208,7 @@ def strategies():
         def fun(x):
             return lax.slice(x, starts, limits, strides)
         return Program("slice", f"start={starts} limit={limits} strides={strides}", fun,
-                       (_values(rng, shape, dtype),))
+                       (values(rng, shape, dtype),))
 
     @st.composite
     def dynamic_slice(draw):
@@ -220,7 +224,7 @@ def strategies():
         def fun(x, idx):
             return lax.dynamic_slice(x, [idx[i] for i in range(len(shape))], sizes)
         return Program("dynamic_slice", f"slice_sizes={sizes} starts={starts.tolist()}", fun,
-                       (_values(rng, shape, dtype), starts))
+                       (values(rng, shape, dtype), starts))
 
     def _indices(draw, rng, dims, windows, batch_shape, mode, batch_of=None):
         """Index vectors (last axis) into ``dims`` for windows of ``windows``: within bounds for
@@ -286,7 +290,7 @@ def strategies():
         fill = None
         if mode.name == "FILL_OR_DROP" and dtype != "bool" and draw(st.booleans()):
             fill = float(draw(st.integers(-3, 3)))
-        x = _values(rng, shape, dtype)
+        x = values(rng, shape, dtype)
 
         def fun(operand, idx):
             return lax.gather(operand, idx, dn, tuple(windows), mode=mode, fill_value=fill,
@@ -319,7 +323,7 @@ def strategies():
             scatter_dims_to_operand_dims=tuple(index_map),
             operand_batching_dims=() if batching is None else (batching,),
             scatter_indices_batching_dims=() if batching is None else (position,))
-        x, updates = _values(rng, shape, dtype), _values(rng, update_shape, dtype)
+        x, updates = values(rng, shape, dtype), values(rng, update_shape, dtype)
         scatter_fn = getattr(lax, kind)
         # How many updates reach each operand element (JAX's own scatter-add of ones): a replacing
         # scatter whose windows overlap has no defined result, and unique_indices promises none do.
@@ -359,7 +363,7 @@ def strategies():
             lo = draw(st.integers(0, 2))
             padding.append((lo, max(need - lo, draw(st.integers(0, 2)))))
         rng = np.random.RandomState(draw(seeds))
-        x = _values(rng, shape, dtype)
+        x = values(rng, shape, dtype)
         ops = {"add": lax.add, "mul": lax.mul, "max": lax.max, "min": lax.min, "add_nonzero_init": lax.add}
         info = np.finfo(np.float32) if dtype in FLOATS else np.iinfo(np.dtype(dtype))
         inits = {"add": 0, "mul": 1, "max": -np.inf if dtype in FLOATS else info.min,
@@ -383,7 +387,7 @@ def strategies():
         dtypes = [draw(st.sampled_from(FLOATS + INTS + ("bool",))) for _ in range(count)]
         rng = np.random.RandomState(draw(seeds))
         special = draw(st.booleans())
-        operands = tuple(_values(rng, shape, d, special=special) for d in dtypes)
+        operands = tuple(values(rng, shape, d, special=special) for d in dtypes)
         # An unstable sort orders ties as it likes: only when the keys have none.
         keys = np.stack([np.moveaxis(o.astype(np.float64), dimension, -1) for o in operands[:num_keys]], -1)
         keys = keys.reshape(-1, shape[dimension], num_keys)
@@ -400,9 +404,10 @@ def strategies():
         return Program("sort", f"dimension={dimension} is_stable={is_stable} num_keys={num_keys} "
                        f"operands={[str(o.dtype) for o in operands]}", fun, operands)
 
+    from tests import fuzz_ops
     return {"conv_general_dilated": conv(), "dot_general": dot_general(), "pad": pad(), "slice": slice_(),
             "dynamic_slice": dynamic_slice(), "gather": gather(), "scatter": scatter(),
-            "reduce_window": reduce_window(), "sort": sort()}
+            "reduce_window": reduce_window(), "sort": sort(), **fuzz_ops.strategies()}
 
 
 def any_program():
@@ -467,7 +472,7 @@ def run_program(program: Program, runtimes_to_run: Sequence[str], runtimes, tall
     failures = []
     for runtime in runtimes_to_run:
         try:
-            report = runtimes.check(traced, runtime)
+            report = runtimes.check(traced, runtime, strict=program.strict)
         except Exception as e:  # noqa: BLE001 - the check itself must not crash
             failures.append(Failure(runtime, "crashed", program, "the check crashed: " + _first_line(e)))
             continue
@@ -477,7 +482,7 @@ def run_program(program: Program, runtimes_to_run: Sequence[str], runtimes, tall
                 tally.rejections[f"{runtime}: {v.primitive}: {v.reason[:160]}"] += 1
             continue
         try:
-            actual = runtimes.run(runtime, program.fun, traced, program.args)
+            actual = runtimes.run(runtime, program.fun, traced, program.args, strict=program.strict)
         except Exception as e:  # noqa: BLE001 - any crash after the check passed is a finding
             failures.append(Failure(runtime, "crashed", program, _first_line(e)))
             continue
