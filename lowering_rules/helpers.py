@@ -249,6 +249,12 @@ def kernel_dtype(dtype, *, ordered: bool, bools: bool = False) -> tf.DType:
 
 # --- NaN and infinity ---------------------------------------------------------------------------
 
+def is_empty(aval) -> bool:
+    """Whether a value of abstract value ``aval`` is known to hold no elements (a symbolic size is
+    not known to be 0). Rules answer such values at once: several kernels fail on them."""
+    return any(isinstance(d, int) and d == 0 for d in aval.shape)
+
+
 def is_nan(x):
     # x != x: the same answer in every runtime, without an IsNan kernel.
     return tf.math.not_equal(x, x)

@@ -28,6 +28,7 @@ from lowering_rules.helpers import (
     compute_dtype,
     convertible_constant,
     identity_element,
+    is_empty,
     is_nan,
     kernel_dtype,
     lowering_for_webgpu,
@@ -59,10 +60,6 @@ def _trailing_ones(t: tf.Tensor, count: int) -> tf.Tensor:
     for _ in range(count):
         t = tf.expand_dims(t, -1)
     return t
-
-
-def _is_empty(aval) -> bool:
-    return any(isinstance(d, int) and d == 0 for d in aval.shape)
 
 
 def _start_columns(ctx, indices):
@@ -368,7 +365,7 @@ def _combine_duplicates(ctx, kind, values, positions):
 
 
 def _scatter(kind, ctx, operand, indices, updates, dn, mode, unique_indices, apply=None):
-    if _is_empty(ctx.avals_in[0]) or _is_empty(ctx.avals_in[2]):
+    if is_empty(ctx.avals_in[0]) or is_empty(ctx.avals_in[2]):
         return operand
     dtype = operand.dtype
     # The dtype values move and combine in. Booleans become 0/1: min is "and", max "or", as JAX

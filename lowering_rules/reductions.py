@@ -22,7 +22,14 @@ from jax.core import ShapedArray
 from lowering_rules import fusion, half_scans
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.dtype_support import dtypes, gap
-from lowering_rules.helpers import compute_dtype, convertible_constant, identity_element, is_nan, kernel_dtype
+from lowering_rules.helpers import (
+    compute_dtype,
+    convertible_constant,
+    identity_element,
+    is_empty,
+    is_nan,
+    kernel_dtype,
+)
 from lowering_rules.jax_compat import core
 from lowering_rules.lazy_tensorflow import op, tf
 from lowering_rules.registry import Limitation, Target, lowering
@@ -35,11 +42,6 @@ SIGNED_ZEROS = np.array([[0.0, -0.0, -1.0], [-0.0, 0.0, 2.0]], np.float32)
 
 
 # --------------------------------------------------------------------------- shared helpers
-
-def _empty(shape) -> bool:
-    """Whether a tensor of ``shape`` is known to hold no elements (symbolic sizes are not known)."""
-    return any(isinstance(d, int) and d == 0 for d in shape)
-
 
 def _propagate_nan(x, result, nan_seen):
     """JAX's max/min turn NaN on any NaN seen; TFLite/TF.js kernels may drop it."""
@@ -89,7 +91,7 @@ def monoid_reduce(ctx, x, axes, kind: str, aval, exact_nan: bool = True):
     if not axes:
         return x
     out_shape = ctx.shape([d for i, d in enumerate(aval.shape) if i not in axes])
-    if _empty(aval.shape):  # TFLite and TF.js mishandle empty reductions (TF.js wasm's prod divides by 0)
+    if is_empty(aval):  # TFLite and TF.js mishandle empty reductions (TF.js wasm's prod divides by 0)
         return tf.fill(out_shape, convertible_constant(ctx, identity_element(kind, dtype), dtype))
     if dtype == tf.bool:
         kind = {"max": "or", "min": "and"}.get(kind, kind)
@@ -211,7 +213,7 @@ def _arg_rule(kind):
     def lower(ctx, x, *, axes, index_dtype):
         axis, = axes
         aval = ctx.avals_in[0]
-        if _empty(aval.shape):  # only another axis can be empty; TF.js's wasm divides by zero on it
+        if is_empty(aval):  # only another axis can be empty; TF.js's wasm divides by zero on it
             return tf.zeros(ctx.shape(ctx.avals_out[0].shape), ctx.out_dtype)
         index = first_extreme_index(x, axis, aval.ndim, ctx.dim(aval.shape[axis]), kind)
         return tf.cast(index, ctx.out_dtype)
@@ -495,7 +497,7 @@ def _scan_rule(name):
     def lower(ctx, x, *, axis, reverse):
         aval = ctx.avals_in[0]
         n = ctx.dim(aval.shape[axis])
-        if _empty(aval.shape):  # TF.js's cpu Slice fails on an empty tensor
+        if is_empty(aval):  # TF.js's cpu Slice fails on an empty tensor
             return x
         if half_scans.applies(name, x, n):  # rounded where JAX rounds (half_scans.py)
             return half_scans.half_scan(ctx, name, x, axis, reverse)
@@ -550,7 +552,7 @@ _NAN_SCAN_CASES = lambda fn: [case("nan_propagates", lambda x: fn(x, axis=1), NA
          polymorphic_shapes=("(n, 2)",)),
 ])
 def lower_cumsum(ctx, x, *, axis, reverse):
-    if _empty(ctx.avals_in[0].shape):
+    if is_empty(ctx.avals_in[0]):
         return x
     if half_scans.applies("cumsum", x, ctx.dim(ctx.avals_in[0].shape[axis])):
         return half_scans.half_scan(ctx, "cumsum", x, axis, reverse)
