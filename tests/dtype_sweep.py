@@ -440,7 +440,7 @@ def _worker() -> int:
     target = request["target"]
     tfjs = TfjsRunner() if target == "tfjs" else None
     try:
-        runtimes = Runtimes(tempfile.mkdtemp(prefix="noxla_sweep_"), tfjs)
+        runtimes = Runtimes(tempfile.mkdtemp(dir=request["scratch"]), tfjs)
         outcomes = sweep_on([lowering_rules.RULES[n] for n in request["items"]], Target(target),
                             TARGET_RUNTIMES[target], runtimes.run,
                             solo={tuple(k.split("|", 1)) for k in request["solo"]},
@@ -480,7 +480,8 @@ def isolated(module: str, target: str, items: Sequence[str], *, chunk: int, time
              log=None, whole=lambda item: item, on_chunk=None) -> list[dict]:
     """Run ``python3 -m module --worker`` on each chunk of ``items`` (one worker at a time), and
     return the outcomes (dicts) the workers print. A worker reads {"target", "items", "solo",
-    "skip"} on stdin and prints events as ``_worker`` does. A worker that dies (LiteRT aborts on
+    "skip", "scratch"} on stdin and prints events as ``_worker`` does, writing its files under
+    "scratch", a folder this removes at the end even if a worker died. A worker that dies (LiteRT aborts on
     some models) is restarted on its chunk; the members it was running when it died then run
     alone, and one member that kills a worker alone is passed in ``skip`` with why, for the worker
     to record as its crash. A worker that dies before its first event has every item of its chunk
@@ -498,50 +499,52 @@ def isolated(module: str, target: str, items: Sequence[str], *, chunk: int, time
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout these tests are in
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.pathsep.join(
         p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
-    for start in range(0, len(items), chunk):
-        members_of_chunk = list(items[start:start + chunk])
-        solo: set[str] = set()
-        skip: dict[str, str] = {}
-        while True:
-            request = json.dumps({"target": target, "items": members_of_chunk, "solo": sorted(solo), "skip": skip})
-            with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
-                proc = subprocess.Popen([sys.executable, "-m", module, "--worker"], stdin=subprocess.PIPE,
-                                        stdout=stdout, stderr=stderr, env=env, text=True, cwd=root)
-                proc.stdin.write(request)
-                proc.stdin.close()
-                try:
-                    returncode = proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                    returncode = None
-                stdout.seek(0)
-                lines = [json.loads(line) for line in stdout if line.startswith("{")]
-                stderr.seek(0)
-                tail = [ln.strip() for ln in stderr.read().splitlines() if ln.strip() and not _NOISE.match(ln)][-1:]
-            done = [line["outcomes"] for line in lines if "outcomes" in line]
-            first, last_item = members_of_chunk[0], members_of_chunk[-1]
-            if done and returncode == 0:
-                outcomes.extend(done[0])
-                if on_chunk:
-                    on_chunk(done[0])
+    with tempfile.TemporaryDirectory(prefix="noxla_workers_") as scratch:
+        for start in range(0, len(items), chunk):
+            members_of_chunk = list(items[start:start + chunk])
+            solo: set[str] = set()
+            skip: dict[str, str] = {}
+            while True:
+                request = json.dumps({"target": target, "items": members_of_chunk, "solo": sorted(solo), "skip": skip,
+                                      "scratch": scratch})
+                with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+                    proc = subprocess.Popen([sys.executable, "-m", module, "--worker"], stdin=subprocess.PIPE,
+                                            stdout=stdout, stderr=stderr, env=env, text=True, cwd=root)
+                    proc.stdin.write(request)
+                    proc.stdin.close()
+                    try:
+                        returncode = proc.wait(timeout=timeout)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+                        returncode = None
+                    stdout.seek(0)
+                    lines = [json.loads(line) for line in stdout if line.startswith("{")]
+                    stderr.seek(0)
+                    tail = [ln.strip() for ln in stderr.read().splitlines() if ln.strip() and not _NOISE.match(ln)][-1:]
+                done = [line["outcomes"] for line in lines if "outcomes" in line]
+                first, last_item = members_of_chunk[0], members_of_chunk[-1]
+                if done and returncode == 0:
+                    outcomes.extend(done[0])
+                    if on_chunk:
+                        on_chunk(done[0])
+                    if log:
+                        log(f"  {first}..{last_item}: done ({time.time() - began:.0f} s)")
+                    break
+                events = [line for line in lines if "event" in line]
+                why = _died(returncode, tail[0][:300] if tail else "")
+                if not events:  # died before its first step: nothing to blame but the chunk
+                    skip.update({whole(n): why for n in members_of_chunk})
+                    continue
+                last = events[-1]
+                members = last["members"]
+                if len(members) == 1 or (last["event"] not in ("prepare", "check") and set(members) <= solo):
+                    for m in members:
+                        skip[m] = f"{why} during {last['event']}"
+                else:
+                    solo.update(members)
                 if log:
-                    log(f"  {first}..{last_item}: done ({time.time() - began:.0f} s)")
-                break
-            events = [line for line in lines if "event" in line]
-            why = _died(returncode, tail[0][:300] if tail else "")
-            if not events:  # died before its first step: nothing to blame but the chunk
-                skip.update({whole(n): why for n in members_of_chunk})
-                continue
-            last = events[-1]
-            members = last["members"]
-            if len(members) == 1 or (last["event"] not in ("prepare", "check") and set(members) <= solo):
-                for m in members:
-                    skip[m] = f"{why} during {last['event']}"
-            else:
-                solo.update(members)
-            if log:
-                log(f"  worker for {first}..{last_item} died during {last['event']} of {members[:4]}: {why}")
+                    log(f"  worker for {first}..{last_item} died during {last['event']} of {members[:4]}: {why}")
     return outcomes
 
 

@@ -221,7 +221,7 @@ def _worker() -> int:
     targets = target.split(",")  # every target of the run, so that each harness is built once
     tfjs = TfjsRunner() if any(_target(t)[0] == "tfjs" for t in targets) else None
     try:
-        scratch = tempfile.mkdtemp(prefix="noxla_harness_")
+        scratch = tempfile.mkdtemp(dir=request["scratch"])
         runners = {t: runner(t, scratch, tfjs) for t in targets}
         outcomes = []
         for n in request["items"]:

@@ -13,7 +13,7 @@ from noxla.litertjs import LiteRtJsRunner
 from noxla.tracing import Program
 
 _RUNNER: list[LiteRtJsRunner] = []
-_SCRATCH = tempfile.mkdtemp(prefix="noxla-litertjs-")
+_SCRATCH: list[tempfile.TemporaryDirectory] = []  # made on first use, removed at exit
 
 
 def runner() -> LiteRtJsRunner:
@@ -23,7 +23,10 @@ def runner() -> LiteRtJsRunner:
 
 
 def write_program(program: Program, strict: bool = False, webgpu: bool = False) -> str:
-    path = os.path.join(_SCRATCH, f"program_{len(os.listdir(_SCRATCH))}.tflite")
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.TemporaryDirectory(prefix="noxla-litertjs-"))
+    scratch = _SCRATCH[0].name
+    path = os.path.join(scratch, f"program_{len(os.listdir(scratch))}.tflite")
     with open(path, "wb") as f:
         f.write(tflite_bytes(serving_function(program, strict=strict, webgpu=webgpu, tflite=True), webgpu=webgpu))
     return path

@@ -110,7 +110,8 @@ def fused(model_dir):
     return {"nodes": nodes, "library": library, "weights": model["weightsManifest"],
             "data": hashlib.sha256(data).hexdigest()}
 
-tmp = tempfile.mkdtemp()
+scratch = tempfile.TemporaryDirectory()  # removed when the child exits
+tmp = scratch.name
 result = {"onednn": bool(_pywrap_util_port.IsMklEnabled()), "noxla": {}, "converter": {}}
 for name, (fun, args) in MODELS.items():
     base = os.path.join(tmp, name)

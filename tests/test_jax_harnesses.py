@@ -34,12 +34,12 @@ def _slow_sample() -> list[str]:
 
 
 def _run(names, targets, tfjs=None):
-    scratch = tempfile.mkdtemp(prefix="noxla_harness_")
-    runners = {t: jh.runner(t, scratch, tfjs) for t in targets}
-    outcomes = []
-    for name in names:
-        hp = jh.build(name)
-        outcomes += [jh.run_harness(name, t, *runners[t], hp=hp) for t in targets]
+    with tempfile.TemporaryDirectory(prefix="noxla_harness_") as scratch:
+        runners = {t: jh.runner(t, scratch, tfjs) for t in targets}
+        outcomes = []
+        for name in names:
+            hp = jh.build(name)
+            outcomes += [jh.run_harness(name, t, *runners[t], hp=hp) for t in targets]
     return outcomes
 
 
@@ -173,13 +173,13 @@ def test_harness_arguments_have_the_dtypes_jax_takes():
     assert [a.dtype for a in hp.args] == [aval.dtype for aval in hp.program.in_avals]
 
 
-def test_tfjs_model_of_a_freed_program_is_not_given_to_a_new_one_with_its_id():
+def test_tfjs_model_of_a_freed_program_is_not_given_to_a_new_one_with_its_id(tmp_path):
     # A harness worker frees each harness's program; CPython may give the next one the same id(),
     # and the TF.js runtime then ran the previous harness's model (a scatter_max of the TF.js
     # sample scattered at the other harness's constant indices). Simulated: B takes A's cache slots.
     from noxla.tracing import trace
     from tests.differential import Runtimes
-    runtimes = Runtimes(tempfile.mkdtemp(prefix="noxla_harness_"), None)
+    runtimes = Runtimes(str(tmp_path), None)
     x = np.zeros(3, np.float32)
     a, b = trace(lambda v: v + 1.0, (x,)), trace(lambda v: v * 3.0, (x,))
     path_a, lowering_a = runtimes.tfjs_model(a), runtimes.tfjs_lowering(a)
