@@ -19,7 +19,15 @@ from jax import lax
 
 from lowering_rules.cases import case, f16, f32, flax_linen, i8, i32
 from lowering_rules.fusion import FastVariant, zero_pad
-from lowering_rules.helpers import axis_slice, compute_dtype, dilated_size, interior_pad, pad_or_crop, size_vector
+from lowering_rules.helpers import (
+    axis_slice,
+    compute_dtype,
+    dilated_size,
+    interior_pad,
+    pad_or_crop,
+    size_vector,
+    symbolic_padding,
+)
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Limitation, register
 from lowering_rules.vocabulary import Target
@@ -383,6 +391,12 @@ CONV_CASES = [
     case("polymorphic_batch_transpose_grouped", conv((1, 1), [(1, 1), (2, 0)], NHWC, lhs_dilation=(2, 2),
                                                       feature_group_count=2),
          f32(3, 5, 4, 4), f32(3, 3, 2, 4), polymorphic_shapes=("(b, ...)", None)),
+    # Found by tests/fuzz_poly.py: a symbolic length's output size is max(0, ...), which JAX's own
+    # evaluator computes with lax.max (no TF tensor taken); noxla.shapes evaluates it with tf.maximum.
+    case("symbolic_same_padding", conv((2,), "SAME", ("NWC", "WIO", "NWC")), f32(1, 9, 3), f32(3, 3, 4),
+         polymorphic_shapes=("(1, t, 3)", None)),
+    case("symbolic_length_dilated", conv((1,), [(0, -1)], ("NWC", "WIO", "NWC"), rhs_dilation=(2,)),
+         f32(2, 9, 3), f32(3, 3, 4), polymorphic_shapes=("(2, t, 3)", None)),
 ]
 
 
@@ -448,6 +462,7 @@ CONV_LIMITATIONS = [
                "TF.js wasm's broadcasting multiply",
         workaround="fold a spatial dimension into the batch (reshape) around a 3D convolution",
         when=lambda eqn: len(eqn.params["window_strides"]) > 3),
+    symbolic_padding(),
 ]
 
 TRANSPOSED = FastVariant(

@@ -7,7 +7,9 @@ import contextvars
 import jax.numpy as jnp
 import numpy as np
 
+from lowering_rules.jax_compat import is_constant_dim
 from lowering_rules.lazy_tensorflow import tf
+from lowering_rules.vocabulary import ALL_TARGETS, Limitation
 
 
 def _setting(var: contextvars.ContextVar):
@@ -371,3 +373,14 @@ def is_static_shape(shape) -> bool:
     """Whether every dimension of ``shape`` (or every entry of a bound list) is a Python int: the
     pattern matchers (rope, grouped_query, joins) reason about static shapes only."""
     return all(isinstance(d, int) for d in shape)
+
+
+def symbolic_padding(param: str = "padding", workaround: str = "pass explicit integer padding (e.g. [(1, 1)] "
+                     "rather than 'SAME') on that axis, or give it a static size") -> Limitation:
+    """The limitation of a rule whose ``param`` (pairs or triples of amounts) must be integers: JAX
+    makes them symbolic where they depend on a polymorphic size (SAME padding at a stride > 1)."""
+    return Limitation(
+        ALL_TARGETS, "an amount that depends on a polymorphic dimension",
+        "noxla plans the pads, crops and windows when it lowers, from integer amounts; this one is known "
+        "only at run time", param=param, workaround=workaround,
+        when=lambda eqn: any(not is_constant_dim(v) for entry in eqn.params[param] for v in entry))

@@ -46,6 +46,31 @@ dim_as_value_p = shape_poly.dim_as_value_p
 # Shapes: whether a dimension is an int, and solving dimension variables from input shapes.
 solve_dim_vars = shape_poly.solve_dim_vars
 
+
+def evaluate_dim(expr, env: dict, maximum, minimum):
+    """A symbolic dimension's value from its variables' values in ``env``, with ``maximum(a, b)`` and
+    ``minimum(a, b)`` for its max/min factors: JAX's own ``_evaluate`` calls ``lax.max`` on them, which
+    takes no TF tensor (a convolution's or a window's output size is max(0, ...))."""
+    def value(e):
+        if is_constant_dim(e):
+            return int(e)
+        total = 0
+        for term, coefficient in e._sorted_terms:
+            product = coefficient
+            for factor, power in term._factors:
+                for _ in range(power):
+                    product = product * factor_value(factor)
+            total = total + product
+        return total
+
+    def factor_value(factor):
+        if factor.var is not None:
+            return env[factor.var]
+        a, b = (value(o) for o in factor.operands)
+        return {"floordiv": lambda: a // b, "mod": lambda: a % b,
+                "max": lambda: maximum(a, b), "min": lambda: minimum(a, b)}[factor.operation]()
+    return value(expr)
+
 # Tracing: dead-code elimination of a jaxpr, and the user's frames of an equation's source.
 dce_jaxpr = partial_eval.dce_jaxpr
 user_frames = source_info_util.user_frames
@@ -61,7 +86,7 @@ PRIMITIVE_MODULES = (
 __all__ = ["ad_checkpoint", "ad_util", "api_util", "linear_util", "InconclusiveDimensionOperation",
            "core", "custom_derivatives", "debugging", "hijax", "ann", "windowed_reductions", "pjit",
            "lax_internal", "linalg_internal", "prng", "threefry2x32", "device_put_p", "dim_as_value_p",
-           "is_constant_dim", "solve_dim_vars", "dce_jaxpr", "user_frames",
+           "is_constant_dim", "solve_dim_vars", "evaluate_dim", "dce_jaxpr", "user_frames",
            "PRIMITIVE_MODULES"]
 
 # jax2tf.call_tf's primitive, by name: its TF function is in the equation's parameters, and noxla's

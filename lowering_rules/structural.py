@@ -22,6 +22,7 @@ from lowering_rules.helpers import (
     lowering_for_webgpu,
     pad_exactly,
     size_vector,
+    symbolic_padding,
     tf_dtype,
 )
 from lowering_rules.jax_compat import device_put_p, dim_as_value_p
@@ -662,14 +663,22 @@ PAD_CASES = [
          f32(2, 3)),
     case("symbolic", lambda x: lax.pad(x, 0.0, [(1, 2, 1), (0, -1, 0)]), f32(3, 4),
          polymorphic_shapes=("(b, 4)",)),
+    # Found by tests/fuzz_poly.py: with a symbolic size, whether a crop eats into the other side's
+    # padding is known at run time only (b = 1 here: it does; a wrong size, or a failed slice).
+    case("symbolic_crop_into_other_side", lambda x: lax.pad(x, 2.0, [(2, -2, 0), (-2, 3, 0), (3, -3, 2)]),
+         f32(1, 1, 1), polymorphic_shapes=("(b, b, b)",)),
+    case("symbolic_amount", lambda x: jnp.pad(x, (0, (-x.shape[0]) % 4)), f32(5), polymorphic_shapes=("(b,)",)),
 ]
 
 
-@lowering(lax.pad_p, cases=PAD_CASES)
+@lowering(lax.pad_p, cases=PAD_CASES, limitations=[symbolic_padding(
+    "padding_config", "give that axis a static size (noxla export's --shape-buckets writes one signature per "
+    "size), or pad it by a fixed amount")])
 @_carried("float16", "bool", "int8", "int16", "uint16", "uint32")
 def lower_pad(ctx, x, padding_value, *, padding_config):
     config = [(int(lo), int(hi), int(interior)) for lo, hi, interior in padding_config]
     sizes = [ctx.dim(d) for d in ctx.avals_in[0].shape]
+    given = list(sizes)
     # 1. Interior padding: give every element `interior` trailing pad values along the axis.
     #    The last element's trailing values are dropped by the crop below.
     for axis, (_, _, interior) in enumerate(config):
@@ -681,9 +690,16 @@ def lower_pad(ctx, x, padding_value, *, padding_config):
         x = _pad_with(_reshape(ctx, x, spread), gaps, padding_value)
         sizes[axis] = sizes[axis] * (1 + interior)
         x = _reshape(ctx, x, sizes)
+    out = [ctx.dim(d) for d in ctx.aval_out.shape]
+    if not all(type(o) is int for o in out):
+        # A symbolic size: whether a crop eats into the other side's padding is known only at run
+        # time, so pad first (XLA's order) and slice. The last element's interior tail is cut as
+        # part of the high side; symbolic sizes are >= 1, so every such axis has a last element.
+        tails = [interior if type(n) is not int or n > 0 else 0 for n, (_, _, interior) in zip(given, config)]
+        x = _pad_with(x, [[max(lo, 0), max(hi - t, 0)] for (lo, hi, _), t in zip(config, tails)], padding_value)
+        return tf.slice(x, [max(-lo, 0) for lo, _, _ in config], size_vector(out))
     # 2. Negative edge padding crops (and interior padding's extra tail goes) with one slice.
     if any(lo < 0 or hi < 0 or interior > 0 for lo, hi, interior in config):
-        out = [ctx.dim(d) for d in ctx.aval_out.shape]
         kept = [o - max(lo, 0) - max(hi, 0) for o, (lo, hi, _) in zip(out, config)]
         # A crop that eats into the other side's padding (x = [a], lo = 1, hi = -2) keeps no
         # element: the axis is then padding values only.

@@ -34,6 +34,7 @@ from lowering_rules.helpers import (
     kernel_dtype,
     pad_or_crop,
     size_vector,
+    symbolic_padding,
 )
 from lowering_rules.jax_compat import core, windowed_reductions
 from lowering_rules.lazy_tensorflow import tf
@@ -347,6 +348,11 @@ def jvp_of(forward):
     return lambda x, t: jax.jvp(forward, (x,), (t,))[1]
 
 
+def strided_same(op, init):
+    """A window 3 wide at stride 2, SAME: its padding depends on the length (symbolic in the cases)."""
+    return window(op, init, (3,), (2,), "SAME")
+
+
 def max_pool_2x2(x):
     return flax_linen().max_pool(x, (2, 2), strides=(2, 2), padding="VALID")
 
@@ -359,6 +365,7 @@ def max_pool_3x3_same(x):
 INF = np.inf
 
 SUM_CASES = [
+    case("symbolic_same_padding", strided_same(lax.add, 0.), f32(7), polymorphic_shapes=("(t,)",)),
     case("flax_avg_pool_same", lambda x: flax_linen().avg_pool(x, (3, 3), strides=(2, 2), padding="SAME"),
          f32(2, 7, 6, 3)),
     case("flax_avg_pool_valid_1d", lambda x: flax_linen().avg_pool(x, (3,), strides=(2,)), f32(2, 9, 3)),
@@ -376,9 +383,13 @@ SUM_CASES = [
     case("size_one_dims", window(lax.add, 0., (1, 1, 1)), f32(1, 1, 1)),
     case("polymorphic_batch", lambda x: flax_linen().avg_pool(x, (2, 2), strides=(2, 2)), f32(3, 6, 4, 2),
          polymorphic_shapes=("(b, ...)",)),
+    # Found by tests/fuzz_poly.py: an output size max(0, ...) of a symbolic length (see noxla.shapes).
+    case("symbolic_length_base_dilation", window(lax.add, 0., (1, 3), (1, 2), base_dilation=(1, 2)),
+         f32(2, 7), polymorphic_shapes=("(2, t)",)),
 ]
 
 MAX_CASES = [
+    case("symbolic_same_padding", strided_same(lax.max, -INF), f32(7), polymorphic_shapes=("(t,)",)),
     case("flax_max_pool_nhwc", max_pool_2x2, f32(2, 6, 7, 3)),
     case("flax_max_pool_same_strided", lambda x: flax_linen().max_pool(x, (3, 3), strides=(2, 2), padding="SAME"),
          f32(1, 7, 8, 2)),
@@ -398,6 +409,7 @@ MAX_CASES = [
 ]
 
 MIN_CASES = [
+    case("symbolic_same_padding", strided_same(lax.min, INF), f32(7), polymorphic_shapes=("(t,)",)),
     # The first windows lie wholly in padding: +inf must survive the TFLite converter.
     case("window_wholly_in_padding", window(lax.min, INF, (2,), (1,), ((3, 0),)), f32(5)),
     case("base_dilation_holes_only", window(lax.min, INF, (1,), (1,), ((0, 0),), base_dilation=(2,)), f32(4)),
@@ -411,6 +423,7 @@ MIN_CASES = [
 ]
 
 GENERIC_CASES = [
+    case("symbolic_same_padding", strided_same(lambda a, b: a + b, 0.), f32(7), polymorphic_shapes=("(t,)",)),
     case("product", window(lax.mul, 1., (1, 2, 2, 1), (1, 1, 1, 1), "SAME"), f32(2, 4, 5, 2, low=0.5, high=1.5)),
     case("product_int32_wide", window(lax.mul, 1, (6,), (2,), ((2, 1),)), i32(12, low=-2, high=2)),
     case("add_with_non_identity_init", window(lax.add, 2., (2,), (1,), ((1, 0),)), f32(6)),
@@ -431,6 +444,8 @@ GENERIC_CASES = [
 ]
 
 SCATTER_CASES = [
+    case("grad_symbolic_same_padding", lambda x: jax.grad(lambda x: strided_same(lax.max, -INF)(x).sum())(x),
+         f32(7), polymorphic_shapes=("(t,)",)),
     case("grad_flax_max_pool", vjp_of(max_pool_2x2), f32(2, 6, 7, 3), f32(2, 3, 3, 3)),
     case("grad_overlapping_same", vjp_of(max_pool_3x3_same), f32(1, 5, 6, 2), f32(1, 5, 6, 2)),
     case("grad_strided_padded_1d", vjp_of(lambda x: flax_linen().max_pool(x, (3,), strides=(2,), padding="SAME")),
@@ -446,6 +461,8 @@ SCATTER_CASES = [
 ]
 
 GATHER_CASES = [
+    case("jvp_symbolic_same_padding", lambda x: jax.jvp(strided_same(lax.max, -INF), (x,), (x,))[1], f32(7),
+         polymorphic_shapes=("(t,)",)),
     case("jvp_flax_max_pool", jvp_of(max_pool_3x3_same), f32(2, 5, 6, 3), f32(2, 5, 6, 3)),
     case("jvp_dilated_min", jvp_of(window(lax.min, INF, (2, 2), (1, 2), ((1, 0), (0, 1)),
                                           base_dilation=(1, 2), window_dilation=(2, 1))),
@@ -458,9 +475,11 @@ GATHER_CASES = [
 for _prim, _name, _cases in ((lax.reduce_window_sum_p, "add", SUM_CASES),
                              (lax.reduce_window_max_p, "max", MAX_CASES),
                              (lax.reduce_window_min_p, "min", MIN_CASES)):
-    lowering(_prim, cases=_cases, fast=fusion.MAX_POOL if _name == "max" else None)(_monoid_rule(_name))
+    lowering(_prim, cases=_cases, limitations=[symbolic_padding()],
+             fast=fusion.MAX_POOL if _name == "max" else None)(_monoid_rule(_name))
 
 lowering(lax.reduce_window_p, cases=GENERIC_CASES, limitations=[
+    symbolic_padding(),
     Limitation(ALL_TARGETS, param="jaxpr", condition="more than one operand (variadic reduce_window)",
                reason="only single-operand window reductions are lowered",
                workaround="reduce each operand with its own lax.reduce_window",
@@ -488,5 +507,6 @@ lowering(lax.select_and_scatter_add_p, cases=[
     case("i16", lambda ct, x: windowed_reductions._select_and_scatter_add(ct, x, lax.ge_p, (2, 2), (2, 2),
                                                                           ((0, 0), (0, 0))),
          np.arange(6, dtype=np.int16).reshape(2, 3), np.arange(24, dtype=np.int16).reshape(4, 6) % 5),
-], dtypes=_NO_TFLITE_NARROW_SUMS)(lower_select_and_scatter_add)
-lowering(lax.select_and_gather_add_p, cases=GATHER_CASES, dtypes=_NO_TFLITE_FLOAT16)(lower_select_and_gather_add)
+], dtypes=_NO_TFLITE_NARROW_SUMS, limitations=[symbolic_padding()])(lower_select_and_scatter_add)
+lowering(lax.select_and_gather_add_p, cases=GATHER_CASES, dtypes=_NO_TFLITE_FLOAT16,
+         limitations=[symbolic_padding()])(lower_select_and_gather_add)

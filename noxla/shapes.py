@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 from jax.core import ShapedArray
 
-from lowering_rules.jax_compat import is_constant_dim, solve_dim_vars
+from lowering_rules.jax_compat import evaluate_dim, is_constant_dim, solve_dim_vars
 from noxla.errors import ShapeMismatchError
 
 DimSize = "int | tf.Tensor"
@@ -44,7 +44,7 @@ class Dims:
         tree = jax.tree_util.tree_structure((tuple(range(len(avals))), {}))
         solution, _, synthetic = solve_dim_vars(avals, tree)
         sizes = {name: _Size(tf.shape(tf_args[arg], out_type=tf.int32)[axis]) for name, arg, axis in synthetic}
-        return cls({var: _Size(_as_int32(expr._evaluate(sizes))) for var, expr in solution.items()})
+        return cls({var: _Size(_as_int32(_evaluate(expr, sizes))) for var, expr in solution.items()})
 
     def check_inputs(self, in_avals, tf_args, in_names) -> list:
         """Verify every input against its specification (dimensions declared equal really are):
@@ -80,7 +80,7 @@ class Dims:
     def dim(self, d) -> DimSize:
         if is_constant_dim(d):
             return int(d)
-        return _as_int32(d._evaluate(self.env))
+        return _as_int32(_evaluate(d, self.env))
 
     def shape(self, shape: Sequence) -> "list[int] | tf.Tensor":
         """A shape for ``tf.reshape``/``tf.zeros``/...: a list when static, else an int32 vector."""
@@ -120,6 +120,11 @@ class _Size:
 
     def __neg__(self):
         return _Size(-self.value)
+
+
+def _evaluate(expr, env: dict) -> _Size:
+    return _Size(evaluate_dim(expr, env, lambda a, b: tf.maximum(_Size(a).value, _Size(b).value),
+                              lambda a, b: tf.minimum(_Size(a).value, _Size(b).value)))
 
 
 def _as_int32(value) -> DimSize:
