@@ -375,12 +375,17 @@ def is_static_shape(shape) -> bool:
     return all(isinstance(d, int) for d in shape)
 
 
-def symbolic_padding(param: str = "padding", workaround: str = "pass explicit integer padding (e.g. [(1, 1)] "
-                     "rather than 'SAME') on that axis, or give it a static size") -> Limitation:
-    """The limitation of a rule whose ``param`` (pairs or triples of amounts) must be integers: JAX
-    makes them symbolic where they depend on a polymorphic size (SAME padding at a stride > 1)."""
+_EXPLICIT_PADDING = ("pass explicit integer padding (e.g. [(1, 1)] rather than 'SAME') on that axis, or give it a "
+                     "static size")
+
+
+def symbolic_padding(param: str = "padding", workaround: str = _EXPLICIT_PADDING,
+                     amounts=lambda entry: entry) -> Limitation:
+    """The limitation of a rule whose ``param``'s ``amounts`` (of each of its pairs or triples) must be
+    integers: JAX makes them symbolic where they depend on a polymorphic size (SAME padding at a
+    stride > 1)."""
     return Limitation(
         ALL_TARGETS, "an amount that depends on a polymorphic dimension",
         "noxla plans the pads, crops and windows when it lowers, from integer amounts; this one is known "
         "only at run time", param=param, workaround=workaround,
-        when=lambda eqn: any(not is_constant_dim(v) for entry in eqn.params[param] for v in entry))
+        when=lambda eqn: any(not is_constant_dim(v) for entry in eqn.params[param] for v in amounts(entry)))

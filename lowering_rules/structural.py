@@ -667,16 +667,21 @@ PAD_CASES = [
     # padding is known at run time only (b = 1 here: it does; a wrong size, or a failed slice).
     case("symbolic_crop_into_other_side", lambda x: lax.pad(x, 2.0, [(2, -2, 0), (-2, 3, 0), (3, -3, 2)]),
          f32(1, 1, 1), polymorphic_shapes=("(b, b, b)",)),
-    case("symbolic_amount", lambda x: jnp.pad(x, (0, (-x.shape[0]) % 4)), f32(5), polymorphic_shapes=("(b,)",)),
+    # jnp.pad to a multiple of 4 (its amount symbolic), beside a crop of the padded axis.
+    case("symbolic_amounts", lambda x: lax.pad(x, 1.0, [(x.shape[1] % 3, 1, 0), (-1, (-x.shape[1]) % 4, 0)]),
+         f32(2, 5), polymorphic_shapes=("(2, b)",)),
+    case("symbolic_interior", lambda x: lax.pad(x, 0.0, [(0, 0, x.shape[0] // 2)]), f32(5),
+         polymorphic_shapes=("(b,)",)),
 ]
 
 
 @lowering(lax.pad_p, cases=PAD_CASES, limitations=[symbolic_padding(
     "padding_config", "give that axis a static size (noxla export's --shape-buckets writes one signature per "
-    "size), or pad it by a fixed amount")])
+    "size), or an integer interior padding", amounts=lambda entry: entry[2:])])
 @_carried("float16", "bool", "int8", "int16", "uint16", "uint32")
 def lower_pad(ctx, x, padding_value, *, padding_config):
-    config = [(int(lo), int(hi), int(interior)) for lo, hi, interior in padding_config]
+    # Edge amounts may be symbolic (jnp.pad to a multiple of a block: (-b) % 8), interior ones not.
+    config = [(ctx.dim(lo), ctx.dim(hi), int(interior)) for lo, hi, interior in padding_config]
     sizes = [ctx.dim(d) for d in ctx.avals_in[0].shape]
     given = list(sizes)
     # 1. Interior padding: give every element `interior` trailing pad values along the axis.
@@ -696,8 +701,9 @@ def lower_pad(ctx, x, padding_value, *, padding_config):
         # time, so pad first (XLA's order) and slice. The last element's interior tail is cut as
         # part of the high side; symbolic sizes are >= 1, so every such axis has a last element.
         tails = [interior if type(n) is not int or n > 0 else 0 for n, (_, _, interior) in zip(given, config)]
-        x = _pad_with(x, [[max(lo, 0), max(hi - t, 0)] for (lo, hi, _), t in zip(config, tails)], padding_value)
-        return tf.slice(x, [max(-lo, 0) for lo, _, _ in config], size_vector(out))
+        x = _pad_with(x, [[_at_least_0(lo), _at_least_0(hi - t)] for (lo, hi, _), t in zip(config, tails)],
+                      padding_value)
+        return tf.slice(x, size_vector([_at_least_0(-lo) for lo, _, _ in config]), size_vector(out))
     # 2. Negative edge padding crops (and interior padding's extra tail goes) with one slice.
     if any(lo < 0 or hi < 0 or interior > 0 for lo, hi, interior in config):
         kept = [o - max(lo, 0) - max(hi, 0) for o, (lo, hi, _) in zip(out, config)]
@@ -713,6 +719,10 @@ def lower_pad(ctx, x, padding_value, *, padding_config):
     return x
 
 
+def _at_least_0(amount):
+    return max(amount, 0) if type(amount) is int else tf.maximum(amount, 0)
+
+
 def _pad_with(x, paddings, value):
     """tf.pad with fill ``value``. A constant +0 fill (every bit zero, so also 0) of inner axes only
     becomes a Pad (TFLite PAD), anything else a PadV2 (PADV2). XNNPACK delegates PAD but not PADV2: a
@@ -722,7 +732,7 @@ def _pad_with(x, paddings, value):
     graph optimizer fuses a Pad into the Conv2D it feeds as spatial padding only (a feature-axis pad
     then reaches the Conv2D unpadded: "input depth must be evenly divisible by filter depth")."""
     static = tf.get_static_value(value)
-    inner = not any(paddings[0]) and not any(paddings[-1])
+    inner = all(type(v) is int and v == 0 for v in (*paddings[0], *paddings[-1]))
     if inner and static is not None and np.ndim(static) == 0 and not np.asarray(static).tobytes().strip(b"\0"):
         return tf.pad(x, paddings)
     return pad_exactly(x, paddings, value)
