@@ -57,7 +57,8 @@ def copy_passthrough_outputs(model) -> int:
     """Give every output of the main subgraph that is one of its inputs (a value returned unchanged,
     such as the real part of ``lax.complex(a, b)``) its own tensor, through a RESHAPE to the same
     shape; returns how many. LiteRT.js 2.5.3 returns garbage for such an output, on wasm and WebGPU
-    (LiteRT returns the input)."""
+    (LiteRT returns the input). A polymorphic size makes the shape a SHAPE op's, read at run time:
+    ``shape`` holds 1 there, and reshaping to it failed every input of another size."""
     import numpy as np
     from tensorflow.lite.python import schema_py_generated as schema
 
@@ -71,21 +72,33 @@ def copy_passthrough_outputs(model) -> int:
             continue
         source = graph.tensors[t]
         shape = np.asarray(source.shape, np.int32)
-        buffer = schema.BufferT()
-        buffer.data = shape.view(np.uint8)
-        model.buffers.append(buffer)
+        dynamic = source.shapeSignature is not None and -1 in list(source.shapeSignature)
         shape_tensor = schema.TensorT()
         shape_tensor.shape, shape_tensor.type = [len(shape)], schema.TensorType.INT32
-        shape_tensor.buffer, shape_tensor.name = len(model.buffers) - 1, source.name + b"/shape"
+        shape_tensor.buffer, shape_tensor.name = 0, source.name + b"/shape"
+        if not dynamic:
+            buffer = schema.BufferT()
+            buffer.data = shape.view(np.uint8)
+            model.buffers.append(buffer)
+            shape_tensor.buffer = len(model.buffers) - 1
         out = copy.copy(source)
         out.name, out.buffer = source.name + b"/output", 0
         graph.tensors += [shape_tensor, out]
+        if dynamic:
+            read = schema.OperatorT()
+            read.opcodeIndex = opcode_index(model, schema.BuiltinOperator.SHAPE)
+            read.inputs, read.outputs = [t], [len(graph.tensors) - 2]
+            read.builtinOptionsType = schema.BuiltinOptions.ShapeOptions
+            read.builtinOptions = schema.ShapeOptionsT()
+            read.builtinOptions.outType = schema.TensorType.INT32
+            graph.operators = [*(graph.operators or []), read]
         op = schema.OperatorT()
         op.opcodeIndex = opcode_index(model, schema.BuiltinOperator.RESHAPE)
         op.inputs, op.outputs = [t, len(graph.tensors) - 2], [len(graph.tensors) - 1]
-        op.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
-        op.builtinOptions = schema.ReshapeOptionsT()
-        op.builtinOptions.newShape = [int(d) for d in shape]
+        if not dynamic:
+            op.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
+            op.builtinOptions = schema.ReshapeOptionsT()
+            op.builtinOptions.newShape = [int(d) for d in shape]
         graph.operators = [*(graph.operators or []), op]
         outputs[i] = len(graph.tensors) - 1
         copied += 1

@@ -181,6 +181,18 @@ def test_batch_polymorphic_export_runs_at_any_batch_size(batch, tmp_path_factory
     np.testing.assert_allclose(tfjs_runner.run(str(outdir / "js"), {"x": x})["output"], expected, rtol=1e-5)
 
 
+def test_an_input_returned_unchanged_keeps_its_polymorphic_sizes_in_tflite(tmp_path):
+    # Found by tests/fuzz_poly.py: the output's own copy of the input (for LiteRT.js) reshaped it to
+    # its conversion-time shape, 1 where a size is symbolic, so LiteRT failed every other size.
+    fun = lambda x, y: (x, lax.reduce(y, np.int32(0), lax.add, ()), x * 2)  # noqa: E731
+    path = str(tmp_path / "m.tflite")
+    noxla.export_tflite(fun, X, np.ones((2, 3), np.int32), path=path, polymorphic_shapes=["(b, 3)", "(c, b)"])
+    x, y = np.arange(12, dtype=np.float32).reshape(4, 3), np.arange(20, dtype=np.int32).reshape(5, 4)
+    outs = run_tflite(path, {"x": x, "y": y})
+    for name, expected in zip(sorted(outs), fun(x, y)):
+        np.testing.assert_array_equal(outs[name], expected)
+
+
 def test_shared_dimension_variables_and_expressions_across_arguments():
     def f(x, y):  # x: (b, 2*n), y: (n,)
         return x.reshape((x.shape[0], 2, -1)) * y
