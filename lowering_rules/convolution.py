@@ -28,9 +28,10 @@ from lowering_rules.helpers import (
     size_vector,
     symbolic_padding,
 )
+from lowering_rules.jax_compat import is_constant_dim
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Limitation, register
-from lowering_rules.vocabulary import Target
+from lowering_rules.vocabulary import ALL_TARGETS, Target
 
 # ----------------------------------------------------------------------------------------------
 # The lowering
@@ -395,6 +396,9 @@ CONV_CASES = [
     # evaluator computes with lax.max (no TF tensor taken); noxla.shapes evaluates it with tf.maximum.
     case("symbolic_same_padding", conv((2,), "SAME", ("NWC", "WIO", "NWC")), f32(1, 9, 3), f32(3, 3, 4),
          polymorphic_shapes=("(1, t, 3)", None)),
+    # Found by tests/fuzz_poly.py: an integer convolution runs tap by tap, one per kernel position.
+    case("symbolic_kernel", conv((1,), "VALID", ("NWC", "WIO", "NWC")), i32(1, 8, 3), i32(3, 3, 4),
+         polymorphic_shapes=(None, "(k, 3, 4)")),
     case("symbolic_length_dilated", conv((1,), [(0, -1)], ("NWC", "WIO", "NWC"), rhs_dilation=(2,)),
          f32(2, 9, 3), f32(3, 3, 4), polymorphic_shapes=("(2, t, 3)", None)),
 ]
@@ -463,6 +467,12 @@ CONV_LIMITATIONS = [
         workaround="fold a spatial dimension into the batch (reshape) around a 3D convolution",
         when=lambda eqn: len(eqn.params["window_strides"]) > 3),
     symbolic_padding(),
+    Limitation(
+        ALL_TARGETS, param="shape", condition="the kernel has a symbolic size (a window or feature count)",
+        reason="noxla lays out the kernel's taps and feature groups when it lowers, and TFLite's converter "
+               "takes no convolution whose filter shape is unknown",
+        workaround="give the kernel a static shape (None in polymorphic_shapes for the weights)",
+        when=lambda eqn: not all(is_constant_dim(d) for d in eqn.avals_in[1].shape)),
 ]
 
 TRANSPOSED = FastVariant(
