@@ -2,7 +2,8 @@
 
 Hypothesis draws programs of one primitive each (conv_general_dilated, gather, scatter,
 reduce_window, dot_general, pad, slice, dynamic_slice, sort) with random shapes, parameters and
-dtypes, and (tests/fuzz_ops.py) chains of elementwise ops, reductions, shape ops and control flow.
+dtypes, (tests/fuzz_ops.py) chains of elementwise ops, reductions, shape ops and control flow,
+and (tests/fuzz_poly.py) such programs traced with symbolic sizes.
 Each program must, in each runtime, either be rejected up front by the check for that runtime's
 target, or run and match JAX (tests/differential.py's comparison). A crash after the
 check passed, or a silent mismatch, is a failure, reported with the program.
@@ -42,10 +43,12 @@ class Program:
     fun: Callable
     args: tuple
     strict: bool = False  # IEEE-exact lowerings: the program's inputs hold NaN, infinities or -0.0
+    polymorphic_shapes: tuple | None = None  # one jax2tf-style spec per input: traced for any size
 
     def __repr__(self) -> str:
         inputs = ", ".join(f"{a.dtype}{list(a.shape)}" for a in self.args)
-        return f"{self.primitive}: {self.description} on ({inputs})"
+        poly = f" as ({'; '.join(map(str, self.polymorphic_shapes))})" if self.polymorphic_shapes else ""
+        return f"{self.primitive}: {self.description} on ({inputs}){poly}"
 
 
 # ----------------------------------------------------------------------------- data
@@ -404,10 +407,11 @@ def strategies():
         return Program("sort", f"dimension={dimension} is_stable={is_stable} num_keys={num_keys} "
                        f"operands={[str(o.dtype) for o in operands]}", fun, operands)
 
-    from tests import fuzz_ops
-    return {"conv_general_dilated": conv(), "dot_general": dot_general(), "pad": pad(), "slice": slice_(),
-            "dynamic_slice": dynamic_slice(), "gather": gather(), "scatter": scatter(),
-            "reduce_window": reduce_window(), "sort": sort(), **fuzz_ops.strategies()}
+    from tests import fuzz_ops, fuzz_poly
+    drawn = {"conv_general_dilated": conv(), "dot_general": dot_general(), "pad": pad(), "slice": slice_(),
+             "dynamic_slice": dynamic_slice(), "gather": gather(), "scatter": scatter(),
+             "reduce_window": reduce_window(), "sort": sort(), **fuzz_ops.strategies()}
+    return {**drawn, **fuzz_poly.strategies(drawn)}
 
 
 def any_program():
@@ -462,7 +466,7 @@ def run_program(program: Program, runtimes_to_run: Sequence[str], runtimes, tall
     counts = tally.counts[program.primitive]
     counts["tried"] += 1
     try:
-        traced = trace(program.fun, program.args, None)
+        traced = trace(program.fun, program.args, program.polymorphic_shapes)
         tally.programs.append(traced)
         expected = tuple(jax_outputs(program.fun, program.args))
     except Exception as e:  # noqa: BLE001 - parameters JAX itself refuses: the generator's fault
@@ -482,7 +486,8 @@ def run_program(program: Program, runtimes_to_run: Sequence[str], runtimes, tall
                 tally.rejections[f"{runtime}: {v.primitive}: {v.reason[:160]}"] += 1
             continue
         try:
-            actual = runtimes.run(runtime, program.fun, traced, program.args, strict=program.strict)
+            actual = runtimes.run(runtime, program.fun, traced, program.args, program.polymorphic_shapes,
+                                  strict=program.strict)
         except Exception as e:  # noqa: BLE001 - any crash after the check passed is a finding
             failures.append(Failure(runtime, "crashed", program, _first_line(e)))
             continue
