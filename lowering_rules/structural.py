@@ -732,7 +732,7 @@ def _pad_with(x, paddings, value):
     graph optimizer fuses a Pad into the Conv2D it feeds as spatial padding only (a feature-axis pad
     then reaches the Conv2D unpadded: "input depth must be evenly divisible by filter depth")."""
     static = tf.get_static_value(value)
-    inner = all(type(v) is int and v == 0 for v in (*paddings[0], *paddings[-1]))
+    inner = all(isinstance(v, (int, np.integer)) and v == 0 for v in (*paddings[0], *paddings[-1]))
     if inner and static is not None and np.ndim(static) == 0 and not np.asarray(static).tobytes().strip(b"\0"):
         return tf.pad(x, paddings)
     return pad_exactly(x, paddings, value)
