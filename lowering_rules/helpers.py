@@ -251,6 +251,14 @@ def kernel_dtype(dtype, *, ordered: bool, bools: bool = False) -> tf.DType:
 
 # --- NaN and infinity ---------------------------------------------------------------------------
 
+def filled(shape, value, dtype) -> tf.Tensor:
+    """tf.fill with ``value`` (a scalar tensor of ``dtype``). 8/16-bit integers are filled as int32 and
+    cast: TFLite's FILL, which a shape known only at run time keeps, has no kernel for them."""
+    if dtype in (tf.int8, tf.int16, tf.uint8, tf.uint16):
+        return tf.cast(tf.fill(shape, tf.cast(value, tf.int32)), dtype)
+    return tf.fill(shape, value)
+
+
 def is_empty(aval) -> bool:
     """Whether a value of abstract value ``aval`` is known to hold no elements (a symbolic size is
     not known to be 0). Rules answer such values at once: several kernels fail on them."""

@@ -25,6 +25,7 @@ from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.helpers import (
     compute_dtype,
     convertible_constant,
+    filled,
     identity_element,
     is_empty,
     is_nan,
@@ -92,7 +93,7 @@ def monoid_reduce(ctx, x, axes, kind: str, aval, exact_nan: bool = True):
         return x
     out_shape = ctx.shape([d for i, d in enumerate(aval.shape) if i not in axes])
     if is_empty(aval):  # TFLite and TF.js mishandle empty reductions (TF.js wasm's prod divides by 0)
-        return tf.fill(out_shape, convertible_constant(ctx, identity_element(kind, dtype), dtype))
+        return filled(out_shape, convertible_constant(ctx, identity_element(kind, dtype), dtype), dtype)
     if dtype == tf.bool:
         kind = {"max": "or", "min": "and"}.get(kind, kind)
         if kind == "and":
@@ -187,6 +188,12 @@ lowering(lax.reduce_max_p, fast=fusion.REDUCE_MAX, cases=[
     # With no input elements every output is a constant, which TFLite's converter folds (and writes
     # with the largest finite float for -inf, unless the export writes it back).
     case("only_input_empty", lambda x: lax.reduce_max(x, (0, 1)), np.zeros((2, 0), np.float16)),
+    # Found by tests/fuzz_poly.py: the same with a polymorphic size (no element at any size), and an
+    # int16 fill of a shape known at run time only, which TFLite's FILL has no kernel for.
+    case("only_input_empty_symbolic", lambda x: lax.reduce_max(x, (0, 1)), np.zeros((0, 3), np.float32),
+         polymorphic_shapes=("(0, b)",)),
+    case("empty_symbolic_int16", lambda x: lax.reduce_max(x, (1,)), np.zeros((4, 0), np.int16),
+         polymorphic_shapes=("(b, 0)",)),
 ])(_monoid_rule("max"))
 
 lowering(lax.reduce_min_p, fast=fusion.REDUCE_MAX, cases=[
@@ -214,7 +221,7 @@ def _arg_rule(kind):
         axis, = axes
         aval = ctx.avals_in[0]
         if is_empty(aval):  # only another axis can be empty; TF.js's wasm divides by zero on it
-            return tf.zeros(ctx.shape(ctx.avals_out[0].shape), ctx.out_dtype)
+            return filled(ctx.shape(ctx.avals_out[0].shape), tf.zeros([], ctx.out_dtype), ctx.out_dtype)
         index = first_extreme_index(x, axis, aval.ndim, ctx.dim(aval.shape[axis]), kind)
         return tf.cast(index, ctx.out_dtype)
     lower.__name__ = f"lower_arg{kind}"
@@ -234,6 +241,9 @@ def _arg_cases(jnp_fn):
         case("size1_axis", lambda x: jnp_fn(x, axis=1), f32(3, 1)),
         case("empty_across", lambda x: jnp.concatenate([jnp_fn(x[:0, :, :0], axis=1).ravel(), x.ravel()]),
              i32(2, 3, 2)),
+        # Found by tests/fuzz_poly.py: int16 indices filled in a shape known at run time only.
+        case("empty_symbolic_int16_index", lambda x: {jnp.argmax: lax.argmax, jnp.argmin: lax.argmin}[jnp_fn](
+            x, 0, np.int16), np.zeros((3, 4, 0), np.int8), polymorphic_shapes=("(3, b, 0)",)),
         case("keepdims", lambda x: jnp_fn(x, axis=0, keepdims=True), i32(3, 4)),
         case("polymorphic_axis", lambda x: jnp_fn(x, axis=0), f32(5, 2),
              polymorphic_shapes=("(n, 2)",)),

@@ -163,10 +163,12 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
 def _outputs_of_a_constant_program(concrete, inputs, out_names) -> list[np.ndarray] | None:
     """The outputs, in ``out_names`` order, of a program whose inputs hold no elements (or that has
     none): its outputs are constants, which the converter folds, and it writes an infinite constant
-    as the largest finite float. Their values, computed here in TF, are written back exactly."""
-    if not all(t.shape.is_fully_defined() and t.shape.num_elements() == 0 for t in inputs):
+    as the largest finite float. Their values, computed here in TF (a polymorphic size as 1: an output
+    whose shape depends on it is not folded, and ``_write_constant_outputs`` passes it by), are
+    written back exactly."""
+    if not all(0 in t.shape.as_list() for t in inputs):  # a polymorphic size times 0 is 0 too
         return None
-    outputs = concrete(*(tf.zeros(t.shape, t.dtype) for t in inputs))
+    outputs = concrete(*(tf.zeros([1 if d is None else d for d in t.shape.as_list()], t.dtype) for t in inputs))
     return [np.asarray(outputs[name]) for name in out_names]
 
 
