@@ -1,4 +1,4 @@
-"""The fuzzer's second half (tests/fuzz.py draws from both): elementwise ops and their chains,
+"""The fuzzer's second half (tests/fuzz.py draws from it too): elementwise ops and their chains,
 reductions and scans, shape ops and conversions, and control flow whose bodies close over
 constants.
 

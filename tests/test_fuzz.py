@@ -3,12 +3,13 @@
 Each drawn program must match JAX in every runtime or be rejected up front by the check for that
 runtime's target; the first crash after the check or silent mismatch fails the test with the
 program. NOXLA_FUZZ_EXAMPLES scales the number of programs (a longer run: python3 -m tests.fuzz).
+The TF gradients of converted programs are JAX's VJPs (tests/fuzz_grad.py's tape_gradient_matches).
 """
 import os
 
 import pytest
 
-from tests import fuzz
+from tests import fuzz, fuzz_grad
 from tests.differential import Runtimes
 
 
@@ -37,3 +38,8 @@ def test_fuzz_tf_eager(tmp_path):
 def test_fuzz_every_runtime(tfjs_runner, tmp_path):
     # About 45 s: the same kind of programs converted to TFLite and TF.js (cpu, wasm) too.
     _run(["tf", "tflite", "tfjs"], _examples(40), seed=1, tfjs_runner=tfjs_runner, tmp_path=tmp_path)
+
+
+def test_tf_gradient_of_converted_programs():
+    # About 2 s: noxla.convert's tf.GradientTape gradient (noxla/gradients.py) of drawn programs.
+    assert fuzz_grad.tape_fuzz(_examples(6), seed=0) > 0
