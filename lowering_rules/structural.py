@@ -139,6 +139,8 @@ RESHAPE_CASES = [
     case("flatten", lambda x: jnp.reshape(x, (-1,)), f32(3, 4)),
     case("split_dim_i32", lambda x: x.reshape(2, 3, 2), i32(3, 4)),
     case("dimensions", lambda x: lax.reshape(x, (4, 3), dimensions=(1, 0)), f32(3, 4)),
+    # Found by tests/fuzz_grad.py (a grouped convolution's transpose): TFLite has no float16 TRANSPOSE.
+    case("dimensions_f16", lambda x: lax.reshape(x, (6,), dimensions=(1, 0)), f16(2, 3)),
     case("bool", lambda x: jnp.reshape(x, (3, 2)), boolean(2, 3)),
     case("f16", lambda x: jnp.reshape(x, (2, 3)), f16(6)),
     case("to_scalar", lambda x: jnp.reshape(x, ()), f32(1, 1)),
@@ -157,7 +159,7 @@ def lower_reshape(ctx, x, *, new_sizes, dimensions):
     if rotated is not None:
         return rotated
     if dimensions is not None:  # reshape reads the operand in this dimension order
-        x = tf.transpose(x, perm=list(dimensions))
+        x = _transpose(ctx, x, permutation=dimensions)
     return _reshape(ctx, x, [ctx.dim(d) for d in new_sizes])
 
 
@@ -213,8 +215,16 @@ TRANSPOSE_CASES = [
 ]
 
 
+_TRANSPOSE_CARRIED = ("float16", "int16", "uint16", "uint32")  # TFLite's TRANSPOSE has none of them
+
+
+@_carried(*_TRANSPOSE_CARRIED)
+def _transpose(ctx, x, *, permutation):
+    return tf.transpose(x, perm=list(permutation))
+
+
 @lowering(lax.transpose_p, cases=TRANSPOSE_CASES)
-@_carried("float16", "int16", "uint16", "uint32")
+@_carried(*_TRANSPOSE_CARRIED)
 def lower_transpose(ctx, x, *, permutation):
     fused = linalg.transposed_product(ctx, permutation)
     return tf.transpose(x, perm=list(permutation)) if fused is None else fused
