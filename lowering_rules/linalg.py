@@ -125,6 +125,12 @@ GQA_SCORES, GQA_VALUES = (((4,), (3,)), ((0, 2), (0, 2))), (((1,), (4,)), ((0, 2
     # Found by tests/fuzz.py: a batch axis moved in front of a unit contracting one (see `outer`).
     case("unit_contraction_batch_moved", lambda a, b: lax.dot_general(a, b, (((1,), (3,)), ((0,), (2,)))),
          f32(3, 1, 2), f32(1, 2, 3, 1)),
+    # Found by tests/fuzz_grad.py: the same beside a contracting axis longer than 1 (wrong numbers), and
+    # with the batch size not that axis's (the converter refused the BATCH_MATMUL).
+    case("unit_and_long_contraction_batch_moved", lambda a, b: lax.dot_general(a, b, (((1, 2), (3, 0)), ((0,), (2,)))),
+         f32(2, 1, 2), f32(2, 1, 2, 1)),
+    case("unit_and_long_contraction_other_batch", lambda a, b: lax.dot_general(
+        a, b, (((1, 2), (3, 0)), ((0,), (2,)))), f32(2, 1, 3), f32(3, 1, 2, 1)),
     case("two_contracting_dims", lambda a, b: lax.dot_general(a, b, (((0, 2), (1, 0)), ((), ()))),
          f32(3, 2, 4), f32(4, 3, 5)),
     # The pairs listed out of the computed operand's order, the other a weight: the weight is
@@ -232,6 +238,20 @@ def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, free=N
         lhs_free, rhs_free = (tuple(sorted((*axes, *batch))) for axes, batch in
                               ((lhs_free, lhs_batch), (rhs_free, rhs_batch)))
         lhs_batch, rhs_batch = (), ()
+    unit = [i for i, d in enumerate(lhs_contract) if _static_size(lhs_aval.shape[d]) == 1]
+    if free is None and lhs_batch and 0 < len(unit) < len(lhs_contract):
+        # A contracting axis of size 1 adds nothing, and beside a batch axis the TFLite converter
+        # folded the Transpose moving that axis into BATCH_MATMUL as if it were contracted: wrong
+        # numbers (f32[2,1,2] . f32[2,1,2,1], found by tests/fuzz_grad.py). It is squeezed away.
+        drops = [[contract[i] for i in unit] for contract in (lhs_contract, rhs_contract)]
+        lhs, rhs = tf.squeeze(lhs, drops[0]), tf.squeeze(rhs, drops[1])
+        kept = [[a for a in range(aval.ndim) if a not in drop] for aval, drop in zip((lhs_aval, rhs_aval), drops)]
+        avals = [aval.update(shape=tuple(aval.shape[a] for a in axes))
+                 for aval, axes in zip((lhs_aval, rhs_aval), kept)]
+        at = [{a: i for i, a in enumerate(axes)} for axes in kept]
+        numbers = (tuple(tuple(at[side][d] for d in dims if d in at[side]) for side, dims in enumerate(pair))
+                   for pair in dimension_numbers)
+        return _dot(ctx, lhs, rhs, *avals, tuple(numbers), out_shape, permutation=permutation)
     if any(isinstance(lhs_aval.shape[d], int) and lhs_aval.shape[d] == 0 for d in lhs_contract):
         # A sum over nothing: TF.js's wasm MatMul leaves its output uninitialised when the inner
         # dimension is 0 (it returned whatever the buffer held before).
