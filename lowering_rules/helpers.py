@@ -249,8 +249,6 @@ def kernel_dtype(dtype, *, ordered: bool, bools: bool = False) -> tf.DType:
     return compute_dtype(dtype, bools=bools)
 
 
-# --- NaN and infinity ---------------------------------------------------------------------------
-
 def filled(shape, value, dtype) -> tf.Tensor:
     """tf.fill with ``value`` (a scalar tensor of ``dtype``). 8/16-bit integers are filled as int32 and
     cast: TFLite's FILL, which a shape known only at run time keeps, has no kernel for them."""
@@ -258,6 +256,8 @@ def filled(shape, value, dtype) -> tf.Tensor:
         return tf.cast(tf.fill(shape, tf.cast(value, tf.int32)), dtype)
     return tf.fill(shape, value)
 
+
+# --- NaN and infinity ---------------------------------------------------------------------------
 
 def is_empty(aval) -> bool:
     """Whether a value of abstract value ``aval`` is known to hold no elements (a symbolic size is
