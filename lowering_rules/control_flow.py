@@ -313,6 +313,10 @@ def _shape_invariant(aval) -> tf.TensorShape:
     case("polymorphic",
          lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, jnp.sin(c[1])), (0, x)),
          f32(5, 2), polymorphic_shapes=("(b, 2)",)),
+    # Found by tests/fuzz_grad.py: LiteRT returned (t, t) for a body that swaps its carries (the
+    # export copies each one; noxla.webgpu_tflite.copy_passthrough_outputs).
+    case("swapped_carries", lambda x, t: lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, c[2], c[1]),
+                                                        (0, x, t))[1:], f32(3), f32(3)),
 ])
 def lower_while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cond_consts = args[:cond_nconsts]

@@ -1,8 +1,9 @@
-"""Rewrites of a converted .tflite for LiteRT.js: exact, one op more each.
+"""Rewrites of a converted .tflite, exact, one op more each (mostly for LiteRT.js).
 
 ``copy_passthrough_outputs`` for every .tflite (LiteRT.js returns garbage for an output that is an
-input); ``unfuse_transpose_conv_activations`` only for one exported with ``target="litertjs-webgpu"``,
-where the TFLite converter's fusion makes an op its WebGPU delegate refuses (it then runs on wasm).
+input, and LiteRT mixes up a WHILE body's swapped carries); ``unfuse_transpose_conv_activations``
+only for one exported with ``target="litertjs-webgpu"``, where the TFLite converter's fusion makes
+an op its WebGPU delegate refuses (it then runs on wasm).
 """
 from __future__ import annotations
 
@@ -54,54 +55,72 @@ def unfuse_transpose_conv_activations(model) -> int:
 
 
 def copy_passthrough_outputs(model) -> int:
-    """Give every output of the main subgraph that is one of its inputs (a value returned unchanged,
-    such as the real part of ``lax.complex(a, b)``) its own tensor, through a RESHAPE to the same
-    shape; returns how many. LiteRT.js 2.5.3 returns garbage for such an output, on wasm and WebGPU
-    (LiteRT returns the input). A polymorphic size makes the shape a SHAPE op's, read at run time:
-    ``shape`` holds 1 there, and reshaping to it failed every input of another size."""
+    """Give an output that is an input its own tensor (``_copy``); returns how many. In the main
+    subgraph every such output (a value returned unchanged, such as the real part of
+    ``lax.complex(a, b)``): LiteRT.js 2.5.3 returns garbage for one, on wasm and WebGPU (LiteRT returns
+    the input). In a WHILE body each carry returned at another position (a swap of two carries):
+    LiteRT gave (t, t) for a body returning (t, x) twice over (x, t), reading a carry it had already
+    overwritten with another (TF's own converter writes the same file)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    copied = 0
+    graph = model.subgraphs[0]
+    inputs = set(graph.inputs if graph.inputs is not None else [])
+    outputs = [int(t) for t in (graph.outputs if graph.outputs is not None else [])]
+    for i, t in enumerate(outputs):
+        if t in inputs:
+            outputs[i] = _copy(model, graph, t)
+            copied += 1
+    graph.outputs = outputs
+    for op in [op for g in model.subgraphs for op in g.operators or []]:
+        if not isinstance(op.builtinOptions, schema.WhileOptionsT):
+            continue
+        body = model.subgraphs[op.builtinOptions.bodySubgraphIndex]
+        carries, returned = [int(t) for t in body.inputs], [int(t) for t in body.outputs]
+        for i, t in enumerate(returned):
+            if t in carries and carries.index(t) != i:
+                returned[i] = _copy(model, body, t)
+                copied += 1
+        body.outputs = returned
+    return copied
+
+
+def _copy(model, graph, t: int) -> int:
+    """A new tensor of ``graph`` holding tensor ``t``'s value, through a RESHAPE to its shape. A
+    polymorphic size makes the shape a SHAPE op's, read at run time: ``shape`` holds 1 there, and
+    reshaping to it failed every input of another size."""
     import numpy as np
     from tensorflow.lite.python import schema_py_generated as schema
 
     from noxla.tflite_merge import opcode_index
-    graph = model.subgraphs[0]
-    inputs = set(graph.inputs if graph.inputs is not None else [])
-    copied = 0
-    outputs = [int(t) for t in (graph.outputs if graph.outputs is not None else [])]
-    for i, t in enumerate(outputs):
-        if t not in inputs:
-            continue
-        source = graph.tensors[t]
-        shape = np.asarray(source.shape, np.int32)
-        dynamic = source.shapeSignature is not None and -1 in list(source.shapeSignature)
-        shape_tensor = schema.TensorT()
-        shape_tensor.shape, shape_tensor.type = [len(shape)], schema.TensorType.INT32
-        shape_tensor.buffer, shape_tensor.name = 0, source.name + b"/shape"
-        if not dynamic:
-            buffer = schema.BufferT()
-            buffer.data = shape.view(np.uint8)
-            model.buffers.append(buffer)
-            shape_tensor.buffer = len(model.buffers) - 1
-        out = copy.copy(source)
-        out.name, out.buffer = source.name + b"/output", 0
-        graph.tensors += [shape_tensor, out]
-        if dynamic:
-            read = schema.OperatorT()
-            read.opcodeIndex = opcode_index(model, schema.BuiltinOperator.SHAPE)
-            read.inputs, read.outputs = [t], [len(graph.tensors) - 2]
-            read.builtinOptionsType = schema.BuiltinOptions.ShapeOptions
-            read.builtinOptions = schema.ShapeOptionsT()
-            read.builtinOptions.outType = schema.TensorType.INT32
-            graph.operators = [*(graph.operators or []), read]
-        op = schema.OperatorT()
-        op.opcodeIndex = opcode_index(model, schema.BuiltinOperator.RESHAPE)
-        op.inputs, op.outputs = [t, len(graph.tensors) - 2], [len(graph.tensors) - 1]
-        if not dynamic:
-            op.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
-            op.builtinOptions = schema.ReshapeOptionsT()
-            op.builtinOptions.newShape = [int(d) for d in shape]
-        graph.operators = [*(graph.operators or []), op]
-        outputs[i] = len(graph.tensors) - 1
-        copied += 1
-    if copied:
-        graph.outputs = outputs
-    return copied
+    source = graph.tensors[t]
+    shape = np.asarray(source.shape, np.int32)
+    dynamic = source.shapeSignature is not None and -1 in list(source.shapeSignature)
+    shape_tensor = schema.TensorT()
+    shape_tensor.shape, shape_tensor.type = [len(shape)], schema.TensorType.INT32
+    shape_tensor.buffer, shape_tensor.name = 0, source.name + b"/shape"
+    if not dynamic:
+        buffer = schema.BufferT()
+        buffer.data = shape.view(np.uint8)
+        model.buffers.append(buffer)
+        shape_tensor.buffer = len(model.buffers) - 1
+    out = copy.copy(source)
+    out.name, out.buffer = source.name + b"/output", 0
+    graph.tensors += [shape_tensor, out]
+    if dynamic:
+        read = schema.OperatorT()
+        read.opcodeIndex = opcode_index(model, schema.BuiltinOperator.SHAPE)
+        read.inputs, read.outputs = [t], [len(graph.tensors) - 2]
+        read.builtinOptionsType = schema.BuiltinOptions.ShapeOptions
+        read.builtinOptions = schema.ShapeOptionsT()
+        read.builtinOptions.outType = schema.TensorType.INT32
+        graph.operators = [*(graph.operators or []), read]
+    op = schema.OperatorT()
+    op.opcodeIndex = opcode_index(model, schema.BuiltinOperator.RESHAPE)
+    op.inputs, op.outputs = [t, len(graph.tensors) - 2], [len(graph.tensors) - 1]
+    if not dynamic:
+        op.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
+        op.builtinOptions = schema.ReshapeOptionsT()
+        op.builtinOptions.newShape = [int(d) for d in shape]
+    graph.operators = [*(graph.operators or []), op]
+    return len(graph.tensors) - 1
