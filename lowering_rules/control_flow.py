@@ -15,6 +15,7 @@ from jax import lax
 from lowering_rules.cases import case, f16, f32, i32
 from lowering_rules.helpers import lowering_for_webgpu, tf_dtype
 from lowering_rules.jax_compat import api_util, core, is_constant_dim, linear_util
+from lowering_rules.key_types import physical_aval
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import Target
@@ -324,7 +325,7 @@ def lower_while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     init = list(args[cond_nconsts + body_nconsts:])
     cond_fn, body_fn = ctx.sub_program(cond_jaxpr), ctx.sub_program(body_jaxpr)
     carry_avals = ctx.avals_in[cond_nconsts + body_nconsts:]
-    invariants = [_shape_invariant(a) for a in carry_avals]
+    invariants = [_shape_invariant(physical_aval(a)) for a in carry_avals]  # a key carries its data
 
     def body(*carry):
         outs = body_fn(*body_consts, *carry)
