@@ -396,6 +396,10 @@ CONV_CASES = [
     # evaluator computes with lax.max (no TF tensor taken); noxla.shapes evaluates it with tf.maximum.
     case("symbolic_same_padding", conv((2,), "SAME", ("NWC", "WIO", "NWC")), f32(1, 9, 3), f32(3, 3, 4),
          polymorphic_shapes=("(1, t, 3)", None)),
+    # A zero pad to a multiple of 8 (its amount symbolic) is not folded into the convolution's padding.
+    case("symbolic_zero_pad", lambda x, k: conv((1,), "VALID", ("NWC", "WIO", "NWC"), rhs_dilation=(2,))(
+        jnp.pad(x, ((0, 0), (0, (-x.shape[1]) % 8), (0, 0))), k), f32(1, 5, 3), f32(3, 3, 4),
+         polymorphic_shapes=("(1, t, 3)", None)),
     # Found by tests/fuzz_poly.py: an integer convolution runs tap by tap, one per kernel position.
     case("symbolic_kernel", conv((1,), "VALID", ("NWC", "WIO", "NWC")), i32(1, 8, 3), i32(3, 3, 4),
          polymorphic_shapes=(None, "(k, 3, 4)")),

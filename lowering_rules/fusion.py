@@ -19,7 +19,7 @@ from jax import lax
 
 from lowering_rules.cases import case, f32
 from lowering_rules.helpers import lowering_for_tflite, lowering_for_webgpu
-from lowering_rules.jax_compat import core
+from lowering_rules.jax_compat import core, is_constant_dim
 from lowering_rules.lazy_tensorflow import tf
 
 
@@ -681,6 +681,7 @@ def zero_pad(ctx, atom):
     data = trail.caller_atom(eqn.invars[0])
     config = eqn.params["padding_config"]
     if (value is None or value != 0 or np.signbit(value) or data is None
+            or not all(is_constant_dim(v) for entry in config for v in entry)  # a polymorphic amount
             or any(interior != 0 or lo < 0 or hi < 0 for lo, hi, interior in config)):
         return None
     return data, [(int(lo), int(hi)) for lo, hi, _ in config]
