@@ -329,12 +329,82 @@ def _folded_fully_connected(model, graph, op, stubs: WeightStubs, schema):
     return np.ascontiguousarray(y.astype(np.float32).reshape(graph.tensors[op.outputs[0]].shape))
 
 
+def fold_constant_offsets(model, stubs: WeightStubs) -> None:
+    """Rewrite each constant float32 ``ADD`` read only as the input of projections whose weights
+    are stand-ins, ``fc(x + c, w, b)`` with ``c`` one offset per input feature, as
+    ``fc(x, w, b + c @ w.T)`` (``c`` a scalar too): what TF 2.21's converter does given the real weight (a LayerNorm's
+    offset before a projection). TF 2.19's converter rewrote it with a stand-in too and left the
+    inner projection of constants (``fold_constant_fully_connected``); 2.21's leaves the ADD."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    for graph in model.subgraphs:
+        ops = graph.operators or []
+        readers: dict = {}
+        for op in ops:
+            for i, t in enumerate(_indices(op.inputs)):
+                readers.setdefault(t, []).append((op, i))
+        boundary = {t for ts in (graph.inputs, graph.outputs) for t in _indices(ts)}
+        folded, replaced = set(), []
+        for add in ops:
+            if (builtin_code(model, add) != schema.BuiltinOperator.ADD or len(add.inputs) != 2
+                    or not isinstance(add.builtinOptions, schema.AddOptionsT)
+                    or add.builtinOptions.fusedActivationFunction != schema.ActivationFunctionType.NONE):
+                continue
+            constants = [_constant_float32(model, graph, t, stubs, schema) for t in add.inputs]
+            if (constants[0] is None) == (constants[1] is None):
+                continue
+            x, c = (add.inputs[1], constants[0]) if constants[1] is None else (add.inputs[0], constants[1])
+            x, out = int(x), int(add.outputs[0])
+            fcs = readers.get(out, [])
+            if (out in boundary or not fcs or list(graph.tensors[out].shape) != list(graph.tensors[x].shape)
+                    or (c.size != 1 and (c.size != c.shape[-1] or c.size != graph.tensors[x].shape[-1]))
+                    or not all(i == 0 and _stand_in_projection(model, graph, op, stubs, schema) for op, i in fcs)):
+                continue
+            for fc, _ in fcs:
+                w = _constant_float32(model, graph, fc.inputs[1], stubs, schema)
+                has_bias = len(fc.inputs) > 2 and fc.inputs[2] >= 0
+                bias = _constant_float32(model, graph, fc.inputs[2], stubs, schema) if has_bias else 0.0
+                row = np.broadcast_to(c.reshape(1, -1), (1, w.shape[1]))
+                offset = (row.astype(np.float64) @ w.T.astype(np.float64)).reshape(-1)
+                value = (offset + bias).astype(np.float32)
+                fc.inputs = list(fc.inputs)  # the unpacked model's are read-only views of its bytes
+                if has_bias:
+                    replaced.append(fc.inputs[2])
+                    fc.inputs[2] = _new_constant(model, graph, fc.inputs[2], value)
+                else:
+                    bias_tensor = _new_constant(model, graph, fc.outputs[0], value)
+                    graph.tensors[bias_tensor].shape = np.asarray([value.size], np.int32)
+                    fc.inputs = [*fc.inputs[:2], bias_tensor]
+                fc.inputs[0] = x
+            folded.add(id(add))
+            replaced += [t for t in add.inputs if t != x]
+        if folded:
+            graph.operators = [op for op in ops if id(op) not in folded]
+            _drop_unread(model, graph, replaced)
+
+
+def _stand_in_projection(model, graph, op, stubs: WeightStubs, schema) -> bool:
+    """``op`` is a float32 FULLY_CONNECTED of a stand-in weight with a constant bias or none."""
+    options = op.builtinOptions
+    if (builtin_code(model, op) != schema.BuiltinOperator.FULLY_CONNECTED
+            or not isinstance(options, schema.FullyConnectedOptionsT)
+            or options.weightsFormat != schema.FullyConnectedOptionsWeightsFormat.DEFAULT
+            or graph.tensors[op.inputs[1]].type != schema.TensorType.FLOAT32):
+        return False
+    data = model.buffers[graph.tensors[op.inputs[1]].buffer].data
+    if data is None or isinstance(data, list) or not stubs.is_placeholder(data):
+        return False
+    has_bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    return not has_bias or _constant_float32(model, graph, op.inputs[2], stubs, schema) is not None
+
+
 def fold_into_stand_ins(model, stubs: WeightStubs) -> None:
     """What the converter folds into a constant weight and could not into a stand-in, once
-    ``attach`` has made the stand-ins constants: projections of constants
-    (``fold_constant_fully_connected``), then constant scales (``fold_constant_scales``), in that order
-    because a projection's bias may be one of the former (a LayerNorm's offset through the projection)
-    until it is folded, and the scale must then scale it too (BERT-base's queries' 1 / 8)."""
+    ``attach`` has made the stand-ins constants: offsets before projections (``fold_constant_offsets``),
+    projections of constants (``fold_constant_fully_connected``), then constant scales
+    (``fold_constant_scales``), in that order because a projection's bias may be one of the former (a
+    LayerNorm's offset through the projection) until it is folded, and the scale must then scale it
+    too (BERT-base's queries' 1 / 8)."""
+    fold_constant_offsets(model, stubs)
     fold_constant_fully_connected(model, stubs)
     fold_constant_scales(model, stubs)
 
