@@ -1,11 +1,11 @@
-"""LiteRT-LM's builder and engine, run in a venv of their own.
+"""LiteRT-LM's builder and engine (``pip install "noxla[llm]"``: litert-lm-builder, litert-lm-api).
 
-``litert-lm-builder`` 0.18.1's generated protos need protobuf >= 6.31, while the project's stack
-(TensorFlow 2.19, held back by tensorflowjs 4.22) keeps protobuf 5.29: both cannot import in one
-process. So the builder (and LiteRT-LM's Python engine, used to check a bundle) run in a venv
-created on first use under ~/.cache/noxla-litertlm (or $NOXLA_LITERTLM_VENV), and this file is
-the script they run there: it imports only the standard library at the top, so the venv's python
-runs it by path, and noxla's side talks to it through a JSON file.
+They share noxla's environment: with TensorFlow 2.21 and protobuf 6+ the builder's generated protos
+import beside TF's (TF 2.19 with tensorflowjs 4.22 kept protobuf 5.29, and they ran in a venv of
+their own made on first use). A bundle is built in this process; the engine runs in a child
+process of the same Python, so that a native crash or a hang in it (a model it cannot run) is
+reported as an error instead of ending the caller. This file is also the script that child runs:
+it imports only the standard library at the top, and talks JSON through files.
 """
 from __future__ import annotations
 
@@ -14,37 +14,44 @@ import os
 import subprocess
 import sys
 
-VENV_PACKAGES = ("litert-lm-builder==0.18.1", "litert-lm-api==0.18.1")
-
 
 class BundleError(RuntimeError):
     pass
 
 
-def venv_python() -> str:
-    """The venv's python, creating the venv when it is missing (a minute or two, once)."""
-    root = os.environ.get("NOXLA_LITERTLM_VENV") or os.path.join(
-        os.path.expanduser("~"), ".cache", "noxla-litertlm", "venv")
-    python = os.path.join(root, "bin", "python")
-    if os.path.exists(python):
-        return python
-    print(f"creating the LiteRT-LM builder venv in {root} (once, a minute or two) ...", file=sys.stderr, flush=True)
+def _require(module: str, package: str):
+    import importlib
     try:
-        subprocess.run([sys.executable, "-m", "venv", root], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", *VENV_PACKAGES], check=True)
-    except subprocess.CalledProcessError as e:
-        raise BundleError(f"could not create the LiteRT-LM venv in {root}: {e}") from e
-    return python
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise BundleError(f"LiteRT-LM's {package} is not installed ({e}); install it with "
+                          f"pip install \"noxla[llm]\" (or pip install {package})") from e
+
+
+def require_builder() -> None:
+    """Raise ``BundleError`` naming the package to install if the builder is missing."""
+    _require("litert_lm_builder.litertlm_builder", "litert-lm-builder")
+
+
+def engine_python() -> str:
+    """The Python that runs LiteRT-LM's engine: this one, once its package imports here."""
+    import importlib.util
+    if importlib.util.find_spec("litert_lm") is None:
+        _require("litert_lm", "litert-lm-api")
+    return sys.executable
 
 
 def call(command: str, request: dict, timeout: float = 600) -> dict:
-    """Run ``command`` ("build" or "generate") of this script in the venv; its JSON reply."""
+    """Run ``command`` ("build" or "generate"); its JSON reply. A build runs here, a generation
+    in a child process (see the module's docstring)."""
+    if command == "build":
+        return _build(request)
     import tempfile
     with tempfile.TemporaryDirectory(prefix="noxla-litertlm-") as scratch:
         request_path, reply_path = os.path.join(scratch, "request.json"), os.path.join(scratch, "reply.json")
         with open(request_path, "w") as f:
             json.dump(request, f)
-        done = subprocess.run([venv_python(), os.path.abspath(__file__), command, request_path, reply_path],
+        done = subprocess.run([engine_python(), os.path.abspath(__file__), command, request_path, reply_path],
                               capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0 or not os.path.exists(reply_path):
             raise BundleError(f"LiteRT-LM {command} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
@@ -59,10 +66,10 @@ def metadata_textproto(start_token: int, stop_tokens, max_num_tokens: int) -> st
             f"max_num_tokens: {int(max_num_tokens)}\nllm_model_type {{ generic_model {{}} }}\n")
 
 
-# --------------------------------------------------------------------------- run inside the venv
+# --------------------------------------------------------------------------- the work
 
 def _build(request: dict) -> dict:
-    from litert_lm_builder import litertlm_builder as lb
+    lb = _require("litert_lm_builder.litertlm_builder", "litert-lm-builder")
     builder = lb.LitertLmFileBuilder()
     builder.add_system_metadata(lb.Metadata(key="Authors", value="noxla", dtype=lb.DType.STRING))
     builder.add_llm_metadata(request["metadata"])

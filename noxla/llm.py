@@ -189,9 +189,13 @@ def export_litertlm(model, *args, tokenizer: str, layout: CacheLayout | None = N
     """A ``.litertlm`` bundle: the .tflite of ``export_tflite`` (same ``model, *args``), the tokenizer
     (a HF ``tokenizer.json`` or a SentencePiece model) and LLM metadata (start and stop tokens,
     ``max_num_tokens`` = the cache length). A keras-hub causal LM with a preprocessor gives the
-    start and stop tokens' defaults. Built by ``litert-lm-builder`` in its own venv (created on
-    first use; see noxla.litertlm_bundle for why)."""
+    start and stop tokens' defaults. Built by ``litert-lm-builder`` (``pip install "noxla[llm]"``),
+    checked for before anything is exported."""
     llm_quantize.check_mode(quantize)
+    try:
+        litertlm_bundle.require_builder()
+    except litertlm_bundle.BundleError as e:
+        raise ExportError(str(e)) from e
     step, params, layout, path = decoder(model, *args, layout=layout, cache_length=cache_length)
     from noxla import llm_keras
     if llm_keras.is_keras_model(model):

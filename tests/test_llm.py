@@ -114,8 +114,8 @@ def test_llm_tflite_greedy_tokens_in_signature_runners_equal_jax(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("buffer_offsets", [False, True], ids=["inline", "buffer-offsets"])
 def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path, monkeypatch, buffer_offsets):
-    """The bundle in LiteRT-LM's own engine (run in the builder's venv: litert_lm does not import
-    beside TF 2.19's protobuf) decodes the same greedy tokens as JAX; also with the .tflite in the
+    """The bundle in LiteRT-LM's own engine (a child process of this Python, in this environment)
+    decodes the same greedy tokens as JAX; also with the .tflite in the
     form of one past 2 GB (the limit lowered: weights after the flatbuffer, noxla.large_tflite)."""
     from noxla import large_tflite, llm
     used_offsets = []
@@ -134,6 +134,22 @@ def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path, monkeypatch, buff
     generated = tiny_llama.engine_greedy(path, words, MAX_NEW, CACHE)
     assert generated == [t for t in expected if t != EOS], expected
     assert used_offsets == ([True] if buffer_offsets else [])
+
+
+def test_a_missing_litert_lm_builder_is_named_before_any_export(tmp_path, monkeypatch):
+    """Without litert-lm-builder, export_litertlm says which package to install, and writes nothing."""
+    import sys
+
+    from noxla import llm
+    from noxla.errors import ExportError
+    for module in ("litert_lm_builder", "litert_lm_builder.litertlm_builder"):
+        monkeypatch.setitem(sys.modules, module, None)  # its import now raises ImportError
+    monkeypatch.setattr(llm, "export_tflite", lambda *a, **k: pytest.fail("exported before checking the builder"))
+    tokenizer = tiny_llama.word_level_tokenizer(tmp_path / "tokenizer.json", LAYOUT_CONFIG.vocab)
+    with pytest.raises(ExportError, match=r"litert-lm-builder.*noxla\[llm\]"):
+        llm.export_litertlm(_step, tiny_llama.init_params(LAYOUT_CONFIG), str(tmp_path / "model.litertlm"),
+                            tokenizer=tokenizer, layout=_layout(), start_token=BOS, stop_tokens=[EOS])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer.json"]
 
 
 def tiny_decoder():

@@ -214,7 +214,7 @@ def engine_latencies(bundles: dict, threads: int, args, work: str) -> dict:
     request = {"models": bundles, "threads": threads, "max_num_tokens": args.cache, "prompt": prompt,
                "prompts": {"litert-torch": "<bos> " + prompt},
                "max_output_tokens": args.max_new, "rounds": args.engine_rounds}
-    reply, run = call_script(litertlm_bundle.venv_python(), "engine", request, work)
+    reply, run = call_script(litertlm_bundle.engine_python(), "engine", request, work)
     if not reply:
         return {"failure": run.get("failure", "no reply")}
     if "noxla" in reply and "litert-torch" in reply:

@@ -164,7 +164,7 @@ def engine_rounds(paths: dict, config, args, work: str) -> None:
     for threads in args.threads:
         request = {"models": bundles, "threads": threads, "max_num_tokens": args.cache, "prompt": prompt,
                    "max_output_tokens": args.max_new, "rounds": args.engine_rounds}
-        reply, run = lb.call_script(litertlm_bundle.venv_python(), "engine", request, work)
+        reply, run = lb.call_script(litertlm_bundle.engine_python(), "engine", request, work)
         if not reply:
             print(f"{threads} thread(s) LiteRT-LM: failed: {run.get('failure', 'no reply')}")
             continue
