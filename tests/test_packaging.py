@@ -3,7 +3,7 @@
 The rest of the suite imports noxla from the checkout, where every file is at hand, so it cannot
 see a file that the wheel leaves out (the TF.js demo page once was: every TF.js export from a
 regular install failed). This test builds the wheel from a copy of the working tree, installs it
-into a fresh venv outside the checkout (with the system's packages, so TF and JAX are not
+into a fresh venv outside the checkout (seeing this environment's packages, so TF and JAX are not
 installed again; nothing is downloaded) and runs the `noxla` command of that venv from a
 directory outside the checkout.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import site
 import subprocess
 import sys
 import zipfile
@@ -70,9 +71,16 @@ def test_a_wheel_installed_outside_the_checkout_exports_every_format(wheel, tmp_
     if modules is None:
         pytest.skip("TF.js's verify needs the npm packages (npm ci in the checkout)")
     venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)])
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = str(venv / "bin" / "python")
-    # The system's pip, seen through the system site-packages; --no-index: nothing is downloaded.
+    # This environment's packages (and pip), after the venv's own: a path file naming its
+    # site-packages. Not --system-site-packages, which names the base interpreter's, not those of
+    # the venv this test may run in. A .pth line that is a path adds it without reading the .pth
+    # files there, so an editable install of the checkout is not seen.
+    site_packages = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip()
+    with open(os.path.join(site_packages, "outer_environment.pth"), "w") as f:
+        f.write("\n".join(p for p in site.getsitepackages() if os.path.isdir(p)) + "\n")
+    # --no-index: nothing is downloaded.
     _run([python, "-m", "pip", "install", "--no-deps", "--force-reinstall", "--no-index", "-q", wheel])
     work = tmp_path / "work"
     work.mkdir()
