@@ -3,8 +3,9 @@
 Hypothesis draws programs of one primitive each (conv_general_dilated, gather, scatter,
 reduce_window, dot_general, pad, slice, dynamic_slice, sort) with random shapes, parameters and
 dtypes, (tests/fuzz_ops.py) chains of elementwise ops, reductions, shape ops and control flow,
-(tests/fuzz_poly.py) such programs traced with symbolic sizes, and (tests/fuzz_grad.py) the
-derivatives JAX builds of such programs (vjp, jvp).
+(tests/fuzz_poly.py) such programs traced with symbolic sizes, (tests/fuzz_grad.py) the
+derivatives JAX builds of such programs (vjp, jvp), and (tests/fuzz_batched.py) such programs under
+``jax.vmap``.
 Each program must, in each runtime, either be rejected up front by the check for that runtime's
 target, or run and match JAX (tests/differential.py's comparison). A crash after the
 check passed, or a silent mismatch, is a failure, reported with the program.
@@ -408,11 +409,11 @@ def strategies():
         return Program("sort", f"dimension={dimension} is_stable={is_stable} num_keys={num_keys} "
                        f"operands={[str(o.dtype) for o in operands]}", fun, operands)
 
-    from tests import fuzz_grad, fuzz_ops, fuzz_poly
+    from tests import fuzz_batched, fuzz_grad, fuzz_ops, fuzz_poly
     drawn = {"conv_general_dilated": conv(), "dot_general": dot_general(), "pad": pad(), "slice": slice_(),
              "dynamic_slice": dynamic_slice(), "gather": gather(), "scatter": scatter(),
              "reduce_window": reduce_window(), "sort": sort(), **fuzz_ops.strategies()}
-    return {**drawn, **fuzz_poly.strategies(drawn), **fuzz_grad.strategies(drawn)}
+    return {**drawn, **fuzz_poly.strategies(drawn), **fuzz_grad.strategies(drawn), **fuzz_batched.strategies(drawn)}
 
 
 def any_program():
