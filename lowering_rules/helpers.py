@@ -204,6 +204,41 @@ def _product(dims):
     return total
 
 
+# TFLite's TRANSPOSE takes at most 6 axes (TF.js's WebGL transpose as many).
+MAX_TRANSPOSE_RANK = 6
+
+
+def transpose(x, perm):
+    """``tf.transpose(x, perm)`` that TFLite runs at any rank: above ``MAX_TRANSPOSE_RANK`` axes
+    (vmap adds one to a product's six), axes that stay adjacent and in order are merged by reshapes
+    around a smaller transpose; if that is still too many, one axis is moved at a time (each move a
+    transpose of at most 4 merged axes). At 6 axes or fewer it is one Transpose, as before."""
+    perm = [int(p) for p in perm]
+    n = len(perm)
+    if n <= MAX_TRANSPOSE_RANK:
+        return tf.transpose(x, perm)
+    groups = []  # runs of input axes that stay adjacent and in order, in output order
+    for p in perm:
+        if groups and groups[-1][-1] == p - 1:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    if len(groups) > MAX_TRANSPOSE_RANK:
+        current = list(range(n))
+        for k in range(n):
+            i = current.index(perm[k])
+            if i != k:  # axis i to position k; axes k..i-1 shift right, every other stays
+                step = [*range(k), i, *range(k, i), *range(i + 1, n)]
+                x = transpose(x, step)
+                current = [current[j] for j in step]
+        return x
+    dims = [x.shape[d] if x.shape[d] is not None else tf.shape(x)[d] for d in range(n)]
+    by_input = sorted(groups)
+    merged = tf.reshape(x, size_vector([_product([dims[d] for d in g]) for g in by_input]))
+    moved = tf.transpose(merged, [by_input.index(g) for g in groups])
+    return tf.reshape(moved, size_vector([dims[p] for p in perm]))
+
+
 # --- Dtypes ------------------------------------------------------------------------------------
 
 class DtypeNames(frozenset):

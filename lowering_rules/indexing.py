@@ -67,7 +67,9 @@ def _start_columns(ctx, indices):
     indices = tf.cast(indices, tf.int32)
     count = ctx.avals_in[1].shape[-1]
     if count == 1:  # a reshape, which the converters merge with the one that made the vectors
-        return [tf.squeeze(indices, -1)]
+        # Not tf.squeeze: TF 2.21's TFLite converter folded a Squeeze after a Transpose (indices
+        # vmapped on another axis) into a TRANSPOSE of the wrong rank and failed.
+        return [tf.reshape(indices, ctx.shape(ctx.avals_in[1].shape[:-1]))]
     return [indices[..., k] for k in range(count)]
 
 
@@ -576,6 +578,13 @@ SET_CASES = [
     case("empty_indices", lambda x: lax.scatter(x, _NO_ROWS, jnp.zeros((0, 3), x.dtype), _ROWS_SCATTER), f32(4, 3)),
     case("vmap_dynamic_update_slice", _vmap_update_slice, f32(3, 5, 4), f32(3, 2, 4), _idx(0, 4, -2)),
     case("vmap_vmap_batching_dims", _vmap_vmap_set, f32(2, 3, 4), i32(2, 3, low=-5, high=4), f32(2, 3)),
+    # Found by the batched fuzz family: indices vmapped on their middle axis (a Transpose, then the
+    # index column's removal) crashed TFLite's converter.
+    case("vmap_indices_middle_axis", jax.vmap(lambda x, i, u: lax.scatter(
+        x, i, u, lax.ScatterDimensionNumbers(update_window_dims=(0, 2, 3), inserted_window_dims=(),
+                                             scatter_dims_to_operand_dims=(0,)),
+        mode=lax.GatherScatterMode.FILL_OR_DROP), in_axes=(1, 1, None)),
+         i32(5, 2, 2, 3), np.array([[[2], [0]], [[0], [4]]], np.int32), i32(1, 2, 2, 3)),
     case("polymorphic", lambda x, i, v: x.at[i].set(v), f32(6), _idx(1, 1, 4), f32(3),
          polymorphic_shapes=["(b,)", None, None]),
 ]

@@ -7,7 +7,7 @@ from jax import lax
 
 from lowering_rules import grouped_query, power_spectrum
 from lowering_rules.cases import boolean, case, f16, f32, i8, i32
-from lowering_rules.helpers import kernel_dtype
+from lowering_rules.helpers import kernel_dtype, transpose
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
 
@@ -56,7 +56,7 @@ def _as_batched_matrix(ctx, x, aval, batch, rows, cols, fold_batch):
     matmul (mlp: 5 -> 4 TF.js nodes)."""
     perm = [*batch, *rows, *cols]
     if not _in_order(aval.shape, perm):
-        x = tf.transpose(x, perm)
+        x = transpose(x, perm)
         held = perm
     else:  # only size-1 axes move: the Reshape below puts them in place
         held = range(len(perm))
@@ -215,7 +215,7 @@ def _grouped_product(ctx, lhs, rhs, plan: grouped_query.Plan):
     out = _dot(ctx, split, ctx.value(plan.source), ctx.avals_in[other].update(shape=plan.other_shape),
                plan.source.aval, plan.dimension_numbers, list(plan.shape), free=plan.free)
     if not _in_order(plan.shape, plan.permutation):
-        out = tf.transpose(out, plan.permutation)
+        out = transpose(out, plan.permutation)
     return tf.reshape(out, ctx.out_shape())
 
 
@@ -308,7 +308,7 @@ def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, free=N
     if swapped or not _same_static_shape(folded_out, out_shape):
         out = tf.reshape(out, out_shape)
     if permutation is not None:
-        out = tf.transpose(out, permutation)
+        out = transpose(out, permutation)
     return out > 0 if ctx.out_dtype == tf.bool else tf.cast(out, ctx.out_dtype)
 
 

@@ -24,6 +24,7 @@ from lowering_rules.helpers import (
     size_vector,
     symbolic_padding,
     tf_dtype,
+    transpose,
 )
 from lowering_rules.jax_compat import device_put_p, dim_as_value_p
 from lowering_rules.lazy_tensorflow import tf
@@ -212,6 +213,15 @@ TRANSPOSE_CASES = [
     # float16 TRANSPOSE).
     case("product_values_f16", lambda p, v: jnp.einsum("kgtc,kdc->tkgd", p, v),
          f16(2, 3, 2, 5, low=-1, high=1), f16(2, 4, 5, low=-1, high=1)),
+    # Found by the batched fuzz family: vmap adds a seventh axis, beyond TFLite's TRANSPOSE (the
+    # converter failed). Axes 1-2 stay together (merged); the reversal has no such run (moved one by one).
+    case("rank7_merged_axes", lambda x: jnp.transpose(x, (3, 1, 2, 0, 6, 5, 4)), f32(2, 3, 2, 1, 2, 3, 2)),
+    case("rank7_reversed", lambda x: jnp.transpose(x, tuple(range(6, -1, -1))), i32(2, 3, 1, 2, 3, 2, 2)),
+    case("rank7_symbolic", lambda x: jnp.transpose(x, (6, 5, 4, 3, 2, 1, 0)), f32(3, 1, 2, 1, 2, 1, 2),
+         polymorphic_shapes=("(b, 1, 2, 1, 2, 1, 2)",)),
+    case("rank7_batched_product", jax.vmap(lambda a, b: jnp.transpose(
+        lax.dot_general(a, b, (((3,), (4,)), ((0, 1), (1, 3)))), (3, 0, 4, 2, 5, 1)), in_axes=(2, 2)),
+         f32(3, 3, 2, 2, 4, 3), f32(4, 3, 2, 2, 3, 4)),
 ]
 
 
@@ -220,14 +230,14 @@ _TRANSPOSE_CARRIED = ("float16", "int16", "uint16", "uint32")  # TFLite's TRANSP
 
 @_carried(*_TRANSPOSE_CARRIED)
 def _transpose(ctx, x, *, permutation):
-    return tf.transpose(x, perm=list(permutation))
+    return transpose(x, permutation)
 
 
 @lowering(lax.transpose_p, cases=TRANSPOSE_CASES)
 @_carried(*_TRANSPOSE_CARRIED)
 def lower_transpose(ctx, x, *, permutation):
     fused = linalg.transposed_product(ctx, permutation)
-    return tf.transpose(x, perm=list(permutation)) if fused is None else fused
+    return transpose(x, permutation) if fused is None else fused
 
 
 REV_CASES = [
