@@ -149,16 +149,17 @@ def conv_cases(activations=tuple(ACTIVATIONS), paddings=tuple(_PADDINGS), stride
 
 
 def transpose_conv_cases() -> list[Case]:
-    """A stride-2 transposed convolution with and without a bias: TRANSPOSE_CONV / Conv2DBackpropInput."""
+    """A stride-2 transposed convolution of kernel 2, 3 and 4, with and without a bias: TRANSPOSE_CONV
+    / Conv2DBackpropInput. Kernel 3 at SAME padding crops the full output unevenly (0 before, 1 after)."""
     cases = []
-    for padding in ("SAME", "VALID"):
-        for bias in (False, True):
-            x, w, b = _rand((1, 5, 6, 3), 19), _rand((3, 3, 3, 4), 20), _rand((4,), 21)
-            fun = (lambda x, w=w, b=b, p=padding, bias=bias: lax.conv_transpose(
-                x, w, (2, 2), p, dimension_numbers=("NHWC", "HWIO", "NHWC")) + (b if bias else 0.0))
-            cases.append(Case(f"transpose_conv_{padding}_{'bias' if bias else 'nobias'}", fun, (x,),
-                              # the converter gives TRANSPOSE_CONV a bias tensor (zeros) either way
-                              ("Conv2DBackpropInput",), (f"TRANSPOSE_CONV({padding},bias)",)))
+    for k, padding, bias in itertools.product((2, 3, 4), ("SAME", "VALID"), (False, True)):
+        x, w, b = _rand((1, 5, 6, 3), 19), _rand((k, k, 3, 4), 20), _rand((4,), 21)
+        fun = (lambda x, w=w, b=b, p=padding, bias=bias: lax.conv_transpose(
+            x, w, (2, 2), p, dimension_numbers=("NHWC", "HWIO", "NHWC")) + (b if bias else 0.0))
+        cases.append(Case(f"transpose_conv_k{k}_{padding}_{'bias' if bias else 'nobias'}", fun, (x,),
+                          # the converter gives TRANSPOSE_CONV a bias tensor (zeros) either way
+                          # kernel 2 at stride 2: VALID is SAME, written SAME
+                          ("Conv2DBackpropInput",), (f"TRANSPOSE_CONV({'SAME' if k == 2 else padding},bias)",)))
     return cases
 
 

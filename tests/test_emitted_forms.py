@@ -123,6 +123,19 @@ def test_fast_sample_matches_jax_on_node_and_litert(exported, tfjs_runner):
                   for problem in _sweep(names, backend, exported, tfjs_runner)], len(names))
 
 
+def test_webgpu_export_crops_an_uneven_same_transposed_convolution_itself(tmp_path):
+    """LiteRT.js's WebGPU delegate crops SAME's uneven transposed-convolution padding from the wrong
+    side (the sweep: off by 1.2 relative): its export writes VALID and a crop; the default keeps SAME."""
+    case = CASES["transpose_conv_k3_SAME_bias"]
+    webgpu = noxla.export_tflite(case.fun, *case.args, target="litertjs-webgpu", path=str(tmp_path / "g.tflite"))
+    default = noxla.export_tflite(case.fun, *case.args, path=str(tmp_path / "d.tflite"))
+    assert "TRANSPOSE_CONV(VALID,bias)" in ef.tflite_forms(webgpu), ef.tflite_forms(webgpu)
+    assert "TRANSPOSE_CONV(SAME,bias)" in ef.tflite_forms(default), ef.tflite_forms(default)
+    even = CASES["transpose_conv_k4_SAME_bias"]  # an even crop stays SAME for WebGPU too
+    webgpu = noxla.export_tflite(even.fun, *even.args, target="litertjs-webgpu", path=str(tmp_path / "e.tflite"))
+    assert "TRANSPOSE_CONV(SAME,bias)" in ef.tflite_forms(webgpu), ef.tflite_forms(webgpu)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", TFJS_BACKENDS + TFLITE_RUNTIMES)
 def test_every_form_matches_jax(backend, exported, tfjs_runner, browser_runner):
