@@ -15,7 +15,7 @@ activation that TF.js's cpu, wasm and webgl backends do not all implement.
 
 Implementing a fused op is not computing it right. TF.js 4.22's wasm _FusedMatMul is wrong with
 transpose_a or transpose_b and a bias or an activation (tests/test_emitted_forms.py: W @ x + b under
-vmap, W 10x256, off by 12.4; the cpu and webgl backends are exact), so a transposed MatMul is never
+vmap, W 10x256, off by 12.4; the cpu backend is exact), so a transposed MatMul is never
 fused. A constant right-hand side read only by its MatMul is stored transposed instead
 (``_untransposed_weights``): that MatMul then fuses, and wasm's untransposed MatMul is also ~10x
 faster (measured at 8x512 @ 512x512 and 32x1024 @ 1024x1024: 0.19 vs 1.9 ms, 2.2 vs 31 ms).

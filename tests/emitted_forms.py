@@ -109,7 +109,7 @@ def batch_matmul_cases() -> list[Case]:
             cases.append(Case(f"batch_matmul_adj{adj_x}{adj_y}_{bsz}x{i}x{j}x{k}",
                               lambda a, c, spec=spec: jnp.einsum(spec, a, c), (a, c),
                               (f"BatchMatMulV2(adj_x={adj_x},adj_y={adj_y})",),
-                              # TFLite: noxla transposes the operand itself, never writes adj_x/adj_y
+                              # TFLite: a TRANSPOSE and an untransposed BATCH_MATMUL, never adj_x/adj_y
                               ("BATCH_MATMUL(adj_x=0,adj_y=0)",) + (("TRANSPOSE",) if adj_x or adj_y else ())))
     return cases
 
