@@ -36,8 +36,13 @@ class Case:
     name: str
     fun: Callable
     args: tuple
-    tfjs: tuple[str, ...] = ()  # forms model.json must hold ("" items: none asserted)
-    tflite: tuple[str, ...] = ()  # forms the .tflite must hold
+    tfjs: tuple[str, ...] = ()  # forms model.json must hold
+    tflite: tuple[str, ...] = ()  # forms export_tflite's .tflite must hold (most from noxla.direct_tflite)
+    tflite_tf: tuple[str, ...] | None = None  # the TF path's .tflite (exported beside TF.js), if not ``tflite``
+
+    @property
+    def tflite_tf_forms(self) -> tuple[str, ...]:
+        return self.tflite if self.tflite_tf is None else self.tflite_tf
 
 
 def _rand(shape, seed):
@@ -60,9 +65,9 @@ def dense_cases(shapes=((2, 8, 16), (5, 33, 7)), activations=tuple(ACTIVATIONS))
             fused = f"_FusedMatMul(ta=0,tb=0,{_fused(act)})"
             fc = f"FULLY_CONNECTED({TFLITE_ACTIVATION[act]},bias,keep)"
             cases.append(Case(f"dense_{tail}", lambda x, w=w, b=b, f=f_act: f(x @ w + b), (x,), (fused,), (fc,)))
-            # TFLite: the vmapped W @ x stays a BATCH_MATMUL after a TRANSPOSE, with an ADD (not fused)
+            # The direct writer: the vmapped W @ x is a TRANSPOSE, a BATCH_MATMUL and an ADD
             cases.append(Case(f"vmap_linear_{tail}", lambda x, wt=wt, b=b, f=f_act: f(jax.vmap(
-                lambda v: wt @ v + b)(x)), (x,), (fused,), ("BATCH_MATMUL(adj_x=0,adj_y=0)",)))
+                lambda v: wt @ v + b)(x)), (x,), (fused,), ("BATCH_MATMUL(adj_x=0,adj_y=0)",), (fc,)))
             cases.append(Case(f"input_weights_{tail}", lambda x, wt, b, f=f_act: f(x @ wt.T + b), (x, wt, b),
                               ("MatMul(ta=0,tb=1)", "BiasAdd"), ()))
     return cases
@@ -75,7 +80,8 @@ def wasm_regression_cases() -> list[Case]:
     for out, inp, batch in ((10, 256, 2), (16, 8, 2), (48, 16, 2), (4, 16, 3)):
         wt, b, x = _rand((out, inp), 5), _rand((out,), 6), _rand((batch, inp), 7)
         cases.append(Case(f"wasm_regression_{out}x{inp}_batch{batch}", lambda x, wt=wt, b=b: jax.vmap(
-            lambda v: wt @ v + b)(x), (x,), ("_FusedMatMul(ta=0,tb=0,BiasAdd)",), ("BATCH_MATMUL(adj_x=0,adj_y=0)",)))
+            lambda v: wt @ v + b)(x), (x,), ("_FusedMatMul(ta=0,tb=0,BiasAdd)",), ("BATCH_MATMUL(adj_x=0,adj_y=0)",),
+            ("FULLY_CONNECTED(NONE,bias,keep)",)))
     return cases
 
 
@@ -90,12 +96,14 @@ def transposed_lhs_cases() -> list[Case]:
 
 
 def fc_keep_dims_cases() -> list[Case]:
-    """A rank-3 input through a dense layer, with and without a bias: FULLY_CONNECTED with keepNumDims."""
+    """A rank-3 input through a dense layer, with and without a bias: FULLY_CONNECTED with keepNumDims
+    (and without, from the TF path)."""
     w, b, x = _rand((12, 6), 11), _rand((6,), 12), _rand((2, 5, 12), 13)
     return [Case("fc_rank3_bias_relu", lambda x: jax.nn.relu(x @ w + b), (x,), (),
                  ("FULLY_CONNECTED(RELU,bias,keep)",)),
             Case("fc_rank3_nobias", lambda x: x @ w, (x,), (), ("FULLY_CONNECTED(NONE,keep)",)),
-            Case("fc_rank2_nobias", lambda x: x[0] @ w, (x,), (), ("FULLY_CONNECTED(NONE,keep)",))]
+            Case("fc_rank2_nobias", lambda x: x[0] @ w, (x,), (), ("FULLY_CONNECTED(NONE,keep)",),
+                 ("FULLY_CONNECTED(NONE)",))]
 
 
 def batch_matmul_cases() -> list[Case]:
@@ -109,8 +117,9 @@ def batch_matmul_cases() -> list[Case]:
             cases.append(Case(f"batch_matmul_adj{adj_x}{adj_y}_{bsz}x{i}x{j}x{k}",
                               lambda a, c, spec=spec: jnp.einsum(spec, a, c), (a, c),
                               (f"BatchMatMulV2(adj_x={adj_x},adj_y={adj_y})",),
-                              # TFLite: a TRANSPOSE and an untransposed BATCH_MATMUL, never adj_x/adj_y
-                              ("BATCH_MATMUL(adj_x=0,adj_y=0)",) + (("TRANSPOSE",) if adj_x or adj_y else ())))
+                              # the direct writer: a TRANSPOSE and an untransposed BATCH_MATMUL
+                              ("BATCH_MATMUL(adj_x=0,adj_y=0)",) + (("TRANSPOSE",) if adj_x or adj_y else ()),
+                              (f"BATCH_MATMUL(adj_x={adj_x},adj_y={adj_y})",)))
     return cases
 
 

@@ -15,6 +15,7 @@ import os
 import pytest
 
 import noxla
+import noxla.api as noxla_api
 from noxla import runtimes
 from noxla.litertjs import TOLERANCE as LITERTJS_TOLERANCE
 from noxla.tracing import trace
@@ -23,22 +24,28 @@ from tests import emitted_forms as ef
 
 CASES = {c.name: c for c in ef.all_cases()}
 TFJS_BACKENDS = ("node_cpu", "node_wasm", "chromium_webgl", "chromium_wasm", "chromium_cpu", "chromium_webgpu")
-TFLITE_RUNTIMES = ("litert", "litertjs_wasm", "litertjs_webgpu")
-TOLERANCE = {"node_cpu": 1e-5, "node_wasm": 1e-5, "litert": 1e-5,
+# *_tfpath: the .tflite of the TF path (written beside TF.js), not the direct writer's of export_tflite.
+TFLITE_RUNTIMES = ("litert", "litert_tfpath", "litertjs_wasm", "litertjs_wasm_tfpath", "litertjs_webgpu")
+TOLERANCE = {"node_cpu": 1e-5, "node_wasm": 1e-5, "litert": 1e-5, "litert_tfpath": 1e-5,
+             "litertjs_wasm_tfpath": LITERTJS_TOLERANCE["wasm"],
              **{f"chromium_{b}": t for b, t in runtimes.BROWSER_TOLERANCE.items()},
              **{f"litertjs_{a}": t for a, t in LITERTJS_TOLERANCE.items()}}
 _REPORT: dict = {}
 
 
 class Exported:
-    """One case's exports (TF.js, .tflite, .tflite for LiteRT.js WebGPU) and JAX's outputs."""
+    """One case's exports and JAX's outputs: TF.js with the TF path's .tflite (one ``noxla.api.export``),
+    export_tflite's .tflite (the direct writer's where it covers the program), and, when asked, the
+    .tflite for LiteRT.js WebGPU."""
 
     def __init__(self, case: ef.Case, root):
         self.case = case
         self.named = dict(zip(trace(case.fun, case.args).in_names, case.args))
         self.expected = jax_outputs(case.fun, case.args)
         assert len(self.expected) == 1, case.name
-        self.tfjs = noxla.export_tfjs(case.fun, *case.args, path=str(root / f"{case.name}_js"))
+        both = noxla_api.export(case.fun, case.args, tfjs=str(root / f"{case.name}_js"),
+                                tflite=str(root / f"{case.name}_tf.tflite"))
+        self.tfjs, self.tflite_tf = both.written["tfjs"], both.written["tflite"]
         self.tflite = noxla.export_tflite(case.fun, *case.args, path=str(root / f"{case.name}.tflite"))
         self._webgpu = None
         self._root = root
@@ -53,7 +60,8 @@ class Exported:
         """The forms the case is for that are not in what was written (without them it proves nothing)."""
         problems = []
         for kind, wanted, written in (("model.json", self.case.tfjs, ef.tfjs_forms(self.tfjs)),
-                                      (".tflite", self.case.tflite, ef.tflite_forms(self.tflite))):
+                                      (".tflite", self.case.tflite, ef.tflite_forms(self.tflite)),
+                                      ("TF path .tflite", self.case.tflite_tf_forms, ef.tflite_forms(self.tflite_tf))):
             missing = [f for f in wanted if f not in written]
             if missing:
                 problems.append(f"{self.case.name}: {kind} lacks {missing}; it has {sorted(written)}")
@@ -85,14 +93,15 @@ def exported(tmp_path_factory):
 
 
 def _run(exp: Exported, backend: str, tfjs_runner, browser, litertjs) -> dict:
-    place, _, name = backend.partition("_")
+    place, _, name = backend.removesuffix("_tfpath").partition("_")
+    tflite = exp.tflite_tf if backend.endswith("_tfpath") else exp.tflite_webgpu() if name == "webgpu" else exp.tflite
     if place == "node":
         return tfjs_runner.run(exp.tfjs, exp.named, name)
     if place == "chromium":
         return browser.run(exp.tfjs, exp.named, name)
     if place == "litert":
-        return runtimes.run_tflite(exp.tflite, exp.named)
-    return litertjs.run(exp.tflite_webgpu() if name == "webgpu" else exp.tflite, exp.named, name)
+        return runtimes.run_tflite(tflite, exp.named)
+    return litertjs.run(tflite, exp.named, name)
 
 
 def _sweep(names, backend, exported, tfjs_runner, browser=None, litertjs=None) -> list[str]:
@@ -119,7 +128,7 @@ def _assert_none(bad: list[str], cases: int) -> None:
 def test_fast_sample_matches_jax_on_node_and_litert(exported, tfjs_runner):
     """The wasm regression's shapes, a fused dense and a fused convolution, without a browser."""
     names = [c.name for c in ef.fast_sample()]
-    _assert_none([problem for backend in ("node_cpu", "node_wasm", "litert")
+    _assert_none([problem for backend in ("node_cpu", "node_wasm", "litert", "litert_tfpath")
                   for problem in _sweep(names, backend, exported, tfjs_runner)], len(names))
 
 
