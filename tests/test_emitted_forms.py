@@ -156,3 +156,21 @@ def test_every_form_matches_jax(backend, exported, tfjs_runner, browser_runner):
         from tests.litertjs_harness import runner
         litertjs = runner()
     _assert_none(_sweep(sorted(CASES), backend, exported, tfjs_runner, browser, litertjs), len(CASES))
+
+
+@pytest.mark.slow
+def test_tfjs_wasm_fused_matmul_is_still_wrong_only_when_transposed():
+    """Why noxla fuses no transposed MatMul (noxla/tfjs_fusions.py): TF.js's wasm fused matMul, kernel
+    by kernel against its cpu one, is wrong with transposeA or transposeB and a bias, and exact
+    untransposed. When a TF.js upgrade fixes it this fails: the fusion may then come back."""
+    import subprocess
+    script = os.path.join(os.path.dirname(__file__), "tfjs_fused_matmul_probe.js")
+    env = dict(os.environ, NODE_PATH=runtimes.node_modules_dir())
+    lines = subprocess.run(["node", script], env=env, capture_output=True, text=True, check=True,
+                           timeout=120).stdout.splitlines()
+    cases = [json.loads(line) for line in lines if line.startswith("{")]
+    assert len(cases) == 5 * 16, lines
+    untransposed = [c for c in cases if not c["ta"] and not c["tb"]]
+    assert all(c["diff"] <= 1e-4 for c in untransposed), [c for c in untransposed if c["diff"] > 1e-4]
+    transposed_bias = [c for c in cases if (c["ta"] or c["tb"]) and c["bias"]]
+    assert all(c["diff"] > 0.1 for c in transposed_bias), [c for c in transposed_bias if c["diff"] <= 0.1]
