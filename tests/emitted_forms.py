@@ -157,6 +157,24 @@ def conv_cases(activations=tuple(ACTIVATIONS), paddings=tuple(_PADDINGS), stride
     return cases
 
 
+def conv1d_cases() -> list[Case]:
+    """A 1-D convolution + bias (+ Relu, Relu6): TF.js's Conv2D + Squeeze + BiasAdd, fused with the
+    bias moved before the Squeeze (portable_fusions' one rewrite that is not a plain fusion); the
+    activation after the Squeeze stays apart, there and in the direct writer's .tflite (the TF
+    path's fuses it)."""
+    cases = []
+    for act, padding, stride in (("none", "SAME", 1), ("Relu", "VALID", 2), ("Relu6", "SAME", 2)):
+        x, w, b = _rand((2, 11, 3), 22), _rand((3, 3, 5), 23), _rand((5,), 24)
+        fun = (lambda x, w=w, b=b, s=stride, p=padding, f=ACTIVATIONS[act]: f(lax.conv_general_dilated(
+            x, w, (s,), p, dimension_numbers=("NWC", "WIO", "NWC")) + b))
+        apart = () if act == "none" else (act,)
+        cases.append(Case(f"conv1d_{act}_{padding}_s{stride}", fun, (x,),
+                          (f"_FusedConv2D({padding},s{stride},d1,BiasAdd)", "Squeeze") + apart,
+                          (f"CONV_2D({padding},s{stride},d1,NONE)",) + tuple(a.upper() for a in apart),
+                          (f"CONV_2D({padding},s{stride},d1,{TFLITE_ACTIVATION[act]})",)))
+    return cases
+
+
 def transpose_conv_cases() -> list[Case]:
     """A stride-2 transposed convolution of kernel 2, 3 and 4, with and without a bias: TRANSPOSE_CONV
     / Conv2DBackpropInput. Kernel 3 at SAME padding crops the full output unevenly (0 before, 1 after)."""
@@ -174,7 +192,7 @@ def transpose_conv_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     return (dense_cases() + wasm_regression_cases() + transposed_lhs_cases() + fc_keep_dims_cases()
-            + batch_matmul_cases() + conv_cases() + transpose_conv_cases())
+            + batch_matmul_cases() + conv_cases() + conv1d_cases() + transpose_conv_cases())
 
 
 def fast_sample() -> list[Case]:
