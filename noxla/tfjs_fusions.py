@@ -12,6 +12,13 @@ CPU backend"). TF decides oneDNN once per process, so the remapper is not run at
 ``portable_fusions`` applies, in Python, the fusions the remapper makes without oneDNN (the ones
 every export made on an AVX2 machine), and ``check_fused_ops`` refuses any fused op or
 activation that TF.js's cpu, wasm and webgl backends do not all implement.
+
+Implementing a fused op is not computing it right. TF.js 4.22's wasm _FusedMatMul is wrong with
+transpose_a or transpose_b and a bias or an activation (tests/test_emitted_forms.py: W @ x + b under
+vmap, W 10x256, off by 12.4; the cpu backend is exact), so a transposed MatMul is never
+fused. A constant right-hand side read only by its MatMul is stored transposed instead
+(``_untransposed_weights``): that MatMul then fuses, and wasm's untransposed MatMul is also ~10x
+faster (measured at 8x512 @ 512x512 and 32x1024 @ 1024x1024: 0.19 vs 1.9 ms, 2.2 vs 31 ms).
 """
 from __future__ import annotations
 
@@ -42,8 +49,11 @@ def portable_fusions(graph_def, keep: set[str]):
     graph fused into one _FusedConv2D or _FusedMatMul (and Conv2D + Squeeze + BiasAdd into
     _FusedConv2D + Squeeze), under the conditions grappler's remapper checks without oneDNN:
     float32 (or float64 Conv2D) on the CPU device, NHWC, each intermediate read once, no control
-    edges, none of ``keep`` (the outputs) fused away. Nodes are named as the remapper names them."""
+    edges, none of ``keep`` (the outputs) fused away. Nodes are named as the remapper names them.
+    Unlike the remapper, a MatMul that transposes an operand is not fused (TF.js's wasm computes
+    that wrong), after its constant right-hand side is stored transposed where it can be."""
     from tensorflow.core.framework import graph_pb2, node_def_pb2
+    graph_def = _untransposed_weights(graph_def, keep)
     nodes = {n.name: n for n in graph_def.node}
     reads, controlled = collections.Counter(), set()
     for node in graph_def.node:
@@ -69,7 +79,9 @@ def portable_fusions(graph_def, keep: set[str]):
                 or not plain(contraction) or reads[contraction.name] > 1 or contraction.name in keep
                 or "CPU" not in contraction.device.upper()
                 or contraction.attr["T"].type not in _CPU_DTYPES[contraction.op]
-                or (contraction.op == "Conv2D" and contraction.attr["data_format"].s != b"NHWC")):
+                or (contraction.op == "Conv2D" and contraction.attr["data_format"].s != b"NHWC")
+                or (contraction.op == "MatMul"
+                    and (contraction.attr["transpose_a"].b or contraction.attr["transpose_b"].b))):
             return None
         return contraction
 
@@ -128,6 +140,26 @@ def portable_fusions(graph_def, keep: set[str]):
     out.CopyFrom(graph_def)
     del out.node[:]
     out.node.extend(replaced.get(n.name, n) for n in graph_def.node if n.name not in removed)
+    return out
+
+
+def _untransposed_weights(graph_def, keep: set[str]):
+    """The graph with each float32 MatMul(transpose_b) whose right-hand side is a Const that only it
+    reads (no control edges, not an output) reading that constant stored transposed instead."""
+    import tensorflow as tf
+    reads = collections.Counter(name.lstrip("^").partition(":")[0] for n in graph_def.node for name in n.input)
+    consts = {n.name: n for n in graph_def.node if n.op == "Const"}
+    out = type(graph_def)()
+    out.CopyFrom(graph_def)
+    by_name = {n.name: n for n in out.node}
+    for matmul in out.node:
+        weight = consts.get(matmul.input[1]) if matmul.op == "MatMul" and len(matmul.input) > 1 else None
+        if (weight is None or not matmul.attr["transpose_b"].b or matmul.attr["T"].type != 1
+                or reads[weight.name] != 1 or weight.name in keep):
+            continue
+        value = tf.make_ndarray(weight.attr["value"].tensor)
+        by_name[weight.name].attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value.T.copy()))
+        matmul.attr["transpose_b"].b = False
     return out
 
 
