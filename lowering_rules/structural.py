@@ -51,18 +51,32 @@ _CARRIERS = {"float16": "float32", "bool": "int32", "uint32": "int32", "uint16":
 _NARROW = ("int8", "uint8", "int16", "uint16", "uint32")
 
 
-def _carried(*names):
-    """Runs the rule on operands of the dtypes ``names`` converted to their carriers, and converts back."""
+def _carried(*names, float16_bits: bool = False):
+    """Runs the rule on operands of the dtypes ``names`` converted to their carriers, and converts back.
+    ``float16_bits``: a float16 is carried as its bits (a bitcast to int16, in int32): TF 2.21's TFLite
+    converter folds a float32 carrier's casts around a BROADCAST_TO or GATHER, which has no float16
+    kernel, and then refuses the model; the casts of integer bits it folds only to kernels that exist."""
     dtypes = DtypeNames(names)
+
+    def widen(t):
+        if t.dtype not in dtypes:
+            return t
+        if float16_bits and t.dtype == tf.float16:
+            return tf.cast(tf.bitcast(t, tf.int16), tf.int32)
+        return tf.cast(t, _CARRIERS[t.dtype.name])
+
+    def narrow(t, dtype):
+        if float16_bits and dtype == tf.float16:
+            return tf.bitcast(tf.cast(t, tf.int16), tf.float16)
+        return tf.cast(t, dtype)
 
     def decorate(lower):
         @functools.wraps(lower)  # keeps the signature: the registry reads the understood parameters
         def carried_lower(ctx, *operands, **params):
             if not any(t.dtype in dtypes for t in operands):
                 return lower(ctx, *operands, **params)
-            widened = [tf.cast(t, _CARRIERS[t.dtype.name]) if t.dtype in dtypes else t for t in operands]
-            outs = lower(ctx, *widened, **params)
-            narrowed = [tf.cast(out, tf_dtype(aval.dtype)) for out, aval in
+            outs = lower(ctx, *map(widen, operands), **params)
+            narrowed = [narrow(out, tf_dtype(aval.dtype)) for out, aval in
                         zip(outs if isinstance(outs, list) else [outs], ctx.avals_out)]
             return narrowed if isinstance(outs, list) else narrowed[0]
         return carried_lower
@@ -122,7 +136,7 @@ BROADCAST_IN_DIM_CASES = [
 
 
 @lowering(lax.broadcast_in_dim_p, cases=BROADCAST_IN_DIM_CASES)
-@_carried("float16", "int16", "uint16")  # TFLite's SLICE/CONCATENATION lack 16-bit ints
+@_carried("float16", "int16", "uint16", float16_bits=True)  # TFLite's SLICE/CONCATENATION lack 16-bit ints
 def lower_broadcast_in_dim(ctx, x, *, shape, broadcast_dimensions):
     operand_shape = ctx.avals_in[0].shape
     # Put each operand dimension at its place in the result, size 1 elsewhere; then broadcast.
