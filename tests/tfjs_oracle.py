@@ -13,7 +13,7 @@ import numpy as np
 AVAILABLE = importlib.util.find_spec("tensorflowjs") is not None
 
 
-def _module(name: str):
+def converter_module(name: str):
     """Import a tensorflowjs submodule without the package's ``__init__`` files, which import its
     Keras converter (tf_keras, absent here): the packages are stood in for by their directories
     while it imports, and TF Hub / TF Decision Forests (imported by the converter, used only for
@@ -44,7 +44,7 @@ def _module(name: str):
 
 
 def _converter():
-    return tuple(_module("tensorflowjs." + name) for name in (
+    return tuple(converter_module("tensorflowjs." + name) for name in (
         "converters.tf_saved_model_conversion_v2", "converters.normalize_bias_add",
         "converters.graph_rewrite_util", "write_weights"))
 
@@ -124,6 +124,12 @@ def _portable_remapping(keep):
             return original(portable, portable_fusions(graph_def, keep), graph, signature_def)
         return run_grappler
     return wrap
+
+
+def vector_bias_adds_only():
+    """While the converter runs: its normalize pass makes BiasAdds of vector constants only."""
+    return _patched(converter_module("tensorflowjs.converters.normalize_bias_add"), "normalize_bias_add_op",
+                    _vector_bias_adds_only)
 
 
 def write_tfjs(concrete, path: str, quantize: str | None = None, weight_shard_size_bytes: int = 4 << 20) -> None:
