@@ -295,16 +295,9 @@ def write_tfjs(concrete, path: str, quantize: str | None = None,
                weight_shard_size_bytes: int = DEFAULT_SHARD_BYTES) -> None:
     """The function's frozen graph (``frozen_graph_def``: it holds no variables), optimised as TF.js's
     converter optimises a graph (``noxla.tfjs_optimize``), written as a TF.js graph model."""
-    from tensorflow.core.protobuf import meta_graph_pb2
     graph_def, inputs = frozen_graph_def(concrete)
-    signature = meta_graph_pb2.SignatureDef()  # grappler's feeds and fetches
-    for entries, tensors in ((signature.inputs, inputs), (signature.outputs, concrete.outputs)):
-        for tensor in tensors:
-            entries[tensor.name].name = tensor.name
-            entries[tensor.name].dtype = tensor.dtype.as_datatype_enum
-            entries[tensor.name].tensor_shape.CopyFrom(tensor.shape.as_proto())
     try:
-        optimized = optimized_for_tfjs(graph_def, [t.name.split(":")[0] for t in concrete.outputs], signature)
+        optimized = optimized_for_tfjs(graph_def, inputs, concrete.outputs)
     except ExportError:
         raise
     except Exception as e:  # grappler raises TF's error types

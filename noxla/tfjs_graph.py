@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
+import json
+import os
 
 import numpy as np
 
@@ -20,6 +23,14 @@ DTYPE_NAMES = {np.dtype(np.float32): "DT_FLOAT", np.dtype(np.float64): "DT_DOUBL
                np.dtype(np.uint32): "DT_UINT32", np.dtype(np.uint64): "DT_UINT64", np.dtype(np.bool_): "DT_BOOL",
                np.dtype(np.complex64): "DT_COMPLEX64", np.dtype(np.complex128): "DT_COMPLEX128",
                np.dtype(object): "DT_STRING"}
+
+
+@functools.lru_cache(maxsize=None)
+def tfjs_supported_ops() -> frozenset[str]:
+    """The TF op types TF.js's graph models run: its converter's op mapper lists, generated into
+    ``tfjs_op_list.json`` beside this module by ``tools/gen_tfjs_ops.py``."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tfjs_op_list.json")) as f:
+        return frozenset(name for names in json.load(f)["ops"].values() for name in names)
 
 
 @dataclasses.dataclass

@@ -1,20 +1,17 @@
 """Which TF ops TF.js runs, and which ops a lowering emits that it does not.
 
-TF.js's graph models run the ops of its converter's op mapper lists; ``tfjs_op_list.json`` beside
-this module holds their names, generated from the npm package by ``tools/gen_tfjs_ops.py`` (a test
-fails when it is stale), and the TF.js export refuses a graph holding any other op. Rules declare
-their limitations up front; this module is the backstop that lowers the program once into a
-scratch graph and compares the op types it emits (function library and control-flow bodies
-included) with that list, naming the primitive whose ``tf.name_scope`` emitted
-each unsupported op. It lives on the export side (it lowers), and the exporters
-hand ``TFJS_BACKSTOP`` to the limitations engine's check.
+TF.js's graph models run the ops of its converter's op mapper lists; ``noxla/tfjs_op_list.json``
+holds their names (``noxla.tfjs_graph.tfjs_supported_ops``), generated from the npm package by
+``tools/gen_tfjs_ops.py`` (a test fails when it is stale), and the TF.js export refuses a graph
+holding any other op. Rules declare their limitations up front; this module is the backstop that
+lowers the program once into a scratch graph and compares the op types it emits (function library
+and control-flow bodies included) with that list, naming the primitive whose ``tf.name_scope``
+emitted each unsupported op. It lives on the export side (it lowers), and the exporters hand
+``TFJS_BACKSTOP`` to the limitations engine's check.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
-import os
 import re
 from typing import Callable, Iterable
 
@@ -23,18 +20,12 @@ from jax.extend import core
 from limitations.engine import iter_eqns
 from lowering_rules.vocabulary import Target
 from noxla.lowering import needs_tfjs_lowering, serving_function
+from noxla.tfjs_graph import tfjs_supported_ops
 from noxla.tracing import Program
 
 # Call wrappers the TF.js export's graph optimisation (grappler) inlines before it checks op types;
 # their bodies are in the function library, which is checked op by op.
 _INLINED_BY_CONVERTER = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
-
-
-@functools.lru_cache(maxsize=None)
-def tfjs_supported_ops() -> frozenset[str]:
-    """The TF op types TF.js's graph models run (its op mapper lists, ``tfjs_op_list.json``)."""
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "tfjs_op_list.json")) as f:
-        return frozenset(name for names in json.load(f)["ops"].values() for name in names)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ noxla's fixes, run here on the GraphDef before ``noxla.tfjs_writer`` writes it.
    again without its remapper (constant folding, arithmetic, dependency);
 4. DepthwiseConv2dNative + BiasAdd (+ Relu, Relu6 or Elu) into one FusedDepthwiseConv2dNative,
    which grappler does not fuse;
-5. the op check: every op must be one TF.js runs (``noxla.tfjs_ops``), every fusion one it runs
+5. the op check: every op must be one TF.js runs (``tfjs_supported_ops``), every fusion one it runs
    fused (``check_fused_ops``).
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ import collections
 
 from noxla.errors import ExportError
 from noxla.tfjs_fusions import check_fused_ops, portable_fusions
+from noxla.tfjs_graph import tfjs_supported_ops
 
 _FIRST_PASS = ("pruning", "constfold", "arithmetic", "dependency", "pruning", "constfold", "arithmetic", "dependency")
 _SECOND_PASS = ("constfold", "arithmetic", "dependency")  # the converter's list less "remap"
@@ -26,11 +27,18 @@ _BIAS_CONTRACTIONS = ("Conv2D", "DepthwiseConv2dNative", "MatMul")
 _DEPTHWISE_ACTIVATIONS = ("Relu", "Relu6", "Elu")  # what TF.js's converter fuses into a depthwise conv
 
 
-def optimized_for_tfjs(graph_def, outputs: list[str], signature_def):
-    """The optimised GraphDef. ``outputs``: the output nodes' names (kept, and grappler's fetches);
-    ``signature_def``: the function's SignatureDef, which grappler reads its feeds and fetches from."""
-    from tensorflow.core.protobuf import config_pb2
+def optimized_for_tfjs(graph_def, inputs, outputs):
+    """The optimised GraphDef. ``inputs``, ``outputs``: the function's input and output tensors
+    (the outputs' nodes are kept: grappler's fetches)."""
+    from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
     from tensorflow.python.framework import importer, ops
+    signature_def = meta_graph_pb2.SignatureDef()  # grappler's feeds and fetches
+    for entries, tensors in ((signature_def.inputs, inputs), (signature_def.outputs, outputs)):
+        for tensor in tensors:
+            entries[tensor.name].name = tensor.name
+            entries[tensor.name].dtype = tensor.dtype.as_datatype_enum
+            entries[tensor.name].tensor_shape.CopyFrom(tensor.shape.as_proto())
+    outputs = [t.name.split(":")[0] for t in outputs]
     graph = ops.Graph()
     with graph.as_default():
         importer.import_graph_def(graph_def, name="")
@@ -151,7 +159,6 @@ def _with_nodes(graph_def, nodes):
 
 def check_tfjs_ops(graph_def) -> None:
     """Raise ExportError for an op (main graph or function body) that TF.js does not run."""
-    from noxla.tfjs_ops import tfjs_supported_ops
     supported = tfjs_supported_ops()
     found = {n.op for n in graph_def.node} | {n.op for f in graph_def.library.function for n in f.node_def}
     if found - supported:

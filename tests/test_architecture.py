@@ -24,8 +24,7 @@ NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.shape_bucket_cli": 6, 
               "noxla.verify": 3,
               "noxla.llm_keras": 4, "noxla.demo": 3, "noxla.litertjs_page": 3, "noxla.export": 4,
               "noxla.llm_quantize": 4,
-              "noxla.tfjs_ops": 3, "noxla.tfjs_optimize": 3,
-              "noxla.preflight": 3, "noxla.gradients": 3, "noxla.lowering": 2,
+              "noxla.tfjs_ops": 3, "noxla.preflight": 3, "noxla.gradients": 3, "noxla.lowering": 2,
               "noxla.direct_tflite": 4,
               "noxla.interpreter": 1}
 # What of noxla the limitations package may read: the user's source line and tracing (for cases).
