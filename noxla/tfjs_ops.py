@@ -23,7 +23,7 @@ from noxla.lowering import needs_tfjs_lowering, serving_function
 from noxla.tfjs_graph import tfjs_supported_ops
 from noxla.tracing import Program
 
-# Call wrappers the TF.js export's graph optimisation (grappler) inlines before it checks op types;
+# Call wrappers the TF.js export inlines (noxla.tfjs_optimize.inlined_calls) before it checks op types;
 # their bodies are in the function library, which is checked op by op.
 _INLINED_BY_CONVERTER = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 

@@ -1,8 +1,9 @@
 """The graph optimisation of a TF.js export: the steps TF.js's converter takes on a frozen graph, with
 noxla's fixes, run here on the GraphDef before ``noxla.tfjs_writer`` writes it.
 
-1. grappler (pruning, constant folding, arithmetic and dependency optimisation, twice): it folds
-   constants and inlines the function calls of the main graph;
+0. function calls (PartitionedCall, which TF.js does not run) inlined, as TF's freezing
+   (``convert_variables_to_constants_v2``, which TF.js's converter ran on a SavedModel) inlines them;
+1. grappler (pruning, constant folding, arithmetic and dependency optimisation, twice);
 2. an Add/AddV2 of a rank-1 constant that alone reads a Conv2D, DepthwiseConv2dNative or MatMul
    becomes a BiasAdd, so that it can fuse (only a vector: TF.js's wasm backend rejects a fused
    MatMul whose bias is not rank 1);
@@ -23,6 +24,8 @@ from noxla.tfjs_graph import tfjs_supported_ops
 
 _FIRST_PASS = ("pruning", "constfold", "arithmetic", "dependency", "pruning", "constfold", "arithmetic", "dependency")
 _SECOND_PASS = ("constfold", "arithmetic", "dependency")  # the converter's list less "remap"
+_CALLS = ("PartitionedCall", "StatefulPartitionedCall")
+_CONTROL_FLOW = ("If", "StatelessIf", "While", "StatelessWhile")
 _BIAS_CONTRACTIONS = ("Conv2D", "DepthwiseConv2dNative", "MatMul")
 _DEPTHWISE_ACTIVATIONS = ("Relu", "Relu6", "Elu")  # what TF.js's converter fuses into a depthwise conv
 
@@ -38,6 +41,7 @@ def optimized_for_tfjs(graph_def, inputs, outputs):
             entries[tensor.name].name = tensor.name
             entries[tensor.name].dtype = tensor.dtype.as_datatype_enum
             entries[tensor.name].tensor_shape.CopyFrom(tensor.shape.as_proto())
+    graph_def = inlined_calls(graph_def, [t.name for t in (*inputs, *outputs)])
     outputs = [t.name.split(":")[0] for t in outputs]
     graph = ops.Graph()
     with graph.as_default():
@@ -62,9 +66,35 @@ def optimized_for_tfjs(graph_def, inputs, outputs):
     return optimized
 
 
+def inlined_calls(graph_def, fetches: list[str]):
+    """``graph_def`` with its function calls inlined by grappler's function optimizer, the While
+    and If ops kept as they are (not lowered to Switch/Merge); as it is when it makes no call.
+    ``fetches``: the tensors to keep (the inputs and outputs)."""
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.framework import importer, ops
+    from tensorflow.python.grappler import tf_optimizer
+    from tensorflow.python.training.saver import export_meta_graph
+    bodies = [graph_def.node] + [f.node_def for f in graph_def.library.function]
+    if not any(n.op in _CALLS for nodes in bodies for n in nodes):
+        return graph_def
+    for node in (n for nodes in bodies for n in nodes if n.op in _CONTROL_FLOW):
+        node.attr["_lower_using_switch_merge"].b = False
+    for function in graph_def.library.function:
+        if "api_implements" in function.attr:  # an alternative implementation is never inlined
+            del function.attr["api_implements"]
+    graph = ops.Graph()
+    with graph.as_default():
+        importer.import_graph_def(graph_def, name="")
+    meta_graph = export_meta_graph(graph_def=graph_def, graph=graph)
+    meta_graph.collection_def["train_op"].node_list.value.extend(fetches)
+    config = config_pb2.ConfigProto()
+    config.graph_options.rewrite_options.min_graph_nodes = -1  # small graphs too
+    config.graph_options.rewrite_options.optimizers.append("function")
+    return tf_optimizer.OptimizeGraph(config, meta_graph)
+
+
 def _grappler(config, graph_def, graph, signature_def):
-    """``graph_def`` through grappler, for a GPU cluster as TF.js's converter runs it (a remapper
-    run on a GPU cluster fuses nothing; ``portable_fusions`` fuses instead)."""
+    """``graph_def`` through grappler, on the one-GPU cluster TF.js's converter gave it."""
     from tensorflow.core.protobuf import device_properties_pb2
     from tensorflow.python.grappler import cluster as gcluster
     from tensorflow.python.grappler import tf_optimizer

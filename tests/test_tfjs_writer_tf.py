@@ -98,3 +98,24 @@ def main():
         runner.close()
     print("\n".join(problems) or "ok: TF.js cpu and wasm match TF, plain and uint8")
     return int(bool(problems))
+
+
+@tf.function
+def _called(v):
+    return tf.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, tf.tanh(h) * 2.0), (0, v))[1]
+
+
+@tf.function(input_signature=[tf.TensorSpec([2], tf.float32)])
+def _calling(x):
+    return {"y": _called(x) + 1.0}
+
+
+def test_function_calls_are_inlined_and_their_loops_kept(tmp_path, tfjs_runner):
+    """A call of another tf.function is a PartitionedCall, which TF.js does not run: inlined, with its
+    while loop kept a StatelessWhile (not lowered to Switch/Merge)."""
+    model = _export(str(tmp_path), None, _calling)
+    ops = {n["op"] for n in model["modelTopology"]["node"]}
+    assert "PartitionedCall" not in ops and "StatelessWhile" in ops, ops
+    x = np.array([0.3, -1.2], np.float32)
+    got, = tfjs_runner.run(str(tmp_path), {"x:0": x}, "cpu").values()
+    np.testing.assert_allclose(got, _calling(x)["y"].numpy(), atol=1e-6)
