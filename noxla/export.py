@@ -7,7 +7,6 @@ nothing at ``path``. ``on_step`` reports each step as it runs (the CLI prints th
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import gc
@@ -46,9 +45,11 @@ from noxla.preflight import (  # noqa: F401  (atomic_output, Exported: part of t
     write_chunks,
 )
 from noxla.shapes import dim_vars
-from noxla.tfjs_converter_fixes import exact_constant_renames, tfjs_module
-from noxla.tfjs_fusions import check_fused_ops, portable_remapping
+from noxla.tfjs_graph import TensorSpec
+from noxla.tfjs_graph_def import graph_from_graph_def
 from noxla.tfjs_ops import backstop_reading
+from noxla.tfjs_optimize import optimized_for_tfjs
+from noxla.tfjs_writer import write_graph_model
 from noxla.tflite_merge import builtin_code, merge_tflite, merged_model, share_constant_buffers  # noqa: F401  (API)
 from noxla.tflite_projections import join_matrix_vector_projections
 from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
@@ -290,80 +291,31 @@ def _write_constant_outputs(schema, model, values: Sequence[np.ndarray]) -> None
         tensor.buffer = len(model.buffers) - 1
 
 
-@contextlib.contextmanager
-def _bias_add_only_for_vectors():
-    """Stop the TF.js converter from fusing a non-vector addend into a MatMul.
-
-    Its normalize pass turns any Add that follows a MatMul/Conv into BiasAdd, whatever the
-    addend's shape, and grappler then fuses it; TF.js's wasm backend rejects a fused MatMul
-    whose bias is not rank 1. Adds whose addend is not a rank-1 constant are hidden from
-    that pass under a placeholder op name and restored after it.
-    """
-    normalize_bias_add = tfjs_module("tensorflowjs.converters.normalize_bias_add")
-    original = normalize_bias_add.normalize_bias_add_op
-    hidden = "NoxlaUnfusableAdd"
-
-    def is_vector_constant(nodes, name: str) -> bool:
-        node = nodes.get(name.split(":")[0].lstrip("^"))
-        return node is not None and node.op == "Const" and len(node.attr["value"].tensor.tensor_shape.dim) == 1
-
-    def normalize(graph_def):
-        nodes = {n.name: n for n in graph_def.node}
-        kept = {n.name: n.op for n in graph_def.node
-                if n.op in ("Add", "AddV2") and not is_vector_constant(nodes, n.input[1])}
-        for node in graph_def.node:
-            if node.name in kept:
-                node.op = hidden
-        graph_def = original(graph_def)
-        for node in graph_def.node:
-            if node.op == hidden:
-                node.op = kept[node.name]
-        return graph_def
-
-    normalize_bias_add.normalize_bias_add_op = normalize
-    try:
-        yield
-    finally:
-        normalize_bias_add.normalize_bias_add_op = original
-
-
 def write_tfjs(concrete, path: str, quantize: str | None = None,
                weight_shard_size_bytes: int = DEFAULT_SHARD_BYTES) -> None:
-    """The TF.js converter's steps for a SavedModel (graph optimisation, weight extraction, writing),
-    applied to the function's frozen graph. Its SavedModel entry point would save the function,
-    load it back and re-import the graph in Python to freeze it: 40% of a cold export's conversion
-    time, for a graph that holds no variables (``frozen_graph_def``)."""
-    from google.protobuf.json_format import MessageToDict
-    from tensorflow.core.protobuf import meta_graph_pb2
-    tfjs_conversion = tfjs_module("tensorflowjs.converters.tf_saved_model_conversion_v2")
+    """The function's frozen graph (``frozen_graph_def``: it holds no variables), optimised as TF.js's
+    converter optimises a graph (``noxla.tfjs_optimize``), written as a TF.js graph model."""
     graph_def, inputs = frozen_graph_def(concrete)
-    graph = tf.Graph()
-    with graph.as_default():
-        tf.import_graph_def(graph_def, name="")
-    signature = meta_graph_pb2.SignatureDef()  # keyed by tensor name; name_tfjs_signature renames
-    for entries, tensors in ((signature.inputs, inputs), (signature.outputs, concrete.outputs)):
-        for tensor in tensors:
-            entries[tensor.name].name = tensor.name
-            entries[tensor.name].dtype = tensor.dtype.as_datatype_enum
-            entries[tensor.name].tensor_shape.CopyFrom(tensor.shape.as_proto())
-    os.makedirs(path, exist_ok=True)
     try:
-        with _bias_add_only_for_vectors(), quantization.tfjs_finite_weights_only(), exact_constant_renames(), \
-                portable_remapping({t.name.split(":")[0] for t in concrete.outputs}):
-            optimized = tfjs_conversion.optimize_graph(graph, signature)
-            check_fused_ops(optimized)
-            weights = tfjs_conversion.extract_weights(optimized)
-            tfjs_conversion.write_artifacts(
-                MessageToDict(optimized), weights, os.path.join(path, "model.json"), tf.__version__, signature,
-                quantization_dtype_map=quantization.tfjs_dtype_map(quantize),
-                weight_shard_size_bytes=weight_shard_size_bytes,
-                # As use_structured_outputs_names=True writes it: the output keys, in flattening order.
-                metadata={"structuredOutputKeys": sorted(concrete.structured_outputs)})
+        optimized = optimized_for_tfjs(graph_def, inputs, concrete.outputs)
     except ExportError:
         raise
-    except Exception as e:
-        raise ExportError(f"the TF.js converter rejected the lowered program: {e}") from e
+    except Exception as e:  # grappler raises TF's error types
+        raise ExportError(f"the TF.js graph optimisation rejected the lowered program: {e}") from e
+    specs = [[TensorSpec(t.name, _dtype_name(t.dtype),
+                         None if t.shape.rank is None else tuple(t.shape.as_list())) for t in tensors]
+             for tensors in (inputs, concrete.outputs)]
+    write_graph_model(graph_from_graph_def(optimized), path, *specs, quantize=quantize,
+                      weight_shard_size_bytes=weight_shard_size_bytes, generated_by=tf.__version__,
+                      # As TF.js's converter writes it: the output keys, in flattening order.
+                      metadata={"structuredOutputKeys": sorted(concrete.structured_outputs)})
     name_tfjs_signature(os.path.join(path, "model.json"), concrete, inputs)
+
+
+def _dtype_name(dtype) -> str:
+    """A TF dtype as model.json names it (``DT_FLOAT``)."""
+    from tensorflow.core.framework import types_pb2
+    return types_pb2.DataType.Name(tf.as_dtype(dtype).as_datatype_enum)
 
 
 def name_tfjs_signature(model_json: str, concrete, inputs: Sequence) -> None:

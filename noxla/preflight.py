@@ -21,12 +21,12 @@ from limitations.engine import Report, check_jaxpr
 from lowering_rules.vocabulary import Target
 from noxla import quantize as quantization
 from noxla.errors import ExportError, UnsupportedError
+from noxla.tfjs_writer import DEFAULT_SHARD_BYTES  # noqa: F401  (part of this module's API)
 from noxla.tracing import Program, trace
 
 # ``on_step(name, None)`` when a step starts, ``on_step(name, seconds)`` when it has finished.
 OnStep = Callable[[str, "float | None"], None]
 
-DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # TF.js weight files: the TF.js converter's default
 
 # Where each output of ``noxla.export.export`` runs (a .tflite's is its ``tflite_target``).
 OUTPUT_TARGETS = {"tfjs": Target.TFJS, "saved_model": Target.TF}

@@ -1,5 +1,5 @@
-"""Quantized exports: the TFLite converter's post-training modes and the TF.js converter's weight
-quantization, configured from noxla's export options.
+"""Quantized exports: the TFLite converter's post-training modes and TF.js's weight quantization,
+configured from noxla's export options.
 
 TFLite (``quantize=``):
 - ``"float16"``: weights stored as float16, dequantized at load (half the size).
@@ -11,11 +11,11 @@ TFLite (``quantize=``):
   TFLITE_BUILTINS_INT8), so any model that converts in float converts in int8.
 
 TF.js (``quantize=``): ``"uint8"``, ``"uint16"`` or ``"float16"`` weight storage, dequantized to
-float32 when the model loads; ``weight_shard_size_bytes`` splits the weights into files.
+float32 when the model loads (``tfjs_quantized``, applied by ``noxla.tfjs_writer``);
+``weight_shard_size_bytes`` splits the weights into files.
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Callable, Sequence
 
 import numpy as np
@@ -89,34 +89,32 @@ def _exact_table(data: np.ndarray) -> bool:
     return bool(np.all((data == np.round(data)) | (np.abs(np.frexp(data)[0]) == 0.5)))
 
 
-@contextlib.contextmanager
-def tfjs_finite_weights_only():
-    """Keep weights holding inf or NaN, or only whole numbers and powers of two, out of the TF.js
-    converter's uint8/uint16 quantization.
+def tfjs_quantized(data: np.ndarray, quantize: str | None) -> tuple[np.ndarray, dict | None]:
+    """A TF.js weight as it is stored under ``quantize``, and the ``quantization`` entry of its
+    manifest (None: stored as it is), as TF.js's loader reads them back: ``value * scale + min``
+    for uint8/uint16, float16 widened to float32.
 
-    It rescales each float32 weight linearly between its min and max; a lowering's infinity
-    constant would make that range infinite and every value NaN. Weights made only of whole
-    numbers and powers of two stay float32 too: they are a lowering's exact tables, never trained
-    weights (the PRNG's bitcast table of float32 powers of two, rounded to 8 or 16 bits, gave
-    wrong samples).
+    Only float32 weights are quantized. uint8/uint16 rescale each weight linearly between its min
+    and max, nudged so that 0 is one of the levels when the range holds it (TF Lite's nudging, as
+    TF.js's own converter does it). In every mode, weights holding inf or NaN stay float32 (for
+    uint8/uint16 the range would be infinite and every value NaN), and so do weights made only of
+    whole numbers and powers of two: they are a lowering's exact tables, never trained weights (the
+    PRNG's bitcast table of float32 powers of two, rounded to 8 or 16 bits, gave wrong samples;
+    float16 holds neither float32's largest values nor its smallest powers of two).
     """
-    from noxla.tfjs_converter_fixes import tfjs_module
-    write_weights = tfjs_module("tensorflowjs.write_weights")
-    original = write_weights._quantize_entry
-
-    def quantize_entry(entry, dtype):
-        data = entry["data"]
-        if data.dtype == np.float32 and (not np.all(np.isfinite(data)) or _exact_table(data)):
-            return entry
-        return original(entry, dtype)
-
-    write_weights._quantize_entry = quantize_entry
-    try:
-        yield
-    finally:
-        write_weights._quantize_entry = original
-
-
-def tfjs_dtype_map(quantize: str | None) -> dict | None:
     check_mode(quantize, TFJS_MODES, "TF.js")
-    return None if quantize is None else {quantize: True}  # True: every float32 weight
+    if quantize is None or data.dtype != np.float32 or not np.all(np.isfinite(data)) or _exact_table(data):
+        return data, None
+    if quantize == "float16":
+        return data.astype(np.float16), {"dtype": "float16", "original_dtype": "float32"}
+    dtype = np.dtype(quantize)
+    low, high = (float(data.min()), float(data.max())) if data.size else (0.0, 0.0)
+    if low == high:
+        return np.zeros(data.shape, dtype), {"dtype": quantize, "min": low, "scale": 1.0, "original_dtype": "float32"}
+    levels = np.iinfo(dtype).max
+    scale = (high - low) / levels
+    if low <= 0 <= high:  # nudge the range so that 0 falls on a level
+        low = -float(np.round(-low / scale)) * scale
+        high = levels * scale + low
+    stored = np.round((np.clip(data.astype(np.float64), low, high) - low) / scale).astype(dtype)
+    return stored, {"dtype": quantize, "min": low, "scale": scale, "original_dtype": "float32"}

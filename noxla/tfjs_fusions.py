@@ -1,16 +1,16 @@
 """The TF.js converter's op fusions, made independent of the exporting CPU and checked against
 what TF.js runs.
 
-The converter (tensorflowjs's ``optimize_graph``) fuses Conv2D/MatMul + BiasAdd + activation
+TF.js's converter (tensorflowjs's ``optimize_graph``) fused Conv2D/MatMul + BiasAdd + activation
 with grappler's remapper, and what the remapper fuses depends on the exporting machine: where
 TF's oneDNN path is on (by default on CPUs with AVX-512 VNNI or BF16, AVX-VNNI or AMX, such as
 AMD Zen 4; anywhere with TF_ENABLE_ONEDNN_OPTS=1) it also fuses Tanh and Sigmoid activations,
 Gelu, Swish, Mish, LayerNorm, Conv + BiasAdd + Add and more (``IsMKLEnabled()`` in TF's
 grappler/optimizers/remapper.cc), and adds ``_input_shapes`` annotations. TF.js has no kernel
 for some of those (a _FusedMatMul with Tanh: "Activation tanh has not been implemented for the
-CPU backend"). TF decides oneDNN once per process, so the remapper is not run at all here:
-``portable_fusions`` applies, in Python, the fusions the remapper makes without oneDNN (the ones
-every export made on an AVX2 machine), and ``check_fused_ops`` refuses any fused op or
+CPU backend"). TF decides oneDNN once per process, so the remapper is not run at all
+(``noxla.tfjs_optimize``): ``portable_fusions`` applies, in Python, the fusions the remapper
+makes without oneDNN (the ones every export made on an AVX2 machine), and ``check_fused_ops`` refuses any fused op or
 activation that TF.js's cpu, wasm and webgl backends do not all implement.
 
 Implementing a fused op is not computing it right. TF.js 4.22's wasm _FusedMatMul is wrong with
@@ -23,10 +23,8 @@ faster (measured at 8x512 @ 512x512 and 32x1024 @ 1024x1024: 0.19 vs 1.9 ms, 2.2
 from __future__ import annotations
 
 import collections
-import contextlib
 
 from noxla.errors import ExportError
-from noxla.tfjs_converter_fixes import tfjs_module
 
 # What grappler's remapper fuses into a Conv2D or MatMul + BiasAdd without oneDNN.
 PORTABLE_ACTIVATIONS = ("Relu", "Relu6", "Elu", "LeakyRelu")
@@ -184,26 +182,3 @@ def check_fused_ops(graph_def) -> None:
             "the TF.js graph has fusions that TF.js cannot run (it fuses BiasAdd then one of "
             f"{', '.join(sorted(TFJS_FUSED_ACTIVATIONS))}); this is a noxla bug, please report it:\n  "
             + "\n  ".join(problems))
-
-
-@contextlib.contextmanager
-def portable_remapping(keep: set[str]):
-    """While the converter optimises a graph: its grappler runs that include the remapper run
-    without it, after ``portable_fusions`` has done the remapper's portable part."""
-    tfjs_conversion = tfjs_module("tensorflowjs.converters.tf_saved_model_conversion_v2")
-    original = tfjs_conversion._run_grappler
-
-    def run_grappler(config, graph_def, graph, signature_def):
-        optimizers = list(config.graph_options.rewrite_options.optimizers)
-        if "remap" not in optimizers:
-            return original(config, graph_def, graph, signature_def)
-        portable = type(config)()
-        portable.CopyFrom(config)
-        portable.graph_options.rewrite_options.optimizers[:] = [o for o in optimizers if o != "remap"]
-        return original(portable, portable_fusions(graph_def, keep), graph, signature_def)
-
-    tfjs_conversion._run_grappler = run_grappler
-    try:
-        yield
-    finally:
-        tfjs_conversion._run_grappler = original

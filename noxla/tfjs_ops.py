@@ -1,22 +1,17 @@
 """Which TF ops TF.js runs, and which ops a lowering emits that it does not.
 
-The TF.js converter refuses a graph holding an op missing from the op list its
-package ships (``tensorflowjs/op_list/*.json``); that list is read here, from the
-installed package, never copied. Rules declare their limitations up front; this
-module is the backstop that lowers the program once into a scratch graph and
-compares the op types it emits (function library and control-flow bodies
-included) with that list, naming the primitive whose ``tf.name_scope`` emitted
-each unsupported op. It lives on the export side (it lowers), and the exporters
-hand ``TFJS_BACKSTOP`` to the limitations engine's check.
+TF.js's graph models run the ops of its converter's op mapper lists; ``noxla/tfjs_op_list.json``
+holds their names (``noxla.tfjs_graph.tfjs_supported_ops``), generated from the npm package by
+``tools/gen_tfjs_ops.py`` (a test fails when it is stale), and the TF.js export refuses a graph
+holding any other op. Rules declare their limitations up front; this module is the backstop that
+lowers the program once into a scratch graph and compares the op types it emits (function library
+and control-flow bodies included) with that list, naming the primitive whose ``tf.name_scope``
+emitted each unsupported op. It lives on the export side (it lowers), and the exporters hand
+``TFJS_BACKSTOP`` to the limitations engine's check.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
-import glob
-import importlib.util
-import json
-import os
 import re
 from typing import Callable, Iterable
 
@@ -25,27 +20,12 @@ from jax.extend import core
 from limitations.engine import iter_eqns
 from lowering_rules.vocabulary import Target
 from noxla.lowering import needs_tfjs_lowering, serving_function
+from noxla.tfjs_graph import tfjs_supported_ops
 from noxla.tracing import Program
 
-# Call wrappers the converter's graph optimisation inlines before it checks op types;
+# Call wrappers the TF.js export inlines (noxla.tfjs_optimize.inlined_calls) before it checks op types;
 # their bodies are in the function library, which is checked op by op.
 _INLINED_BY_CONVERTER = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
-
-
-@functools.lru_cache(maxsize=None)
-def tfjs_supported_ops() -> frozenset[str]:
-    """The TF op types the installed TF.js converter accepts."""
-    spec = importlib.util.find_spec("tensorflowjs")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the tensorflowjs package is not installed; it ships the TF.js op list")
-    names: set[str] = set()
-    for location in spec.submodule_search_locations:
-        for path in sorted(glob.glob(os.path.join(location, "op_list", "*.json"))):
-            with open(path) as f:
-                names.update(op["tfOpName"] for op in json.load(f))
-    if not names:
-        raise RuntimeError(f"no op list found under {spec.submodule_search_locations}")
-    return frozenset(names)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -70,10 +70,10 @@ def test_rules_pass_with_the_other_tf_cpu_kernels():
 # Dense and conv layers (2-D and 1-D) with every activation a remapper might fuse (the oneDNN one fuses more),
 # the sampling head whose Tanh was fused on an AMD Zen 4, and a loop body (function library).
 _ARTIFACT_CHILD = r"""
-import contextlib, hashlib, json, os, sys, tempfile
+import hashlib, json, os, sys, tempfile
 import jax, jax.numpy as jnp, numpy as np
 from tensorflow.python.util import _pywrap_util_port
-import noxla.export
+from noxla import tfjs_optimize
 from noxla.errors import ExportError
 from noxla.export import export
 from tests.zoo import _categorical_sampling_head
@@ -118,15 +118,17 @@ for name, (fun, args) in MODELS.items():
     export(fun, args, tfjs=base + "_js", tflite=base + ".tflite", demo_page=False)
     with open(base + ".tflite", "rb") as f:
         result["noxla"][name] = dict(fused(base + "_js"), tflite=hashlib.sha256(f.read()).hexdigest())
-    # The converter's own remapper (noxla's check still on): what an export was before.
-    portable, noxla.export.portable_remapping = noxla.export.portable_remapping, lambda keep: contextlib.nullcontext()
+    # Grappler's own remapper instead of noxla's portable fusions, as TF.js's converter ran it
+    # (noxla's check still on): what an export was before.
+    passes, portable = tfjs_optimize._SECOND_PASS, tfjs_optimize.portable_fusions
+    tfjs_optimize._SECOND_PASS, tfjs_optimize.portable_fusions = ("remap", *passes), lambda graph, keep: graph
     try:
         export(fun, args, tfjs=base + "_converter_js", demo_page=False)
         result["converter"][name] = fused(base + "_converter_js")
     except ExportError as e:
         result["converter"][name] = {"error": str(e)}
     finally:
-        noxla.export.portable_remapping = portable
+        tfjs_optimize._SECOND_PASS, tfjs_optimize.portable_fusions = passes, portable
 print("RESULT " + json.dumps(result))
 """
 

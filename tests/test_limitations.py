@@ -288,7 +288,7 @@ def test_unnecessary_limitation_detection(runtimes):
 
 # --------------------------------------------------------------------------- the TF.js backstop
 
-def test_tfjs_op_list_comes_from_the_installed_converter():
+def test_tfjs_op_list_holds_what_tfjs_runs_and_not_what_it_lacks():
     ops = tfjs_ops.tfjs_supported_ops()
     assert {"MatMul", "ScatterNd", "GatherV2", "TopKV2", "StatelessWhile", "If"} <= ops
     assert not {"Sort", "Erfinv", "Lgamma", "Bitcast", "LeftShift", "UnsortedSegmentSum"} & ops

@@ -105,7 +105,7 @@ def test_tflite_quantized(name, mode, float_exports, tmp_path):
 
 
 # The sampling models' uint8/uint16 runs hold their PRNG's exact float32 tables unquantized
-# (noxla.quantize.tfjs_finite_weights_only): rounded, they drew other samples.
+# (noxla.quantize.tfjs_quantized): rounded, they drew other samples.
 @pytest.mark.parametrize("mode", list(TFJS_BOUNDS))
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_tfjs_quantized(name, mode, float_exports, tfjs_runner, tmp_path):

@@ -88,20 +88,6 @@ def test_tensorflow_imported_through_noxla_leaves_keras_to_first_use():
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-@pytest.mark.slow
-def test_tfjs_converter_imports_without_keras_and_tensorflowjs_still_imports_whole():
-    code = (
-        "import sys\n"
-        "from noxla.tfjs_converter_fixes import tfjs_module\n"
-        "m = tfjs_module('tensorflowjs.converters.tf_saved_model_conversion_v2')\n"
-        "assert not [k for k in sys.modules if k.startswith(('tf_keras', 'tensorflow_hub', 'tensorflow_decision'))]\n"
-        "import tensorflowjs\n"
-        "assert tensorflowjs.converters.convert_tf_saved_model is m.convert_tf_saved_model\n"
-        "assert tensorflowjs.converters.convert is not None\n"
-    )
-    env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 @pytest.mark.slow

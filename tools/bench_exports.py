@@ -210,13 +210,12 @@ def anchor_export(mode: str, python: str, name: str, work: str) -> dict:
 
 def old_tfjs(saved_model: str, out: str) -> dict:
     """The old path's TF.js model: its SavedModel through this environment's tensorflowjs converter."""
-    from noxla.export import _bias_add_only_for_vectors
-    from noxla.tfjs_converter_fixes import tfjs_module
-    conversion = tfjs_module("tensorflowjs.converters.tf_saved_model_conversion_v2")
+    from tests.tfjs_oracle import converter_module, vector_bias_adds_only
+    conversion = converter_module("tensorflowjs.converters.tf_saved_model_conversion_v2")
     try:
         # With noxla's guard against the converter fusing non-vector addends, which TF.js's wasm
         # backend then rejects (the old path's Conv + broadcast Add hits it too).
-        with _bias_add_only_for_vectors():
+        with vector_bias_adds_only():
             conversion.convert_tf_saved_model(saved_model, out, control_flow_v2=True)
     except Exception as e:  # e.g. UnsortedSegmentSum, which the converter refuses
         return {"tfjs_failure": f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"}
