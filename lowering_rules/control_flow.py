@@ -13,7 +13,7 @@ import numpy as np
 from jax import lax
 
 from lowering_rules.cases import case, f16, f32, i32
-from lowering_rules.helpers import lowering_for_webgpu, tf_dtype
+from lowering_rules.helpers import compute_dtype, lowering_for_webgpu, tf_dtype
 from lowering_rules.jax_compat import api_util, core, is_constant_dim, linear_util
 from lowering_rules.key_types import physical_aval
 from lowering_rules.lazy_tensorflow import tf
@@ -286,6 +286,45 @@ def lower_custom_linear_solve(ctx, *args, const_lengths, jaxprs):
 # ---------------------------------------------------------------------------------------------
 # while
 
+def _steps_past_10(x):
+    """Double x until it passes 10, counting the steps: vmapped, each example stops on its own."""
+    return lax.while_loop(lambda c: c[1] < 10.0, lambda c: (c[0] + 1, c[1] * 2.0), (0, x))
+
+
+def _mixed_carries(n, x, w):
+    """Carries of several ranks and dtypes, one (w) the same for every example until vmap batches it."""
+    def body(c):
+        i, v, flag, grid, shared = c
+        return i + 1, v * 1.5 + shared, ~flag, grid - jnp.sum(v), shared * 0.5
+    init = (0, x, x[0] > 0, jnp.ones((2, 3)), w)
+    return lax.while_loop(lambda c: c[0] < n, body, init)
+
+
+def _nested_vmaps(x, y):
+    """Stops per x (the outer vmap's examples); y, batched only by the inner vmap, rides along."""
+    return lax.while_loop(lambda c: c[0] < x, lambda c: (c[0] + 1.0, c[1] * 2.0 - 1.0, c[2] + 1), (0.0, y, 0))
+
+
+def _greedy_nms(scores, centers):
+    """Greedy non-maximum suppression on a line: keep the best remaining score, drop the candidates
+    within 0.5 of it, until no score passes 0.2 or 4 are kept. Vmapped over images."""
+    def body(c):
+        remaining, kept, n = c
+        best = jnp.argmax(remaining)
+        near = jnp.abs(centers - centers[best]) < 0.5
+        return jnp.where(near, -1.0, remaining), jnp.where(jnp.arange(4) == n, best, kept), n + 1
+    return lax.while_loop(lambda c: (jnp.max(c[0]) > 0.2) & (c[2] < 4), body,
+                          (scores, jnp.full(4, -1), 0))
+
+
+def _split_until(n):
+    """A PRNG key carry: its data's trailing axis takes the per-example stop too (numbers drawn from it
+    come out: TF.js has no uint32 output for its data)."""
+    key, i = lax.while_loop(lambda c: c[1] < n, lambda c: (jax.random.split(c[0])[0], c[1] + 1),
+                            (jax.random.key(7), 0))
+    return jax.random.uniform(key, (2,)), i
+
+
 def _shape_invariant(aval) -> tf.TensorShape:
     # Symbolic dimensions are unknown to TF's shape inference: leave them open so the loop
     # does not reject a body output whose static shape is less precise than the input's.
@@ -318,6 +357,22 @@ def _shape_invariant(aval) -> tf.TensorShape:
     # export copies each one; noxla.webgpu_tflite.copy_passthrough_outputs).
     case("swapped_carries", lambda x, t: lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, c[2], c[1]),
                                                         (0, x, t))[1:], f32(3), f32(3)),
+    # Under vmap a stop that differs per example gives a pred per example (TF eager crashed on it,
+    # LiteRT refused it, TF.js cpu/wasm returned wrong numbers).
+    case("vmapped_steps_past_10", jax.vmap(_steps_past_10), f32(7, low=0.3, high=14.0)),
+    case("vmapped_mixed_carries", jax.vmap(_mixed_carries, in_axes=(0, 0, None)), i32(4, low=0, high=4),
+         f32(4, 3), f32(3)),
+    # float16 and int8 carries are selected in float32 and int32 (TFLite's SELECT_V2 has no kernels).
+    case("vmapped_f16_i8_carries", jax.vmap(lambda n, x: lax.while_loop(
+        lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 1.5, c[2] - jnp.int8(3)), (0, x, jnp.int8(7)))),
+         i32(3, low=0, high=4), f16(3, 2)),
+    case("nested_vmaps", jax.vmap(jax.vmap(_nested_vmaps, in_axes=(0, None)), in_axes=(None, 0)),
+         f32(3, low=0.0, high=4.0), f32(2, 5)),
+    case("vmapped_greedy_nms", jax.vmap(_greedy_nms), f32(5, 8, low=0.0, high=1.0), f32(5, 8, low=0.0, high=3.0)),
+    case("vmapped_fori_counter", jax.vmap(lambda n, x: lax.fori_loop(0, n, lambda i, c: c * 0.5 + i, x)),
+         i32(5, low=-1, high=5), f32(5, 3)),
+    case("vmapped_key_carry", jax.vmap(_split_until), i32(4, low=0, high=3)),
+    case("vmapped_polymorphic", jax.vmap(_steps_past_10), f32(6, low=0.3, high=14.0), polymorphic_shapes=("(b,)",)),
 ])
 def lower_while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cond_consts = args[:cond_nconsts]
@@ -326,17 +381,38 @@ def lower_while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cond_fn, body_fn = ctx.sub_program(cond_jaxpr), ctx.sub_program(body_jaxpr)
     carry_avals = ctx.avals_in[cond_nconsts + body_nconsts:]
     invariants = [_shape_invariant(physical_aval(a)) for a in carry_avals]  # a key carries its data
+    # Under vmap a stop condition that differs per example gives one bool per example (a pred
+    # of shape [B], [B1, B2] under nested vmaps: a prefix of every carry's shape). JAX's while
+    # then runs while ANY example runs and keeps the carries of the examples that have stopped.
+    batched = len(cond_jaxpr.out_avals[0].shape) > 0
+
+    def cond(*carry):
+        pred = cond_fn(*cond_consts, *carry)[0]
+        return tf.reduce_any(pred) if batched else pred
 
     def body(*carry):
         outs = body_fn(*body_consts, *carry)
+        if batched:
+            running = cond_fn(*cond_consts, *carry)[0]  # on the carry before this step, as JAX does
+            outs = [_keep_stopped(running, new, old) for new, old in zip(outs, carry)]
         # A rule may leave a static size unknown (dynamic_update_slice's select): JAX's avals
         # know it, and tf.while_loop rejects a body output less precise than its invariant.
         for out, invariant in zip(outs, invariants):
             if isinstance(out, tf.Tensor):
                 out.set_shape(invariant)
         return outs
-    return tf.while_loop(lambda *carry: cond_fn(*cond_consts, *carry)[0], body, init,
-                         shape_invariants=invariants)
+    return tf.while_loop(cond, body, init, shape_invariants=invariants)
+
+
+def _keep_stopped(running, new, old):
+    """``new`` where the example still runs, else ``old``: the pred broadcast over the carry's trailing
+    axes (a key's data axes too). Selected in compute_dtype: TF.js's wasm Select garbles booleans
+    and TFLite's SELECT_V2 has no 8/16-bit integer or float16 kernel."""
+    work = compute_dtype(old.dtype, bools=True)
+    mask = running
+    for _ in range(old.shape.rank - running.shape.rank):
+        mask = tf.expand_dims(mask, -1)
+    return tf.cast(tf.where(mask, tf.cast(new, work), tf.cast(old, work)), old.dtype)
 
 
 # ---------------------------------------------------------------------------------------------
