@@ -271,8 +271,8 @@ def _select_branch(index, bodies, operands):
     if not rest:
         return first(*operands)
     return tf.cond(tf.equal(index, 0),
-                   lambda: one_node_per_output(first(*operands)),
-                   lambda: one_node_per_output(_select_branch(index - 1, rest, operands)))
+                   lambda: _one_node_per_output(first(*operands)),
+                   lambda: _one_node_per_output(_select_branch(index - 1, rest, operands)))
 
 
 def _cpu_branch(platforms):
@@ -444,7 +444,7 @@ def lower_while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
         if batched:
             running = cond_fn(*cond_consts, *carry)[0]  # on the carry before this step, as JAX does
             outs = [_keep_stopped(running, new, old) for new, old in zip(outs, carry)]
-        outs = one_node_per_output(outs)
+        outs = _one_node_per_output(outs)
         # A rule may leave a static size unknown (dynamic_update_slice's select): JAX's avals
         # know it, and tf.while_loop rejects a body output less precise than its invariant.
         for out, invariant in zip(outs, invariants):
@@ -460,7 +460,7 @@ def _producer(t):
     return t.op
 
 
-def one_node_per_output(outs):
+def _one_node_per_output(outs):
     """A body's results, each from its own node: two taken from one op with several outputs (a cond's
     If, a nested loop, top_k) get a Snapshot each (which the TF.js converter keeps, unlike Identity).
     TF.js's GraphModel maps a function's results to nodes with one default output each, so two
@@ -613,7 +613,7 @@ def _looped_scan(ctx, step, consts, init, xs, length, reverse, num_carry, y_aval
         row_mask = tf.equal(rows, i)
         ys = [tf.where(tf.reshape(row_mask, [-1] + [1] * len(a.shape)), tf.cast(y, buf.dtype)[None], buf)
               for y, buf, a in zip(outs[num_carry:], ys, y_avals)]
-        return [k + 1, *one_node_per_output(outs[:num_carry]), *ys]
+        return [k + 1, *_one_node_per_output(outs[:num_carry]), *ys]
 
     carry_avals = ctx.avals_in[len(consts):len(consts) + num_carry]
     invariants = [tf.TensorShape([]), *map(_shape_invariant, carry_avals),
