@@ -13,7 +13,7 @@ import numpy as np
 from jax import lax
 
 from lowering_rules.cases import case, f16, f32, i32
-from lowering_rules.helpers import lowering_for_webgpu, tf_dtype
+from lowering_rules.helpers import compute_dtype, lowering_for_webgpu, tf_dtype
 from lowering_rules.jax_compat import api_util, core, is_constant_dim, linear_util
 from lowering_rules.key_types import physical_aval
 from lowering_rules.lazy_tensorflow import tf
@@ -179,9 +179,39 @@ def lower_custom_vjp_call(ctx, *args, call_jaxpr, fwd_jaxpr_thunk, num_consts, b
 
 
 # ---------------------------------------------------------------------------------------------
+# A sort inside a body, on TF.js
+
+_SORTING = frozenset({"sort", "top_k", "approx_top_k"})
+
+
+def _sorts(jaxpr) -> bool:
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    return any(e.primitive.name in _SORTING or any(_sorts(j) for j in core.jaxprs_in_params(e.params))
+               for e in jaxpr.eqns)
+
+
+def _sorts_in_body(eqn) -> bool:
+    if eqn.primitive == "scan" and _unrolls(eqn.params["length"], eqn.params["unroll"], eqn.params["jaxpr"]):
+        return False  # unrolled into the enclosing graph: no body
+    if eqn.primitive == "cond" and (eqn.literal(0) is not None or len(eqn.params["branches"]) == 1):
+        return False  # the branch taken is known: lowered without an If
+    return any(_sorts(j) for j in core.jaxprs_in_params(eqn.params))
+
+
+def _sort_in_body_on_tfjs(param: str) -> Limitation:
+    # Lifted once TF.js gets a model.json whose function bodies name outputs by flat index ('TopKV2:1').
+    return Limitation(
+        (Target.TFJS,), condition="a sort or top_k inside a loop or branch body", param=param,
+        reason="sorting reads TopKV2's indices; inside a body TF's function format names them 'indices:0', "
+               "which TF.js's GraphModel reads as TopKV2's output 0 (its values): wrong orders or a crash",
+        workaround="sort outside the loop or branch, or use jnp.argmax for a single best index",
+        when=_sorts_in_body)
+
+
+# ---------------------------------------------------------------------------------------------
 # cond / switch
 
-@lowering("cond", cases=[
+@lowering("cond", limitations=[_sort_in_body_on_tfjs("branches")], cases=[
     case("bool_pred_true", lambda p, x: lax.cond(p, jnp.sin, jnp.tanh, x), np.bool_(True), f32(3, 4)),
     case("bool_pred_false", lambda p, x: lax.cond(p, jnp.sin, jnp.tanh, x), np.bool_(False), f32(3, 4)),
     case("data_dependent_pred", lambda x: lax.cond(jnp.sum(x) > 0, lambda a: a * WEIGHT, lambda a: a - 1.0, x),
@@ -206,6 +236,17 @@ def lower_custom_vjp_call(ctx, *args, call_jaxpr, fwd_jaxpr_thunk, num_consts, b
          np.int32(-2), f32(2, 4)),
     case("polymorphic", lambda p, x: lax.cond(p, jnp.sin, lambda a: a * 2.0, x), np.bool_(True), f32(3, 4),
          polymorphic_shapes=(None, "(b, 4)")),
+    # A branch returning both results of an inner two-output cond: TF.js read the last one for both.
+    case("two_output_cond_in_branch", lambda p, q, x, t: lax.cond(
+        p, lambda a, b: lax.cond(q, lambda u, v: (u + 1, v + 2), lambda u, v: (u - 1, v - 2), a, b),
+        lambda a, b: (a * 2, b * 3), x, t), np.bool_(True), np.bool_(False), f32(3), f32(3)),
+    # The same in a scan long enough to run as a loop.
+    case("two_output_cond_in_scan_loop", lambda x, t, xs: lax.scan(
+        lambda c, s: (lax.cond(s > 0, lambda u, v: (u + s, v * 0.5), lambda u, v: (u * 0.5, v - s), *c), s),
+        (x, t), xs)[0], f32(3), f32(3), f32(600, low=-0.1, high=0.1)),
+    # Rejected up front on TF.js (a sort in a body); TF and TFLite run it.
+    case("top_k_in_branch", lambda p, x: lax.cond(p, lambda a: lax.top_k(a, 2), lambda a: lax.top_k(-a, 2), x),
+         np.bool_(False), f32(5)),
 ])
 def lower_cond(ctx, index, *operands, branches, branches_platforms=None):
     # branches_platforms (from lax.platform_dependent) only names the platform of each branch;
@@ -230,8 +271,8 @@ def _select_branch(index, bodies, operands):
     if not rest:
         return first(*operands)
     return tf.cond(tf.equal(index, 0),
-                   lambda: first(*operands),
-                   lambda: _select_branch(index - 1, rest, operands))
+                   lambda: _one_node_per_output(first(*operands)),
+                   lambda: _one_node_per_output(_select_branch(index - 1, rest, operands)))
 
 
 def _cpu_branch(platforms):
@@ -286,13 +327,52 @@ def lower_custom_linear_solve(ctx, *args, const_lengths, jaxprs):
 # ---------------------------------------------------------------------------------------------
 # while
 
+def _steps_past_10(x):
+    """Double x until it passes 10, counting the steps: vmapped, each example stops on its own."""
+    return lax.while_loop(lambda c: c[1] < 10.0, lambda c: (c[0] + 1, c[1] * 2.0), (0, x))
+
+
+def _mixed_carries(n, x, w):
+    """Carries of several ranks and dtypes, one (w) the same for every example until vmap batches it."""
+    def body(c):
+        i, v, flag, grid, shared = c
+        return i + 1, v * 1.5 + shared, ~flag, grid - jnp.sum(v), shared * 0.5
+    init = (0, x, x[0] > 0, jnp.ones((2, 3)), w)
+    return lax.while_loop(lambda c: c[0] < n, body, init)
+
+
+def _nested_vmaps(x, y):
+    """Stops per x (the outer vmap's examples); y, batched only by the inner vmap, rides along."""
+    return lax.while_loop(lambda c: c[0] < x, lambda c: (c[0] + 1.0, c[1] * 2.0 - 1.0, c[2] + 1), (0.0, y, 0))
+
+
+def _greedy_nms(scores, centers):
+    """Greedy non-maximum suppression on a line: keep the best remaining score, drop the candidates
+    within 0.5 of it, until no score passes 0.2 or 4 are kept. Vmapped over images."""
+    def body(c):
+        remaining, kept, n = c
+        best = jnp.argmax(remaining)
+        near = jnp.abs(centers - centers[best]) < 0.5
+        return jnp.where(near, -1.0, remaining), jnp.where(jnp.arange(4) == n, best, kept), n + 1
+    return lax.while_loop(lambda c: (jnp.max(c[0]) > 0.2) & (c[2] < 4), body,
+                          (scores, jnp.full(4, -1), 0))
+
+
+def _split_until(n):
+    """A PRNG key carry: its data's trailing axis takes the per-example stop too (numbers drawn from it
+    come out: TF.js has no uint32 output for its data)."""
+    key, i = lax.while_loop(lambda c: c[1] < n, lambda c: (jax.random.split(c[0])[0], c[1] + 1),
+                            (jax.random.key(7), 0))
+    return jax.random.uniform(key, (2,)), i
+
+
 def _shape_invariant(aval) -> tf.TensorShape:
     # Symbolic dimensions are unknown to TF's shape inference: leave them open so the loop
     # does not reject a body output whose static shape is less precise than the input's.
     return tf.TensorShape([d if is_constant_dim(d) else None for d in aval.shape])
 
 
-@lowering("while", cases=[
+@lowering("while", limitations=[_sort_in_body_on_tfjs("body_jaxpr")], cases=[
     # The trip count depends on the data: double until every entry reaches 100.
     case("data_dependent_trips",
          lambda x: lax.while_loop(lambda c: jnp.min(c[1]) < 100.0, lambda c: (c[0] + 1, c[1] * 2.0), (0, x)),
@@ -318,6 +398,30 @@ def _shape_invariant(aval) -> tf.TensorShape:
     # export copies each one; noxla.webgpu_tflite.copy_passthrough_outputs).
     case("swapped_carries", lambda x, t: lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, c[2], c[1]),
                                                         (0, x, t))[1:], f32(3), f32(3)),
+    # An op with several outputs inside the body: TF.js read its last output for each.
+    case("two_output_cond_in_body", lambda x, t: lax.while_loop(
+        lambda c: c[0] < 1, lambda c: (c[0] + 1, *lax.cond(c[0] == 0, lambda a, b: (a + 1, b + 2),
+                                                            lambda a, b: (a - 1, b - 2), c[1], c[2])),
+        (0, x, t))[1:], f32(3), f32(3)),
+    case("top_k_in_body", lambda x: lax.while_loop(
+        lambda c: c[0] < 2, lambda c: (c[0] + 1, *lax.top_k(c[1] + c[2], 3)), (0, x, jnp.zeros(3, jnp.int32))),
+         f32(3)),
+    # Under vmap a stop that differs per example gives a pred per example (TF eager crashed on it,
+    # LiteRT refused it, TF.js cpu/wasm returned wrong numbers).
+    case("vmapped_steps_past_10", jax.vmap(_steps_past_10), f32(7, low=0.3, high=14.0)),
+    case("vmapped_mixed_carries", jax.vmap(_mixed_carries, in_axes=(0, 0, None)), i32(4, low=0, high=4),
+         f32(4, 3), f32(3)),
+    # float16 and int8 carries are selected in float32 and int32 (TFLite's SELECT_V2 has no kernels).
+    case("vmapped_f16_i8_carries", jax.vmap(lambda n, x: lax.while_loop(
+        lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 1.5, c[2] - jnp.int8(3)), (0, x, jnp.int8(7)))),
+         i32(3, low=0, high=4), f16(3, 2)),
+    case("nested_vmaps", jax.vmap(jax.vmap(_nested_vmaps, in_axes=(0, None)), in_axes=(None, 0)),
+         f32(3, low=0.0, high=4.0), f32(2, 5)),
+    case("vmapped_greedy_nms", jax.vmap(_greedy_nms), f32(5, 8, low=0.0, high=1.0), f32(5, 8, low=0.0, high=3.0)),
+    case("vmapped_fori_counter", jax.vmap(lambda n, x: lax.fori_loop(0, n, lambda i, c: c * 0.5 + i, x)),
+         i32(5, low=-1, high=5), f32(5, 3)),
+    case("vmapped_key_carry", jax.vmap(_split_until), i32(4, low=0, high=3)),
+    case("vmapped_polymorphic", jax.vmap(_steps_past_10), f32(6, low=0.3, high=14.0), polymorphic_shapes=("(b,)",)),
 ])
 def lower_while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cond_consts = args[:cond_nconsts]
@@ -326,17 +430,57 @@ def lower_while(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cond_fn, body_fn = ctx.sub_program(cond_jaxpr), ctx.sub_program(body_jaxpr)
     carry_avals = ctx.avals_in[cond_nconsts + body_nconsts:]
     invariants = [_shape_invariant(physical_aval(a)) for a in carry_avals]  # a key carries its data
+    # Under vmap a stop condition that differs per example gives one bool per example (a pred
+    # of shape [B], [B1, B2] under nested vmaps: a prefix of every carry's shape). JAX's while
+    # then runs while ANY example runs and keeps the carries of the examples that have stopped.
+    batched = len(cond_jaxpr.out_avals[0].shape) > 0
+
+    def cond(*carry):
+        pred = cond_fn(*cond_consts, *carry)[0]
+        return tf.reduce_any(pred) if batched else pred
 
     def body(*carry):
         outs = body_fn(*body_consts, *carry)
+        if batched:
+            running = cond_fn(*cond_consts, *carry)[0]  # on the carry before this step, as JAX does
+            outs = [_keep_stopped(running, new, old) for new, old in zip(outs, carry)]
+        outs = _one_node_per_output(outs)
         # A rule may leave a static size unknown (dynamic_update_slice's select): JAX's avals
         # know it, and tf.while_loop rejects a body output less precise than its invariant.
         for out, invariant in zip(outs, invariants):
             if isinstance(out, tf.Tensor):
                 out.set_shape(invariant)
         return outs
-    return tf.while_loop(lambda *carry: cond_fn(*cond_consts, *carry)[0], body, init,
-                         shape_invariants=invariants)
+    return tf.while_loop(cond, body, init, shape_invariants=invariants)
+
+
+def _producer(t):
+    while t.op.type in ("Identity", "Snapshot"):  # tf.cond's outputs are Identities of the If's
+        t = t.op.inputs[0]
+    return t.op
+
+
+def _one_node_per_output(outs):
+    """A body's results, each from its own node: two taken from one op with several outputs (a cond's
+    If, a nested loop, top_k) get a Snapshot each (which the TF.js converter keeps, unlike Identity).
+    TF.js's GraphModel maps a function's results to nodes with one default output each, so two
+    results of one node both read the last one (noxla's model.json writer must keep this true)."""
+    if tf.executing_eagerly():
+        return outs
+    ops = [_producer(o) if isinstance(o, tf.Tensor) else None for o in outs]
+    return [tf.raw_ops.Snapshot(input=o) if op is not None and ops.count(op) > 1 and len(op.outputs) > 1 else o
+            for o, op in zip(outs, ops)]
+
+
+def _keep_stopped(running, new, old):
+    """``new`` where the example still runs, else ``old``: the pred broadcast over the carry's trailing
+    axes (a key's data axes too). Selected in compute_dtype: TF.js's wasm Select garbles booleans
+    and TFLite's SELECT_V2 has no 8/16-bit integer or float16 kernel."""
+    work = compute_dtype(old.dtype, bools=True)
+    mask = running
+    for _ in range(old.shape.rank - running.shape.rank):
+        mask = tf.expand_dims(mask, -1)
+    return tf.cast(tf.where(mask, tf.cast(new, work), tf.cast(old, work)), old.dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,7 +500,7 @@ SCAN_FLOAT16_ON_TFLITE = Limitation(
     when=_scans_float16_rows)
 
 
-@lowering("scan", limitations=[SCAN_FLOAT16_ON_TFLITE], cases=[
+@lowering("scan", limitations=[SCAN_FLOAT16_ON_TFLITE, _sort_in_body_on_tfjs("jaxpr")], cases=[
     case("carry_and_stacked", _running_sum_and_products, f32(3), f32(5, 3)),
     case("reverse", lambda c0, xs: lax.scan(lambda c, x: (c * 0.5 + x, jnp.sin(c)), c0, xs, reverse=True),
          f32(2, 3), f32(4, 2, 3)),
@@ -394,6 +538,9 @@ SCAN_FLOAT16_ON_TFLITE = Limitation(
          f32(3), f32(600, 3, low=0.9, high=1.1)),
     case("loop_no_xs", lambda c0: lax.scan(lambda c, _: (c * 0.99 + 1.0, c), c0, None, length=600), f32(2)),
     case("loop_lstm_flax_rnn", _lstm_over_sequence, f32(2, 40, 4), atol=1e-5),
+    # Rejected up front on TF.js (a sort in a loop body); TF and TFLite run it.
+    case("loop_sort_in_body", lambda c0, xs: lax.scan(lambda c, x: (jnp.sort(c * x), c[0]), c0, xs), f32(4),
+         f32(600, low=0.9, high=1.1)),
 ])
 def lower_scan(ctx, *args, reverse, length, jaxpr, num_consts, num_carry, unroll):
     consts = args[:num_consts]
@@ -466,7 +613,7 @@ def _looped_scan(ctx, step, consts, init, xs, length, reverse, num_carry, y_aval
         row_mask = tf.equal(rows, i)
         ys = [tf.where(tf.reshape(row_mask, [-1] + [1] * len(a.shape)), tf.cast(y, buf.dtype)[None], buf)
               for y, buf, a in zip(outs[num_carry:], ys, y_avals)]
-        return [k + 1, *outs[:num_carry], *ys]
+        return [k + 1, *_one_node_per_output(outs[:num_carry]), *ys]
 
     carry_avals = ctx.avals_in[len(consts):len(consts) + num_carry]
     invariants = [tf.TensorShape([]), *map(_shape_invariant, carry_avals),

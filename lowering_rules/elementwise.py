@@ -130,9 +130,9 @@ def square(x):
 
 
 def rsqrt(x):
-    # TFLite's Rsqrt gives NaN at 0 (and its converter turns 1 / sqrt(x) back into Rsqrt):
-    # 1 / x there is the infinity of the right sign.
-    return tf.where(tf.equal(x, 0.0), 1.0 / x, tf.math.rsqrt(x))
+    # TFLite's Rsqrt gives NaN at 0: 1 / x there is the infinity of the right sign. Its converter
+    # turns 1 / sqrt(z) back into Rsqrt(z), so an x that a Sqrt computes is kept from it.
+    return tf.where(tf.equal(x, 0.0), 1.0 / _sqrt_kept(x), tf.math.rsqrt(x))
 
 
 def lower_rsqrt(ctx, x, *, accuracy=None):
@@ -276,6 +276,9 @@ def _round_mantissa(x, mantissa_bits: int):
 
 # ----------------------------------------------------------------------------- unary tables
 
+_SQRT_EDGES = np.array([0.0, -0.0, 4.0, INF, 1e-30, 2.25, NAN, 0.5], np.float32)
+
+
 def _unary_cases(fn, low=None, high=None, edges=(), f16_case=True, i32_case=False, poly=False, atol=None):
     cases = [case("f32", fn, f32(3, 4, low=low, high=high), atol=atol),
              case("empty", lambda x: jnp.concatenate([fn(x[:0]), x]), f32(2, 3, low=low, high=high))]
@@ -349,6 +352,11 @@ lowering(lax.rsqrt_p, cases=[
          np.array([[0.0, 0.0], [1.0, 3.0], [INF, 1.0]], np.float32)),
     case("difference_plus_epsilon", lambda x, y: lax.rsqrt(x - y + 1e-6), np.array([0.0, 1.0, 2.0], np.float32),
          np.array([1e-6, 0.5, 4.0], np.float32)),
+    # Of a sqrt (found by the polymorphic fuzz family as sqrt -> sqrt -> rsqrt): the zero branch's 1 / x
+    # was 1 / sqrt(z), which the TFLite converter makes RSQRT(z), NaN at 0 where JAX has +-inf.
+    case("of_sqrt", lambda x: lax.rsqrt(lax.sqrt(x)), _SQRT_EDGES),
+    case("of_sqrt_polymorphic", lambda x: lax.rsqrt(lax.sqrt(x)), _SQRT_EDGES.reshape(2, 4),
+         polymorphic_shapes=("(b, 4)",)),
 ])(lower_rsqrt)
 
 
@@ -591,6 +599,8 @@ _NO_INT64_QUOTIENT = dtypes(gaps=[gap((Target.TFLITE,), {"int64"},
     # A divisor from sqrt (a LayerNorm's): the quotient, not a multiple of rsqrt; 0 gives inf.
     case("by_sqrt", lambda x, y: x / jnp.sqrt(y), f32(3, 4), np.array([0.0, 1.0, 2.0, 3.0], np.float32)),
     case("by_sqrt_vector", lambda x, y: x / jnp.sqrt(y), f32(4), np.array([0.0, 1e-30, 2.0, INF], np.float32)),
+    case("by_sqrt_polymorphic", lambda x, y: x / jnp.sqrt(y), f32(2, 4), _SQRT_EDGES.reshape(2, 4),
+         polymorphic_shapes=("(b, 4)", "(b, 4)")),
     *fusion.SOFTMAX_CASES,
     *fusion.MEAN_CASES,
     *fusion.SCALED_PRODUCT_CASES,
@@ -618,10 +628,11 @@ def _sqrt_kept(y):
     0 where JAX's x / 0 is +-inf, and the product rounds once more), but not across a reshape. It
     costs a LayerNorm little: 8 of BERT's (128 x 768) 1.06x the rsqrt form's LiteRT time."""
     sqrt = getattr(y, "op", None)  # None in eager mode, where no converter runs
-    if sqrt is None or sqrt.type != "Sqrt" or not y.shape.is_fully_defined():
+    if sqrt is None or sqrt.type != "Sqrt":
         return y
-    shape = y.shape.as_list()
-    flat = [-1] if len(shape) >= 2 else [-1, 1]  # a shape other than y's, else the reshape is dropped
+    flat = [-1] if y.shape.rank >= 2 else [-1, 1]  # a shape other than y's, else the reshape is dropped
+    # A symbolic size (polymorphic shapes) reshapes back to y's run-time shape.
+    shape = y.shape.as_list() if y.shape.is_fully_defined() else tf.shape(sqrt.inputs[0])
     return tf.reshape(tf.sqrt(tf.reshape(sqrt.inputs[0], flat)), shape)
 
 

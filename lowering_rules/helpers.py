@@ -108,7 +108,11 @@ def int32_constant(value) -> tf.Tensor:
     if not collection:
         collection.append({})
     cache = collection[0]
-    key = (array.shape, array.tobytes())
+    # A FuncGraph (a loop or branch body) shares its outer graph's collections, this one too: the
+    # key names the graph, so a constant made in a body is never handed to the graph around it
+    # (a PRNG split in a while body, then one after the loop, crashed). A cached tensor keeps its
+    # graph alive, so its id is not reused while the entry exists.
+    key = (id(graph), array.shape, array.tobytes())
     if key not in cache:
         with graph.control_dependencies(None):  # shared: free of the first use's control inputs
             cache[key] = tf.constant(array)
