@@ -33,7 +33,7 @@ from lowering_rules.dtype_support import (
     target_lacks,
     unsupported_dtypes,
 )
-from lowering_rules.jax_compat import core
+from lowering_rules.jax_compat import core, open_jaxpr
 from lowering_rules.vocabulary import EqnView, Target, rule_params
 from noxla.errors import source_line as user_line
 
@@ -83,8 +83,7 @@ class Report:
 
 def iter_eqns(jaxpr) -> Iterator:
     """Every equation of a jaxpr, then those of its sub-jaxprs, depth first."""
-    if isinstance(jaxpr, core.ClosedJaxpr):
-        jaxpr = jaxpr.jaxpr
+    jaxpr = open_jaxpr(jaxpr)
     for eqn in jaxpr.eqns:
         yield eqn
         for sub in core.jaxprs_in_params(eqn.params):
@@ -100,8 +99,7 @@ def iter_eqns_with_sources(jaxpr, enclosing: str = UNKNOWN_SOURCE) -> Iterator[t
     JAX keeps no user frame for the equations inside a library function's jit (e.g. the ``eig``
     inside ``jnp.linalg.eigvals``); those take the line of the equation that encloses them.
     """
-    if isinstance(jaxpr, core.ClosedJaxpr):
-        jaxpr = jaxpr.jaxpr
+    jaxpr = open_jaxpr(jaxpr)
     for eqn in jaxpr.eqns:
         source = source_line(eqn.source_info)
         if source == UNKNOWN_SOURCE:

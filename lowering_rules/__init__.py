@@ -16,6 +16,7 @@ from lowering_rules import (  # noqa: F401
     linalg_eigen,
     linalg_factor,
     mulhi,
+    newer_elementwise,
     nextafter,
     prng,
     ragged_dot,

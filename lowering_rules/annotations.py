@@ -50,6 +50,27 @@ def lower_reshard(ctx, x, *, dst_sharding, concrete_mesh):
     return tf.identity(x)
 
 
+def _explicit_layout(fun, major_to_minor):
+    def run(x):
+        from jax.experimental.layout import explicit_layout  # JAX 0.11
+        return explicit_layout(fun, in_layouts=Layout(major_to_minor=major_to_minor))(x)
+    return run
+
+
+_NO_RELAYOUT = ("" if hasattr(jax.experimental.layout, "explicit_layout")
+                else "JAX before 0.11 has no explicit_layout (nor relayout)")
+
+
+# JAX 0.11's explicit_layout moves its arguments to the given layout and its results back
+# (AutoLayout): the values are unchanged.
+@lowering("relayout", cases=[
+    case("row_major", _explicit_layout(lambda x: lax.mul(x, x), (0, 1)), f32(2, 3), skip=_NO_RELAYOUT),
+    case("column_major_i32", _explicit_layout(lambda x: lax.add(x, x), (1, 0)), i32(3, 4), skip=_NO_RELAYOUT),
+])
+def lower_relayout(ctx, x, *, dst_layout=None):
+    return tf.identity(x)
+
+
 @lowering(pjit.layout_constraint_p, cases=[
     case("column_major", lambda x: with_layout_constraint(x - 1.0, Layout(major_to_minor=(0, 1))), f32(3, 4)),
 ])

@@ -6,8 +6,9 @@
   matters to autodiff.
 - ``remat_opt`` (``custom_vjp(..., optimize_remat=True)`` under differentiation): the forward
   function, which returns the primal outputs and the residuals.
-- ``call_hi_primitive`` (``jax.experimental.hijax.VJPHiPrimitive``): the primitive's ``expand``,
-  traced on its input types, is what JAX's CPU backend runs.
+- ``call_hi_primitive`` (``jax.experimental.hijax.VJPHiPrimitive``, ``HiPrim`` from JAX 0.11, which
+  also makes ``jnp.searchsorted`` one): the primitive's ``expand``, traced on its input types, is
+  what JAX's CPU backend runs.
 - ``dce_sink`` (``lax.dce_sink``) only keeps a value alive against dead-code elimination, and
   ``inspect_sharding`` (``jax.debug.inspect_array_sharding``) hands the value's sharding to a Python
   callback while JAX compiles; neither computes anything at run time.
@@ -23,10 +24,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.experimental.hijax import VJPHiPrimitive
 
-from lowering_rules.cases import case, f32, i32
-from lowering_rules.jax_compat import custom_derivatives, debugging, hijax, lax_internal
+from lowering_rules.cases import boolean, case, f16, f32, i32
+from lowering_rules.jax_compat import (
+    SEARCHSORTED_IS_HIJAX,
+    HiPrimitive,
+    custom_derivatives,
+    debugging,
+    hijax,
+    lax_internal,
+)
 from lowering_rules.prng import _lower_through_impl
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
@@ -56,10 +63,10 @@ def _affine(x, y):
     case("closed_over_weight_two_outputs", _affine, f32(2, 3), f32(2, 4)),
     case("i32", lambda x: lax.composite(lambda y: y * 3 - 1, name="my.affine_int")(x), i32(5)),
 ])
-def lower_composite(ctx, *args, jaxpr, name="", attributes=(), version=0):
+def lower_composite(ctx, *args, jaxpr=None, call_jaxpr=None, name="", attributes=(), version=0):
     # name, attributes and version identify the operation to backends with a kernel for it (JAX's
-    # abstract evaluation needs none of them).
-    return _call(ctx, jaxpr, args)
+    # abstract evaluation needs none of them). JAX 0.11 renamed the decomposition to call_jaxpr.
+    return _call(ctx, call_jaxpr if jaxpr is None else jaxpr, args)
 
 
 # ----------------------------------------------------------------------------- linear_call
@@ -112,7 +119,7 @@ def lower_remat_opt(ctx, *args, fwd_jaxpr, num_consts=0, num_res=0, fun_jaxpr_th
 
 # ----------------------------------------------------------------------------- call_hi_primitive
 
-class _ScaledSin(VJPHiPrimitive):
+class _ScaledSin(HiPrimitive):
     """A user-defined hijax primitive: sin(x) * factor, with its own gradient."""
 
     def __init__(self, aval, factor):
@@ -129,7 +136,7 @@ class _ScaledSin(VJPHiPrimitive):
         return (g * jnp.cos(x) * self.factor,)
 
 
-class _SplitSum(VJPHiPrimitive):
+class _SplitSum(HiPrimitive):
     """A hijax primitive on a pytree: (a, b) -> {"total": a + b, "diff": a - b}."""
 
     def __init__(self, aval):
@@ -141,9 +148,29 @@ class _SplitSum(VJPHiPrimitive):
         return {"total": a + b, "diff": a - b}
 
 
+_SORTED = np.array([-np.inf, -2.5, -1.0, 0.0, 0.0, 0.5, 3.0, 3.0, np.inf, np.nan], np.float32)
+_QUERIES = np.array([-np.inf, -3.0, -1.0, -0.0, 0.0, 0.25, 3.0, 7.0, np.inf, np.nan, -np.nan, 0.5], np.float32)
+_SEARCHSORTED_SKIP = "" if SEARCHSORTED_IS_HIJAX else "JAX before 0.11 traces searchsorted to lax primitives"
+
+
 @lowering(hijax.call_hi_primitive_p, cases=[
     case("scaled_sin", lambda x: _ScaledSin(jax.typeof(x), 3.0)(x) + 1.0, f32(2, 5)),
     case("pytree_int", lambda a, b: _SplitSum(jax.typeof(a))((a, b)), i32(4), i32(4)),
+    # JAX 0.11's jnp.searchsorted is a hijax primitive; each method expands differently.
+    *(case(f"searchsorted_{method}_{side}", functools.partial(jnp.searchsorted, side=side, method=method),
+           _SORTED, _QUERIES, skip=_SEARCHSORTED_SKIP)
+      for method in ("scan", "scan_unrolled", "sort", "compare_all") for side in ("left", "right")),
+    case("searchsorted_i32_batched", lambda a, v: jnp.searchsorted(a, v), np.array([-5, -5, 0, 2, 2, 9], np.int32),
+         i32(3, 4), skip=_SEARCHSORTED_SKIP),
+    case("searchsorted_i32_compare_all", lambda a, v: jnp.searchsorted(a, v, method="compare_all"),
+         np.array([-5, -5, 0, 2, 2, 9], np.int32), i32(7), skip=_SEARCHSORTED_SKIP),
+    case("searchsorted_f16", jnp.searchsorted, np.array([-1.5, 0, 0, 2, 2, 8], np.float16), f16(6),
+         skip=_SEARCHSORTED_SKIP),
+    case("searchsorted_bool", jnp.searchsorted, np.array([False, False, True]), boolean(4), skip=_SEARCHSORTED_SKIP),
+    case("searchsorted_complex_keys_right", lambda re, im, v: jnp.searchsorted(
+        lax.complex(re, im), lax.complex(v, -v), side="right", method="compare_all"),
+         np.array([-1, 0, 0, 0, 2], np.float32), np.array([0, -1, 0, 1, 0], np.float32),
+         np.array([0.0, -0.0, 2.0, np.nan, -1.0], np.float32), skip=_SEARCHSORTED_SKIP),
 ])
 def lower_call_hi_primitive(ctx, *args, _prim):
     return _lower_through_impl(ctx, functools.partial(hijax._call_hi_primitive_to_lojax, _prim=_prim), *args)

@@ -76,6 +76,8 @@ class Case:
     rtol: float | None = None
     polymorphic_shapes: Sequence[str | None] | None = None
     primitive: str = ""
+    # Why the case cannot run under the installed JAX (e.g. its primitive is newer), or "".
+    skip: str = ""
 
     @property
     def id(self) -> str:
@@ -97,5 +99,7 @@ def flax_linen():
 
 
 def case(name: str, fun: Callable, *args, atol: float | None = None, rtol: float | None = None,
-         polymorphic_shapes: Sequence[str | None] | None = None) -> Case:
-    return Case(name, fun, tuple(args), atol, rtol, polymorphic_shapes)
+         polymorphic_shapes: Sequence[str | None] | None = None, skip: str = "") -> Case:
+    """``skip``: the reason the case cannot run under the installed JAX ("" where it runs); tests
+    report such a case as skipped with that reason, never silently."""
+    return Case(name, fun, tuple(args), atol, rtol, polymorphic_shapes, skip=skip)

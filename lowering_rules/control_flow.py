@@ -14,7 +14,7 @@ from jax import lax
 
 from lowering_rules.cases import case, f16, f32, i32
 from lowering_rules.helpers import compute_dtype, lowering_for_webgpu, tf_dtype
-from lowering_rules.jax_compat import api_util, core, is_constant_dim, linear_util
+from lowering_rules.jax_compat import CALL_IS_EVAL_JAXPR, bind_call, core, is_constant_dim, open_jaxpr, scan_counts
 from lowering_rules.key_types import physical_aval
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Limitation, lowering
@@ -120,23 +120,40 @@ def lower_jit(ctx, *args, jaxpr, donated_invars=(), name="jit", keep_unused=Fals
 
 @lowering("closed_call", cases=[
     # JAX wraps the forward half of a rematerialised scan in closed_call when differentiating.
-    case("grad_of_checkpointed_scan", _grad_of_checkpointed_scan, f32(4), f32(3, 4)),
+    case("grad_of_checkpointed_scan", _grad_of_checkpointed_scan, f32(4), f32(3, 4),
+         skip="JAX 0.11 binds closed_call as eval_jaxpr (its case is there)" if CALL_IS_EVAL_JAXPR else ""),
 ])
 def lower_closed_call(ctx, *args, call_jaxpr):
     return _call(ctx, call_jaxpr, args)
 
 
 def _core_call(x):
-    body = lambda y: [jnp.cos(y) * 2.0]  # noqa: E731
-    fun = linear_util.wrap_init(body, debug_info=api_util.debug_info("call", body, (x,), {}))
-    return core.call_p.bind(x, subfuns=(fun,))[0]
+    return bind_call(lambda y: [jnp.cos(y) * 2.0], x)[0]
+
+
+def _core_call_with_weight(x):
+    return bind_call(lambda y: [jnp.cos(y) * jnp.asarray(WEIGHT[:2, :3]), y - 1.0], x)
 
 
 # ``core.call`` (an open jaxpr, no constants): what older JAX emitted for closed_call, still bindable.
 @lowering("call", cases=[
-    case("open_jaxpr", _core_call, f32(2, 3)),
+    case("open_jaxpr", _core_call, f32(2, 3),
+         skip="JAX 0.11 binds core.call_p as eval_jaxpr (its case is there)" if CALL_IS_EVAL_JAXPR else ""),
 ])
 def lower_core_call(ctx, *args, call_jaxpr):
+    return _call(ctx, call_jaxpr, args)
+
+
+_NO_EVAL_JAXPR = "" if CALL_IS_EVAL_JAXPR else "JAX before 0.11 has no eval_jaxpr"
+
+
+# JAX 0.11's one call primitive (core.call_p, closed_call_p and custom derivatives' calls bind it):
+# its jaxpr carries its constants.
+@lowering("eval_jaxpr", cases=[
+    case("weight_two_outputs", _core_call_with_weight, f32(2, 3), skip=_NO_EVAL_JAXPR),
+    case("grad_of_checkpointed_scan", _grad_of_checkpointed_scan, f32(4), f32(3, 4), skip=_NO_EVAL_JAXPR),
+])
+def lower_eval_jaxpr(ctx, *args, call_jaxpr):
     return _call(ctx, call_jaxpr, args)
 
 
@@ -161,7 +178,8 @@ def lower_checkpoint(ctx, *args, jaxpr, prevent_cse, differentiated, policy):
     case("softplus", jax.nn.softplus, f32(3, 4, low=-30.0, high=30.0)),
     case("mish", jax.nn.mish, f32(3, 4)),
     case("logaddexp", jnp.logaddexp, f32(5), f32(5)),
-    case("sinc", jnp.sinc, f32(6)),
+    case("sinc", jnp.sinc, f32(6), skip="JAX 0.11's sinc has no custom_jvp (its series is the polynomial primitive, "
+                                        "whose rule has sinc cases)" if hasattr(lax, "polynomial_p") else ""),
 ])
 def lower_custom_jvp_call(ctx, *args, call_jaxpr, jvp_jaxpr_fun, num_consts, symbolic_zeros):
     # The converted program is never differentiated, so only the primal body is lowered.
@@ -487,7 +505,7 @@ def _keep_stopped(running, new, old):
 # scan
 
 def _scans_float16_rows(eqn) -> bool:
-    num_consts, num_carry = eqn.params["num_consts"], eqn.params["num_carry"]
+    num_consts, num_carry = scan_counts(eqn.params)
     rows = (*eqn.avals_in[num_consts + num_carry:], *eqn.avals_out[num_carry:])
     return any(np.dtype(a.dtype) in (np.float16, np.uint16) for a in rows)
 
@@ -542,7 +560,11 @@ SCAN_FLOAT16_ON_TFLITE = Limitation(
     case("loop_sort_in_body", lambda c0, xs: lax.scan(lambda c, x: (jnp.sort(c * x), c[0]), c0, xs), f32(4),
          f32(600, low=0.9, high=1.1)),
 ])
-def lower_scan(ctx, *args, reverse, length, jaxpr, num_consts, num_carry, unroll):
+def lower_scan(ctx, *args, reverse, length, jaxpr, unroll, num_consts=None, num_carry=None, ft_in=None,
+               ft_out=None):
+    # JAX 0.11 replaced num_consts/num_carry by flat trees of the operands (ft_in: consts, carry,
+    # xs) and results (ft_out: carry, ys); only their group sizes matter here.
+    num_consts, num_carry = scan_counts(dict(num_consts=num_consts, num_carry=num_carry, ft_in=ft_in))
     consts = args[:num_consts]
     init = list(args[num_consts:num_consts + num_carry])
     xs = args[num_consts + num_carry:]
@@ -567,7 +589,7 @@ def _unrolls(length, unroll, jaxpr) -> bool:
     """
     if not is_constant_dim(length):
         return False
-    return unroll is True or unroll >= length or length * _equation_count(jaxpr.jaxpr) <= UNROLL_BUDGET
+    return unroll is True or unroll >= length or length * _equation_count(open_jaxpr(jaxpr)) <= UNROLL_BUDGET
 
 
 def _equation_count(jaxpr) -> int:

@@ -19,7 +19,7 @@ from jax import lax
 
 from lowering_rules.cases import case, f32
 from lowering_rules.helpers import lowering_for_tflite, lowering_for_webgpu
-from lowering_rules.jax_compat import core, is_constant_dim
+from lowering_rules.jax_compat import core, is_constant_dim, open_jaxpr
 from lowering_rules.lazy_tensorflow import tf
 
 
@@ -614,7 +614,7 @@ _CALLS = ("jit", "pjit", "closed_call")
 
 def _call_body(eqn):
     body = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
-    return body.jaxpr if isinstance(body, core.ClosedJaxpr) else body
+    return open_jaxpr(body)
 
 
 class _Trail:

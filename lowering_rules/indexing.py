@@ -35,7 +35,7 @@ from lowering_rules.helpers import (
     size_vector,
     where_nan_either,
 )
-from lowering_rules.jax_compat import core
+from lowering_rules.jax_compat import closed_jaxpr, core
 from lowering_rules.lazy_tensorflow import op, tf
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
@@ -430,7 +430,7 @@ def lower_scatter(ctx, operand, indices, updates, *, dimension_numbers, indices_
         return _scatter("set", ctx, operand, indices, updates, dimension_numbers, mode,
                         unique_indices)
     # lax.scatter_apply / x.at[i].apply(f): update_jaxpr is f(x, unused).
-    apply = ctx.sub_program(core.ClosedJaxpr(update_jaxpr, update_consts))
+    apply = ctx.sub_program(closed_jaxpr(update_jaxpr, update_consts))
     return _scatter("apply", ctx, operand, indices, updates, dimension_numbers, mode,
                     unique_indices, apply=apply)
 

@@ -5,6 +5,8 @@ only file to change. It imports nothing of noxla's, so rules, the engine and nox
 """
 from __future__ import annotations
 
+import functools
+
 from jax._src import (
     ad_checkpoint,
     ad_util,
@@ -71,6 +73,76 @@ def evaluate_dim(expr, env: dict, maximum, minimum):
                 "max": lambda: maximum(a, b), "min": lambda: minimum(a, b)}[factor.operation]()
     return value(expr)
 
+# JAX 0.11 renamed hijax's user-defined primitive base class (VJPHiPrimitive -> HiPrim).
+HiPrimitive = getattr(hijax, "HiPrim", None) or hijax.VJPHiPrimitive
+
+# JAX 0.11 folded ClosedJaxpr into Jaxpr: a jaxpr carries its own constants (its first inputs are
+# the constvars, as many as it has constants) and ``jaxpr.jaxpr`` is the jaxpr itself.
+_CLOSED_JAXPR = getattr(core, "ClosedJaxpr", None)
+JAXPR_TYPES = (core.Jaxpr,) if _CLOSED_JAXPR is None else (core.Jaxpr, _CLOSED_JAXPR)
+
+
+def closed_jaxpr(jaxpr, consts=()):
+    """``jaxpr`` with ``consts`` as the values of its constvars, in the form the running JAX binds
+    and evaluates (a ClosedJaxpr up to JAX 0.10; the Jaxpr itself from 0.11, whose own constants
+    are kept when none are given)."""
+    if _CLOSED_JAXPR is not None:
+        return jaxpr if isinstance(jaxpr, _CLOSED_JAXPR) else _CLOSED_JAXPR(jaxpr, list(consts))
+    return jaxpr.with_consts(list(consts)) if len(consts) else jaxpr
+
+
+def open_jaxpr(jaxpr):
+    """The equations' jaxpr of a closed or open jaxpr (its constvars still declared)."""
+    return jaxpr.jaxpr if _CLOSED_JAXPR is not None and isinstance(jaxpr, _CLOSED_JAXPR) else jaxpr
+
+
+def scan_counts(params: dict) -> tuple[int, int]:
+    """(constants, carries) of a scan equation: ``num_consts``/``num_carry`` up to JAX 0.10, the
+    lengths of the first two groups of ``ft_in`` (a flat tree of consts, carry, xs) from 0.11."""
+    if params.get("ft_in") is not None:
+        consts, carry, _ = params["ft_in"].unpack()
+        return len(consts), len(carry)
+    return params["num_consts"], params["num_carry"]
+
+
+def _numpy_hijax():
+    try:
+        from jax._src.numpy import hijax as numpy_hijax
+    except ImportError:
+        return None
+    return numpy_hijax
+
+
+# JAX 0.11 made jnp.searchsorted a hijax primitive (call_hi_primitive, expanded when lowered). JAX
+# 0.10 had the primitive class too, but jnp.searchsorted called its expansion (searchsorted_via_expand).
+SEARCHSORTED_IS_HIJAX = (hasattr(_numpy_hijax(), "SearchSorted")
+                         and not hasattr(_numpy_hijax(), "searchsorted_via_expand"))
+
+# JAX 0.11 made core.call_p an alias of eval_jaxpr_p, a call parameterised by a traced jaxpr.
+CALL_IS_EVAL_JAXPR = getattr(core, "eval_jaxpr_p", None) is core.call_p
+
+
+def bind_call(fun, *args):
+    """``core.call_p.bind`` of the Python function ``fun`` (returning a list): up to JAX 0.10 the body
+    is a wrapped function; from 0.11 it is the jaxpr of ``fun`` (``call_jaxpr=``)."""
+    if CALL_IS_EVAL_JAXPR:
+        import jax
+        jaxpr = jax.make_jaxpr(fun)(*(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args))
+        return core.call_p.bind(*args, call_jaxpr=jaxpr)
+    body = linear_util.wrap_init(fun, debug_info=api_util.debug_info("call", fun, args, {}))
+    return core.call_p.bind(*args, subfuns=(body,))
+
+
+@functools.cache
+def lax_value(name: str, *args: float) -> float:
+    """``jax.lax.<name>(*args)`` on float32 scalars, as the installed JAX computes it: for the edge
+    values JAX changed (digamma(0): NaN up to JAX 0.10, -inf from 0.11; igamma(inf, x): NaN for
+    x >= 1 up to 0.10, 0 from 0.11), so rules follow whichever JAX is installed. Asked once each."""
+    import numpy as np
+    from jax import lax
+    return float(np.asarray(getattr(lax, name)(*(np.float32(a) for a in args))))
+
+
 # Tracing: dead-code elimination of a jaxpr, and the user's frames of an equation's source.
 dce_jaxpr = partial_eval.dce_jaxpr
 user_frames = source_info_util.user_frames
@@ -87,7 +159,8 @@ __all__ = ["ad_checkpoint", "ad_util", "api_util", "linear_util", "InconclusiveD
            "core", "custom_derivatives", "debugging", "hijax", "ann", "windowed_reductions", "pjit",
            "lax_internal", "linalg_internal", "prng", "threefry2x32", "device_put_p", "dim_as_value_p",
            "is_constant_dim", "solve_dim_vars", "evaluate_dim", "dce_jaxpr", "user_frames",
-           "PRIMITIVE_MODULES"]
+           "PRIMITIVE_MODULES", "HiPrimitive", "JAXPR_TYPES", "closed_jaxpr", "open_jaxpr", "scan_counts",
+           "CALL_IS_EVAL_JAXPR", "bind_call", "lax_value", "SEARCHSORTED_IS_HIJAX"]
 
 # jax2tf.call_tf's primitive, by name: its TF function is in the equation's parameters, and noxla's
 # output is TF, so it runs in place. Named, not imported: jax2tf imports TensorFlow, which the check

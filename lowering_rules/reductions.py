@@ -31,7 +31,7 @@ from lowering_rules.helpers import (
     is_nan,
     kernel_dtype,
 )
-from lowering_rules.jax_compat import core
+from lowering_rules.jax_compat import core, open_jaxpr
 from lowering_rules.lazy_tensorflow import op, tf
 from lowering_rules.registry import Limitation, Target, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
@@ -287,7 +287,7 @@ def _expressions(jaxpr: core.Jaxpr, args):
         ins = [read(v) for v in eqn.invars]
         if eqn.primitive.name in _SUB_PROGRAM_CALLS:
             sub = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
-            sub = sub.jaxpr if isinstance(sub, core.ClosedJaxpr) else sub
+            sub = open_jaxpr(sub)
             outs = _expressions(sub, ins)
         else:
             outs = [(eqn.primitive.name, *ins)]

@@ -33,7 +33,7 @@ from jax import lax
 from lowering_rules.cases import case, f32, i32
 from lowering_rules.dtype_support import NUMERIC, dtypes, gap
 from lowering_rules.helpers import pad_or_crop, size_vector
-from lowering_rules.jax_compat import core, windowed_reductions
+from lowering_rules.jax_compat import closed_jaxpr, windowed_reductions
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import ALL_TARGETS, Target
@@ -120,8 +120,8 @@ def lower_select_and_scatter(ctx, operand, source, init_value, *, select_jaxpr, 
     grid = [ctx.dim(d) for d in ctx.avals_in[1].shape]
     if any(isinstance(d, int) and d == 0 for d in (*dims, *grid)):
         return tf.broadcast_to(init_value, out_shape)
-    select = ctx.sub_program(core.ClosedJaxpr(select_jaxpr, select_consts))
-    scatter = ctx.sub_program(core.ClosedJaxpr(scatter_jaxpr, scatter_consts))
+    select = ctx.sub_program(closed_jaxpr(select_jaxpr, select_consts))
+    scatter = ctx.sub_program(closed_jaxpr(scatter_jaxpr, scatter_consts))
     padded = pad_or_crop(operand, padding)
     real = None  # where the padded operand holds operand elements (None: everywhere)
     if any(p != (0, 0) for p in padding):

@@ -19,6 +19,8 @@ every NaN as +NaN (``Rule.differs``, listed in the limitations table).
 """
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -240,6 +242,10 @@ def _descending_total_order(x, rows: Rows):
 SIGNED_NANS = np.array([[1.0, -np.nan, np.inf, np.nan, -np.inf, -np.nan, 0.0, -0.0, -2.0]], np.float32)
 
 
+_NO_IS_STABLE = ("" if "is_stable" in inspect.signature(lax.top_k).parameters
+                 else "JAX before 0.11's top_k has no is_stable")
+
+
 @lowering(lax.top_k_p, limitations=[TOO_LONG, _WIDE_KEYS], differs=[(
     (Target.TFJS,), "every NaN is ordered as +NaN (first): JAX puts a NaN with its sign bit set (-NaN, which "
     "x86 computes for 0/0 and inf - inf) last, and reading the sign needs a Bitcast, which TF.js lacks")], cases=[
@@ -258,8 +264,12 @@ SIGNED_NANS = np.array([[1.0, -np.nan, np.inf, np.nan, -np.inf, -np.nan, 0.0, -0
     case("polymorphic_batch", lambda x: lax.top_k(x, 2), f32(3, 5), polymorphic_shapes=("(b, 5)",)),
     case("too_long_rejected", lambda x: lax.top_k(x, 3), TOP_K_TOO_LONG_ROW),
     case("u32_rejected", lambda x: lax.top_k(x, 2), WIDE_U32),
+    # Distinct values: with ties, an unstable top_k's indices may differ from the stable ones.
+    case("unstable", lambda x: lax.top_k(x, 4, is_stable=False), f32(3, 8), skip=_NO_IS_STABLE),
 ])
-def lower_top_k(ctx, x, *, k, axis):
+def lower_top_k(ctx, x, *, k, axis, is_stable=True):
+    # JAX 0.11's is_stable=False lets ties come in any order; the stable order (lowest index first)
+    # is one of them, so both are honoured.
     aval = ctx.avals_in[0]
     out_aval = ctx.avals_out[0]
     rows = Rows(ctx, aval, axis)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import jax
 import numpy as np
 from jax import lax
 
@@ -20,6 +21,7 @@ from lowering_rules.helpers import (
     is_inf,
     is_nan,
 )
+from lowering_rules.jax_compat import lax_value
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
 
@@ -123,11 +125,15 @@ def _digamma_from_half(x):
 
 
 def digamma(x):
-    # Reflection psi(1 - x) - psi(x) = pi cot(pi x) below 1/2; JAX gives NaN at the poles.
+    # Reflection psi(1 - x) - psi(x) = pi cot(pi x) below 1/2; JAX gives NaN at the negative poles,
+    # and at 0 NaN up to JAX 0.10 but -inf from 0.11: the value the installed JAX gives.
     reflected = _digamma_from_half(1.0 - x) - math.pi * _cot_pi(x)
     r = tf.where(x < 0.5, reflected, _digamma_from_half(tf.where(x < 0.5, 1.0 - x, x)))
     pole = tf.logical_and(x <= 0.0, tf.equal(x, tf.floor(x)))
-    return tf.where(pole, tf.fill(tf.shape(x), NAN), r)
+    r = tf.where(pole, tf.fill(tf.shape(x), NAN), r)
+    if np.isnan(lax_value("digamma", 0.0)):
+        return r
+    return tf.where(tf.equal(x, 0.0), -infinity_like(x), r)
 
 
 # Abramowitz & Stegun 9.8.1-9.8.4 (as in Numerical Recipes' bessi0/bessi1): polynomials in
@@ -163,7 +169,8 @@ def bessel_i1e(x):
 # Primitive: (TF lowering, cases).
 SPECIAL_UNARY = {
     lax.erf_p: (erf, _unary_cases(lax.erf, low=-4, high=4, edges=[0.0, 1e-8, -0.3, 0.49, 0.51, 3.0, -6.0, INF, NAN])),
-    lax.erfc_p: (erfc, _unary_cases(lax.erfc, low=-4, high=4, edges=[0.0, 1e-8, 0.5, 3.0, 9.0, -6.0, INF, -INF, NAN])),
+    lax.erfc_p: (erfc, [*_unary_cases(lax.erfc, low=-4, high=4, edges=[0.0, 1e-8, 0.5, 3.0, 9.0, -6.0, INF, -INF, NAN]),
+                        case("exact_gelu", lambda x: jax.nn.gelu(x, approximate=False), f32(3, 4, low=-5, high=5))]),
     lax.erf_inv_p: (erf_inv, _unary_cases(lax.erf_inv, low=-0.999, high=0.999,
                                 edges=[0.0, 1.0, -1.0, 1.5, 0.9999, -0.99999, 1e-8, 0.5, NAN])),
     lax.lgamma_p: (lgamma, _unary_cases(lax.lgamma, low=0.1, high=20,
@@ -181,8 +188,11 @@ SPECIAL_UNARY = {
 
 _DTYPES = {lax.erf_inv_p: FLOAT32_SERIES, lax.digamma_p: FLOAT32_SERIES, lax.polygamma_p: FLOAT32_SERIES}
 
+# JAX 0.11 gave erfc the transcendental functions' accuracy hint (a tolerance request, see unary).
+_WITH_ACCURACY = {lax.erfc_p}
+
 for _prim, (_fn, _cases) in SPECIAL_UNARY.items():
-    lowering(_prim, cases=_cases, dtypes=_DTYPES.get(_prim, ALL))(unary(_fn))
+    lowering(_prim, cases=_cases, dtypes=_DTYPES.get(_prim, ALL))(unary(_fn, transcendental=_prim in _WITH_ACCURACY))
 
 
 # ----------------------------------------------------------------------------- rare special functions
@@ -238,6 +248,13 @@ def _igamma_pair(a, x):
     x_zero, x_inf = tf.equal(x, 0.0), is_inf(x)
     p = tf.where(x_zero, zero, tf.where(x_inf, one, p))
     q = tf.where(x_zero, one, tf.where(tf.logical_or(x_inf, tf.equal(a, 0.0)), zero, q))
+    if not np.isnan(lax_value("igamma", INF, 2.0)):
+        # JAX 0.11: P(inf, x) = 0 for every finite x (JAX 0.10, as the formulas above: NaN for
+        # x >= 1), and P(inf, inf) is NaN (JAX 0.10: 1, as for any a).
+        a_inf = tf.logical_and(is_inf(a), a > 0.0)
+        nan = tf.fill(tf.shape(x), tf.constant(NAN, x.dtype))
+        p = tf.where(a_inf, tf.where(x_inf, nan, zero), p)
+        q = tf.where(a_inf, tf.where(x_inf, nan, one), q)
     domain_error = tf.logical_or(tf.logical_or(x < 0.0, a < 0.0),
                                  tf.logical_or(tf.logical_and(tf.equal(a, 0.0), x_zero),
                                                tf.logical_or(is_nan(a), is_nan(x))))
@@ -301,9 +318,9 @@ def polygamma(n, x):
 
 
 _IGAMMA_A = np.array([1.0, 1.0, 0.0, -1.0, 2.0, NAN, 1.0, INF, 0.0, 0.0, 0.0, INF, INF, 1e-3, 5.0, 1e-30, 0.5,
-                      20.0, 20.0, 3.0, 100.0, 1.0, 0.1], np.float32)
+                      20.0, 20.0, 3.0, 100.0, 1.0, 0.1, INF, INF], np.float32)
 _IGAMMA_X = np.array([0.0, -1.0, 1.0, 1.0, INF, 1.0, NAN, 1.0, 0.5, 2.0, 0.0, 0.5, 2.0, 1e-3, 1e-30, 1.0, 1e10,
-                      20.0, 21.0, 1e-6, 90.0, 30.0, 50.0], np.float32)
+                      20.0, 21.0, 1e-6, 90.0, 30.0, 50.0, INF, 1e30], np.float32)
 def _igamma_cases(fn):
     return [
         case("f32", fn, f32(8, 16, low=0.1, high=20), f32(8, 16, low=0.0, high=30)),

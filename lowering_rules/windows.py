@@ -36,7 +36,7 @@ from lowering_rules.helpers import (
     size_vector,
     symbolic_padding,
 )
-from lowering_rules.jax_compat import core, windowed_reductions
+from lowering_rules.jax_compat import closed_jaxpr, windowed_reductions
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Limitation, Target, lowering
 from lowering_rules.vocabulary import ALL_TARGETS
@@ -212,7 +212,7 @@ def lower_reduce_window(ctx, x, init, *, jaxpr, consts, window_dimensions, windo
         work = kernel_dtype(x.dtype, ordered=name in ("max", "min"))
         x, init = tf.cast(x, work), tf.cast(init, work)
     else:
-        body = ctx.sub_program(core.ClosedJaxpr(jaxpr, consts))
+        body = ctx.sub_program(closed_jaxpr(jaxpr, consts))
         combine, fill = (lambda a, b: body(a, b)[0]), None
     result = reduce_window(ctx, x, name, window_dimensions, window_strides, padding, base_dilation,
                            window_dilation, fill=fill, combine=combine)

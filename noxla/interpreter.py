@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 from jax.extend import core
 
-from lowering_rules import complex_values, key_types, limb_values, registry
+from lowering_rules import complex_values, jax_compat, key_types, limb_values, registry
 from lowering_rules.helpers import constant, runtime_infinity, tf_dtype
 from lowering_rules.vocabulary import rule_params
 from noxla.errors import LoweringError, NoxlaError, source_line
@@ -286,8 +286,7 @@ class LoweringContext:
 
     def sub_program(self, closed_jaxpr) -> Callable[..., list[tf.Tensor]]:
         """A TF function body for a sub-jaxpr. Its constants are made here, outside any branch."""
-        if isinstance(closed_jaxpr, core.Jaxpr):
-            closed_jaxpr = core.ClosedJaxpr(closed_jaxpr, ())
+        closed_jaxpr = jax_compat.closed_jaxpr(closed_jaxpr)
         consts = [self.lowering.constant(c) for c in closed_jaxpr.consts]
 
         def body(*args):
@@ -428,4 +427,4 @@ def _is_complex_var(var) -> bool:
 
 def _short_params(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()
-                     if not isinstance(v, (core.Jaxpr, core.ClosedJaxpr)))
+                     if not isinstance(v, jax_compat.JAXPR_TYPES))

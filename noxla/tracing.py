@@ -51,7 +51,26 @@ def _leaf_spec(path, leaf) -> jax.ShapeDtypeStruct:
                 "bind non-array arguments with functools.partial (or close over them).")
     dtype = getattr(dtype, "as_numpy_dtype", dtype)  # tf.DType -> numpy
     shape = tuple(getattr(shape, "as_list", lambda: shape)() if shape is not None else ())
-    return jax.ShapeDtypeStruct(shape, jax.dtypes.canonicalize_dtype(np.dtype(dtype)))
+    dtype = jax.dtypes.canonicalize_dtype(np.dtype(dtype))
+    if any(d is None for d in shape):
+        try:
+            return jax.ShapeDtypeStruct(shape, dtype)
+        except ValueError:  # JAX 0.11 refuses None dimensions
+            return UnknownDims(shape, dtype)
+    return jax.ShapeDtypeStruct(shape, dtype)
+
+
+class UnknownDims:
+    """An argument's shape with unknown (None) dimensions, for polymorphic_shapes to name: JAX 0.11's
+    ShapeDtypeStruct refuses None, and its symbolic_args_specs reads any object's shape and dtype.
+    Not a pytree node: a leaf, like the ShapeDtypeStruct it stands for."""
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple, dtype):
+        self.shape, self.dtype = shape, dtype
+
+    def __repr__(self):
+        return f"UnknownDims(shape={self.shape}, dtype={self.dtype})"
 
 
 def abstract_args(args: Sequence, polymorphic_shapes=None, polymorphic_constraints: Sequence[str] = ()) -> tuple:

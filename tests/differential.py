@@ -199,7 +199,11 @@ _PROGRAMS: dict[str, Program] = {}
 
 
 def traced_program(case: Case, args: Sequence[np.ndarray] | None = None) -> Program:
-    """The case's program alone (no JAX run), traced once."""
+    """The case's program alone (no JAX run), traced once. A case that cannot run under the
+    installed JAX (``case.skip``) skips the test asking for it, with the case's reason."""
+    if case.skip:
+        import pytest
+        pytest.skip(f"{case.id}: {case.skip}")
     if case.id not in _PROGRAMS:
         _PROGRAMS[case.id] = trace(case.fun, tuple(case.concrete_args()) if args is None else tuple(args),
                                    case.polymorphic_shapes)

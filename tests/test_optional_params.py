@@ -22,6 +22,8 @@ def _application(name):
     """The first top-level application of the rule's primitive in its cases, with concrete
     operands of its shapes, or None (only in sub-programs, or symbolic shapes)."""
     for case in RULES[name].cases:
+        if case.skip:  # the installed JAX cannot run it
+            continue
         try:
             program, _, _ = traced(case)
         except Exception:  # noqa: BLE001, S112 - test_rules.py reports cases that do not trace
