@@ -130,6 +130,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
             data = converter.convert()
         except Exception as e:  # the converter raises several private error types
             raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
+        data = quantization.float_divisions(data)
         return finish_tflite(data, in_names, out_names, webgpu=webgpu, constants=constants)
     # The converter's own entry point for a concrete function saves it as a SavedModel, loads it
     # back and converts that (or, without a trackable object, re-imports the graph to freeze it):

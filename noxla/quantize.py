@@ -118,3 +118,45 @@ def tfjs_quantized(data: np.ndarray, quantize: str | None) -> tuple[np.ndarray, 
         high = levels * scale + low
     stored = np.round((np.clip(data.astype(np.float64), low, high) - low) / scale).astype(dtype)
     return stored, {"dtype": quantize, "min": low, "scale": scale, "original_dtype": "float32"}
+
+
+def float_divisions(data: bytes) -> bytes:
+    """The int8 model ``data`` with each int8 DIV computed in float32 between DEQUANTIZE and QUANTIZE
+    ops. TF 2.21's converter quantizes DIV, and LiteRT's int8 DIV refuses a divisor equal to its
+    zero point ("div.cc: data[i] != zero_point"): a divisor whose calibrated range holds 0 (a
+    sampling head's normalizer, a VAE's scale) failed at run time, after the export had passed."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    from noxla.tflite_merge import builtin_code, opcode_index
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(data))
+    B, INT8, FLOAT32 = schema.BuiltinOperator, schema.TensorType.INT8, schema.TensorType.FLOAT32
+
+    def float_twin(graph, index: int) -> int:
+        twin = schema.TensorT()
+        twin.name = (graph.tensors[index].name or b"") + b"/float"
+        twin.shape, twin.type, twin.buffer = graph.tensors[index].shape, FLOAT32, 0
+        graph.tensors.append(twin)
+        return len(graph.tensors) - 1
+
+    def operator(code: int, inputs, outputs):
+        new = schema.OperatorT()
+        new.opcodeIndex, new.inputs, new.outputs = opcode_index(model, code), list(inputs), list(outputs)
+        return new
+
+    changed = False
+    for graph in model.subgraphs:
+        operators = []
+        for op in graph.operators or []:
+            tensors = [graph.tensors[t] for t in (*op.inputs, *op.outputs)]
+            if builtin_code(model, op) != B.DIV or any(t.type != INT8 for t in tensors):
+                operators.append(op)
+                continue
+            quantized_in, quantized_out = [int(t) for t in op.inputs], int(op.outputs[0])
+            inputs, result = [float_twin(graph, t) for t in quantized_in], float_twin(graph, quantized_out)
+            operators += [operator(B.DEQUANTIZE, [q], [f]) for q, f in zip(quantized_in, inputs)]
+            op.inputs, op.outputs = inputs, [result]
+            operators += [op, operator(B.QUANTIZE, [result], [quantized_out])]
+            changed = True
+        graph.operators = operators
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model)) if changed else data

@@ -66,6 +66,13 @@ def _size(path: str) -> int:
                if f == "model.json" or f.endswith(".bin"))
 
 
+def _weight_bytes(path: str) -> int:
+    """The bytes of a .tflite's constant buffers."""
+    from tensorflow.lite.tools import flatbuffer_utils
+    model = flatbuffer_utils.read_model(path)
+    return sum(len(b.data) for b in model.buffers if b.data is not None)
+
+
 @pytest.fixture(scope="module")
 def float_exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("float")
@@ -98,6 +105,11 @@ def test_tflite_quantized(name, mode, float_exports, tmp_path):
     print(f"{name} tflite {mode}: {size / 1024:.1f} KiB ({size / float_size:.2f} of float), error {error:.2e}")
     if mode == "int8" and name in INT8_MAY_GROW:
         assert size <= INT8_MAY_GROW[name] * float_size, (size, float_size)
+    elif float_size < SMALL_MODEL_BYTES:
+        # A few hundred weights: the file is mostly operators and tensor names, which TF 2.21's
+        # converter writes longer for a quantized graph (mobilenet_block float16: 2,796 bytes against
+        # 2,428); what quantizing must shrink is the weights.
+        _assert_smaller(_weight_bytes(path), _weight_bytes(float_exports(name, "tflite")))
     else:
         _assert_smaller(size, float_size)
     bound = INT8_BOUNDS.get(name, TFLITE_BOUNDS[mode]) if mode == "int8" else TFLITE_BOUNDS[mode]
