@@ -42,6 +42,19 @@ _CONTRACTION_ATTRS = {"Conv2D": ("T", "strides", "padding", "explicit_paddings",
                       "MatMul": ("T", "transpose_a", "transpose_b")}
 
 
+def reads_and_controls(graph_def, first_output_only: bool):
+    """How many inputs of the main graph read each node (its output 0 only, or any output), and the
+    nodes that are some node's control input."""
+    reads, controlled = collections.Counter(), set()
+    for node in graph_def.node:
+        for name in node.input:
+            if name.startswith("^"):
+                controlled.add(name[1:])
+            elif not first_output_only or name.partition(":")[2] in ("", "0"):
+                reads[name.partition(":")[0]] += 1
+    return reads, controlled
+
+
 def portable_fusions(graph_def, keep: set[str]):
     """The graph with each Conv2D or MatMul + BiasAdd (+ Relu, Relu6, Elu or LeakyRelu) of its main
     graph fused into one _FusedConv2D or _FusedMatMul (and Conv2D + Squeeze + BiasAdd into
@@ -53,13 +66,7 @@ def portable_fusions(graph_def, keep: set[str]):
     from tensorflow.core.framework import graph_pb2, node_def_pb2
     graph_def = _untransposed_weights(graph_def, keep)
     nodes = {n.name: n for n in graph_def.node}
-    reads, controlled = collections.Counter(), set()
-    for node in graph_def.node:
-        for name in node.input:
-            if name.startswith("^"):
-                controlled.add(name[1:])
-            elif name.partition(":")[2] in ("", "0"):
-                reads[name.partition(":")[0]] += 1
+    reads, controlled = reads_and_controls(graph_def, first_output_only=True)
 
     def plain(node) -> bool:  # no control edges in or out
         return node.name not in controlled and not any(i.startswith("^") for i in node.input)

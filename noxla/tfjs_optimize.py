@@ -19,7 +19,7 @@ from __future__ import annotations
 import collections
 
 from noxla.errors import ExportError
-from noxla.tfjs_fusions import check_fused_ops, portable_fusions
+from noxla.tfjs_fusions import check_fused_ops, portable_fusions, reads_and_controls
 from noxla.tfjs_graph import tfjs_supported_ops
 
 _FIRST_PASS = ("pruning", "constfold", "arithmetic", "dependency", "pruning", "constfold", "arithmetic", "dependency")
@@ -131,13 +131,7 @@ def fused_depthwise_convolutions(graph_def, keep: set[str]):
     only by the next node, has no control edges and is not one of ``keep``."""
     from tensorflow.core.framework import node_def_pb2
     nodes = {n.name: n for n in graph_def.node}
-    reads, controlled = collections.Counter(), set()
-    for node in graph_def.node:
-        for name in node.input:
-            if name.startswith("^"):
-                controlled.add(name[1:])
-            else:
-                reads[name.split(":")[0]] += 1
+    reads, controlled = reads_and_controls(graph_def, first_output_only=False)
 
     def only_reader_of(node):  # the node that alone reads output 0 of ``node``'s first input
         name = node.input[0] if node.input else "^"
