@@ -38,17 +38,18 @@ _EXACT = frozenset({
 })
 
 
-def carry_bfloat16_in_float32(graph_def):
-    """``graph_def`` with bfloat16 carried in float32 (see the module's doc), in place; returned."""
+def carry_bfloat16_in_float32(graph_def) -> bool:
+    """``graph_def`` with bfloat16 carried in float32 (see the module's doc), in place: whether it
+    held any."""
     if not _holds_bfloat16(graph_def):
-        return graph_def
+        return False
     _Rewrite(graph_def.node, function=None).run()
     for function in graph_def.library.function:
         for arg in (*function.signature.input_arg, *function.signature.output_arg):
             if arg.type == _BF16:
                 arg.type = _F32
         _Rewrite(function.node_def, function=function).run()
-    return graph_def
+    return True
 
 
 def _holds_bfloat16(graph_def) -> bool:

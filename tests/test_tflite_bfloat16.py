@@ -171,3 +171,19 @@ def test_bfloat16_inputs_and_outputs_stay_refused_for_tflite():
     report = noxla.check(lambda x: x * 2, x, target="tflite")
     assert {v.primitive for v in report.violations} == {"(program input)", "(program output)"}, report.format()
     assert noxla.check(lambda x: (x.astype(BF16) * 2).astype(jnp.float32), x.astype(np.float32), target="tflite").ok
+
+
+def test_loops_and_conditionals_round_in_their_bodies():
+    # Their bodies are functions in the GraphDef's library: rewritten and rounded there too.
+    from jax import lax
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(64) * 4).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+    def fun(x):
+        a = x.astype(BF16)
+        looped = lax.fori_loop(0, 4, lambda i, c: c * a / (c + 3) + lax.convert_element_type(i, BF16), a)
+        tested = lax.cond(x[0] > 0, lambda v: v * v + a, lambda v: v / (a + 5), looped)
+        return looped.astype(jnp.float32), tested.astype(jnp.float32)
+
+    for expected, actual in zip(_op_by_op(fun, x), _tflite(fun, x)):
+        _same_bits(expected, actual)
