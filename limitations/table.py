@@ -22,6 +22,7 @@ from lowering_rules.dtype_support import (
     KEY,
     ORDER,
     SHORT,
+    boundary_lacks,
     supported_dtype_names,
     target_has,
     target_lacks,
@@ -254,7 +255,11 @@ def _dtype_section() -> list[str]:
         reasons: dict[str, list[str]] = {}
         for name in unsupported:
             reasons.setdefault(target_lacks(target, name), []).append(name)
-        lines += [f"  - {', '.join(names)}: {reason}" for reason, names in reasons.items()] + [""]
+        lines += [f"  - {', '.join(names)}: {reason}" for reason, names in reasons.items()]
+        inside = [(dtype_name, boundary_lacks(target, dtype_name)) for dtype_name in supported
+                  if boundary_lacks(target, dtype_name)]
+        lines += [f"- computes inside a program only, none taken in or returned: {name}: {reason}"
+                  for name, reason in inside] + [""]
     return lines
 
 

@@ -2,7 +2,8 @@
 
 Two layers decide whether a dtype reaching a primitive is accepted for a target:
 
-1. the target's own table (``_TARGET_LACKS``): TF.js has no int8 tensors, TFLite no bfloat16 ones;
+1. the target's own table (``_TARGET_LACKS``): TF.js has no int8 tensors, TFLite no float64 kernels
+   (and ``_BOUNDARY_LACKS``: a .tflite computes bfloat16 inside, in float32, but takes none in or out);
 2. the rule's ``DtypeSupport``: the dtypes its lowering computes exactly (natively, or through a
    widening cast that is exact), and the per-target gaps it declares with a reason.
 
@@ -60,15 +61,26 @@ _TFJS_LACKS = "TF.js tensors are float32, int32, bool or complex64 only"
 _TARGET_LACKS: dict[Target, dict[str, str]] = {
     Target.TF: {},
     Target.TFLITE: {
-        "bfloat16": "TFLite has no bfloat16 tensors",
         "float64": "TFLite's builtin kernels have no float64 arithmetic (the converter refuses AddV2, "
                    "Cast, comparisons on it)",
         "uint64": "TFLite's builtin kernels have no uint64 arithmetic or casts",
         "complex128": "TFLite's builtin kernels have no float64 arithmetic, which complex128 values are made of",
     },
     Target.TFLITE_FLEX: {},
-    Target.TFJS: {name: _TFJS_LACKS for name in ("int8", "int16", "int64", "uint8", "uint16", "uint32",
-                                                 "uint64", "float16", "bfloat16", "float64", "complex128")},
+    Target.TFJS: {**{name: _TFJS_LACKS for name in ("int8", "int16", "int64", "uint8", "uint16", "uint32",
+                                                    "uint64", "float16", "float64", "complex128")},
+                  "bfloat16": _TFJS_LACKS + "; TF.js has no Bitcast to round float32 values to bfloat16 "
+                              "as the .tflite writer does (noxla/tflite_bfloat16.py: an exact rounding "
+                              "in float arithmetic is future work)"},
+}
+
+# Dtypes a target computes on inside a program but cannot take in or return. A .tflite carries
+# bfloat16 values in float32, each result rounded to bfloat16 (noxla/tflite_bfloat16.py, run on the
+# graph the converter gets), but TF 2.21's converter refuses a bfloat16 input ("Unsupported
+# TensorFlow type").
+_BOUNDARY_LACKS: dict[Target, dict[str, str]] = {
+    Target.TFLITE: {"bfloat16": "the TFLite converter takes no bfloat16 program input or output (inside a "
+                                ".tflite, noxla carries bfloat16 values in float32, each rounded to bfloat16)"},
 }
 
 
@@ -80,6 +92,16 @@ def target_lacks(target: Target, dtype) -> str | None:
         if reason:
             return reason
     return None
+
+
+def boundary_lacks(target: Target, dtype) -> str | None:
+    """Why ``target`` cannot take in or return ``dtype`` values, or None (what it lacks at all, and
+    what it computes on only inside a program)."""
+    for t in target.lineage:
+        reason = _BOUNDARY_LACKS.get(t, {}).get(dtype_class(dtype))
+        if reason:
+            return reason
+    return target_lacks(target, dtype)
 
 
 def target_has(target: Target, dtype) -> bool:
@@ -188,7 +210,7 @@ def boundary_dtype_reason(target: Target, dtype, output: bool) -> str | None:
 
     A program that applies no primitive to a value (``lambda x: x``, a broadcast to the same shape)
     passes it through untouched: only this check sees its dtype. A TFLite converter refuses a
-    bfloat16 input; a TF.js model has no uint8 or float16 tensors to return, so it would hand back
+    bfloat16 input (``_BOUNDARY_LACKS``); a TF.js model has no uint8 or float16 tensors to return, so it would hand back
     int32 or float32 values without a word. uint32 is the exception for TF.js: its models take and
     return uint32 as the int32 with the same bits (``carries_uint32``), as PRNG keys need.
     A float0 (a gradient w.r.t. an integer input) becomes jax2tf's bfloat16 zero in TF only."""
@@ -199,7 +221,7 @@ def boundary_dtype_reason(target: Target, dtype, output: bool) -> str | None:
         complex_ = np.issubdtype(np.dtype(dtype), np.complexfloating)
     except TypeError:  # extended dtypes (PRNG keys) are no tensor dtype of their own
         return None
-    lacks = target_lacks(target, dtype)
+    lacks = boundary_lacks(target, dtype)
     if lacks and not (target.within((Target.TFJS,)) and np.dtype(dtype) == np.uint32):
         return f"{target.label} cannot {'return' if output else 'take'} {dtype_name(dtype)} values: {lacks}"
     if not complex_:
@@ -217,7 +239,7 @@ def boundary_dtype_workaround(target: Target, dtype) -> str:
         return ("pass complex values as two float arrays: jnp.real(z), jnp.imag(z) "
                 "(and lax.complex(re, im) inside the program)")
     name = dtype_name(dtype)
-    instead = [d for d in _INSTEAD.get(name, ()) if target_has(target, d)]
+    instead = [d for d in _INSTEAD.get(name, ()) if boundary_lacks(target, d) is None]
     to = instead[0] if instead else "a dtype the target has"
     return (f"give the program {to} values instead (cast {name} inputs before calling it, and cast its {name} "
             f"results to {to} inside the program with .astype)")
@@ -260,6 +282,7 @@ __all__ = [
     "NUMERIC",
     "ORDER",
     "boundary_dtype_reason",
+    "boundary_lacks",
     "boundary_dtype_workaround",
     "SHORT",
     "SIGNED",

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from lowering_rules.vocabulary import Target
-from noxla import large_tflite
+from noxla import large_tflite, tflite_graph_passes
 from noxla import quantize as quantization
 from noxla.demo import write_demo
 from noxla.errors import ExportError
@@ -119,6 +119,8 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
     converter.target_spec.supported_ops = ops
     quantization.configure_tflite(converter, quantize, samples)
     graph_def, inputs = frozen_graph_def(concrete, stubs, weights)
+    if not allow_flex:  # int8's calibrating entry point below converts the function itself
+        tflite_graph_passes.for_builtins(graph_def)
     in_names = [t.name.split(":")[0] for t in inputs]
     out_names = sorted(concrete.structured_outputs)
     constants = _outputs_of_a_constant_program(concrete, inputs, out_names)

@@ -64,6 +64,11 @@ class SweepProgram:
     fun: Callable
     args: tuple
     program: Program
+    carried: bool = False   # its values of the swept dtype pass in and out as float32 (``carried_in_float32``)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.primitive, self.dtype.name + ("@float32" if self.carried else "")
 
 
 def _primitive_eqns(closed_jaxpr, name: str):
@@ -200,6 +205,35 @@ def sweep_program(rule, sd: SweepDtype) -> SweepProgram | str:
     return why
 
 
+def carried_in_float32(sp: SweepProgram) -> SweepProgram:
+    """``sp`` with its inputs and outputs of the swept dtype passed as float32 and cast inside the
+    program (both casts exact for half floats): for a target that computes the dtype inside a
+    program but takes none in or out (a .tflite's bfloat16), so that the rule itself is tried."""
+    dtype = sp.dtype.dtype
+    positions = {i for i, a in enumerate(sp.args) if np.asarray(a).dtype == dtype}
+
+    def fun(*xs):
+        xs = [x.astype(dtype) if i in positions else x for i, x in enumerate(xs)]
+        return jax.tree_util.tree_map(lambda y: y.astype(np.float32) if y.dtype == dtype else y, sp.fun(*xs))
+
+    args = tuple(np.asarray(a, np.float32) if i in positions else a for i, a in enumerate(sp.args))
+    with sp.dtype.context():
+        program = trace(fun, args)
+    return dataclasses.replace(sp, fun=fun, args=args, program=program, carried=True)
+
+
+def _swept(sd: SweepDtype) -> bool:
+    """Whether ``--dtypes`` (passed on to the workers as NOXLA_SWEEP_DTYPES) leaves ``sd`` in."""
+    import os
+    wanted = os.environ.get("NOXLA_SWEEP_DTYPES")
+    return not wanted or sd.name in wanted.split(",")
+
+
+def _carries(target, sd: SweepDtype) -> bool:
+    from lowering_rules.dtype_support import boundary_lacks, target_has
+    return not sd.is_key and target_has(target, sd.name) and boundary_lacks(target, sd.name) is not None
+
+
 # --------------------------------------------------------------------------- running a rule's sweep
 
 # Comparing with JAX: half-precision results agree within a few units of their last place (JAX's
@@ -258,7 +292,7 @@ _EXPECTED: dict[tuple[str, str], list[np.ndarray]] = {}
 
 def _expected(sp: SweepProgram) -> list[np.ndarray] | str:
     """JAX's outputs, once per process: every valid dtype of the rule (per x64 mode) in one jit."""
-    key = (sp.primitive, sp.dtype.name)
+    key = sp.key
     if key not in _EXPECTED:
         from noxla.verify import jax_outputs
         rule_programs = [p for p in _PROGRAMS_OF.get(sp.primitive, ()) if p.dtype.x64 == sp.dtype.x64]
@@ -272,12 +306,12 @@ def _expected(sp: SweepProgram) -> list[np.ndarray] | str:
             for member in group:
                 if flat is None:
                     try:
-                        _EXPECTED[(member.primitive, member.dtype.name)] = jax_outputs(member.fun, member.args)
+                        _EXPECTED[member.key] = jax_outputs(member.fun, member.args)
                     except Exception as e:  # noqa: BLE001 - JAX traces it but cannot run it
-                        _EXPECTED[(member.primitive, member.dtype.name)] = f"JAX cannot run it: {_first_line(e)}"
+                        _EXPECTED[member.key] = f"JAX cannot run it: {_first_line(e)}"
                     continue
                 n = len(member.program.out_avals)
-                _EXPECTED[(member.primitive, member.dtype.name)], flat = flat[:n], flat[n:]
+                _EXPECTED[member.key], flat = flat[:n], flat[n:]
     return _EXPECTED[key]
 
 
@@ -332,6 +366,8 @@ def sweep_on(rules, target, runtimes_for_target: Sequence[str], run, *, solo=fro
             continue
         event("prepare", [(rule.primitive, "*")])
         for sd, sp in zip(SWEEP_DTYPES, rule_sweep(rule)):
+            if not _swept(sd):
+                continue
             if isinstance(sp, str):
                 outcomes.append(Outcome(rule.primitive, sd.name, target.value, "invalid", sp))
                 continue
@@ -340,6 +376,8 @@ def sweep_on(rules, target, runtimes_for_target: Sequence[str], run, *, solo=fro
                                         skip[(rule.primitive, sd.name)]))
                 continue
             event("check", [(rule.primitive, sd.name)])
+            if _carries(target, sd):
+                sp = carried_in_float32(sp)
             with sd.context():
                 try:
                     report = check_jaxpr(sp.program.closed_jaxpr, target)
@@ -551,7 +589,8 @@ def isolated(module: str, target: str, items: Sequence[str], *, chunk: int, time
 
 
 def main(argv=None) -> int:
-    """``python3 -m tests.dtype_sweep [tf|tflite|tfjs ...] [--rules a,b]``: the sweep's counts per target."""
+    """``python3 -m tests.dtype_sweep [tf|tflite|tfjs ...] [--rules a,b] [--dtypes bfloat16]``: the sweep's
+    counts per target."""
     import argparse
     import collections
     import time
@@ -562,11 +601,15 @@ def main(argv=None) -> int:
     parser.add_argument("targets", nargs="*", default=["tf"])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rules", default="", help="comma-separated primitive names (default: every rule)")
+    parser.add_argument("--dtypes", default="", help="comma-separated dtype names (default: every dtype)")
     parser.add_argument("--chunk", type=int, default=12, help="rules per worker process")
     args = parser.parse_args(argv)
     if args.worker:
         return _worker()
     names = args.rules.split(",") if args.rules else sorted(lowering_rules.RULES)
+    if args.dtypes:
+        import os
+        os.environ["NOXLA_SWEEP_DTYPES"] = args.dtypes  # the workers inherit it
     bad = 0
     for name in args.targets:
         start = time.time()
