@@ -111,6 +111,18 @@ def test_writer_refuses_body_tensors_tfjs_misreads(tmp_path, inputs, ret, messag
         write_graph_model(graph, str(tmp_path), spec, spec)
 
 
+def test_op_check_keeps_a_jaxprs_constants():
+    """JAX 0.11+ folded ClosedJaxpr into Jaxpr: closing one again with no constants dropped its own."""
+    import jax
+    import jax.numpy as jnp
+
+    from noxla import tfjs_ops
+    w = jnp.arange(3.0)
+    program = tfjs_ops._as_program(jax.make_jaxpr(lambda x: x * w)(np.ones(3, np.float32)))
+    consts = program.closed_jaxpr.consts
+    assert len(consts) == 1 and np.array_equal(consts[0], w)
+
+
 def test_writer_output_runs_in_tfjs(tmp_path, tfjs_runner):
     w = np.random.default_rng(2).standard_normal((6, 5)).astype(np.float32)
     b = np.random.default_rng(3).standard_normal(5).astype(np.float32)
