@@ -197,39 +197,9 @@ def lower_custom_vjp_call(ctx, *args, call_jaxpr, fwd_jaxpr_thunk, num_consts, b
 
 
 # ---------------------------------------------------------------------------------------------
-# A sort inside a body, on TF.js
-
-_SORTING = frozenset({"sort", "top_k", "approx_top_k"})
-
-
-def _sorts(jaxpr) -> bool:
-    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-    return any(e.primitive.name in _SORTING or any(_sorts(j) for j in core.jaxprs_in_params(e.params))
-               for e in jaxpr.eqns)
-
-
-def _sorts_in_body(eqn) -> bool:
-    if eqn.primitive == "scan" and _unrolls(eqn.params["length"], eqn.params["unroll"], eqn.params["jaxpr"]):
-        return False  # unrolled into the enclosing graph: no body
-    if eqn.primitive == "cond" and (eqn.literal(0) is not None or len(eqn.params["branches"]) == 1):
-        return False  # the branch taken is known: lowered without an If
-    return any(_sorts(j) for j in core.jaxprs_in_params(eqn.params))
-
-
-def _sort_in_body_on_tfjs(param: str) -> Limitation:
-    # Lifted once TF.js gets a model.json whose function bodies name outputs by flat index ('TopKV2:1').
-    return Limitation(
-        (Target.TFJS,), condition="a sort or top_k inside a loop or branch body", param=param,
-        reason="sorting reads TopKV2's indices; inside a body TF's function format names them 'indices:0', "
-               "which TF.js's GraphModel reads as TopKV2's output 0 (its values): wrong orders or a crash",
-        workaround="sort outside the loop or branch, or use jnp.argmax for a single best index",
-        when=_sorts_in_body)
-
-
-# ---------------------------------------------------------------------------------------------
 # cond / switch
 
-@lowering("cond", limitations=[_sort_in_body_on_tfjs("branches")], cases=[
+@lowering("cond", cases=[
     case("bool_pred_true", lambda p, x: lax.cond(p, jnp.sin, jnp.tanh, x), np.bool_(True), f32(3, 4)),
     case("bool_pred_false", lambda p, x: lax.cond(p, jnp.sin, jnp.tanh, x), np.bool_(False), f32(3, 4)),
     case("data_dependent_pred", lambda x: lax.cond(jnp.sum(x) > 0, lambda a: a * WEIGHT, lambda a: a - 1.0, x),
@@ -262,7 +232,8 @@ def _sort_in_body_on_tfjs(param: str) -> Limitation:
     case("two_output_cond_in_scan_loop", lambda x, t, xs: lax.scan(
         lambda c, s: (lax.cond(s > 0, lambda u, v: (u + s, v * 0.5), lambda u, v: (u * 0.5, v - s), *c), s),
         (x, t), xs)[0], f32(3), f32(3), f32(600, low=-0.1, high=0.1)),
-    # Rejected up front on TF.js (a sort in a body); TF and TFLite run it.
+    # top_k in a body: TF.js read TopKV2's indices as its values until its writer named a body's
+    # tensors by flat output index ('TopKV2:1', noxla.tfjs_graph_def.flat_output_names).
     case("top_k_in_branch", lambda p, x: lax.cond(p, lambda a: lax.top_k(a, 2), lambda a: lax.top_k(-a, 2), x),
          np.bool_(False), f32(5)),
 ])
@@ -390,7 +361,7 @@ def _shape_invariant(aval) -> tf.TensorShape:
     return tf.TensorShape([d if is_constant_dim(d) else None for d in aval.shape])
 
 
-@lowering("while", limitations=[_sort_in_body_on_tfjs("body_jaxpr")], cases=[
+@lowering("while", cases=[
     # The trip count depends on the data: double until every entry reaches 100.
     case("data_dependent_trips",
          lambda x: lax.while_loop(lambda c: jnp.min(c[1]) < 100.0, lambda c: (c[0] + 1, c[1] * 2.0), (0, x)),
@@ -482,7 +453,7 @@ def _one_node_per_output(outs):
     """A body's results, each from its own node: two taken from one op with several outputs (a cond's
     If, a nested loop, top_k) get a Snapshot each (which the TF.js converter keeps, unlike Identity).
     TF.js's GraphModel maps a function's results to nodes with one default output each, so two
-    results of one node both read the last one (noxla's model.json writer must keep this true)."""
+    results of one node both read the last one (noxla.tfjs_writer refuses a body that breaks this)."""
     if tf.executing_eagerly():
         return outs
     ops = [_producer(o) if isinstance(o, tf.Tensor) else None for o in outs]
@@ -518,7 +489,7 @@ SCAN_FLOAT16_ON_TFLITE = Limitation(
     when=_scans_float16_rows)
 
 
-@lowering("scan", limitations=[SCAN_FLOAT16_ON_TFLITE, _sort_in_body_on_tfjs("jaxpr")], cases=[
+@lowering("scan", limitations=[SCAN_FLOAT16_ON_TFLITE], cases=[
     case("carry_and_stacked", _running_sum_and_products, f32(3), f32(5, 3)),
     case("reverse", lambda c0, xs: lax.scan(lambda c, x: (c * 0.5 + x, jnp.sin(c)), c0, xs, reverse=True),
          f32(2, 3), f32(4, 2, 3)),
@@ -556,7 +527,7 @@ SCAN_FLOAT16_ON_TFLITE = Limitation(
          f32(3), f32(600, 3, low=0.9, high=1.1)),
     case("loop_no_xs", lambda c0: lax.scan(lambda c, _: (c * 0.99 + 1.0, c), c0, None, length=600), f32(2)),
     case("loop_lstm_flax_rnn", _lstm_over_sequence, f32(2, 40, 4), atol=1e-5),
-    # Rejected up front on TF.js (a sort in a loop body); TF and TFLite run it.
+    # A sort in a loop body (TF.js read TopKV2's indices as its values, as in cond:top_k_in_branch).
     case("loop_sort_in_body", lambda c0, xs: lax.scan(lambda c, x: (jnp.sort(c * x), c[0]), c0, xs), f32(4),
          f32(600, low=0.9, high=1.1)),
 ])

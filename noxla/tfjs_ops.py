@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 from jax.extend import core
 
 from limitations.engine import iter_eqns
+from lowering_rules.jax_compat import closed_jaxpr
 from lowering_rules.vocabulary import Target
 from noxla.lowering import needs_tfjs_lowering, serving_function
 from noxla.tfjs_graph import tfjs_supported_ops
@@ -39,9 +40,7 @@ def _as_program(program_or_jaxpr):
     """A ``Program`` for a closed jaxpr, so it lowers exactly as the exporters lower it."""
     if isinstance(program_or_jaxpr, Program):
         return program_or_jaxpr
-    closed = program_or_jaxpr
-    if isinstance(closed, core.Jaxpr):
-        closed = core.ClosedJaxpr(closed, ())
+    closed = closed_jaxpr(program_or_jaxpr)  # an open jaxpr closed, its own constants kept (JAX 0.11+)
     in_avals = tuple(v.aval for v in closed.jaxpr.invars)
     out_avals = tuple(v.aval for v in closed.jaxpr.outvars)
     return Program("check", closed, None, None, in_avals, out_avals,
@@ -111,7 +110,7 @@ def eqn_emits(eqn, op_types: Iterable[str]) -> bool:
     invars = list(dict.fromkeys(v for v in eqn.invars if not isinstance(v, core.Literal)))
     outvars = [v for v in eqn.outvars if not isinstance(v, core.DropVar)]
     jaxpr = core.Jaxpr([], invars, outvars, [eqn])
-    return bool(emitted_tf_ops(core.ClosedJaxpr(jaxpr, ())) & set(op_types))
+    return bool(emitted_tf_ops(closed_jaxpr(jaxpr)) & set(op_types))
 
 
 class _TfjsBackstop:

@@ -9,6 +9,10 @@ tfjs-core's io ``decodeWeights``):
   ``weightsManifest``: one group ``{paths, weights}``, each weight ``{name, shape, dtype}`` and,
   when quantized, ``quantization`` (``dtype`` uint8/uint16 with ``min`` and ``scale``, read back
   as ``value * scale + min``; or float16).
+- Inside a function body every input and ``ret`` entry names a tensor ``node:N`` (N its flat output
+  index), never TF's ``node:arg:i``: TF.js reads the last number as the output index. Two ``ret``
+  entries never read different outputs of one node: TF.js keeps one output per returned node
+  (``defaultOutput``), so both would read the last (the lowering gives each its own Snapshot).
 - The weights are the Const nodes' values in node order (main graph, then each function's,
   named ``<function>/<const>``), their bytes little-endian and concatenated in that order, then
   split into files ``group1-shard<i>of<n>.bin`` of at most ``weight_shard_size_bytes``.
@@ -103,11 +107,27 @@ def _node_json(node: Node) -> dict:
 
 
 def _function_json(function: Function) -> dict:
+    _check_body_names(function)
     out = {"signature": function.signature, "nodeDef": [_node_json(n) for n in function.nodes]}
     if function.ret:
         out["ret"] = dict(function.ret)
     out.update(function.extra)
     return out
+
+
+def _check_body_names(function: Function) -> None:
+    """Refuse a body whose tensors TF.js would read wrongly (see the module's docstring)."""
+    names = [i for n in function.nodes for i in n.inputs if not i.startswith("^")] + list(function.ret.values())
+    bad = [name for name in names if name.count(":") > 1 or (":" in name and not name.split(":")[1].isdigit())]
+    if bad:
+        raise ExportError(f"the function {function.name} names tensors {bad[:3]} by output argument: "
+                          "TF.js reads them by flat output index only ('node:N')")
+    read = {}
+    for tensor in function.ret.values():
+        node, _, index = tensor.partition(":")
+        if read.setdefault(node, index or "0") != (index or "0"):
+            raise ExportError(f"the function {function.name} returns two outputs of {node}: "
+                              "TF.js would read the same output for both")
 
 
 def _stored(node: Node) -> np.ndarray:

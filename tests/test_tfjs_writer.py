@@ -65,8 +65,8 @@ def _affine_graph(w: np.ndarray, b: np.ndarray) -> Graph:
                      "outputArg": [{"name": "out", "type": "DT_BOOL"}]},
                     [Node("Equal_3", "Const", attrs={"dtype": dtype_attr(np.int32)}, value=np.int32(3)),
                      Node("Equal_35", "Equal", ["a", "Equal_3", "^Equal_3"], {"T": dtype_attr(np.int32)}),
-                     Node("Not", "LogicalNot", ["Equal_35:z:0"])],
-                    {"out": "Not:y:0"})
+                     Node("Not", "LogicalNot", ["Equal_35:0"])],
+                    {"out": "Not:0"})
     return Graph(nodes, [body], {"producer": 1})
 
 
@@ -87,10 +87,40 @@ def test_writer_shards_weights_and_renames_function_constants_exactly(tmp_path):
     body, = model["modelTopology"]["library"]["function"]
     # Only the exact name is renamed: not Equal_35 (a prefix match), nor the control input.
     assert [(n["name"], n.get("input")) for n in body["nodeDef"]] == [
-        ("body/Equal_3", None), ("Equal_35", ["a", "body/Equal_3", "^Equal_3"]), ("Not", ["Equal_35:z:0"])]
+        ("body/Equal_3", None), ("Equal_35", ["a", "body/Equal_3", "^Equal_3"]), ("Not", ["Equal_35:0"])]
     const = model["modelTopology"]["node"][1]
     assert const["attr"]["value"] == {"tensor": {"dtype": "DT_FLOAT", "tensorShape": {"dim": [{"size": "6"},
                                                                                             {"size": "5"}]}}}
+
+
+@pytest.mark.parametrize("inputs, ret, message", [
+    (["TopKV2:indices:0"], {"out": "Cast:0"}, "by output argument"),  # TF.js reads TopKV2's values
+    (["TopKV2:1"], {"out": "Cast:0", "values": "TopKV2:0", "indices": "TopKV2:1"}, "two outputs of TopKV2"),
+])
+def test_writer_refuses_body_tensors_tfjs_misreads(tmp_path, inputs, ret, message):
+    """Inside a body TF.js reads ``node:N`` only, and one output per returned node."""
+    i32 = dtype_attr(np.int32)
+    body = Function({"name": "body", "inputArg": [{"name": "a", "type": "DT_FLOAT"}],
+                     "outputArg": [{"name": k, "type": "DT_FLOAT"} for k in ret]},
+                    [Node("k", "Const", attrs={"dtype": i32}, value=np.int32(2)),
+                     Node("TopKV2", "TopKV2", ["a", "k"], {"T": dtype_attr(np.float32)}),
+                     Node("Cast", "Cast", inputs, {"SrcT": i32, "DstT": dtype_attr(np.float32)})], ret)
+    graph = Graph([Node("x", "Placeholder", attrs={"dtype": dtype_attr(np.float32)})], [body], {"producer": 1})
+    with pytest.raises(noxla.ExportError, match=message):
+        spec = [TensorSpec("x:0", "DT_FLOAT", (3,))]
+        write_graph_model(graph, str(tmp_path), spec, spec)
+
+
+def test_op_check_keeps_a_jaxprs_constants():
+    """JAX 0.11+ folded ClosedJaxpr into Jaxpr: closing one again with no constants dropped its own."""
+    import jax
+    import jax.numpy as jnp
+
+    from noxla import tfjs_ops
+    w = jnp.arange(3.0)
+    program = tfjs_ops._as_program(jax.make_jaxpr(lambda x: x * w)(np.ones(3, np.float32)))
+    consts = program.closed_jaxpr.consts
+    assert len(consts) == 1 and np.array_equal(consts[0], w)
 
 
 def test_writer_output_runs_in_tfjs(tmp_path, tfjs_runner):

@@ -119,3 +119,24 @@ def test_function_calls_are_inlined_and_their_loops_kept(tmp_path, tfjs_runner):
     x = np.array([0.3, -1.2], np.float32)
     got, = tfjs_runner.run(str(tmp_path), {"x:0": x}, "cpu").values()
     np.testing.assert_allclose(got, _calling(x)["y"].numpy(), atol=1e-6)
+
+
+@tf.function(input_signature=[tf.TensorSpec([4], tf.float32)])
+def _top_k_in_loop(x):
+    def body(i, h, order):
+        values, indices = tf.math.top_k(h, 4)
+        first, *_ = tf.unstack(values)  # a list output (Unpack's N tensors)
+        return i + 1, values * 0.5 - first, indices
+    return {"order": tf.while_loop(lambda i, h, o: i < 2, body, (0, x, tf.zeros(4, tf.int32)))[2]}
+
+
+def test_body_tensors_are_named_by_flat_output_index(tmp_path, tfjs_runner):
+    """Inside a body TF names TopKV2's indices 'TopKV2:indices:0', which TF.js read as its values."""
+    model = _export(str(tmp_path), None, _top_k_in_loop)
+    x = np.array([0.3, -1.2, 2.0, 0.7], np.float32)
+    for backend in ("cpu", "wasm"):
+        got, = tfjs_runner.run(str(tmp_path), {"x:0": x}, backend).values()
+        np.testing.assert_array_equal(got, _top_k_in_loop(x)["order"].numpy(), err_msg=backend)
+    bodies = model["modelTopology"]["library"]["function"]
+    inputs = [i for f in bodies for n in f["nodeDef"] for i in n.get("input", [])]
+    assert all(i.count(":") < 2 for i in inputs), inputs
