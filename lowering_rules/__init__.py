@@ -23,6 +23,7 @@ from lowering_rules import (  # noqa: F401
     reductions,
     rng_bit_generator,
     select_and_scatter,
+    selection,
     sorting,
     special,
     special_math,
