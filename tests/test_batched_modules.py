@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,7 +23,6 @@ from noxla.tracing import trace
 from noxla.verify import jax_outputs
 from tests.differential import assert_matches
 
-eqx = pytest.importorskip("equinox", reason="Equinox's modules are what these programs are written with")
 RUNTIMES_RUN = ("tf_eager", "tflite", "tfjs_cpu", "tfjs_wasm")
 TOLERANCE = dict(atol=1e-5, rtol=1e-5)
 

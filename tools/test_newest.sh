@@ -5,19 +5,21 @@
 # JAX's own primitive harnesses and the wheel installed outside the checkout (about 15 minutes on 2 cores).
 #
 # The Python 3.13 is $NOXLA_PYTHON313, else python3.13 on PATH, else the one ../shared/tools/python313.sh
-# makes on this project's machines (Debian 12 has none). Packages go into a venv at $NOXLA_VENV313
-# (default ~/.cache/noxla-py313), made on first use and updated on each run.
+# makes on this project's machines (Debian 12 has none; that script's venv takes the packages). Otherwise
+# packages go into a venv at $NOXLA_VENV313 (default ~/.cache/noxla-py313), made on first use and
+# updated on each run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-base=${NOXLA_PYTHON313:-}
-if [ -z "$base" ]; then
-  if command -v python3.13 >/dev/null; then base=python3.13
-  elif [ -f ../shared/tools/python313.sh ]; then base=$(bash ../shared/tools/python313.sh | tail -n 1)
-  else echo "no Python 3.13 found: set NOXLA_PYTHON313 to one" >&2; exit 1; fi
+py=
+if [ -n "${NOXLA_PYTHON313:-}" ]; then base=$NOXLA_PYTHON313
+elif command -v python3.13 >/dev/null; then base=python3.13
+elif [ -f ../shared/tools/python313.sh ]; then py=$(bash ../shared/tools/python313.sh | tail -n 1)  # a venv already
+else echo "no Python 3.13 found: set NOXLA_PYTHON313 to one" >&2; exit 1; fi
+if [ -z "$py" ]; then
+  venv=${NOXLA_VENV313:-$HOME/.cache/noxla-py313}
+  [ -x "$venv/bin/python" ] || "$base" -m venv "$venv"
+  py=$venv/bin/python
 fi
-venv=${NOXLA_VENV313:-$HOME/.cache/noxla-py313}
-[ -x "$venv/bin/python" ] || "$base" -m venv "$venv"
-py=$venv/bin/python
 "$py" -m pip install -q --upgrade pip
 "$py" -m pip install -q -e ".[test]"
 "$py" - <<'PY'
@@ -27,5 +29,6 @@ print(f"Python {sys.version.split()[0]}, JAX {jax.__version__}, TF {tf.__version
 PY
 "$py" -m pytest -n 2 -m "not slow" -p no:cacheprovider
 "$py" -m pytest -n 2 -p no:cacheprovider tests/test_zoo.py tests/test_multi_signature.py tests/test_llm.py \
-  tests/test_llm_keras.py tests/test_llm_quantize.py tests/test_packaging.py \
+  tests/test_llm_keras.py tests/test_llm_quantize.py tests/test_packaging.py tests/test_batched_modules.py \
+  tests/test_tfjs_writer_tf.py tests/test_tflite_bfloat16.py \
   "tests/test_jax_harnesses.py::test_harness_sample_in_tflite_and_tfjs"
