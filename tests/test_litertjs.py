@@ -273,7 +273,16 @@ def _rule_case_sample(every: int = 16):
     names = sorted(n for n in RULES if RULES[n].cases)
     cases = [RULES[n].cases[0] for n in names[::every]]
     cases += [_case(c) for c in DECLARED_AFTER_SAMPLING if c not in {c.id for c in cases}]
-    return [pytest.param(c, id=c.id) for c in cases]
+    return [pytest.param(c, id=c.id, marks=pytest.mark.xfail(reason=KNOWN_WRONG[c.id], strict=True))
+            if c.id in KNOWN_WRONG else pytest.param(c, id=c.id) for c in cases]
+
+
+# Open defects the sample found, each with its reason; strict, so a fix shows up as an unexpected pass.
+KNOWN_WRONG = {
+    # Found when JAX 0.12's new rules moved the sample onto it (docs/testing.md, open defects): NaN
+    # queries (JAX's total order puts NaN last: 9 keys below it) count 0 keys on WebGPU; wasm is right.
+    "lt_to:searchsorted_compare_all": "LiteRT.js WebGPU orders NaN wrong in searchsorted's comparisons",
+}
 
 
 @pytest.mark.parametrize("case_id", sorted(DECLARED_AFTER_SAMPLING))
@@ -361,3 +370,20 @@ def test_a_browser_call_that_stops_making_progress_is_called_hung_and_a_slow_one
     assert 'at "loadAndCompile on webgpu"' in result["hung"]["message"], result
     assert result["hung"]["after"] < 10, result
     assert result["slow"] == "done", result
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "sub"])
+def test_rank2_constant_operands_on_webgpu(op, litertjs, tmp_path):
+    """LiteRT.js's WebGPU delegate reads a rank-2 constant operand of an elementwise op in the wrong
+    layout (x + w, w a constant (3, 4): off by 1.85; found when the rule-case sample moved onto
+    remat_opt:value_and_grad). The litertjs-webgpu export feeds it through a RESHAPE."""
+    from noxla.tracing import trace
+    from tests.differential import assert_matches
+    from tests.litertjs_harness import run_program, write_program
+    rng = np.random.RandomState(0)
+    x, w = (rng.uniform(-1, 1, (3, 4)).astype(np.float32) for _ in range(2))
+    fun = {"add": lambda x: x + w, "mul": lambda x: x * w, "sub": lambda x: x - w}[op]
+    program = trace(fun, (x,))
+    assert "RESHAPE" in tflite_op_names(write_program(program, webgpu=True))
+    assert_matches(jax_outputs(fun, (x,)), run_program(program, (x,), "webgpu"), program.out_names,
+                   where=f"{op} [litertjs_webgpu]", floor=TOLERANCE["webgpu"])

@@ -97,8 +97,19 @@ def test_keras_hub_litertlm_engine_generates_jax_greedy_tokens(family, wrap, wor
     assert tiny_llama.engine_greedy(path, words, MAX_NEW, CACHE) == [t for t in expected if t != EOS], expected
 
 
+def _keras_hub_at_least(version: str) -> bool:
+    from importlib.metadata import version as installed
+    return tuple(int(p) for p in installed("keras-hub").split(".")[:2]) >= tuple(int(p) for p in version.split("."))
+
+
+_GEMMA_MASK = pytest.mark.xfail(
+    _keras_hub_at_least("0.32"), strict=True,
+    reason="open: keras-hub 0.32's Gemma broadcasts a (cache, 1) column to a (cache, cache) mask in every "
+           "decode step (BROADCAST_TO (48, 1) -> (48, 48) here; cache_length^2 values at real sizes)")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["llama", "mistral", "gemma", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "mistral", pytest.param("gemma", marks=_GEMMA_MASK), "gpt2"])
 def test_keras_hub_decode_step_moves_no_cache(family, tmp_path):
     """noxla.llm_keras writes a step as transposes, stacks and slices of the caches around
     keras-hub's own, and keras-hub repeats grouped-query KV heads: none of that may copy a cache in
