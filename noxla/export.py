@@ -54,7 +54,7 @@ from noxla.tflite_merge import builtin_code, merge_tflite, merged_model, share_c
 from noxla.tflite_projections import join_matrix_vector_projections
 from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
 from noxla.tracing import Program, trace
-from noxla.webgpu_tflite import compute_rank2_constants, copy_passthrough_outputs, unfuse_transpose_conv_activations
+from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
 from noxla.weight_stubs import StubMismatch, WeightStubs, fold_into_stand_ins
 
 
@@ -265,7 +265,6 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     share_constant_buffers(model, stubs)
     if webgpu:
         unfuse_transpose_conv_activations(model)
-        compute_rank2_constants(model)
     for graph in model.subgraphs:
         for op in graph.operators or []:
             if builtin_code(model, op) != schema.BuiltinOperator.FULLY_CONNECTED:

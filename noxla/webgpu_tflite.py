@@ -2,9 +2,8 @@
 
 ``copy_passthrough_outputs`` for every .tflite (LiteRT.js returns garbage for an output that is an
 input, and LiteRT mixes up a WHILE body's swapped carries); ``unfuse_transpose_conv_activations``
-and ``compute_rank2_constants`` only for one exported with ``target="litertjs-webgpu"``: the TFLite
-converter's fusion makes an op its WebGPU delegate refuses (it then runs on wasm), and the delegate
-reads a rank-2 constant operand of an elementwise op in the wrong layout.
+only for one exported with ``target="litertjs-webgpu"``, where the TFLite converter's fusion makes
+an op its WebGPU delegate refuses (it then runs on wasm).
 """
 from __future__ import annotations
 
@@ -84,41 +83,6 @@ def copy_passthrough_outputs(model) -> int:
                 copied += 1
         body.outputs = returned
     return copied
-
-
-# Binary elementwise builtins whose rank-2 constant operand LiteRT.js 2.5.3's WebGPU delegate reads
-# in the wrong layout (x * w, x + w with w a constant (3, 4): off by 0.65-1.85; measured 2026-11-29):
-# rank 1 and 3 constants, and computed operands, are right.
-_RANK2_CONSTANT_OPS = ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "POW")
-
-
-def compute_rank2_constants(model) -> int:
-    """Feed every rank-2 constant operand of those ops through a RESHAPE to its own shape, so the
-    delegate reads it as a computed tensor; returns how many operands. For ``litertjs-webgpu``."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
-    from noxla.tflite_merge import builtin_code
-    wanted = {getattr(schema.BuiltinOperator, name) for name in _RANK2_CONSTANT_OPS}
-    rewritten = 0
-    for graph in model.subgraphs:
-        new_ops = []
-        for op in graph.operators or []:
-            if builtin_code(model, op) in wanted:
-                inputs = [int(t) for t in op.inputs]
-                for i, t in enumerate(inputs):
-                    tensor = graph.tensors[t] if t >= 0 else None
-                    if tensor is None or len(tensor.shape) != 2 or model.buffers[tensor.buffer].data is None:
-                        continue
-                    operators = graph.operators
-                    graph.operators = []
-                    inputs[i] = _copy(model, graph, t)  # appends the RESHAPE alone to graph.operators
-                    new_ops += graph.operators
-                    graph.operators = operators
-                    rewritten += 1
-                op.inputs = inputs
-            new_ops.append(op)
-        graph.operators = new_ops
-    return rewritten
 
 
 def _copy(model, graph, t: int) -> int:

@@ -282,6 +282,8 @@ KNOWN_WRONG = {
     # Found when JAX 0.12's new rules moved the sample onto it (docs/testing.md, open defects): NaN
     # queries (JAX's total order puts NaN last: 9 keys below it) count 0 keys on WebGPU; wasm is right.
     "lt_to:searchsorted_compare_all": "LiteRT.js WebGPU orders NaN wrong in searchsorted's comparisons",
+    # The same move: sum(sin(x) * w) with w a (3, 4) constant; see test_rank2_constant_operands_on_webgpu.
+    "remat_opt:value_and_grad": "LiteRT.js WebGPU reads a rank-2 constant operand in the wrong layout",
 }
 
 
@@ -372,18 +374,20 @@ def test_a_browser_call_that_stops_making_progress_is_called_hung_and_a_slow_one
     assert result["slow"] == "done", result
 
 
+@pytest.mark.xfail(strict=True, reason="open: LiteRT.js WebGPU reads a rank-2 constant operand of an elementwise op "
+                                       "of the result's shape in the wrong layout (docs/testing.md)")
 @pytest.mark.parametrize("op", ["add", "mul", "sub"])
 def test_rank2_constant_operands_on_webgpu(op, litertjs, tmp_path):
     """LiteRT.js's WebGPU delegate reads a rank-2 constant operand of an elementwise op in the wrong
     layout (x + w, w a constant (3, 4): off by 1.85; found when the rule-case sample moved onto
-    remat_opt:value_and_grad). The litertjs-webgpu export feeds it through a RESHAPE."""
+    remat_opt:value_and_grad). Feeding it through a RESHAPE fixes the numbers, but a RESHAPE of a
+    constant leaves WebGPU for wasm, and the zoo LSTM's gates with it: not written yet."""
     from noxla.tracing import trace
     from tests.differential import assert_matches
-    from tests.litertjs_harness import run_program, write_program
+    from tests.litertjs_harness import run_program
     rng = np.random.RandomState(0)
     x, w = (rng.uniform(-1, 1, (3, 4)).astype(np.float32) for _ in range(2))
     fun = {"add": lambda x: x + w, "mul": lambda x: x * w, "sub": lambda x: x - w}[op]
     program = trace(fun, (x,))
-    assert "RESHAPE" in tflite_op_names(write_program(program, webgpu=True))
     assert_matches(jax_outputs(fun, (x,)), run_program(program, (x,), "webgpu"), program.out_names,
                    where=f"{op} [litertjs_webgpu]", floor=TOLERANCE["webgpu"])
