@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 py=
 if [ -n "${NOXLA_PYTHON313:-}" ]; then base=$NOXLA_PYTHON313
-elif command -v python3.13 >/dev/null; then base=python3.13
+elif python3.13 -c "" 2>/dev/null; then base=python3.13  # a pyenv shim may name one it cannot run
 elif [ -f ../shared/tools/python313.sh ]; then py=$(bash ../shared/tools/python313.sh | tail -n 1)  # a venv already
 else echo "no Python 3.13 found: set NOXLA_PYTHON313 to one" >&2; exit 1; fi
 if [ -z "$py" ]; then
