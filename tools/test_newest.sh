@@ -2,7 +2,7 @@
 # The suite's second leg: the newest supported stack (Python 3.13, the newest JAX, TF, flax and
 # keras-hub that pip resolves), beside the first leg's full suite on the oldest (Python 3.11, JAX 0.10.2).
 # It runs the fast loop, the zoo in every runtime, the multi-signature and LLM exports, a sample of
-# JAX's own primitive harnesses and the wheel installed outside the checkout (about 15 minutes on 2 cores).
+# JAX's own primitive harnesses and the wheel installed outside the checkout (about 10 minutes on 2 cores).
 #
 # The Python 3.13 is $NOXLA_PYTHON313, else python3.13 on PATH, else the one ../shared/tools/python313.sh
 # makes on this project's machines (Debian 12 has none; that script's venv takes the packages). Otherwise
