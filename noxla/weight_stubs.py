@@ -349,11 +349,10 @@ def fold_constant_offsets(model, stubs: WeightStubs) -> None:
                     or not isinstance(add.builtinOptions, schema.AddOptionsT)
                     or add.builtinOptions.fusedActivationFunction != schema.ActivationFunctionType.NONE):
                 continue
-            constants = [_constant_float32(model, graph, t, stubs, schema) for t in add.inputs]
-            if (constants[0] is None) == (constants[1] is None):
+            split = _one_constant_operand(model, graph, add, stubs, schema)
+            if split is None:
                 continue
-            x, c = (add.inputs[1], constants[0]) if constants[1] is None else (add.inputs[0], constants[1])
-            x, out = int(x), int(add.outputs[0])
+            (x, c), out = split, int(add.outputs[0])
             fcs = readers.get(out, [])
             if (out in boundary or not fcs or list(graph.tensors[out].shape) != list(graph.tensors[x].shape)
                     or (c.size != 1 and (c.size != c.shape[-1] or c.size != graph.tensors[x].shape[-1]))
@@ -382,16 +381,30 @@ def fold_constant_offsets(model, stubs: WeightStubs) -> None:
             _drop_unread(model, graph, replaced)
 
 
-def _stand_in_projection(model, graph, op, stubs: WeightStubs, schema) -> bool:
-    """``op`` is a float32 FULLY_CONNECTED of a stand-in weight with a constant bias or none."""
+def _one_constant_operand(model, graph, op, stubs: WeightStubs, schema):
+    """(the other operand's index, the constant as float32) of a binary ``op`` with exactly one
+    constant float32 operand, else None."""
+    constants = [_constant_float32(model, graph, t, stubs, schema) for t in op.inputs]
+    if (constants[0] is None) == (constants[1] is None):
+        return None
+    return (int(op.inputs[1]), constants[0]) if constants[1] is None else (int(op.inputs[0]), constants[1])
+
+
+def _stand_in_fc(model, graph, op, stubs: WeightStubs, schema) -> bool:
+    """``op`` is a plain float32 FULLY_CONNECTED whose weight is a stand-in."""
     options = op.builtinOptions
     if (builtin_code(model, op) != schema.BuiltinOperator.FULLY_CONNECTED
             or not isinstance(options, schema.FullyConnectedOptionsT)
             or options.weightsFormat != schema.FullyConnectedOptionsWeightsFormat.DEFAULT
-            or graph.tensors[op.inputs[1]].type != schema.TensorType.FLOAT32):
+            or len(op.outputs) != 1 or graph.tensors[op.outputs[0]].type != schema.TensorType.FLOAT32):
         return False
     data = model.buffers[graph.tensors[op.inputs[1]].buffer].data
-    if data is None or isinstance(data, list) or not stubs.is_placeholder(data):
+    return data is not None and not isinstance(data, list) and stubs.is_placeholder(data)
+
+
+def _stand_in_projection(model, graph, op, stubs: WeightStubs, schema) -> bool:
+    """A stand-in FULLY_CONNECTED (``_stand_in_fc``) with a constant bias or none."""
+    if not _stand_in_fc(model, graph, op, stubs, schema):
         return False
     has_bias = len(op.inputs) > 2 and op.inputs[2] >= 0
     return not has_bias or _constant_float32(model, graph, op.inputs[2], stubs, schema) is not None
@@ -447,26 +460,18 @@ def _fold_scales(model, graph, stubs: WeightStubs, schema, shared: set) -> bool:
             readers.setdefault(t, []).append((op, i))
     boundary = {t for ts in (graph.inputs, graph.outputs) for t in _indices(ts)}
 
-    def stand_in_fc(op):  # a plain float32 FULLY_CONNECTED whose weight is a stand-in
-        options = op.builtinOptions
-        if (builtin_code(model, op) != schema.BuiltinOperator.FULLY_CONNECTED
-                or not isinstance(options, schema.FullyConnectedOptionsT)
-                or options.weightsFormat != schema.FullyConnectedOptionsWeightsFormat.DEFAULT
-                or len(op.outputs) != 1 or graph.tensors[op.outputs[0]].type != schema.TensorType.FLOAT32):
-            return False
-        data = model.buffers[graph.tensors[op.inputs[1]].buffer].data
-        return data is not None and not isinstance(data, list) and stubs.is_placeholder(data)
+    def stand_in_fc(op):
+        return _stand_in_fc(model, graph, op, stubs, schema)
 
     folded, replaced = set(), []
     for mul in ops:
         if (builtin_code(model, mul) != schema.BuiltinOperator.MUL or len(mul.inputs) != 2
                 or not isinstance(mul.builtinOptions, schema.MulOptionsT)):
             continue
-        constants = [_constant_float32(model, graph, t, stubs, schema) for t in mul.inputs]
-        if (constants[0] is None) == (constants[1] is None):
+        split = _one_constant_operand(model, graph, mul, stubs, schema)
+        if split is None:
             continue
-        x, c = (mul.inputs[1], constants[0]) if constants[1] is None else (mul.inputs[0], constants[1])
-        x, out = int(x), int(mul.outputs[0])
+        (x, c), out = split, int(mul.outputs[0])
         if list(graph.tensors[out].shape) != list(graph.tensors[x].shape):
             continue
         activation = mul.builtinOptions.fusedActivationFunction
