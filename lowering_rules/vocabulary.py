@@ -89,7 +89,7 @@ class LoweringFor:
     TF.js): it may hold a TF op that exists only as the converter's input form of a TFLite builtin
     (``XlaDynamicUpdateSlice`` -> DYNAMIC_UPDATE_SLICE).
     ``webgpu``: a .tflite for LiteRT.js's WebGPU delegate, which refuses some forms the converter
-    makes (LOG_SOFTMAX, STRIDED_SLICE with shrink_axis_mask, GATHER with 2-D indices, ...)."""
+    makes (LOG_SOFTMAX, GATHER with 2-D indices, ...), where its form would cost the other targets."""
     tfjs: bool = False
     tflite_converter: bool = False
     webgpu: bool = False
