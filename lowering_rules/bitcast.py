@@ -66,7 +66,7 @@ def lower_bitcast_convert_type(ctx, x, *, new_dtype):
     if np.dtype(new_dtype) == np.float32:
         return _integer_to_float32(ctx, x)
     # int32 <-> uint32: Cast wraps modulo 2^32 in every runtime.
-    return tf.cast(limb_values.materialize(x), ctx.out_dtype)
+    return tf.cast(limb_values.materialize(x, ctx.tf_dtype(np.uint32)), ctx.out_dtype)
 
 
 limb_values.register_native("bitcast_convert_type")

@@ -16,7 +16,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from lowering_rules.cases import case, f32, i32
-from lowering_rules.helpers import tf_dtype
 from lowering_rules.jax_compat import CALL_TF
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import lowering
@@ -135,5 +134,5 @@ def lower_call_tf(ctx, *args, function_flat_tf, callable_flat_tf=None, args_flat
         outs = call(*args)
     else:
         outs = _call_in_graph(call, args)
-    return [tf.convert_to_tensor(o) if tf.as_dtype(o.dtype) == tf_dtype(aval.dtype)
-            else tf.cast(o, tf_dtype(aval.dtype)) for o, aval in zip(outs, ctx.avals_out)]
+    return [tf.convert_to_tensor(o) if tf.as_dtype(o.dtype) == ctx.tf_dtype(aval.dtype)
+            else tf.cast(o, ctx.tf_dtype(aval.dtype)) for o, aval in zip(outs, ctx.avals_out)]

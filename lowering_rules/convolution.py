@@ -24,7 +24,6 @@ from lowering_rules.helpers import (
     compute_dtype,
     dilated_size,
     interior_pad,
-    lowering_for_webgpu,
     pad_or_crop,
     size_vector,
     symbolic_padding,
@@ -128,7 +127,7 @@ def _same_transpose_pads(n: int, k: int, s: int, m: int):
     return total // 2, total - total // 2
 
 
-def _transposed_conv(x, w, x_dims, w_dims, lhs_dilation, padding):
+def _transposed_conv(ctx, x, w, x_dims, w_dims, lhs_dilation, padding):
     """An lhs-dilated convolution (stride 1, no rhs dilation, one group, 1 or 2 spatial dims) as
     Conv2DBackpropInput (TFLite TRANSPOSE_CONV, TF.js conv2dTranspose), else None.
 
@@ -152,7 +151,7 @@ def _transposed_conv(x, w, x_dims, w_dims, lhs_dilation, padding):
     outs = [(n - 1) * s + 1 + lo + hi - k + 1 for n, k, s, (lo, hi) in axes]
     crops = [(k - 1 - lo, k - 1 - hi) for n, k, s, (lo, hi) in axes]
     same = [_same_transpose_pads(n, k, s, m) for (n, k, s, _), m in zip(axes, outs)]
-    if same == crops and not (lowering_for_webgpu() and any(a != b for a, b in crops)):
+    if same == crops and not (ctx.lowering_for.webgpu and any(a != b for a, b in crops)):
         mode, full, rest = "SAME", outs, [(0, 0)] * 2
     else:
         mode, rest = "VALID", crops
@@ -246,7 +245,7 @@ def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_di
         x, x_dims = _batch_groups_to_features(x, x_dims, batch_group_count)
         groups = batch_group_count
     if not ctx.strict and transposes(ctx.eqn.params, out_aval.dtype):
-        y = _transposed_conv(x, w, x_dims, w_dims, lhs_dilation, padding)
+        y = _transposed_conv(ctx, x, w, x_dims, w_dims, lhs_dilation, padding)
         if y is not None:
             return tf.cast(tf.transpose(y, np.argsort([out_spec[0], *out_spec[2:], out_spec[1]])), ctx.out_dtype)
     tap_by_tap = compute.is_integer or nsp > 3

@@ -18,7 +18,6 @@ import numpy as np
 from jax import lax
 
 from lowering_rules.cases import case, f32
-from lowering_rules.helpers import lowering_for_tflite, lowering_for_webgpu
 from lowering_rules.jax_compat import core, is_constant_dim, open_jaxpr
 from lowering_rules.lazy_tensorflow import tf
 
@@ -193,7 +192,7 @@ def log_softmax(ctx):
     if hit is None:
         return None
     x, axis = ctx.value(hit[0]), hit[1]
-    if not lowering_for_webgpu():
+    if not ctx.lowering_for.webgpu:
         return tf.nn.log_softmax(x, axis=axis)
     shifted = x - tf.reduce_max(x, axis=axis, keepdims=True)
     # The sum reduced without keepdims and expanded after the LOG: the converter folds the
@@ -371,7 +370,7 @@ def mean(ctx):
     """tf.reduce_mean for ``div`` of a float32 reduce_sum (maybe in a unit-axis view) by its element
     count, as jnp.mean spells it: TFLite MEAN, one op for two. Both modes: the same quotient of the
     same sum (rounding aside), NaN and inf included. In the .tflite's own lowering (an LLM's, see
-    helpers.tflite_lowering) it stays a SUM and a division, reducing with keep_dims: LiteRT-LM ran
+    ctx.lowering_for.tflite_converter) it stays a SUM and a division, reducing with keep_dims: LiteRT-LM ran
     SmolLM-135M's decode step 0.88x as long with its 61 RMSNorm MEANs so (MEAN over the last
     axis: slow there, whatever the reason); a .tflite sharing the TF graph keeps MEAN."""
     numerator, denominator = ctx.eqn.invars
@@ -387,7 +386,7 @@ def mean(ctx):
     # jnp.mean(keepdims=True) puts the reduced axes back: MEAN keeps them itself, where a Reshape
     # after it was one more op per RMSNorm.
     keepdims = tuple(numerator.aval.shape) == tuple(1 if a in axes else d for a, d in enumerate(shape))
-    tflite = lowering_for_tflite()
+    tflite = ctx.lowering_for.tflite_converter
     result = (tf.reduce_sum if tflite else tf.reduce_mean)(ctx.value(total.invars[0]),
                                                            axis=[int(a) for a in axes], keepdims=keepdims)
     if tflite:
@@ -402,7 +401,7 @@ MEAN_CASES = [
     case("mean_all_axes_keepdims", lambda x: jnp.mean(x, axis=(0, 2), keepdims=True), f32(2, 3, 4)),
     case("mean_square_rms", lambda x: jnp.mean(jnp.square(x), axis=-1, keepdims=True), f32(2, 3, 5)),
     case("sum_over_other_count", lambda x: jnp.sum(x, axis=1) / 3.0, f32(3, 4)),
-    # Beside a cache write the .tflite is lowered on its own (helpers.tflite_lowering): SUM and a division.
+    # Beside a cache write the .tflite is lowered on its own (ctx.lowering_for.tflite_converter): SUM and a division.
     case("rms_beside_cache_write", lambda x, c: (jnp.mean(x * x, axis=-1, keepdims=True),
                                                  lax.dynamic_update_slice(c, x, (1, 0))), f32(2, 5), f32(4, 5)),
 ]

@@ -1,9 +1,6 @@
 """TF building blocks shared by several rules."""
 from __future__ import annotations
 
-import contextlib
-import contextvars
-
 import jax.numpy as jnp
 import numpy as np
 
@@ -11,84 +8,26 @@ from lowering_rules.jax_compat import is_constant_dim
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.vocabulary import ALL_TARGETS, Limitation
 
-
-def _setting(var: contextvars.ContextVar):
-    """A context manager setting ``var`` (a lowering mode) for the lowerings made inside it."""
-    @contextlib.contextmanager
-    def set_to(enabled: bool = True):
-        token = var.set(enabled)
-        try:
-            yield
-        finally:
-            var.reset(token)
-    return set_to
-
-
-# TF.js has no uint32 tensors. Lowering for it, a uint32 value is carried as the int32 with the
-# same bits: set by the TF.js export, read through tf_dtype/constant by everything that makes a
-# tensor. The check admits uint32 on TF.js only where the rule computes on bit patterns alone
-# (lowering_rules/dtype_support.py), so no rule meets a carried value whose sign it would misread.
-_UINT32_AS_INT32 = contextvars.ContextVar("noxla_uint32_as_int32", default=False)
-
-
-uint32_as_int32 = _setting(_UINT32_AS_INT32)
-
-
-def lowering_for_tfjs() -> bool:
-    """Whether this lowering is TF.js's own: set with ``uint32_as_int32`` by every TF.js lowering of a
-    program that needs one (``noxla.lowering.needs_tfjs_lowering``): carried uint32s, and rules that
-    emit ops TF.js lacks where other targets compute JAX's result exactly (``Rule.differs``)."""
-    return _UINT32_AS_INT32.get()
-
-
-# LiteRT.js on WebGPU: its GPU delegate refuses some ops the TFLite converter makes (LOG_SOFTMAX,
-# STRIDED_SLICE with shrink_axis_mask, GATHER with 2-D indices) and sends them to wasm. A .tflite
-# exported for it (``target="litertjs-webgpu"``) is lowered with exact alternatives the delegate
-# runs; the default .tflite keeps the leaner graph LiteRT on the CPU runs faster.
-_FOR_WEBGPU = contextvars.ContextVar("noxla_for_webgpu", default=False)
-
-
-webgpu_lowering = _setting(_FOR_WEBGPU)
-
-
-def lowering_for_webgpu() -> bool:
-    """Whether this lowering is for LiteRT.js's WebGPU delegate (see ``webgpu_lowering``)."""
-    return _FOR_WEBGPU.get()
-
-
-# A lowering whose graph only the TFLite converter ever sees (the .tflite export's own, never the
-# SavedModel's, TF.js's or ``noxla.convert``'s). There a rule may emit a TF op that exists only as
-# the converter's input form of a TFLite builtin (XlaDynamicUpdateSlice, structural.py's
-# dynamic_update_slice): the converter turns it into that builtin, so the .tflite still holds
-# builtins only, and no other artifact carries it.
-_FOR_TFLITE = contextvars.ContextVar("noxla_for_tflite", default=False)
-
-# The primitives whose rules read ``lowering_for_tflite()``: a program applying one gets a lowering
-# of its own for the .tflite (``noxla.lowering.needs_tflite_lowering``); any other shares its graph.
+# The primitives whose rules read ``ctx.lowering_for.tflite_converter``: a program applying one gets a
+# lowering of its own for the .tflite (``noxla.lowering.needs_tflite_lowering``); any other shares its graph.
 TFLITE_OWN_PRIMITIVES = frozenset({"dynamic_update_slice"})
 
 
-tflite_lowering = _setting(_FOR_TFLITE)
-
-
-def lowering_for_tflite() -> bool:
-    """Whether this lowering goes to the TFLite converter only (see ``tflite_lowering``)."""
-    return _FOR_TFLITE.get()
-
-
-def tf_dtype(dtype) -> tf.DType:
+def tf_dtype(dtype, uint32_as_int32: bool = False) -> tf.DType:
+    """The TF dtype of a JAX dtype; uint32 as int32 in a lowering that carries it so (TF.js's:
+    ``LoweringFor.uint32_as_int32``; a rule asks ``ctx.tf_dtype``, which knows)."""
     dtype = np.dtype(dtype)
-    if dtype == np.uint32 and _UINT32_AS_INT32.get():
+    if dtype == np.uint32 and uint32_as_int32:
         return tf.int32
     return tf.as_dtype(dtype)
 
 
-def constant(array) -> tf.Tensor:
-    """A constant of the array's dtype, or of its carrier (uint32 as int32 bits, see above)."""
+def constant(array, uint32_as_int32: bool = False) -> tf.Tensor:
+    """A constant of the array's dtype, or of its carrier (uint32 as int32 bits, see ``tf_dtype``)."""
     array = np.asarray(array)
-    if array.dtype == np.uint32 and _UINT32_AS_INT32.get():
+    if array.dtype == np.uint32 and uint32_as_int32:
         array = array.view(np.int32)
-    return tf.constant(array, dtype=tf_dtype(array.dtype))
+    return tf.constant(array, dtype=tf_dtype(array.dtype, uint32_as_int32))
 
 
 # A Const op costs as much graph-building time as the op that reads it (a Python scalar operand

@@ -31,7 +31,6 @@ from lowering_rules.helpers import (
     is_empty,
     is_nan,
     kernel_dtype,
-    lowering_for_webgpu,
     size_vector,
     where_nan_either,
 )
@@ -208,7 +207,7 @@ def _take(ctx, operand, clamped, dn, slice_sizes):
     axis = dn.start_index_map[0]
     if slice_sizes[axis] != 1 or any(slice_sizes[d] != op_shape[d] for d in range(len(op_shape)) if d != axis):
         return None
-    gathered = _gather_flat_indices(operand, clamped[0], axis)
+    gathered = _gather_flat_indices(ctx, operand, clamped[0], axis)
     nb = len(ctx.avals_in[1].shape) - 1
     # tf.gather puts the index dims at ``axis``; JAX puts the kept operand dims at offset_dims.
     perm, next_batch = [], 0
@@ -222,8 +221,8 @@ def _take(ctx, operand, clamped, dn, slice_sizes):
     return gathered if perm == sorted(perm) else tf.transpose(gathered, perm)
 
 
-def _gather_flat_indices(operand, indices, axis: int):
-    """tf.gather; lowered for LiteRT.js's WebGPU delegate (``lowering_for_webgpu``), which takes
+def _gather_flat_indices(ctx, operand, indices, axis: int):
+    """tf.gather; lowered for LiteRT.js's WebGPU delegate (``ctx.lowering_for.webgpu``), which takes
     only 1-D indices, a gather with static multi-dimensional indices is a GATHER of their flattened
     vector between RESHAPEs (the same values; an embedding lookup of [batch, tokens] otherwise
     leaves the GPU). The default .tflite keeps the one GATHER: two ops fewer on LiteRT's CPU. Rows
@@ -231,7 +230,7 @@ def _gather_flat_indices(operand, indices, axis: int):
     failed to compile on WebGPU (log_mel_audio_classifier), from its [1, n] and from an [n, 1] table
     ("Unable to parse bc coord for BATCH axis"), where the 2-D one falls back to wasm."""
     shape = indices.shape
-    if (not lowering_for_webgpu() or shape.rank is None or shape.rank < 2 or not shape.is_fully_defined()
+    if (not ctx.lowering_for.webgpu or shape.rank is None or shape.rank < 2 or not shape.is_fully_defined()
             or not operand.shape.is_fully_defined()):
         return tf.gather(operand, indices, axis=axis)
     op_shape = operand.shape.as_list()

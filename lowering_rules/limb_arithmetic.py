@@ -12,14 +12,13 @@ multiplied there. On limbs every intermediate value stays below 2^24 in magnitud
   limbs (``q`` times a limb is below 2^24) and one correction by ``b`` either way makes it the
   remainder. A zero divisor leaves the dividend, as in JAX.
 
-Only TF.js's lowering takes this path (``lowering_for_tfjs``): TF and TFLite compute on uint32 and
+Only TF.js's lowering takes this path (``ctx.lowering_for.tfjs``): TF and TFLite compute on uint32 and
 int64 directly (words.py), in a third of the ops (jax.random.randint's TFLite graph: 1560 ops
 instead of 2199).
 """
 from __future__ import annotations
 
 from lowering_rules import limb_values
-from lowering_rules.helpers import lowering_for_tfjs
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.limb_values import Limbs
 
@@ -86,7 +85,7 @@ def rem(a: Limbs, b: Limbs) -> Limbs:
 
 
 def _u32_operands(ctx, x, y):
-    if not lowering_for_tfjs() or not all(limb_values.is_u32(a) for a in ctx.avals_in):
+    if not ctx.lowering_for.tfjs or not all(limb_values.is_u32(a) for a in ctx.avals_in):
         return None
     return limb_values.of(x), limb_values.of(y)
 

@@ -28,7 +28,7 @@ import dataclasses
 
 import numpy as np
 
-from lowering_rules.helpers import int32_constant, int_info, tf_dtype, wrap_to
+from lowering_rules.helpers import int32_constant, int_info, wrap_to
 from lowering_rules.key_types import is_key
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.vocabulary import Limitation, Target
@@ -76,12 +76,13 @@ def constant(value: int) -> Limbs:
     return Limbs(tf.constant(value >> 16, tf.int32), tf.constant(value & 0xFFFF, tf.int32))
 
 
-def materialize(x):
-    """The uint32 word (in its carrier dtype: uint32, or int32 bits for TF.js); other values as they are."""
+def materialize(x, word: tf.DType):
+    """The uint32 word in its carrier dtype ``word`` (``ctx.tf_dtype(np.uint32)``: uint32, or int32 bits
+    for TF.js); other values as they are."""
     if not isinstance(x, Limbs):
         return x
     signed_hi = x.hi - _LIMB * tf.cast(x.hi >= (1 << 15), tf.int32)  # no int32 product overflows
-    return tf.cast(signed_hi * _LIMB + x.lo, tf_dtype(np.uint32))
+    return tf.cast(signed_hi * _LIMB + x.lo, word)
 
 
 def broadcast(x: Limbs, shape) -> Limbs:

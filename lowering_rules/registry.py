@@ -42,7 +42,7 @@ class Rule:
     dtypes: DtypeSupport = ALL  # the dtypes the lowering computes exactly, per target
     # Where some targets differ from JAX in every mode, for lack of an op (not rejected: the result
     # differs only for the inputs named): ((targets, what differs), ...). Such a rule reads
-    # ``helpers.lowering_for_tfjs()`` and computes JAX's result exactly for the other targets.
+    # ``ctx.lowering_for.tfjs`` and computes JAX's result exactly for the other targets.
     differs: tuple[tuple[tuple[Target, ...], str], ...] = ()
 
     def unknown_params(self, params: dict) -> list[str]:

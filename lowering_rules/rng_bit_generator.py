@@ -28,7 +28,6 @@ from jax import lax
 
 from lowering_rules.cases import case, u32
 from lowering_rules.dtype_support import dtypes
-from lowering_rules.helpers import tf_dtype
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.limb_values import webgl_word_limitation
 from lowering_rules.limbs import as_word, from_bits, to_bits, xor_bits
@@ -171,4 +170,4 @@ def lower_rng_bit_generator(ctx, key, *, shape, dtype, algorithm):
     if np.dtype(dtype).itemsize < 4:
         bits = tf.math.floormod(bits, 1 << (8 * np.dtype(dtype).itemsize))
     new_key = tf.stack([w[0], w[1], low, high])
-    return [tf.cast(new_key, tf_dtype(ctx.avals_out[0].dtype)), tf.cast(bits, tf_dtype(ctx.avals_out[1].dtype))]
+    return [tf.cast(new_key, ctx.tf_dtype(ctx.avals_out[0].dtype)), tf.cast(bits, ctx.tf_dtype(ctx.avals_out[1].dtype))]

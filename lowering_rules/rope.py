@@ -33,7 +33,7 @@ from jax import lax
 
 from lowering_rules.cases import case, f32
 from lowering_rules.fusion import producer
-from lowering_rules.helpers import is_static_shape, lowering_for_webgpu
+from lowering_rules.helpers import is_static_shape
 from lowering_rules.jax_compat import core
 from lowering_rules.lazy_tensorflow import tf
 
@@ -224,7 +224,7 @@ def pairs_rotation(ctx):
     if (eqn.params["dimensions"] is not None or stacked is None or not _float32(out) or len(stacked.invars) != 2
             or stacked.params["axis"] != len(out.aval.shape) or not _only_use(ctx, eqn.invars[0])):
         return None
-    if lowering_for_webgpu() and len(out.aval.shape) >= 4:
+    if ctx.lowering_for.webgpu and len(out.aval.shape) >= 4:
         # The pairs view adds an axis: LiteRT.js's WebGPU delegate slices and multiplies by a
         # constant only up to rank 4, and would leave those ops on wasm (the zoo's Llama).
         return None

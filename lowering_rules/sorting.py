@@ -27,7 +27,7 @@ import numpy as np
 from jax import lax
 
 from lowering_rules.cases import boolean, case, f16, f32, i32, u8
-from lowering_rules.helpers import is_nan, lowering_for_tfjs
+from lowering_rules.helpers import is_nan
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import Limitation, lowering
 from lowering_rules.vocabulary import ALL_TARGETS, Target
@@ -219,7 +219,7 @@ def lower_sort(ctx, *operands, dimension, is_stable, num_keys):
 
 # --------------------------------------------------------------------------- top_k
 
-def _descending_total_order(x, rows: Rows):
+def _descending_total_order(ctx, x, rows: Rows):
     """Stable descending order with NaN first and 0.0 before -0.0, as JAX's top_k."""
     x = _numeric(x)
     if not x.dtype.is_floating:
@@ -229,7 +229,7 @@ def _descending_total_order(x, rows: Rows):
     negative_zero = tf.cast(tf.logical_and(zero, tf.math.less(1.0 / x, 0.0)), tf.int32)
     not_nan = 1 - tf.cast(nan, tf.int32)
     negative_nan = tf.zeros_like(not_nan)
-    if not lowering_for_tfjs():  # the sign bit (float32 keeps a half float's NaN sign)
+    if not ctx.lowering_for.tfjs:  # the sign bit (float32 keeps a half float's NaN sign)
         negative_nan = tf.cast(tf.logical_and(nan, tf.math.less(tf.bitcast(x, tf.int32), 0)), tf.int32)
 
     def rank_of(run, perm):  # +NaN first (rank 0), -0.0 after 0.0 in the zeros' run, -NaN last (2n + 1)
@@ -277,7 +277,7 @@ def lower_top_k(ctx, x, *, k, axis, is_stable=True):
         empty = tf.zeros(ctx.shape(out_aval.shape), x.dtype)
         return [empty, tf.zeros(ctx.shape(out_aval.shape), tf.int32)]
     x_rows = rows.rows(x)
-    order = _descending_total_order(x_rows, rows)[:, :k]
+    order = _descending_total_order(ctx, x_rows, rows)[:, :k]
     values = tf.cast(rows.take(_numeric(x_rows), order), x.dtype)
     out_rows = Rows(ctx, out_aval, axis)
     return [out_rows.back(values), out_rows.back(tf.cast(order, ctx.avals_out[1].dtype))]

@@ -18,12 +18,9 @@ from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.helpers import (
     DtypeNames,
-    lowering_for_tflite,
-    lowering_for_webgpu,
     pad_exactly,
     size_vector,
     symbolic_padding,
-    tf_dtype,
     transpose,
 )
 from lowering_rules.jax_compat import device_put_p, dim_as_value_p
@@ -76,7 +73,7 @@ def _carried(*names, float16_bits: bool = False):
             if not any(t.dtype in dtypes for t in operands):
                 return lower(ctx, *operands, **params)
             outs = lower(ctx, *map(widen, operands), **params)
-            narrowed = [narrow(out, tf_dtype(aval.dtype)) for out, aval in
+            narrowed = [narrow(out, ctx.tf_dtype(aval.dtype)) for out, aval in
                         zip(outs if isinstance(outs, list) else [outs], ctx.avals_out)]
             return narrowed if isinstance(outs, list) else narrowed[0]
         return carried_lower
@@ -615,13 +612,13 @@ def lower_dynamic_update_slice(ctx, x, update, *starts):
     # For the .tflite: one builtin DYNAMIC_UPDATE_SLICE instead of two PADs and a SELECT over the
     # whole operand (in an LLM's decode step: every layer's K and V cache, per token). The TFLite
     # converter makes that builtin only from TF's XlaDynamicUpdateSlice, so the op is emitted in
-    # the lowering only the converter sees (``lowering_for_tflite``), which turns it into the builtin
+    # the lowering only the converter sees (``ctx.lowering_for.tflite_converter``), which turns it into the builtin
     # or fails the export: no XLA op reaches the SavedModel, TF.js or ``noxla.convert``'s function.
     # Chosen over rewriting the converted flatbuffer's PAD/PAD/SELECT: that pattern is whatever the
     # converter's folding left of it, while this op has one documented legalization. The kernel
     # clamps the starts into the operand as XLA (and so JAX's primitive) does. LiteRT.js's WebGPU
     # delegate keeps the PAD + SELECT form it is known to run.
-    if (starts and lowering_for_tflite() and not lowering_for_webgpu() and isinstance(x, tf.Tensor)
+    if (starts and ctx.lowering_for.tflite_converter and not ctx.lowering_for.webgpu and isinstance(x, tf.Tensor)
             and x.dtype in _TFLITE_UPDATE_SLICE_DTYPES):
         moved = _update_before_transpose(ctx, x, update, starts)
         return _tflite_update_slice(ctx, x, update, starts) if moved is None else moved

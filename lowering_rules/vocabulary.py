@@ -73,6 +73,35 @@ _BASES = {Target.TFJS_WEBGL: Target.TFJS, Target.LITERTJS: Target.TFLITE, Target
 ALL_TARGETS = tuple(Target)
 
 
+
+@dataclasses.dataclass(frozen=True)
+class LoweringFor:
+    """What one lowering of a program is for, in the few places where its TF ops must differ by
+    artifact. The pipeline sets it per lowering (``noxla.lowering.serving_function``); a rule reads
+    it as ``ctx.lowering_for``, never from global state. Everything else a target needs of a graph
+    is a writer's pass, not a rule's branch (lowering_rules/README.md says which fields exist and why).
+
+    ``tfjs``: TF.js's own lowering. TF.js has no uint32: a uint32 value is carried as the int32 with
+    the same bits (``uint32_as_int32``: every dtype a rule makes goes through ``ctx.tf_dtype``;
+    literals and weights arrive carried), products and remainders of those words take 16-bit limbs,
+    and rules that emit an op TF.js lacks use their declared variant (``Rule.differs``).
+    ``tflite_converter``: a graph only the TFLite converter reads (never saved, run or written as
+    TF.js): it may hold a TF op that exists only as the converter's input form of a TFLite builtin
+    (``XlaDynamicUpdateSlice`` -> DYNAMIC_UPDATE_SLICE).
+    ``webgpu``: a .tflite for LiteRT.js's WebGPU delegate, which refuses some forms the converter
+    makes (LOG_SOFTMAX, GATHER with 2-D indices, ...), where its form would cost the other targets."""
+    tfjs: bool = False
+    tflite_converter: bool = False
+    webgpu: bool = False
+
+    @property
+    def uint32_as_int32(self) -> bool:
+        return self.tfjs
+
+
+DEFAULT_LOWERING = LoweringFor()  # TF's, SavedModel's, ``noxla.convert``'s and the shared .tflite's
+
+
 # Placement and annotation parameters: meaningless for one device and one TF graph. They are
 # removed here, once, before both the up-front check and the rule call, so no rule names them and
 # none can be surprised when JAX adds one to another primitive.
@@ -171,5 +200,6 @@ def dtype_limitation(targets: Sequence[Target], dtypes: Iterable, reason: str,
                       when=lambda eqn: bool(eqn.dtypes & bad), workaround=workaround)
 
 
-__all__ = ["Target", "ALL_TARGETS", "PLACEMENT_PARAMS", "rule_params", "is_key_dtype", "physical_dtype", "dtype_name",
+__all__ = ["Target", "ALL_TARGETS", "LoweringFor", "DEFAULT_LOWERING", "PLACEMENT_PARAMS",
+           "rule_params", "is_key_dtype", "physical_dtype", "dtype_name",
            "EqnView", "Limitation", "dtype_limitation"]

@@ -7,7 +7,14 @@ import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
 from lowering_rules.vocabulary import Target
 from noxla.errors import ExportError
-from noxla.preflight import DEFAULT_SHARD_BYTES, PREFLIGHT_OPTIONS, Exported, full_check, preflight
+from noxla.preflight import (
+    DEFAULT_SHARD_BYTES,
+    Exported,
+    ExportOptions,
+    full_check,
+    preflight,
+    preflight_signatures,
+)
 from noxla.tracing import check_callable, trace
 
 if TYPE_CHECKING:
@@ -82,9 +89,8 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
         _check_signatures_call(example_args, polymorphic_shapes)
         if variables is not None or polymorphic_constraints:
             raise ExportError("variables and polymorphic_constraints take one function, not several signatures")
-        from noxla.export import export_signatures
-        return export_signatures(fun, saved_model=path, overwrite=overwrite, strict=strict,
-                                 on_step=on_step)["saved_model"]
+        return run(fun, (), ExportOptions(saved_model=path, overwrite=overwrite, strict=strict,
+                                          on_step=on_step)).written["saved_model"]
     return export(fun, example_args, saved_model=path, polymorphic_shapes=polymorphic_shapes,
                   polymorphic_constraints=polymorphic_constraints, saved_model_variables=variables,
                   saved_model_gradient=with_gradient, overwrite=overwrite, strict=strict,
@@ -121,9 +127,9 @@ def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=No
         _check_signatures_call(example_args, polymorphic_shapes)
         if representative_data is not None:
             raise ExportError("representative_data is for int8, which several signatures do not take")
-        from noxla.export import export_signatures
-        return export_signatures(fun, tflite=path, allow_flex=allow_flex, overwrite=overwrite, strict=strict,
-                                 quantize=quantize, tflite_target=target, on_step=on_step)["tflite"]
+        return run(fun, (), ExportOptions(tflite=path, allow_flex=allow_flex, overwrite=overwrite, strict=strict,
+                                          quantize=quantize, tflite_target=target,
+                                          on_step=on_step)).written["tflite"]
     return export(fun, example_args, tflite=path, polymorphic_shapes=polymorphic_shapes, allow_flex=allow_flex,
                   overwrite=overwrite, strict=strict, quantize=quantize, representative_data=representative_data,
                   tflite_target=target, on_step=on_step).written["tflite"]
@@ -141,18 +147,30 @@ def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None
 
 
 def export(fun: Callable, example_args: Sequence, **options) -> Exported:
-    """``noxla.export.export`` (the pipeline behind every export_* and the CLI), after its preflight:
-    a program the check refuses is refused before TensorFlow is imported (``noxla.preflight``)."""
-    paths = {kind: options[kind] for kind in ("tflite", "tfjs", "saved_model") if options.get(kind) is not None}
-    cleared = preflight(fun, example_args, paths, **{k: v for k, v in options.items() if k in PREFLIGHT_OPTIONS})
+    """``run`` with ``ExportOptions(**options)`` (the keywords of ``noxla.export.export``; an unknown
+    one is a TypeError)."""
+    return run(fun, example_args, ExportOptions(**options))
+
+
+def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions) -> Exported:
+    """The one entry of every export (the export_* functions, the CLI, the LLM exports): the preflight
+    (options, paths, trace, every output target's check; a program the check refuses is refused
+    before TensorFlow is imported, ``noxla.preflight``), then the direct writer where it covers the
+    export, else the TF pipeline. ``fun`` may be ``{signature_key: (function, example_args)}``
+    (``noxla.export.export_signatures``' form; ``example_args`` then empty)."""
+    if isinstance(fun, Mapping):
+        _check_signatures_call(example_args, options.polymorphic_shapes)
+        cleared_signatures = preflight_signatures(fun, options)
+        from noxla.export import export_cleared_signatures
+        return export_cleared_signatures(cleared_signatures)
+    cleared = preflight(fun, example_args, options)
     from noxla import direct_tflite
-    if direct_tflite.covers_options(paths, **options):  # a lone default .tflite: without TensorFlow if it can
-        written = direct_tflite.export_direct(cleared, paths["tflite"], options.get("overwrite", False),
-                                              options.get("on_step"))
+    if direct_tflite.covers(options):  # a lone default .tflite: without TensorFlow if it can
+        written = direct_tflite.export_direct(cleared, options.tflite, options.overwrite, options.on_step)
         if written is not None:
             return Exported(cleared.program, {"tflite": written})
-    from noxla.export import export as pipeline
-    return pipeline(fun, example_args, cleared=cleared, **options)
+    from noxla.export import export_cleared
+    return export_cleared(fun, example_args, cleared)
 
 
 def _check_signatures_call(example_args, polymorphic_shapes) -> None:

@@ -34,12 +34,14 @@ from noxla.lowering import (  # noqa: F401  (part of this module's API)
 from noxla.preflight import (  # noqa: F401  (atomic_output, Exported: part of this module's API)
     DEFAULT_SHARD_BYTES,
     Cleared,
+    ClearedSignatures,
     Exported,
+    ExportOptions,
     OnStep,
     atomic_output,
     ensure_writable,
-    parse_tflite_target,
     preflight,
+    preflight_signatures,
     require_supported,
     run_step,
     write_chunks,
@@ -53,7 +55,7 @@ from noxla.tfjs_writer import write_graph_model
 from noxla.tflite_merge import builtin_code, merge_tflite, merged_model, share_constant_buffers  # noqa: F401  (API)
 from noxla.tflite_projections import join_matrix_vector_projections
 from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
-from noxla.tracing import Program, trace
+from noxla.tracing import Program
 from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
 from noxla.weight_stubs import StubMismatch, WeightStubs, fold_into_stand_ins
 
@@ -383,19 +385,19 @@ def collecting_new_objects_only(fun: Callable) -> Callable:
     return run
 
 
+def export(fun: Callable, example_args: Sequence, **options) -> Exported:
+    """The TF pipeline for one function: ``ExportOptions(**options)`` (its fields are the keywords;
+    an unknown one is a TypeError), the preflight, then ``export_cleared``. (``noxla.api.run`` is the
+    entry that also takes the direct writer where it covers the export.)"""
+    return export_cleared(fun, example_args, preflight(fun, example_args, ExportOptions(**options)))
+
+
 @collecting_new_objects_only
-def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, tfjs: str | None = None,
-           saved_model: str | None = None, polymorphic_shapes=None, allow_flex: bool = False,
-           overwrite: bool = False, strict: bool = False, quantize: str | None = None,
-           tfjs_quantize: str | None = None, tfjs_shard_bytes: int = DEFAULT_SHARD_BYTES,
-           representative_data=None, demo_page: bool = True, polymorphic_constraints: Sequence[str] = (),
-           saved_model_variables=None, saved_model_gradient: bool = True,
-           tflite_target: Target | str = Target.TFLITE, on_step: OnStep | None = None,
-           cleared: Cleared | None = None) -> Exported:
+def export_cleared(fun: Callable, example_args: Sequence, cleared: Cleared) -> Exported:
     """The one export pipeline, for the API and the CLI: trace once, check every requested target
     up front, lower, then convert and write each output beside its path and rename it into place.
-    ``cleared``: ``noxla.preflight.preflight``'s result for these arguments, when the caller ran it
-    (before importing this module and TensorFlow, so that a refused program costs neither).
+    ``cleared``: ``noxla.preflight.preflight``'s result (run before importing this module and
+    TensorFlow, so that a refused program costs neither), with the ``ExportOptions`` it settled:
 
     The SavedModel is lowered with run-time checks of the inputs against ``polymorphic_shapes``
     (Assert ops); the .tflite and TF.js models without them (neither runs Assert). ``strict``
@@ -416,14 +418,8 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     delegate computes wrong, and lowered with the exact alternatives it runs on the GPU where the
     default .tflite's ops would fall back to wasm: ``limitations.targets.WEBGPU_FALLBACKS``, ``exported``).
     """
-    wanted = {kind: path for kind, path in (("tflite", tflite), ("tfjs", tfjs), ("saved_model", saved_model))
-              if path is not None}
-    if cleared is None:
-        cleared = preflight(fun, example_args, wanted, overwrite=overwrite, polymorphic_shapes=polymorphic_shapes,
-                            polymorphic_constraints=polymorphic_constraints, allow_flex=allow_flex, quantize=quantize,
-                            tfjs_quantize=tfjs_quantize, representative_data=representative_data,
-                            tflite_target=tflite_target, on_step=on_step)
-    program, targets, samples = cleared.program, cleared.targets, cleared.samples
+    program, targets, samples, options = cleared.program, cleared.targets, cleared.samples, cleared.options
+    wanted, strict, overwrite, on_step = options.wanted, options.strict, options.overwrite, options.on_step
     webgpu = targets.get("tflite") == Target.LITERTJS_WEBGPU
     polymorphic = bool(dim_vars(program.in_avals))
     lowered: dict[tuple[bool, bool], object] = {}
@@ -453,27 +449,27 @@ def export(fun: Callable, example_args: Sequence, *, tflite: str | None = None, 
     for kind, path in wanted.items():
         if kind == "saved_model":  # lowered with JAX's gradients (gradients.saved_model_module)
             def write_module(_, scratch):
-                module, concrete = saved_model_module(fun, program, example_args, polymorphic_shapes,
-                                                      tuple(polymorphic_constraints), strict, saved_model_variables,
-                                                      saved_model_gradient)
+                module, concrete = saved_model_module(fun, program, example_args, options.polymorphic_shapes,
+                                                      tuple(options.polymorphic_constraints), strict,
+                                                      options.saved_model_variables, options.saved_model_gradient)
                 write_saved_model(concrete, scratch, module)
             written[kind] = run_step(on_step, f"convert+write {kind} {path}", _write_with, write_module, None,
                                      path, overwrite)
             continue
         if kind == "tflite":  # converting and writing are separate steps; the other converters write
             if "tfjs" not in wanted or tfjs_own_lowering or webgpu or tflite_own_lowering:  # its only user
-                data = _lone_tflite(program, strict, webgpu, tflite_own_lowering, allow_flex, quantize, samples,
-                                    on_step)
+                data = _lone_tflite(program, strict, webgpu, tflite_own_lowering, options.allow_flex,
+                                    options.quantize, samples, on_step)
             else:
-                data = run_step(on_step, "convert tflite", tflite_bytes, concrete_for(kind), allow_flex, quantize,
-                                samples, webgpu)
+                data = run_step(on_step, "convert tflite", tflite_bytes, concrete_for(kind), options.allow_flex,
+                                options.quantize, samples, webgpu)
             written[kind] = run_step(on_step, f"write {path}", write_chunks, data, path, overwrite)
         else:
             concrete = concrete_for(kind)
 
             def writer(concrete, scratch):
-                write_tfjs(concrete, scratch, tfjs_quantize, tfjs_shard_bytes)
-                if demo_page:  # the page a user opens (or `noxla serve`s) to run the model in a browser
+                write_tfjs(concrete, scratch, options.tfjs_quantize, options.tfjs_shard_bytes)
+                if options.demo_page:  # the page a user opens (or `noxla serve`s) to run the model in a browser
                     write_demo(scratch, fun, program, example_args)
             written[kind] = run_step(on_step, f"convert+write {kind} {path}", _write_with, writer, concrete,
                                      path, overwrite)
@@ -526,31 +522,17 @@ def _write_with(writer, concrete, path: str, overwrite: bool) -> str:
 Signatures = Mapping[str, "tuple[Callable, Sequence]"]
 
 
-def _signature_functions(signatures, target: Target, strict: bool, on_step: OnStep | None,
+def _signature_functions(programs: Mapping[str, Program], strict: bool, on_step: OnStep | None,
                          webgpu: bool = False, tflite: bool = False, weights: Weights | None = None) -> dict:
-    """Each signature traced, checked up front for ``target`` and lowered: key -> concrete function
-    (``tflite``: for the TFLite converter alone, see ``serving_function``). ``weights``: the table
-    of their weights (held once for all of them, see ``Lowering``)."""
-    if not signatures:
-        raise ExportError("no signatures to export: give {name: (function, example_args)}")
-    traced = {}
-    for key, entry in signatures.items():
-        if not isinstance(key, str) or not key:
-            raise ExportError(f"signature keys are non-empty strings, got {key!r}")
-        try:
-            fun, example_args = entry
-        except (TypeError, ValueError):
-            raise ExportError(f"signature {key!r}: give (function, example_args), got {entry!r}") from None
-        program = run_step(on_step, f"trace {key}", trace, fun, tuple(example_args), None)
-        require_supported(program, target)
-        traced[key] = program
+    """Each signature's traced and checked program lowered: key -> concrete function (``tflite``: for
+    the TFLite converter alone, see ``serving_function``). ``weights``: the table of their weights
+    (held once for all of them, see ``Lowering``)."""
     weights = Weights() if weights is None else weights
     return {key: run_step(on_step, f"lower {key}", serving_function, program, False, strict, weights=weights,
                           webgpu=webgpu, tflite=tflite, sequenced=not weights.unread)
-            for key, program in traced.items()}
+            for key, program in programs.items()}
 
 
-@collecting_new_objects_only
 def export_signatures(signatures: Signatures, *, tflite: str | None = None, saved_model: str | None = None,
                       allow_flex: bool = False, overwrite: bool = False, strict: bool = False,
                       quantize: str | None = None, tflite_target: Target | str = Target.TFLITE,
@@ -560,37 +542,42 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
     pytree paths, as a single-function export names them. In the .tflite each signature is
     converted on its own (the direct path of ``tflite_bytes``) and the models are merged into one
     flatbuffer, where equal constants (the weights the signatures share) are stored once.
-    ``tflite_target``: as ``export``'s. Returns {"tflite" / "saved_model": absolute path}."""
-    wanted = {kind: path for kind, path in (("tflite", tflite), ("saved_model", saved_model)) if path is not None}
-    if not wanted:
-        raise ExportError("nothing to export: give a path for tflite or saved_model")
-    quantization.check_mode(quantize, quantization.TFLITE_MODES, "TFLite")
-    if quantize == "int8":
-        raise ExportError("int8 calibration needs representative data per signature; export several "
-                          "signatures unquantized, as float16 or as dynamic_int8")
-    for path in wanted.values():
-        ensure_writable(path, overwrite)
+    ``tflite_target``: as ``export``'s. Returns {"tflite" / "saved_model": absolute path}.
+    Every signature is traced and checked for every output (``preflight_signatures``, the preflight
+    of a single-function export) before anything is lowered or written."""
+    options = ExportOptions(tflite=tflite, saved_model=saved_model, allow_flex=allow_flex, overwrite=overwrite,
+                            strict=strict, quantize=quantize, tflite_target=tflite_target, on_step=on_step)
+    return export_cleared_signatures(preflight_signatures(signatures, options)).written
+
+
+@collecting_new_objects_only
+def export_cleared_signatures(cleared: ClearedSignatures) -> Exported:
+    """The several-signature pipeline after its preflight: each output lowered, converted and written
+    beside its path, renamed into place once whole."""
+    options, programs = cleared.options, cleared.programs
+    strict, overwrite, on_step = options.strict, options.overwrite, options.on_step
     written = {}
-    if "tflite" in wanted:
-        target = parse_tflite_target(tflite_target, allow_flex)
-        webgpu = target == Target.LITERTJS_WEBGPU
+    if options.tflite is not None:
+        webgpu = cleared.targets["tflite"] == Target.LITERTJS_WEBGPU
         # Only ``frozen_graph_def`` reads the weights' values here: the tensors need not hold them.
         weights = Weights(unread=True)
-        concretes = _signature_functions(signatures, target, strict, on_step, webgpu, tflite=True, weights=weights)
-        data = _converted_signatures(concretes, allow_flex, quantize, on_step, webgpu, weights, strict)
+        concretes = _signature_functions(programs, strict, on_step, webgpu, tflite=True, weights=weights)
+        data = _converted_signatures(concretes, options.allow_flex, options.quantize, on_step, webgpu, weights,
+                                     strict)
         del concretes, weights
-        written["tflite"] = run_step(on_step, f"write {tflite}", write_chunks, data, tflite, overwrite)
-    if "saved_model" in wanted:
-        concretes = _signature_functions(signatures, Target.TF, strict, on_step)
+        written["tflite"] = run_step(on_step, f"write {options.tflite}", write_chunks, data, options.tflite,
+                                     overwrite)
+    if options.saved_model is not None:
+        concretes = _signature_functions(programs, strict, on_step)
 
         def writer(concretes, scratch):
             module = tf.Module()
             for i, concrete in enumerate(concretes.values()):
                 setattr(module, f"signature_{i}", concrete)
             tf.saved_model.save(module, scratch, signatures=concretes)
-        written["saved_model"] = run_step(on_step, f"convert+write saved_model {saved_model}", _write_with,
-                                          writer, concretes, saved_model, overwrite)
-    return written
+        written["saved_model"] = run_step(on_step, f"convert+write saved_model {options.saved_model}",
+                                          _write_with, writer, concretes, options.saved_model, overwrite)
+    return Exported(next(iter(programs.values())), written)
 
 
 def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | None,

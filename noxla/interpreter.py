@@ -17,7 +17,7 @@ from jax.extend import core
 
 from lowering_rules import complex_values, jax_compat, key_types, limb_values, registry
 from lowering_rules.helpers import constant, runtime_infinity, tf_dtype
-from lowering_rules.vocabulary import rule_params
+from lowering_rules.vocabulary import DEFAULT_LOWERING, LoweringFor, rule_params
 from noxla.errors import LoweringError, NoxlaError, source_line
 from noxla.shapes import Dims
 
@@ -32,16 +32,17 @@ _DLPACK_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.i
 _TF_ALIGNMENT = 64  # EIGEN_MAX_ALIGN_BYTES: TF aborts the process on a less aligned DLPack buffer
 
 
-def weight_constant(array: np.ndarray, unread: bool = False) -> tf.Tensor:
+def weight_constant(array: np.ndarray, unread: bool = False, uint32_as_int32: bool = False) -> tf.Tensor:
     """An eager tensor of a weight, made by DLPack on the array's own memory where TF can use it
     (C-contiguous, writable, 64-byte aligned), else on one aligned copy. ``tf.constant`` copies
     through a second buffer that stays in the heap: measured 2.0x a weight's bytes per constant
     (SmolLM-135M's shapes: 1.25 GB of RSS for 0.62 GB of weights), DLPack 1.0x or 0x. The values,
     dtype and shape are the same; export.frozen_graph_def reads them back without a copy.
     ``unread``: a tensor of the weight's dtype and shape on fresh pages never written (zeros that
-    take no memory), standing for a weight whose values are read from ``array`` (``Weights``)."""
+    take no memory), standing for a weight whose values are read from ``array`` (``Weights``).
+    ``uint32_as_int32``: a uint32 weight in its carrier (``LoweringFor``)."""
     if array.dtype not in _DLPACK_DTYPES or array.size == 0:
-        return constant(array)
+        return constant(array, uint32_as_int32)
     if unread:
         pages = mmap.mmap(-1, array.nbytes)  # page-aligned; untouched pages stay out of the RSS
         array = np.frombuffer(pages, array.dtype).reshape(array.shape)
@@ -66,8 +67,8 @@ class Weights(dict):
         self.unread = unread
         self._arrays: dict[int, np.ndarray] = {}  # id(tensor) -> array
 
-    def add(self, value, array: np.ndarray) -> None:
-        tensor = weight_constant(array, self.unread)
+    def add(self, value, array: np.ndarray, uint32_as_int32: bool = False) -> None:
+        tensor = weight_constant(array, self.unread, uint32_as_int32)
         self[id(value)] = (value, tensor)
         self._arrays[id(tensor)] = array
 
@@ -79,11 +80,14 @@ class Weights(dict):
 class Lowering:
     """State shared by one lowering: dimension sizes and the constants emitted so far."""
 
-    def __init__(self, dims: Dims, inputs: Sequence = (), strict: bool = False, weights: Weights | None = None):
+    def __init__(self, dims: Dims, inputs: Sequence = (), strict: bool = False, weights: Weights | None = None,
+                 lowering_for: LoweringFor = DEFAULT_LOWERING):
         self.dims = dims
         self.inputs = list(inputs)
         # strict: IEEE-exact lowerings (NaN/inf as JAX) instead of the fused fast ones.
         self.strict = strict
+        # What this lowering is for, where the ops must differ by artifact (``LoweringFor``).
+        self.lowering_for = lowering_for
         # Constants live in the graph the lowering started in; loop and branch bodies capture
         # them from there, so a weight first used inside an (unrolled) loop is still emitted once.
         self._graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
@@ -123,15 +127,22 @@ class Lowering:
                 elif self._weights is not None and self._graph is not None and array.nbytes >= WEIGHT_BYTES:
                     if id(value) not in self._weights:
                         with tf.init_scope():
-                            self._weights.add(value, array)
+                            self._weights.add(value, array, self.lowering_for.uint32_as_int32)
                     hit = (value, self._graph.capture(self._weights[id(value)][1]))
                     self._constant_derived[id(hit[1])] = hit[1]
                 else:
-                    hit = (value, constant(array))
+                    hit = (value, self.make_constant(array))
                     self._constant_derived[id(hit[1])] = hit[1]
             self._constants[id(value)] = hit
         return hit[1]
 
+    def make_constant(self, array) -> tf.Tensor:
+        """A new constant of ``array`` in this lowering's carrier of its dtype (``LoweringFor``)."""
+        return constant(array, self.lowering_for.uint32_as_int32)
+
+    def tf_dtype(self, dtype) -> tf.DType:
+        """The TF dtype values of ``dtype`` have in this lowering (uint32 as int32 for TF.js)."""
+        return tf_dtype(dtype, self.lowering_for.uint32_as_int32)
 
     def constant_expression_key(self, eqn, invals) -> tuple | None:
         """A key for an equation computed from constants (weights, literals) only, else None.
@@ -255,12 +266,23 @@ class LoweringContext:
         return self.scope is not None and id(self.value(atom)) in self.lowering._constant_derived
 
     @property
+    def lowering_for(self) -> LoweringFor:
+        """What this lowering is for, where a rule's ops must differ by artifact (``LoweringFor``;
+        lowering_rules/README.md lists what a rule may read of it)."""
+        return self.lowering.lowering_for
+
+    def tf_dtype(self, dtype) -> tf.DType:
+        """The TF dtype that values of the JAX ``dtype`` have in this lowering (uint32 carried as int32
+        for TF.js): use it for every tensor a rule makes of an aval's dtype."""
+        return self.lowering.tf_dtype(dtype)
+
+    @property
     def aval_out(self):
         return self.avals_out[0]
 
     @property
     def out_dtype(self) -> tf.DType:
-        return tf_dtype(self.aval_out.dtype)
+        return self.tf_dtype(self.aval_out.dtype)
 
     def dim(self, d):
         return self.lowering.dims.dim(d)
@@ -291,7 +313,8 @@ class LoweringContext:
 
         def body(*args):
             outs = lower_jaxpr(self.lowering, closed_jaxpr.jaxpr, consts, args)
-            return outs if self.keeps_limbs else [limb_values.materialize(o) for o in outs]
+            word = self.tf_dtype(np.uint32)
+            return outs if self.keeps_limbs else [limb_values.materialize(o, word) for o in outs]
         return body
 
 
@@ -299,7 +322,7 @@ def _read(lowering: Lowering, values: dict, atom, aval=None):
     if isinstance(atom, core.Literal):
         if complex_values.is_complex(atom.aval):
             return complex_values.constant(np.asarray(atom.val, dtype=atom.aval.dtype))
-        return constant(np.asarray(atom.val, dtype=atom.aval.dtype))
+        return lowering.make_constant(np.asarray(atom.val, dtype=atom.aval.dtype))
     return values[atom]
 
 
@@ -369,7 +392,7 @@ def _apply_rule(lowering: Lowering, rule, eqn, invals, scope: Scope | None = Non
                 outs = _lower_limbs(lowering, lower_moved, eqn, invals, params)
                 if outs is not None:
                     return outs
-                invals = [limb_values.materialize(v) for v in invals]
+                invals = [limb_values.materialize(v, lowering.tf_dtype(np.uint32)) for v in invals]
             if key_types.moves_keys(name, eqn.params, avals_in, avals_out):
                 return key_types.apply_per_word(lower, avals_in, avals_out, invals)
             if _has_complex(eqn):

@@ -34,9 +34,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from noxla import large_tflite, litertlm_bundle, llm_quantize
+from noxla.api import run
 from noxla.errors import ExportError
-from noxla.export import export_signatures
-from noxla.preflight import ensure_writable
+from noxla.preflight import ExportOptions, ensure_writable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,8 +178,9 @@ def export_tflite(model, *args, layout: CacheLayout | None = None, cache_length:
     functions = signatures(step, params, layout, prefill_lengths)
     if llm_quantize.uses_quantizer(quantize):
         return llm_quantize.export_quantized(functions, path, quantize, overwrite=overwrite, on_step=on_step)
-    return export_signatures(functions, tflite=path, quantize=quantize, overwrite=overwrite,
-                             on_step=on_step)["tflite"]
+    # The entry every export takes: the same preflight and check as noxla.export_tflite's.
+    return run(functions, (), ExportOptions(tflite=path, quantize=quantize, overwrite=overwrite,
+                                            on_step=on_step)).written["tflite"]
 
 
 def export_litertlm(model, *args, tokenizer: str, layout: CacheLayout | None = None, cache_length: int | None = None,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import os
 import shutil
 import tempfile
@@ -78,46 +77,129 @@ def parse_tflite_target(target: Target | str, allow_flex: bool) -> Target:
     return target
 
 
+# The outputs an export may write, in the order it writes them.
+OUTPUT_KINDS = ("tflite", "tfjs", "saved_model")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """Everything an export is asked for, made once from the public API's keyword arguments (an
+    unknown keyword is a TypeError here) and handed down whole: the preflight, the direct writer, the
+    TF pipeline and the several-signature export read its fields; nobody renames or filters them.
+
+    Outputs: ``tflite``, ``tfjs``, ``saved_model`` (paths; at least one). ``tflite_target``: where
+    the .tflite runs ("tflite", "litertjs", "litertjs-webgpu"; with ``allow_flex``, LiteRT's Flex).
+    ``strict``: JAX's NaN/inf semantics exactly (``noxla.api.convert``). ``quantize`` (.tflite;
+    "int8" calibrates on ``representative_data``), ``tfjs_quantize`` and ``tfjs_shard_bytes`` (TF.js
+    weight storage), ``demo_page`` (beside a TF.js model), ``saved_model_variables`` and
+    ``saved_model_gradient`` (``noxla.export.export``), ``overwrite``, ``on_step`` (progress)."""
+    tflite: str | None = None
+    tfjs: str | None = None
+    saved_model: str | None = None
+    polymorphic_shapes: object = None
+    polymorphic_constraints: Sequence[str] = ()
+    allow_flex: bool = False
+    overwrite: bool = False
+    strict: bool = False
+    quantize: str | None = None
+    tfjs_quantize: str | None = None
+    tfjs_shard_bytes: int = DEFAULT_SHARD_BYTES
+    representative_data: object = None
+    demo_page: bool = True
+    saved_model_variables: object = None
+    saved_model_gradient: bool = True
+    tflite_target: Target | str = Target.TFLITE
+    on_step: OnStep | None = None
+
+    @property
+    def wanted(self) -> dict[str, str]:
+        """{output kind: path} of the outputs asked for."""
+        return {kind: getattr(self, kind) for kind in OUTPUT_KINDS if getattr(self, kind) is not None}
+
+    def targets(self) -> dict[str, Target]:
+        """{output kind: the target it runs on} (a .tflite's is ``tflite_target``, checked here)."""
+        return {kind: parse_tflite_target(self.tflite_target, self.allow_flex) if kind == "tflite"
+                else OUTPUT_TARGETS[kind] for kind in self.wanted}
+
+
 @dataclasses.dataclass(frozen=True)
 class Cleared:
-    """A program traced and checked for ``targets`` ({output kind: target}), its int8 ``samples``."""
+    """A program traced and checked for ``targets`` ({output kind: target}), its int8 ``samples``,
+    and the ``options`` it was cleared under."""
     program: Program
     targets: Mapping[str, Target]
     samples: Callable | None
+    options: ExportOptions = ExportOptions()
 
 
-def preflight(fun: Callable, example_args: Sequence, wanted: Mapping[str, str], *, overwrite: bool = False,
-              polymorphic_shapes=None, polymorphic_constraints: Sequence[str] = (), allow_flex: bool = False,
-              quantize: str | None = None, tfjs_quantize: str | None = None, representative_data=None,
-              tflite_target: Target | str = Target.TFLITE, on_step: OnStep | None = None) -> Cleared:
-    """The options and paths (``wanted``: {output kind: path}) checked before any work, so nothing is
-    half-done when one is wrong; then the trace, and the declarations of every output's target (TF.js's
-    op-list backstop is the exporter's, once it has the lowering the converter gets)."""
-    if not wanted:
+@dataclasses.dataclass(frozen=True)
+class ClearedSignatures:
+    """Several signatures ({key: program}), each traced and checked for every output's target."""
+    programs: Mapping[str, Program]
+    targets: Mapping[str, Target]
+    options: ExportOptions
+
+
+def _settle(options: ExportOptions, example_args: Sequence = ()) -> tuple[dict, Callable | None]:
+    """The options and paths checked before any work, so nothing is half-done when one is wrong:
+    the outputs' targets and the int8 calibration samples."""
+    if not options.wanted:
         raise ExportError("nothing to export: give a path for tflite, tfjs or saved_model")
-    quantization.check_mode(quantize, quantization.TFLITE_MODES, "TFLite")
-    quantization.check_mode(tfjs_quantize, quantization.TFJS_MODES, "TF.js")
-    samples = quantization.representative_samples(quantize, representative_data, example_args)
-    for path in wanted.values():
-        ensure_writable(path, overwrite)
-    targets = {kind: parse_tflite_target(tflite_target, allow_flex) if kind == "tflite" else OUTPUT_TARGETS[kind]
-               for kind in wanted}
-    program = run_step(on_step, "trace", trace, fun, tuple(example_args), polymorphic_shapes,
-                       tuple(polymorphic_constraints))
-    for target in targets.values():
+    quantization.check_mode(options.quantize, quantization.TFLITE_MODES, "TFLite")
+    quantization.check_mode(options.tfjs_quantize, quantization.TFJS_MODES, "TF.js")
+    samples = quantization.representative_samples(options.quantize, options.representative_data, example_args)
+    for path in options.wanted.values():
+        ensure_writable(path, options.overwrite)
+    return options.targets(), samples
+
+
+def _check_all(program: Program, targets: Mapping[str, Target]) -> None:
+    """The declarations of every output's target (TF.js's op-list backstop is the exporter's, once
+    it has the lowering the converter gets)."""
+    for target in dict.fromkeys(targets.values()):
         report = check_jaxpr(program.closed_jaxpr, target)
         if not report.ok:
             raise UnsupportedError(report)
-    return Cleared(program, targets, samples)
 
 
-# The export options ``preflight`` reads (``noxla.api.export`` hands it these of the pipeline's).
-PREFLIGHT_OPTIONS = frozenset(inspect.signature(preflight).parameters) - {"fun", "example_args", "wanted"}
+def preflight(fun: Callable, example_args: Sequence, options: ExportOptions) -> Cleared:
+    """The options and paths checked before any work, then the trace, and the declarations of every
+    output's target: what every export runs first, without TensorFlow."""
+    targets, samples = _settle(options, example_args)
+    program = run_step(options.on_step, "trace", trace, fun, tuple(example_args), options.polymorphic_shapes,
+                       tuple(options.polymorphic_constraints))
+    _check_all(program, targets)
+    return Cleared(program, targets, samples, options)
+
+
+def preflight_signatures(signatures: Mapping, options: ExportOptions) -> ClearedSignatures:
+    """``preflight`` for several signatures (``{key: (function, example_args)}``): the same options
+    settled, then each signature traced once and checked for every output's target, all before
+    anything is lowered or written."""
+    if options.tfjs is not None:
+        raise ExportError("several signatures go to a .tflite or a SavedModel; TF.js takes one function")
+    if options.quantize == "int8":
+        raise ExportError("int8 calibration needs representative data per signature; export several "
+                          "signatures unquantized, as float16 or as dynamic_int8")
+    targets, _ = _settle(options)
+    if not signatures:
+        raise ExportError("no signatures to export: give {name: (function, example_args)}")
+    programs = {}
+    for key, entry in signatures.items():
+        if not isinstance(key, str) or not key:
+            raise ExportError(f"signature keys are non-empty strings, got {key!r}")
+        try:
+            fun, example_args = entry
+        except (TypeError, ValueError):
+            raise ExportError(f"signature {key!r}: give (function, example_args), got {entry!r}") from None
+        programs[key] = run_step(options.on_step, f"trace {key}", trace, fun, tuple(example_args), None)
+        _check_all(programs[key], targets)
+    return ClearedSignatures(programs, targets, options)
 
 
 @dataclasses.dataclass(frozen=True)
 class Exported:
-    program: Program
+    program: Program          # of several signatures (``preflight_signatures``), the first one's
     written: dict[str, str]   # "tflite" / "tfjs" / "saved_model" -> absolute path
 
 

@@ -100,3 +100,31 @@ def test_several_signatures_refuse_example_args_after_the_dict(tmp_path):
     with pytest.raises(ExportError, match="function, example_args"):
         noxla.export_tflite({"decode": decode}, path=str(tmp_path / "x.tflite"))
     assert not os.path.exists(tmp_path / "x.tflite")
+
+
+def test_several_signatures_take_the_single_function_preflight_once_for_every_output(tmp_path):
+    """export_signatures runs the preflight every export runs (noxla.preflight.preflight_signatures):
+    each signature traced once, however many outputs, and checked for every output's target before
+    any output is lowered or written."""
+    from noxla.export import export_signatures
+    steps = []
+    examples = {"double": (lambda x: 2 * x, (np.ones(3, np.float32),)),
+                "half": (lambda x: x / 2, (np.ones(3, np.float32),))}
+    written = export_signatures(examples, tflite=str(tmp_path / "m.tflite"), saved_model=str(tmp_path / "m_sm"),
+                                on_step=lambda name, seconds: steps.append(name) if seconds is None else None)
+    assert set(written) == {"tflite", "saved_model"}
+    assert [s for s in steps if s.startswith("trace")] == ["trace double", "trace half"]
+    first_lowering = next(i for i, s in enumerate(steps) if s.startswith("lower"))
+    assert all(i < first_lowering for i, s in enumerate(steps) if s.startswith("trace"))
+
+
+def test_an_unknown_export_option_is_a_type_error(tmp_path):
+    """One options object (noxla.preflight.ExportOptions) from the public keywords: a misspelt one
+    is refused, not filtered away on the way down."""
+    from noxla.export import export
+    for call in (lambda: noxla.api.export(lambda x: x, (np.ones(2, np.float32),), tflite=str(tmp_path / "a"),
+                                          tflite_targt="litertjs"),
+                 lambda: export(lambda x: x, (np.ones(2, np.float32),), tflite=str(tmp_path / "a"), strcit=True)):
+        with pytest.raises(TypeError, match="unexpected keyword"):
+            call()
+    assert not os.listdir(tmp_path)

@@ -5,25 +5,26 @@ TensorFlow's import, about 2 s and 450 MB, before anything else).
 would write for it (``emit``, ``emit_nn``), makes the converter's fusions (``fuse``), and returns
 the file as chunks for ``noxla.large_tflite``'s writer. A program using anything not covered
 raises ``Uncovered`` and is exported through TensorFlow as before; so is every export with options
-this writer does not take (``covers_options``)."""
+this writer does not take (``covers``)."""
 from __future__ import annotations
 
 from noxla.direct_tflite import emit_gather, emit_nn  # noqa: F401  (register their emitters)
 from noxla.direct_tflite.emit import Uncovered, lower_program
 from noxla.direct_tflite.fuse import fuse
 from noxla.direct_tflite.graph import serialize
-from noxla.preflight import Cleared, OnStep, run_step, write_chunks
+from noxla.preflight import Cleared, ExportOptions, OnStep, run_step, write_chunks
 
-__all__ = ["Uncovered", "covers_options", "export_direct", "tflite_chunks"]
+__all__ = ["Uncovered", "covers", "export_direct", "tflite_chunks"]
 
 
-def covers_options(wanted, *, strict=False, quantize=None, polymorphic_shapes=None, tflite_target="tflite",
-                   **_) -> bool:
+def covers(options: ExportOptions) -> bool:
     """Whether an export with these options may take the direct writer: a lone default .tflite for
     LiteRT or LiteRT.js's wasm (``strict`` keeps IEEE-exact lowerings, which only the TF path has;
     LiteRT.js's WebGPU takes lowerings of its own)."""
-    return (set(wanted) == {"tflite"} and not strict and quantize is None and polymorphic_shapes is None
-            and str(getattr(tflite_target, "value", tflite_target)) in ("tflite", "litertjs"))
+    target = options.tflite_target
+    return (set(options.wanted) == {"tflite"} and not options.strict and options.quantize is None
+            and options.polymorphic_shapes is None
+            and str(getattr(target, "value", target)) in ("tflite", "litertjs"))
 
 
 def tflite_chunks(program) -> list:
