@@ -92,7 +92,8 @@ def binary(op: str, x, y, name=None) -> Tensor:
     x, y = operands(x, y)
     fold, kinds = BINARY[op]
     _check(op, x.dtype, kinds)
-    return ops.emit1(op, [x, y], {"T": ops.type_attr(x.dtype)}, x.dtype, _broadcast(op, x, y), fold, name)
+    attrs = {} if op.startswith("Logical") else {"T": ops.type_attr(x.dtype)}
+    return ops.emit1(op, [x, y], attrs, x.dtype, _broadcast(op, x, y), fold, name)
 
 
 def compare(op: str, x, y, name=None) -> Tensor:
