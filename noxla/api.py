@@ -151,6 +151,11 @@ def export(fun: Callable, example_args: Sequence, **options) -> Exported:
                                               options.get("on_step"))
         if written is not None:
             return Exported(cleared.program, {"tflite": written})
+    from noxla import graph
+    if graph.covers_options(paths, **options):  # a lone TF.js model: from noxla's graph, without TensorFlow
+        written = graph.export_tfjs(cleared, fun, example_args, paths["tfjs"], **options)
+        if written is not None:
+            return Exported(cleared.program, {"tfjs": written})
     from noxla.export import export as pipeline
     return pipeline(fun, example_args, cleared=cleared, **options)
 

@@ -205,11 +205,20 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     if len(ad) == 2 and len(bd) == 2:
         attrs = {"T": ops.type_attr(a.dtype), "transpose_a": ops.bool_attr(ta), "transpose_b": ops.bool_attr(tb),
                  "grad_a": ops.bool_attr(False), "grad_b": ops.bool_attr(False)}
-        return ops.emit1("MatMul", [a, b], attrs, a.dtype, [m, n], None, name)
+        return ops.emit1("MatMul", [a, b], attrs, a.dtype, [m, n], _matmul_fold(ta, tb), name)
     batch = list(np.broadcast_shapes(tuple(ad[:-2]), tuple(bd[:-2])))
     attrs = {"T": ops.type_attr(a.dtype), "adj_x": ops.bool_attr(ta), "adj_y": ops.bool_attr(tb),
              "grad_x": ops.bool_attr(False), "grad_y": ops.bool_attr(False)}
-    return ops.emit1("BatchMatMulV2", [a, b], attrs, a.dtype, [*batch, m, n], None, name)
+    return ops.emit1("BatchMatMulV2", [a, b], attrs, a.dtype, [*batch, m, n], _matmul_fold(ta, tb), name)
+
+
+def _matmul_fold(ta: bool, tb: bool):
+    """A product of constants (grappler folds it too), floats only: integer products may wrap."""
+    def fold(a, b):
+        if a.dtype.kind != "f":
+            return None
+        return np.matmul(np.swapaxes(a, -1, -2) if ta else a, np.swapaxes(b, -1, -2) if tb else b)
+    return fold
 
 
 def relu(features, name=None) -> Tensor:

@@ -1,0 +1,43 @@
+"""noxla's own graph of TF ops (issue 41, stage 1): the rules' ops recorded without TensorFlow
+(``lower.record_program``), written as a TF.js graph model (``tfjs``) or replayed as real TF ops
+(``tf_replay``, the oracle). What is not recorded yet raises ``Uncovered``, and the export takes
+TensorFlow's path as before. See docs/graph.md."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from noxla.graph.dtypes import Uncovered
+from noxla.preflight import Cleared, OnStep, atomic_output, run_step
+
+__all__ = ["Uncovered", "covers_options", "export_tfjs"]
+
+
+def covers_options(wanted, *, polymorphic_shapes=None, **_) -> bool:
+    """Whether an export may take the graph path: a lone TF.js model of static shapes."""
+    return set(wanted) == {"tfjs"} and polymorphic_shapes is None
+
+
+def export_tfjs(cleared: Cleared, fun: Callable, example_args: Sequence, path: str, *, overwrite: bool = False,
+                strict: bool = False, tfjs_quantize: str | None = None, tfjs_shard_bytes: int | None = None,
+                demo_page: bool = True, on_step: OnStep | None = None, **_) -> str | None:
+    """The TF.js model written at ``path`` from the graph; None (nothing written) when the program
+    uses something the graph does not record, which TF's path then exports."""
+    from noxla.graph.lower import record_program
+    from noxla.graph.tfjs import write_tfjs
+    from noxla.lowering_variants import needs_tfjs_lowering
+    from noxla.tfjs_writer import DEFAULT_SHARD_BYTES
+    program = cleared.program
+    try:
+        recorded = run_step(on_step, "lower (graph)", record_program, program, strict, needs_tfjs_lowering(program))
+        with atomic_output(path, overwrite) as scratch:
+            run_step(on_step, f"write tfjs {path}", write_tfjs, recorded, scratch, tfjs_quantize,
+                     DEFAULT_SHARD_BYTES if tfjs_shard_bytes is None else tfjs_shard_bytes)
+            if demo_page:
+                from noxla.demo import write_demo
+                write_demo(scratch, fun, program, example_args)
+    except Uncovered as e:
+        if on_step is not None:
+            on_step(f"graph writer: {e}; lowering through TensorFlow", 0.0)
+        return None
+    import os
+    return os.path.abspath(path)
