@@ -4,6 +4,7 @@
 TensorFlow's path as before. See docs/graph.md."""
 from __future__ import annotations
 
+import os
 from typing import Callable, Sequence
 
 from noxla.graph.dtypes import Uncovered
@@ -12,9 +13,16 @@ from noxla.preflight import Cleared, OnStep, atomic_output, run_step
 __all__ = ["Uncovered", "covers_options", "export_tfjs"]
 
 
+# Stage 1 takes the graph path only when asked (NOXLA_TFJS_GRAPH=1): on three zoo models its
+# model.json still has more ops than TF's path, whose grappler makes rewrites the graph's passes do
+# not make yet (AddN of add chains, a layer norm's reassociations; docs/graph.md). The default flips
+# when tests/test_graph.py's op-count comparison holds on the whole zoo.
+ENV = "NOXLA_TFJS_GRAPH"
+
+
 def covers_options(wanted, *, polymorphic_shapes=None, **_) -> bool:
-    """Whether an export may take the graph path: a lone TF.js model of static shapes."""
-    return set(wanted) == {"tfjs"} and polymorphic_shapes is None
+    """Whether an export may take the graph path: a lone TF.js model of static shapes, when enabled."""
+    return os.environ.get(ENV) == "1" and set(wanted) == {"tfjs"} and polymorphic_shapes is None
 
 
 def export_tfjs(cleared: Cleared, fun: Callable, example_args: Sequence, path: str, *, overwrite: bool = False,
@@ -39,5 +47,4 @@ def export_tfjs(cleared: Cleared, fun: Callable, example_args: Sequence, path: s
         if on_step is not None:
             on_step(f"graph writer: {e}; lowering through TensorFlow", 0.0)
         return None
-    import os
     return os.path.abspath(path)

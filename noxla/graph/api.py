@@ -4,14 +4,13 @@ rules make. A name not listed here raises ``Uncovered`` naming it, and the expor
 TensorFlow path instead."""
 from __future__ import annotations
 
-import contextlib
 import functools
 
+from noxla.graph import core, nn, ops
 from noxla.graph import elementwise as ew
-from noxla.graph import nn, ops
 from noxla.graph import structural as st
 from noxla.graph.convert import convert_to_tensor
-from noxla.graph.core import Graph, Tensor, TensorShape
+from noxla.graph.core import Tensor, TensorShape
 from noxla.graph.dtypes import DTYPES, DType, Uncovered, as_dtype
 
 
@@ -141,12 +140,6 @@ class _NoVariable:
     """``tf.Variable`` for ``isinstance`` checks: a recorded graph holds none."""
 
 
-@contextlib.contextmanager
-def default_graph(graph: Graph):
-    with ops.recording(graph):
-        yield graph
-
-
 _MATH = {
     "add": _binary("AddV2"), "subtract": _binary("Sub"), "multiply": _binary("Mul"), "divide": ew.truediv,
     "truediv": ew.truediv, "floordiv": _binary("FloorDiv"), "floormod": _binary("FloorMod"),
@@ -192,14 +185,13 @@ _ARRAY = {
     "as_dtype": as_dtype, "DType": DType, "Tensor": Tensor, "Variable": _NoVariable, "TensorShape": TensorShape,
 }
 
-OPERATORS = {
+core.OPERATORS.update({
     "add": _binary("AddV2"), "sub": _binary("Sub"), "mul": _binary("Mul"), "truediv": ew.truediv,
     "floordiv": _binary("FloorDiv"), "mod": _binary("FloorMod"), "pow": _binary("Pow"),
     "and": _and, "or": _or, "xor": _xor, "lt": _compare("Less"), "le": _compare("LessEqual"),
     "gt": _compare("Greater"), "ge": _compare("GreaterEqual"), "matmul": nn.matmul, "getitem": st.getitem,
     "neg": _unary("Neg"), "invert": _invert, "abs": _abs,
-}
-TENSOR_METHODS: dict = {}
+})
 
 
 @functools.lru_cache(maxsize=None)

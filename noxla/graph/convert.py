@@ -62,8 +62,7 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None, preferred_d
             raise ValueError(f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype {value.dtype.name}")
         return value
     if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(value)):
-        from noxla.graph import api
-        return api.stack([convert_to_tensor(v, dtype, dtype_hint) for v in value])
+        raise Uncovered("a list holding tensors converted to one tensor (TF packs it)")
     if isinstance(value, DType) or callable(value):
         raise Uncovered(f"converting {value!r} to a tensor")
     if isinstance(value, (np.ndarray, np.generic)):

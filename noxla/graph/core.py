@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import contextvars
 from typing import Sequence
 
 import numpy as np
@@ -145,8 +146,7 @@ class Tensor:
         raise Uncovered("a graph tensor converted to a NumPy array")
 
     def __getattr__(self, name):
-        from noxla.graph import api
-        method = api.TENSOR_METHODS.get(name)
+        method = TENSOR_METHODS.get(name)
         if method is None:
             raise Uncovered(f"tf.Tensor.{name}")
         return lambda *args, **kwargs: method(self, *args, **kwargs)
@@ -155,10 +155,14 @@ class Tensor:
         return f"<graph tensor {self.name} {self.dtype.name} {list(self.node.outputs[self.index][1])}>"
 
 
+# Filled by noxla.graph.api (which records the ops): operator name -> function, method name -> function.
+OPERATORS: dict = {}
+TENSOR_METHODS: dict = {}
+
+
 def _operator(name: str, reflected: bool = False):
     def method(self, other=None):
-        from noxla.graph import api
-        fn = api.OPERATORS[name]
+        fn = OPERATORS[name]
         if other is None and name in ("neg", "invert", "abs"):
             return fn(self)
         return fn(other, self) if reflected else fn(self, other)
@@ -227,5 +231,24 @@ class Graph:
             self._scopes.pop()
 
     def as_default(self):
-        from noxla.graph import api
-        return api.default_graph(self)
+        return recording(self)
+
+
+# The graph being recorded into: set for one lowering (``recording``), read by every recorded op.
+_GRAPH: contextvars.ContextVar = contextvars.ContextVar("noxla_graph", default=None)
+
+
+def current() -> Graph:
+    graph = _GRAPH.get()
+    if graph is None:
+        raise Uncovered("a graph op recorded outside a graph lowering")
+    return graph
+
+
+@contextlib.contextmanager
+def recording(graph: Graph):
+    token = _GRAPH.set(graph)
+    try:
+        yield graph
+    finally:
+        _GRAPH.reset(token)

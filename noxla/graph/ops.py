@@ -6,35 +6,14 @@ kernel NumPy does not match exactly for its inputs (NaN in a max, an integer div
 is left unfolded rather than folded differently."""
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from typing import Callable, Sequence
 
 import numpy as np
 
-from noxla.graph.core import Graph, Tensor
+from noxla.graph.core import Tensor, current, recording  # noqa: F401  (recording: re-exported)
 from noxla.graph.dtypes import DType, Uncovered, as_dtype
 
 FOLD_BYTES = 10 << 20  # grappler's largest folded constant (kMaxConstantSize)
-
-_GRAPH: contextvars.ContextVar = contextvars.ContextVar("noxla_graph", default=None)
-
-
-def current() -> Graph:
-    graph = _GRAPH.get()
-    if graph is None:
-        raise Uncovered("a graph op recorded outside a graph lowering")
-    return graph
-
-
-@contextlib.contextmanager
-def recording(graph: Graph):
-    token = _GRAPH.set(graph)
-    try:
-        yield graph
-    finally:
-        _GRAPH.reset(token)
-
 
 # Attribute values in model.json's (proto3 JSON) form.
 def type_attr(dtype: DType) -> dict:

@@ -6,6 +6,8 @@ graph path's model.json has no more ops than that path's.
 - grappler's arithmetic simplifications that TF's path gets: a Transpose by the identity
   permutation, a Reshape or BroadcastTo to the shape it has, an Identity are bypassed; a Reshape
   of a Reshape reads the first one's input; Mul(x, x) is Square(x);
+- Reshape(unary(Reshape(x))) back to x's shape is unary(x) (grappler moves value-preserving
+  reshapes past elementwise ops and cancels the pair);
 - a Mul of a Conv2D by a constant per output channel (or a scalar) scales the Conv2D's constant
   filter instead (grappler's constant folding, MulConvPushDown: a batch norm's scale);
 - an AddV2 of a rank-1 constant that alone reads a Conv2D, DepthwiseConv2dNative or MatMul
@@ -59,6 +61,8 @@ def optimize_for_tfjs(graph: Graph, outputs: Sequence[Tensor], inputs: Sequence[
     kept = {id(t.node) for t in outputs}
     _simplified(graph, kept)
     pruned(graph, outputs, inputs)  # the bypassed nodes no longer count as readers
+    _reshapes_around_unary(graph, kept)
+    pruned(graph, outputs, inputs)
     _scaled_filters(graph, kept)
     pruned(graph, outputs, inputs)
     _bias_adds(graph)
@@ -104,6 +108,29 @@ def _simplified(graph: Graph, kept) -> None:
         elif node.op == "Mul" and node.inputs[0] is node.inputs[1] or (
                 node.op == "Mul" and _same(node.inputs[0], node.inputs[1])):
             node.op, node.inputs = "Square", [node.inputs[0]]
+
+
+_SHAPE_KEEPING_UNARY = ("Square", "Relu", "Relu6", "Neg", "Abs", "Exp", "Log", "Sqrt", "Rsqrt", "Tanh", "Sigmoid",
+                        "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Reciprocal", "Erf", "Erfc", "Elu")
+
+
+def _reshapes_around_unary(graph: Graph, kept) -> None:
+    readers = _readers(graph)
+    moved: dict[tuple[int, int], Tensor] = {}
+    for node in graph.nodes:
+        node.inputs = [moved.get((id(t.node), t.index), t) for t in node.inputs]
+        if node.op != "Reshape" or id(node) in kept:
+            continue
+        unary = node.inputs[0].node
+        if unary.op not in _SHAPE_KEEPING_UNARY or readers[(id(unary), 0)] != 1 or id(unary) in kept:
+            continue
+        inner = unary.inputs[0].node
+        if (inner.op != "Reshape" or readers[(id(inner), 0)] != 1 or id(inner) in kept
+                or inner.inputs[0].shape.dims != node.outputs[0][1]):
+            continue
+        unary.inputs = [inner.inputs[0]]
+        unary.outputs = [(unary.outputs[0][0], node.outputs[0][1])]
+        moved[(id(node), 0)] = unary.output(0)
 
 
 def _scaled_filters(graph: Graph, kept) -> None:
