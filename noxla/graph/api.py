@@ -161,13 +161,14 @@ _MATH = {
     "is_nan": lambda x, name=None: ew.predicate("IsNan", x, name),
     "reduce_sum": _reduce("Sum"), "reduce_prod": _reduce("Prod"), "reduce_max": _reduce("Max"),
     "reduce_min": _reduce("Min"), "reduce_mean": _reduce("Mean"), "reduce_any": _reduce("Any"),
-    "reduce_all": _reduce("All"), "cumsum": st.cumsum,
+    "reduce_all": _reduce("All"), "cumsum": st.cumsum, "argmax": st.argmax, "top_k": st.top_k,
 }
 _TOP = {name: _MATH[name] for name in (
     "add", "subtract", "multiply", "divide", "truediv", "floordiv", "maximum", "minimum", "pow", "equal", "not_equal",
     "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_not", "negative", "abs",
     "sign", "square", "sqrt", "exp", "sin", "cos", "tan", "atan", "tanh", "sigmoid", "floor", "round",
-    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_any", "reduce_all", "cumsum")}
+    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_any", "reduce_all", "cumsum",
+    "atan2", "argmax")}
 _NN = {"relu": nn.relu, "relu6": nn.relu6, "elu": nn.elu, "leaky_relu": nn.leaky_relu, "gelu": nn.gelu,
        "sigmoid": _unary("Sigmoid"), "tanh": _unary("Tanh"), "softmax": nn.softmax, "log_softmax": nn.log_softmax,
        "bias_add": nn.bias_add, "conv2d": nn.conv2d, "depthwise_conv2d": nn.depthwise_conv2d,
@@ -177,8 +178,9 @@ _ARRAY = {
     "where": ew.where, "cast": ew.cast, "constant": _constant, "convert_to_tensor": convert_to_tensor,
     "reshape": st.reshape, "transpose": st.transpose, "expand_dims": st.expand_dims, "squeeze": st.squeeze,
     "identity": st.identity, "concat": st.concat, "stack": st.stack, "unstack": st.unstack, "split": st.split,
-    "gather": st.gather, "broadcast_to": st.broadcast_to, "fill": st.fill, "zeros_like": _zeros_like,
-    "ones_like": _ones_like, "zeros": _zeros, "ones": _ones, "shape": st.shape, "size": st.size,
+    "gather": st.gather, "gather_nd": st.gather_nd, "broadcast_to": st.broadcast_to, "fill": st.fill,
+    "zeros_like": _zeros_like, "ones_like": _ones_like, "zeros": _zeros, "ones": _ones, "shape": st.shape,
+    "size": st.size,
     "range": st.range_, "slice": st.slice_, "strided_slice": st.strided_slice, "pad": st.pad,
     "reverse": st.reverse, "tile": st.tile, "clip_by_value": _clip_by_value, "matmul": nn.matmul,
     "get_static_value": _get_static_value, "executing_eagerly": _executing_eagerly, "name_scope": _name_scope,

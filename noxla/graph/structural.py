@@ -2,6 +2,8 @@
 each as the raw op TF emits for it, with static shapes inferred and a NumPy fold."""
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 
 from noxla.graph import ops
@@ -233,13 +235,62 @@ def range_(start, limit=None, delta=1, dtype=None, name="range") -> Tensor:
 
 def slice_(x, begin, size, name=None) -> Tensor:
     x = convert_to_tensor(x)
-    b, s = static_ints(begin, "tf.slice's begin"), static_ints(size, "tf.slice's size")
     dims = _dims(x)
+    s = static_ints(size, "tf.slice's size")
+    attrs = {"T": ops.type_attr(x.dtype), "Index": ops.type_attr(I32)}
+    if isinstance(begin, Tensor) and begin.constant is None:
+        # A start computed at run time (a dynamic slice): TF's shape is the size, when it is all given.
+        if -1 in s or begin.dtype != I32:
+            raise Uncovered("tf.slice with a run-time start and a size of -1")
+        return ops.emit1("Slice", [x, begin, int_tensor(s, "size")], attrs, x.dtype, s, None, name)
+    b = static_ints(begin, "tf.slice's begin")
     s = [d - bb if ss == -1 else ss for d, bb, ss in zip(dims, b, s)]
     index = tuple(slice(bb, bb + ss) for bb, ss in zip(b, s))
-    attrs = {"T": ops.type_attr(x.dtype), "Index": ops.type_attr(I32)}
     return ops.emit1("Slice", [x, int_tensor(b, "begin"), int_tensor(s, "size")], attrs, x.dtype, s,
                      lambda v, _, __: v[index], name)
+
+
+def argmax(input, axis=None, output_type=DTYPES["int64"], name=None) -> Tensor:
+    x = convert_to_tensor(input)
+    output_type = as_dtype(output_type)
+    (a,) = static_ints(0 if axis is None else axis, "tf.argmax's axis")
+    dims = _dims(x)
+    a = _axis(a, len(dims))
+    if not (x.dtype.is_floating or x.dtype.is_integer) or x.dtype.name == "bfloat16":
+        raise Uncovered(f"ArgMax on {x.dtype.name}")
+
+    def fold(v, _):  # first of equal maxima, as TF's kernel; NaN is left to TF
+        return None if v.dtype.kind == "f" and np.isnan(v).any() or v.shape[a] == 0 else np.argmax(v, axis=a)
+    attrs = {"T": ops.type_attr(x.dtype), "Tidx": ops.type_attr(I32), "output_type": ops.type_attr(output_type)}
+    return ops.emit1("ArgMax", [x, int_tensor(a, "axis")], attrs, output_type, dims[:a] + dims[a + 1:], fold, name)
+
+
+def gather_nd(params, indices, batch_dims=0, name=None) -> Tensor:
+    params, indices = convert_to_tensor(params), convert_to_tensor(indices)
+    if batch_dims != 0 or indices.dtype.name not in ("int32", "int64"):
+        raise Uncovered("tf.gather_nd with batch_dims or indices not int32/int64")
+    p, i = _dims(params), _dims(indices)
+    if not i or i[-1] > len(p):
+        raise ValueError(f"gather_nd: indices {i} for params {p}")
+    attrs = {"Tparams": ops.type_attr(params.dtype), "Tindices": ops.type_attr(indices.dtype)}
+    return ops.emit1("GatherNd", [params, indices], attrs, params.dtype, i[:-1] + p[i[-1]:], None, name)
+
+
+def top_k(input, k=1, sorted=True, index_type=I32, name=None) -> list[Tensor]:
+    x = convert_to_tensor(input)
+    index_type = as_dtype(index_type)
+    (k_value,) = static_ints(k, "tf.math.top_k's k")
+    dims = _dims(x)
+    if not dims or k_value > dims[-1] or not (x.dtype.is_floating or x.dtype.is_integer):
+        raise Uncovered("tf.math.top_k of a scalar, k past the size, or a non-numeric dtype")
+    out = dims[:-1] + (k_value,)
+    attrs = {"sorted": ops.bool_attr(sorted), "T": ops.type_attr(x.dtype), "Tk": ops.type_attr(I32),
+             "index_type": ops.type_attr(index_type)}
+    values, indices = ops.emit("TopKV2", [x, int_tensor(k_value, "k")], attrs, [(x.dtype, out), (index_type, out)])
+    return TopK(values, indices)
+
+
+TopK = collections.namedtuple("TopK", ["values", "indices"])  # as tf.math.top_k's result
 
 
 def strided_slice(x, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0,
