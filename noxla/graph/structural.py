@@ -276,6 +276,19 @@ def gather_nd(params, indices, batch_dims=0, name=None) -> Tensor:
     return ops.emit1("GatherNd", [params, indices], attrs, params.dtype, i[:-1] + p[i[-1]:], None, name)
 
 
+def scatter_nd(indices, updates, shape, name=None) -> Tensor:
+    """ScatterNd: updates summed into zeros of ``shape`` at ``indices`` (no fold: the kernels'
+    handling of out-of-range indices differs, TF's refuses them)."""
+    indices, updates = convert_to_tensor(indices), convert_to_tensor(updates)
+    if indices.dtype.name not in ("int32", "int64"):
+        raise Uncovered(f"tf.scatter_nd with {indices.dtype.name} indices")
+    out = static_ints(shape, "tf.scatter_nd's shape")
+    attrs = {"T": ops.type_attr(updates.dtype), "Tindices": ops.type_attr(indices.dtype),
+             "bad_indices_policy": ops.str_attr("")}
+    shape_tensor = ops.constant(np.array(out, indices.dtype.as_numpy_dtype), indices.dtype)
+    return ops.emit1("ScatterNd", [indices, updates, shape_tensor], attrs, updates.dtype, out, None, name)
+
+
 def top_k(input, k=1, sorted=True, index_type=I32, name=None) -> list[Tensor]:
     x = convert_to_tensor(input)
     index_type = as_dtype(index_type)
