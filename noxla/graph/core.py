@@ -21,6 +21,10 @@ import numpy as np
 from noxla.graph.dtypes import DType, Uncovered
 
 
+class UncoveredAttribute(Uncovered, AttributeError):
+    """A tf.Tensor attribute the graph's tensors lack."""
+
+
 class TensorShape:
     """A static shape as the rules read ``tensor.shape``: ``rank``, ``as_list()``, indexing."""
     __slots__ = ("dims",)
@@ -147,8 +151,8 @@ class Tensor:
 
     def __getattr__(self, name):
         method = TENSOR_METHODS.get(name)
-        if method is None:
-            raise Uncovered(f"tf.Tensor.{name}")
+        if method is None:  # also an AttributeError: ``getattr(t, "re", t)`` probes as it does on a tf.Tensor
+            raise UncoveredAttribute(f"tf.Tensor.{name}")
         return lambda *args, **kwargs: method(self, *args, **kwargs)
 
     def __repr__(self) -> str:
