@@ -194,6 +194,7 @@ core.OPERATORS.update({
     "and": _and, "or": _or, "xor": _xor, "lt": _compare("Less"), "le": _compare("LessEqual"),
     "gt": _compare("Greater"), "ge": _compare("GreaterEqual"), "matmul": nn.matmul, "getitem": st.getitem,
     "neg": _unary("Neg"), "invert": _invert, "abs": _abs,
+    "eq": lambda x, y: ew.tensor_equals("Equal", x, y), "ne": lambda x, y: ew.tensor_equals("NotEqual", x, y),
 })
 
 

@@ -131,8 +131,14 @@ class Tensor:
     def constant(self) -> np.ndarray | None:
         return self.node.value if self.node.op == "Const" else None
 
-    def __hash__(self) -> int:
-        return id(self)
+    def __hash__(self) -> int:  # TF 2's tensors refuse hashing (``==`` is elementwise): use ids
+        raise TypeError("a graph tensor is unhashable, as a tf.Tensor; key by id()")
+
+    def __eq__(self, other):
+        return OPERATORS["eq"](self, other)
+
+    def __ne__(self, other):
+        return OPERATORS["ne"](self, other)
 
     def __bool__(self):
         raise Uncovered("a graph tensor used as a Python bool")

@@ -96,12 +96,12 @@ def binary(op: str, x, y, name=None) -> Tensor:
     return ops.emit1(op, [x, y], attrs, x.dtype, _broadcast(op, x, y), fold, name)
 
 
-def compare(op: str, x, y, name=None) -> Tensor:
+def compare(op: str, x, y, name=None, incompatible_shape_error: bool = True) -> Tensor:
     x, y = operands(x, y)
     _check(op, x.dtype, "fib" if op in ("Equal", "NotEqual") else "fi")
     attrs = {"T": ops.type_attr(x.dtype)}
     if op in ("Equal", "NotEqual"):
-        attrs["incompatible_shape_error"] = ops.bool_attr(True)
+        attrs["incompatible_shape_error"] = ops.bool_attr(incompatible_shape_error)
     return ops.emit1(op, [x, y], attrs, DTYPES["bool"], _broadcast(op, x, y), COMPARE[op], name)
 
 
@@ -160,3 +160,16 @@ def cast(x, dtype, name=None) -> Tensor:
         return v.astype(dtype.as_numpy_dtype)
     attrs = {"SrcT": ops.type_attr(x.dtype), "DstT": ops.type_attr(dtype), "Truncate": ops.bool_attr(False)}
     return ops.emit1("Cast", [x], attrs, dtype, x.shape.dims, fold, name)
+
+
+def tensor_equals(op: str, x: Tensor, y):
+    """``x == y`` / ``x != y`` as TF 2's tensors compute them: elementwise (Equal/NotEqual without the
+    shape error) when ``y`` converts to ``x``'s dtype and the shapes broadcast, else identity."""
+    if y is None:
+        return op == "NotEqual"
+    try:
+        x, y = operands(x, y)
+        np.broadcast_shapes(tuple(x.shape.dims), tuple(y.shape.dims))
+    except (TypeError, ValueError):
+        return (x is y) == (op == "Equal")
+    return compare(op, x, y, incompatible_shape_error=False)
