@@ -5,9 +5,15 @@ limitations), so ``noxla.check``, the limitations table and ``import lowering_ru
 TensorFlow: its import alone costs about 2 s and 450 MB. A rule's first ``tf.<name>``, when a
 program is lowered, imports it. Nothing at a rule module's top level may read ``tf``
 (tests/test_architecture.py checks that importing the rules leaves TensorFlow unimported).
+
+A lowering may record its ops instead (``noxla.graph``): it passes its own ``tf`` stand-in to the
+interpreter's ``Lowering``, which installs it here (``using``) while it lowers; the rules do not
+know which one they speak to.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 
 
@@ -16,6 +22,9 @@ class _TensorFlow:
     __slots__ = ()
 
     def __getattr__(self, name: str):
+        backend = _BACKEND.get()
+        if backend is not None:
+            return getattr(backend, name)
         module = _MODULE[0]
         if module is None:
             module = _MODULE[0] = importlib.import_module("tensorflow")
@@ -26,7 +35,18 @@ class _TensorFlow:
 
 
 _MODULE: list = [None]
+_BACKEND: contextvars.ContextVar = contextvars.ContextVar("noxla_tf_backend", default=None)
 tf = _TensorFlow()
+
+
+@contextlib.contextmanager
+def using(backend):
+    """``tf`` is ``backend`` inside (None: TensorFlow itself)."""
+    token = _BACKEND.set(backend)
+    try:
+        yield
+    finally:
+        _BACKEND.reset(token)
 
 
 def op(path: str):

@@ -169,6 +169,11 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions)
         written = direct_tflite.export_direct(cleared, options.tflite, options.overwrite, options.on_step)
         if written is not None:
             return Exported(cleared.program, {"tflite": written})
+    from noxla import graph
+    if graph.covers(options):  # a lone TF.js model: from noxla's graph, without TensorFlow
+        written = graph.export_tfjs(cleared, fun, example_args, options)
+        if written is not None:
+            return Exported(cleared.program, {"tfjs": written})
     from noxla.export import export_cleared
     return export_cleared(fun, example_args, cleared)
 

@@ -12,11 +12,11 @@ import mmap
 from typing import Callable, Sequence
 
 import numpy as np
-import tensorflow as tf
 from jax.extend import core
 
-from lowering_rules import complex_values, jax_compat, key_types, limb_values, registry
+from lowering_rules import complex_values, jax_compat, key_types, lazy_tensorflow, limb_values, registry
 from lowering_rules.helpers import constant, runtime_infinity, tf_dtype
+from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.vocabulary import DEFAULT_LOWERING, LoweringFor, rule_params
 from noxla.errors import LoweringError, NoxlaError, source_line
 from noxla.shapes import Dims
@@ -81,7 +81,10 @@ class Lowering:
     """State shared by one lowering: dimension sizes and the constants emitted so far."""
 
     def __init__(self, dims: Dims, inputs: Sequence = (), strict: bool = False, weights: Weights | None = None,
-                 lowering_for: LoweringFor = DEFAULT_LOWERING):
+                 lowering_for: LoweringFor = DEFAULT_LOWERING, backend=None):
+        # ``backend``: the ``tf`` the rules speak to (None: TensorFlow; noxla.graph's recorder records
+        # a graph instead). Installed in the seam (lazy_tensorflow) for this lowering's duration.
+        self.backend = backend
         self.dims = dims
         self.inputs = list(inputs)
         # strict: IEEE-exact lowerings (NaN/inf as JAX) instead of the fused fast ones.
@@ -90,7 +93,8 @@ class Lowering:
         self.lowering_for = lowering_for
         # Constants live in the graph the lowering started in; loop and branch bodies capture
         # them from there, so a weight first used inside an (unrolled) loop is still emitted once.
-        self._graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+        with lazy_tensorflow.using(backend):
+            self._graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         self._constants: dict[int, tuple[object, tf.Tensor]] = {}
         self._infinity: tf.Tensor | None = None
         self._constant_derived: dict[int, tf.Tensor] = {}   # id -> tensor computed from constants only
@@ -340,6 +344,11 @@ class Scope:
 
 
 def lower_jaxpr(lowering: Lowering, jaxpr: core.Jaxpr, consts: Sequence, args: Sequence) -> list:
+    with lazy_tensorflow.using(lowering.backend):
+        return _lower_jaxpr(lowering, jaxpr, consts, args)
+
+
+def _lower_jaxpr(lowering: Lowering, jaxpr: core.Jaxpr, consts: Sequence, args: Sequence) -> list:
     scope = Scope(jaxpr)
     values = scope.values
     for var, value in zip(jaxpr.constvars, consts):

@@ -10,12 +10,10 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-from limitations.engine import eqn_view, iter_eqns
-from lowering_rules import RULES, complex_values, limb_values
-from lowering_rules.helpers import TFLITE_OWN_PRIMITIVES
-from lowering_rules.key_types import physical_dtype
-from lowering_rules.vocabulary import DEFAULT_LOWERING, LoweringFor, Target
+from lowering_rules import complex_values, limb_values
+from lowering_rules.vocabulary import DEFAULT_LOWERING, LoweringFor
 from noxla.interpreter import Lowering, lower_jaxpr, tf_dtype
+from noxla.lowering_variants import needs_tfjs_lowering, needs_tflite_lowering, uses_uint32  # noqa: F401  (re-exported)
 from noxla.shapes import Dims, is_static
 from noxla.tracing import Program
 
@@ -67,27 +65,6 @@ def input_signature(program: Program, uint32_as_int32: bool = False) -> list[tf.
     return [tf.TensorSpec([d if is_static([d]) else None for d in aval.shape], tf_dtype(aval.dtype, uint32_as_int32),
                           name=name)
             for aval, name in zip(program.in_avals, program.in_names)]
-
-
-def uses_uint32(program: Program) -> bool:
-    """Whether any input, output or intermediate value of the program is uint32 (or a PRNG key)."""
-    return np.dtype(np.uint32) in {d for e in iter_eqns(program.closed_jaxpr) for d in eqn_view(e).dtypes} \
-        or any(physical_dtype(a.dtype) == np.uint32 for a in (*program.in_avals, *program.out_avals))
-
-
-def needs_tfjs_lowering(program: Program) -> bool:
-    """Whether TF.js gets its own lowering of the program (``uint32_as_int32``): it carries uint32
-    values, or applies a rule that lowers otherwise for TF.js (``Rule.differs``)."""
-    return uses_uint32(program) or any(
-        Target.TFJS in targets for e in iter_eqns(program.closed_jaxpr)
-        for targets, _ in getattr(RULES.get(e.primitive.name), "differs", ()))
-
-
-def needs_tflite_lowering(program: Program) -> bool:
-    """Whether the .tflite gets its own lowering of the program (``serving_function``'s ``tflite``):
-    it applies a rule that emits a TFLite builtin's converter-only input form there
-    (``helpers.TFLITE_OWN_PRIMITIVES``), which no other artifact may carry."""
-    return any(e.primitive.name in TFLITE_OWN_PRIMITIVES for e in iter_eqns(program.closed_jaxpr))
 
 
 def serving_function(program: Program, check_shapes: bool = False, strict: bool = False,

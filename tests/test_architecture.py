@@ -25,11 +25,13 @@ NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.shape_bucket_cli": 6, 
               "noxla.llm_keras": 4, "noxla.demo": 3, "noxla.litertjs_page": 3, "noxla.export": 4,
               "noxla.llm_quantize": 4,
               "noxla.tfjs_ops": 3, "noxla.preflight": 3, "noxla.gradients": 3, "noxla.lowering": 2,
-              "noxla.direct_tflite": 4,
+              "noxla.direct_tflite": 4, "noxla.graph": 4, "noxla.graph.tfjs": 2, "noxla.graph.lower": 2,
+              "noxla.lowering_variants": 2,
               "noxla.interpreter": 1}
 # What of noxla the limitations package may read: the user's source line and tracing (for cases).
-# Leaves of the rules package that every layer may use: JAX's internals, the shared vocabulary.
-SHARED_LEAVES = {"lowering_rules.jax_compat", "lowering_rules.vocabulary"}
+# Leaves of the rules package that every layer may use: JAX's internals, the shared vocabulary, and
+# the ``tf`` seam (TensorFlow or noxla.graph's recorder, whichever the lowering speaks to).
+SHARED_LEAVES = {"lowering_rules.jax_compat", "lowering_rules.vocabulary", "lowering_rules.lazy_tensorflow"}
 LIMITATIONS_MAY_IMPORT = {"noxla", "noxla.errors", "noxla.tracing", "noxla.shapes"}
 
 

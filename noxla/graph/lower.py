@@ -1,0 +1,61 @@
+"""A traced program recorded as noxla's graph: the interpreter runs the rules with the recorder
+(``noxla.graph.api``) as their ``tf``, on Placeholders named after the program's inputs."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from lowering_rules import complex_values, limb_values
+from lowering_rules.vocabulary import LoweringFor
+from noxla.graph import api, ops
+from noxla.graph.core import Graph, Tensor
+from noxla.graph.dtypes import Uncovered, as_dtype
+from noxla.interpreter import Lowering, lower_jaxpr
+from noxla.shapes import Dims, dim_vars
+from noxla.tracing import Program
+
+
+@dataclasses.dataclass
+class Recorded:
+    graph: Graph
+    inputs: list[Tensor]    # the Placeholders, in the program's input order
+    outputs: list[Tensor]   # an Identity per output, in the program's output order
+    in_names: tuple[str, ...]
+    out_names: tuple[str, ...]
+
+
+def record_program(program: Program, strict: bool = False, uint32_as_int32: bool = False) -> Recorded:
+    """``program`` as a graph (static shapes). ``uint32_as_int32``: TF.js's own lowering (see
+    ``noxla.lowering.serving_function``). Raises ``Uncovered`` for anything not recorded yet."""
+    if dim_vars(program.in_avals):
+        raise Uncovered("polymorphic shapes")
+    if any(a.dtype == np.dtype("V") or "float0" in str(a.dtype) for a in program.out_avals):
+        raise Uncovered("a float0 output")
+    graph = Graph()
+    recorder = api.recorder()
+    with ops.recording(graph):
+        from lowering_rules.helpers import tf_dtype
+        from lowering_rules.lazy_tensorflow import using
+        with using(recorder):
+            dtypes = [tf_dtype(a.dtype, uint32_as_int32) for a in program.in_avals]
+        inputs = []
+        for name, aval, dtype in zip(program.in_names, program.in_avals, dtypes):
+            dtype = as_dtype(dtype)
+            if dtype.is_complex:
+                raise Uncovered("a complex input")
+            attrs = {"dtype": ops.type_attr(dtype), "shape": {"shape": _shape_json(aval.shape)}}
+            inputs.append(graph.add("Placeholder", [], attrs, [(dtype, tuple(aval.shape))], name=name).output(0))
+        lowering = Lowering(Dims(), inputs, strict=strict, lowering_for=LoweringFor(tfjs=uint32_as_int32),
+                            backend=recorder)
+        with using(recorder):
+            outs = lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, inputs)
+            outs = [limb_values.materialize(o, lowering.tf_dtype(np.uint32)) for o in outs]
+            if any(isinstance(o, complex_values.ComplexPair) for o in outs):
+                raise Uncovered("a complex output")
+            outputs = [api.recorder().identity(o, name=name) for o, name in zip(outs, program.out_names)]
+    return Recorded(graph, inputs, outputs, tuple(program.in_names), tuple(program.out_names))
+
+
+def _shape_json(shape) -> dict:
+    return {"dim": [{"size": str(int(d))} for d in shape]} if len(shape) else {}

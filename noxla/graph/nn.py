@@ -1,0 +1,234 @@
+"""``tf.nn`` and ``tf.linalg`` functions on the graph: convolutions, pooling, activations and
+products, as the raw ops (and attributes) TF emits for them, shapes by TF's formulas."""
+from __future__ import annotations
+
+import numpy as np
+
+from noxla.graph import ops
+from noxla.graph.convert import convert_to_tensor
+from noxla.graph.core import Tensor
+from noxla.graph.dtypes import Uncovered
+from noxla.graph.elementwise import binary, unary
+from noxla.graph.structural import I32, static_ints
+
+
+def _four(value, what: str) -> list[int]:
+    """A 2-D op's strides/dilations/ksize as TF expands them (NHWC): 1 or 2 values, or 4."""
+    values = [1] if value is None else static_ints(value, what)
+    if len(values) == 1:
+        values = values * 2
+    if len(values) == 2:
+        return [1, *values, 1]
+    if len(values) != 4:
+        raise ValueError(f"{what} must have 1, 2 or 4 values")
+    return values
+
+
+def _padding(padding):
+    """(padding attr, explicit_paddings, per-spatial-dim (before, after) or None)."""
+    if isinstance(padding, str):
+        if padding.upper() not in ("SAME", "VALID"):
+            raise ValueError(f"padding {padding}")
+        return padding.upper(), [], None
+    pairs = [static_ints(p, "padding") for p in padding]
+    if len(pairs) != 4 or pairs[0] != [0, 0] or pairs[3] != [0, 0]:
+        raise Uncovered("explicit padding of the batch or channel dimension")
+    return "EXPLICIT", [v for p in pairs for v in p], pairs[1:3]
+
+
+def _spatial(size: int, k: int, stride: int, dilation: int, padding: str, pads) -> int:
+    span = (k - 1) * dilation + 1
+    if padding == "SAME":
+        return -(-size // stride)
+    if padding == "VALID":
+        return (size - span) // stride + 1 if size >= span else 0
+    return (size + pads[0] + pads[1] - span) // stride + 1
+
+
+def _check_nhwc(data_format) -> None:
+    if data_format not in (None, "NHWC"):
+        raise Uncovered(f"data_format {data_format}")
+
+
+def _float(x: Tensor, op: str) -> None:
+    if x.dtype.name not in ("float32", "float16", "float64"):
+        raise Uncovered(f"{op} on {x.dtype.name}")
+
+
+def conv2d(input, filters, strides, padding, data_format="NHWC", dilations=None, name=None) -> Tensor:
+    _check_nhwc(data_format)
+    x, w = convert_to_tensor(input), convert_to_tensor(filters)
+    _float(x, "Conv2D")
+    s, d = _four(strides, "strides"), _four(dilations, "dilations")
+    pad, explicit, pairs = _padding(padding)
+    n, h, wd, c = x.shape.dims
+    kh, kw, cin, cout = w.shape.dims
+    if c % cin:
+        raise ValueError(f"Conv2D: {c} input channels, filter takes {cin}")
+    out = [n, _spatial(h, kh, s[1], d[1], pad, pairs and pairs[0]),
+           _spatial(wd, kw, s[2], d[2], pad, pairs and pairs[1]), cout]
+    attrs = {"T": ops.type_attr(x.dtype), "strides": ops.ints_attr(s), "use_cudnn_on_gpu": ops.bool_attr(True),
+             "padding": ops.str_attr(pad), "explicit_paddings": ops.ints_attr(explicit),
+             "data_format": ops.str_attr("NHWC"), "dilations": ops.ints_attr(d)}
+    return ops.emit1("Conv2D", [x, w], attrs, x.dtype, out, None, name)
+
+
+def depthwise_conv2d(input, filter, strides, padding, data_format=None, dilations=None, name=None) -> Tensor:
+    _check_nhwc(data_format)
+    x, w = convert_to_tensor(input), convert_to_tensor(filter)
+    _float(x, "DepthwiseConv2dNative")
+    if dilations is not None and any(v != 1 for v in static_ints(dilations, "dilations")):
+        raise Uncovered("tf.nn.depthwise_conv2d with dilations (SpaceToBatchND)")
+    s = static_ints(strides, "strides")
+    if len(s) != 4:
+        raise ValueError("depthwise_conv2d strides must have 4 values")
+    if not isinstance(padding, str):
+        raise Uncovered("tf.nn.depthwise_conv2d with explicit padding")
+    pad = padding.upper()
+    n, h, wd, c = x.shape.dims
+    kh, kw, cin, mult = w.shape.dims
+    out = [n, _spatial(h, kh, s[1], 1, pad, None), _spatial(wd, kw, s[2], 1, pad, None), c * mult]
+    attrs = {"T": ops.type_attr(x.dtype), "strides": ops.ints_attr(s), "padding": ops.str_attr(pad),
+             "explicit_paddings": ops.ints_attr([]), "data_format": ops.str_attr("NHWC"),
+             "dilations": ops.ints_attr([1, 1, 1, 1])}
+    return ops.emit1("DepthwiseConv2dNative", [x, w], attrs, x.dtype, out, None, name)
+
+
+def conv2d_transpose(input, filters, output_shape, strides, padding="SAME", data_format="NHWC", dilations=None,
+                     name=None) -> Tensor:
+    _check_nhwc(data_format)
+    x, w = convert_to_tensor(input), convert_to_tensor(filters)
+    _float(x, "Conv2DBackpropInput")
+    s, d = _four(strides, "strides"), _four(dilations, "dilations")
+    pad, explicit, pairs = _padding(padding)
+    out = static_ints(output_shape, "output_shape")
+    # The forward convolution of the output must give the input's size, as TF checks.
+    kh, kw = w.shape.dims[:2]
+    if [_spatial(out[1], kh, s[1], d[1], pad, pairs and pairs[0]),
+            _spatial(out[2], kw, s[2], d[2], pad, pairs and pairs[1])] != list(x.shape.dims[1:3]):
+        raise ValueError("conv2d_transpose: output_shape does not match the input")
+    attrs = {"T": ops.type_attr(x.dtype), "strides": ops.ints_attr(s), "use_cudnn_on_gpu": ops.bool_attr(True),
+             "padding": ops.str_attr(pad), "explicit_paddings": ops.ints_attr(explicit),
+             "data_format": ops.str_attr("NHWC"), "dilations": ops.ints_attr(d)}
+    sizes = ops.constant(np.array(out, np.int32), I32)
+    return ops.emit1("Conv2DBackpropInput", [sizes, w, x], attrs, x.dtype, out, None, name)
+
+
+def _pool(op: str, input, ksize, strides, padding, data_format, name) -> Tensor:
+    _check_nhwc(data_format)
+    x = convert_to_tensor(input)
+    _float(x, op)
+    k, s = _four(ksize, "ksize"), _four(strides, "strides")
+    if not isinstance(padding, str) or k[0] != 1 or k[3] != 1 or s[0] != 1 or s[3] != 1:
+        raise Uncovered(f"{op} with explicit padding or pooling over batch/channels")
+    pad = padding.upper()
+    n, h, w, c = x.shape.dims
+    out = [n, _spatial(h, k[1], s[1], 1, pad, None), _spatial(w, k[2], s[2], 1, pad, None), c]
+    attrs = {"T": ops.type_attr(x.dtype), "ksize": ops.ints_attr(k), "strides": ops.ints_attr(s),
+             "padding": ops.str_attr(pad), "data_format": ops.str_attr("NHWC")}
+    if op == "MaxPool":
+        attrs["explicit_paddings"] = ops.ints_attr([])
+    return ops.emit1(op, [x], attrs, x.dtype, out, None, name)
+
+
+def max_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None) -> Tensor:
+    return _pool("MaxPool", input, ksize, strides, padding, data_format, name)
+
+
+def avg_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None) -> Tensor:
+    return _pool("AvgPool", input, ksize, strides, padding, data_format, name)
+
+
+def bias_add(value, bias, data_format=None, name=None) -> Tensor:
+    _check_nhwc(data_format)
+    x = convert_to_tensor(value)
+    b = convert_to_tensor(bias, dtype=x.dtype)
+    if b.shape.rank != 1 or x.shape.dims[-1] != b.shape.dims[0]:
+        raise ValueError("bias_add: the bias must be a vector of the last dimension's size")
+    attrs = {"T": ops.type_attr(x.dtype), "data_format": ops.str_attr("NHWC")}
+    return ops.emit1("BiasAdd", [x, b], attrs, x.dtype, x.shape.dims, lambda v, c: v + c, name)
+
+
+def _last_axis(op: str, logits, axis) -> Tensor:
+    x = convert_to_tensor(logits)
+    _float(x, op)
+    if axis is not None and axis not in (-1, x.shape.rank - 1):
+        raise Uncovered(f"{op} over an axis other than the last (TF transposes)")
+    return ops.emit1(op, [x], {"T": ops.type_attr(x.dtype)}, x.dtype, x.shape.dims, None, None)
+
+
+def softmax(logits, axis=None, name=None) -> Tensor:
+    return _last_axis("Softmax", logits, axis)
+
+
+def log_softmax(logits, axis=None, name=None) -> Tensor:
+    return _last_axis("LogSoftmax", logits, axis)
+
+
+def leaky_relu(features, alpha=0.2, name=None) -> Tensor:
+    x = convert_to_tensor(features)
+    _float(x, "LeakyRelu")
+    return ops.emit1("LeakyRelu", [x], {"T": ops.type_attr(x.dtype), "alpha": ops.float_attr(alpha)}, x.dtype,
+                     x.shape.dims, None, name)
+
+
+def gelu(features, approximate=False, name=None) -> Tensor:
+    """TF's own formulas (nn_ops.gelu), op for op."""
+    x = convert_to_tensor(features)
+    _float(x, "gelu")
+    def c(value):
+        return convert_to_tensor(np.array(value, x.dtype.as_numpy_dtype))
+    if approximate:
+        inner = binary("AddV2", x, binary("Mul", c(0.044715), binary("Pow", x, 3)))
+        half = binary("Mul", c(0.5), x)
+        return binary("Mul", half, binary("AddV2", c(1.0), unary("Tanh", binary("Mul", c(0.7978845608028654), inner))))
+    half = binary("Mul", c(0.5), x)
+    scaled = binary("Mul", unary("Neg", x), c(0.7071067811865476))
+    return binary("Mul", half, unary("Erfc", scaled))
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False, a_is_sparse=False,
+           b_is_sparse=False, output_type=None, grad_a=False, grad_b=False, name=None) -> Tensor:
+    a, b = convert_to_tensor(a), convert_to_tensor(b, dtype=None)
+    if a.dtype != b.dtype or output_type is not None or a_is_sparse or b_is_sparse:
+        raise Uncovered("tf.linalg.matmul of mixed dtypes, output_type or sparse operands")
+    if a.dtype.is_complex or a.dtype.is_bool or a.dtype.name == "bfloat16":
+        raise Uncovered(f"MatMul on {a.dtype.name}")
+    ta, tb = transpose_a or adjoint_a, transpose_b or adjoint_b
+    ad, bd = list(a.shape.dims), list(b.shape.dims)
+    if len(ad) < 2 or len(bd) < 2:
+        raise ValueError("matmul of a rank < 2 tensor")
+    m, k = (ad[-1], ad[-2]) if ta else (ad[-2], ad[-1])
+    k2, n = (bd[-1], bd[-2]) if tb else (bd[-2], bd[-1])
+    if k != k2:
+        raise ValueError(f"matmul: {ad} and {bd} do not contract")
+    if len(ad) == 2 and len(bd) == 2:
+        attrs = {"T": ops.type_attr(a.dtype), "transpose_a": ops.bool_attr(ta), "transpose_b": ops.bool_attr(tb),
+                 "grad_a": ops.bool_attr(False), "grad_b": ops.bool_attr(False)}
+        return ops.emit1("MatMul", [a, b], attrs, a.dtype, [m, n], _matmul_fold(ta, tb), name)
+    batch = list(np.broadcast_shapes(tuple(ad[:-2]), tuple(bd[:-2])))
+    attrs = {"T": ops.type_attr(a.dtype), "adj_x": ops.bool_attr(ta), "adj_y": ops.bool_attr(tb),
+             "grad_x": ops.bool_attr(False), "grad_y": ops.bool_attr(False)}
+    return ops.emit1("BatchMatMulV2", [a, b], attrs, a.dtype, [*batch, m, n], _matmul_fold(ta, tb), name)
+
+
+def _matmul_fold(ta: bool, tb: bool):
+    """A product of constants (grappler folds it too), floats only: integer products may wrap."""
+    def fold(a, b):
+        if a.dtype.kind != "f":
+            return None
+        return np.matmul(np.swapaxes(a, -1, -2) if ta else a, np.swapaxes(b, -1, -2) if tb else b)
+    return fold
+
+
+def relu(features, name=None) -> Tensor:
+    return unary("Relu", features, name)
+
+
+def relu6(features, name=None) -> Tensor:
+    return unary("Relu6", features, name)
+
+
+def elu(features, name=None) -> Tensor:
+    return unary("Elu", features, name)
+

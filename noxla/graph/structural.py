@@ -1,0 +1,449 @@
+"""Shape-moving and reducing TF functions on the graph (reshape, slices, gathers, reductions, ...),
+each as the raw op TF emits for it, with static shapes inferred and a NumPy fold."""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from noxla.graph import ops
+from noxla.graph.convert import convert_to_tensor
+from noxla.graph.core import Tensor
+from noxla.graph.dtypes import DTYPES, Uncovered, as_dtype
+
+I32 = DTYPES["int32"]
+
+
+def static_ints(value, what: str) -> list[int]:
+    """A size or axis argument as Python ints: a list of ints, or a constant tensor."""
+    if isinstance(value, Tensor):
+        if value.constant is None:
+            raise Uncovered(f"{what} computed at run time")
+        return [int(v) for v in np.reshape(value.constant, -1)]
+    if isinstance(value, (list, tuple)):  # nested lists (paddings) flattened
+        return [i for v in value for i in static_ints(v, what)]
+    return [int(v) for v in np.reshape(value, -1)]
+
+
+def int_tensor(value, what: str) -> Tensor:
+    """An int32 Const of a size/axis argument (kept as given when it is already an int32 tensor)."""
+    if isinstance(value, Tensor):
+        if value.dtype != I32:
+            raise Uncovered(f"{what} of dtype {value.dtype.name}")
+        return value
+    scalar = np.ndim(value) == 0 and not isinstance(value, (list, tuple))
+    ints = static_ints(value, what)
+    return ops.constant(np.array(ints[0] if scalar else ints, np.int32), I32)
+
+
+def _axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"axis {axis} out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def _dims(x: Tensor) -> tuple:
+    return tuple(x.shape.dims)
+
+
+def reshape(x, shape, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    sizes = static_ints(shape, "tf.reshape's shape")
+    total = int(np.prod(_dims(x), dtype=np.int64))
+    if sizes.count(-1) == 1:
+        known = int(np.prod([s for s in sizes if s != -1], dtype=np.int64))
+        sizes[sizes.index(-1)] = total // known if known else 0
+    if int(np.prod(sizes, dtype=np.int64)) != total:
+        raise ValueError(f"cannot reshape {_dims(x)} to {sizes}")
+    shape_tensor = int_tensor(shape, "tf.reshape's shape")
+    return ops.emit1("Reshape", [x, shape_tensor], {"T": ops.type_attr(x.dtype), "Tshape": ops.type_attr(I32)},
+                     x.dtype, sizes, lambda v, s: v.reshape(sizes), name)
+
+
+def transpose(x, perm=None, conjugate=False, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    rank = len(_dims(x))
+    perm = list(range(rank - 1, -1, -1)) if perm is None else static_ints(perm, "tf.transpose's perm")
+    perm_tensor = ops.constant(np.array(perm, np.int32), I32)
+    return ops.emit1("Transpose", [x, perm_tensor], {"T": ops.type_attr(x.dtype), "Tperm": ops.type_attr(I32)},
+                     x.dtype, [_dims(x)[p] for p in perm], lambda v, p: np.transpose(v, perm), name)
+
+
+def expand_dims(x, axis, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    (a,) = static_ints(axis, "tf.expand_dims' axis")
+    dims = list(_dims(x))
+    dims.insert(_axis(a, len(dims) + 1), 1)
+    attrs = {"T": ops.type_attr(x.dtype), "Tdim": ops.type_attr(I32)}
+    return ops.emit1("ExpandDims", [x, int_tensor(a, "axis")], attrs, x.dtype, dims, lambda v, _: v.reshape(dims), name)
+
+
+def squeeze(x, axis=None, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    dims = _dims(x)
+    axes = [] if axis is None else static_ints(axis, "tf.squeeze's axis")
+    drop = {_axis(a, len(dims)) for a in axes} if axes else {i for i, d in enumerate(dims) if d == 1}
+    if any(dims[a] != 1 for a in drop):
+        raise ValueError(f"cannot squeeze axes {axes} of {dims}")
+    out = [d for i, d in enumerate(dims) if i not in drop]
+    return ops.emit1("Squeeze", [x], {"T": ops.type_attr(x.dtype), "squeeze_dims": ops.ints_attr(axes)},
+                     x.dtype, out, lambda v: v.reshape(out), name)
+
+
+def identity(x, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    return ops.emit1("Identity", [x], {"T": ops.type_attr(x.dtype)}, x.dtype, _dims(x), None, name)
+
+
+def _same_dtype(values) -> list[Tensor]:
+    first = next((v for v in values if isinstance(v, Tensor)), None)
+    return [convert_to_tensor(v, dtype=None if first is None else first.dtype) for v in values]
+
+
+def concat(values, axis, name="concat") -> Tensor:
+    values = _same_dtype(list(values))
+    if len(values) == 1:
+        return identity(values[0])
+    (a,) = static_ints(axis, "tf.concat's axis")
+    rank = len(_dims(values[0]))
+    a = _axis(a, rank)
+    dims = list(_dims(values[0]))
+    dims[a] = sum(_dims(v)[a] for v in values)
+    attrs = {"N": ops.int_attr(len(values)), "T": ops.type_attr(values[0].dtype), "Tidx": ops.type_attr(I32)}
+    return ops.emit1("ConcatV2", [*values, int_tensor(axis, "axis")], attrs, values[0].dtype, dims,
+                     lambda *v: np.concatenate(v[:-1], axis=a), "concat")
+
+
+def stack(values, axis=0, name="stack") -> Tensor:
+    values = _same_dtype(list(values))
+    dims = list(_dims(values[0]))
+    a = _axis(axis, len(dims) + 1)
+    if any(_dims(v) != tuple(dims) for v in values):
+        raise ValueError("tf.stack of tensors of different shapes")
+    out = dims[:a] + [len(values)] + dims[a:]
+    attrs = {"N": ops.int_attr(len(values)), "T": ops.type_attr(values[0].dtype), "axis": ops.int_attr(axis)}
+    return ops.emit1("Pack", values, attrs, values[0].dtype, out, lambda *v: np.stack(v, axis=a), "stack")
+
+
+def unstack(value, num=None, axis=0, name="unstack") -> list[Tensor]:
+    value = convert_to_tensor(value)
+    dims = _dims(value)
+    a = _axis(axis, len(dims))
+    out = dims[:a] + dims[a + 1:]
+    attrs = {"num": ops.int_attr(dims[a]), "T": ops.type_attr(value.dtype), "axis": ops.int_attr(axis)}
+    return ops.emit("Unpack", [value], attrs, [(value.dtype, out)] * dims[a],
+                    lambda v: [np.take(v, i, axis=a) for i in range(dims[a])], "unstack")
+
+
+def split(value, num_or_size_splits, axis=0, num=None, name="split") -> list[Tensor]:
+    value = convert_to_tensor(value)
+    dims = _dims(value)
+    (a,) = static_ints(axis, "tf.split's axis")
+    a = _axis(a, len(dims))
+    if isinstance(num_or_size_splits, int):
+        n = num_or_size_splits
+        if dims[a] % n:
+            raise ValueError(f"cannot split {dims[a]} into {n}")
+        out = [(value.dtype, dims[:a] + (dims[a] // n,) + dims[a + 1:])] * n
+        return ops.emit("Split", [int_tensor(a, "axis"), value],
+                        {"num_split": ops.int_attr(n), "T": ops.type_attr(value.dtype)}, out,
+                        lambda _, v: np.split(v, n, axis=a), "split")
+    sizes = static_ints(num_or_size_splits, "tf.split's sizes")
+    if -1 in sizes:
+        sizes[sizes.index(-1)] = dims[a] - (sum(sizes) + 1)
+    bounds = np.cumsum(sizes)[:-1]
+    out = [(value.dtype, dims[:a] + (s,) + dims[a + 1:]) for s in sizes]
+    attrs = {"num_split": ops.int_attr(len(sizes)), "T": ops.type_attr(value.dtype), "Tlen": ops.type_attr(I32)}
+    return ops.emit("SplitV", [value, int_tensor(num_or_size_splits, "sizes"), int_tensor(a, "axis")], attrs, out,
+                    lambda v, _, __: np.split(v, bounds, axis=a), "split")
+
+
+def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None) -> Tensor:
+    params, indices = convert_to_tensor(params), convert_to_tensor(indices)
+    if indices.dtype.name not in ("int32", "int64"):
+        raise Uncovered(f"tf.gather with {indices.dtype.name} indices")
+    (a,) = static_ints(0 if axis is None else axis, "tf.gather's axis")
+    p, i = _dims(params), _dims(indices)
+    a = _axis(a, len(p))
+    b = batch_dims % len(i) if batch_dims < 0 else batch_dims
+    out = p[:a] + i[b:] + p[a + 1:]
+
+    def fold(pv, iv, _):
+        if b or (iv.size and (iv.min() < 0 or iv.max() >= p[a])):
+            return None  # TF's CPU kernel refuses out-of-range indices; TF.js clamps
+        return np.take(pv, iv, axis=a)
+    attrs = {"batch_dims": ops.int_attr(batch_dims), "Tparams": ops.type_attr(params.dtype),
+             "Tindices": ops.type_attr(indices.dtype), "Taxis": ops.type_attr(I32)}
+    return ops.emit1("GatherV2", [params, indices, int_tensor(a if axis is None else axis, "axis")], attrs,
+                     params.dtype, out, fold, name)
+
+
+def broadcast_to(x, shape, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    sizes = static_ints(shape, "tf.broadcast_to's shape")
+    out = tuple(np.broadcast_shapes(_dims(x), tuple(sizes)))
+    if list(out) != sizes:
+        raise ValueError(f"cannot broadcast {_dims(x)} to {sizes}")
+    return ops.emit1("BroadcastTo", [x, int_tensor(shape, "shape")], {"T": ops.type_attr(x.dtype),
+                     "Tidx": ops.type_attr(I32)}, x.dtype, sizes, lambda v, _: np.broadcast_to(v, sizes), name)
+
+
+def fill(dims, value, name=None) -> Tensor:
+    value = convert_to_tensor(value)
+    sizes = static_ints(dims, "tf.fill's dims")
+    return ops.emit1("Fill", [int_tensor(dims, "dims"), value], {"T": ops.type_attr(value.dtype),
+                     "index_type": ops.type_attr(I32)}, value.dtype, sizes, lambda _, v: np.full(sizes, v), name)
+
+
+def filled_like(x, fill_value, dtype=None, name=None) -> Tensor:
+    """zeros_like/ones_like: TF makes a Const of the static shape."""
+    x = convert_to_tensor(x)
+    dtype = x.dtype if dtype is None else as_dtype(dtype)
+    return ops.constant(np.full(_dims(x), fill_value, dtype.as_numpy_dtype), dtype)
+
+
+def filled_shape(shape, fill_value, dtype=DTYPES["float32"], name=None) -> Tensor:
+    """zeros/ones: a Const (TF makes one for a static shape)."""
+    dtype = as_dtype(dtype)
+    return ops.constant(np.full(static_ints(shape, "shape"), fill_value, dtype.as_numpy_dtype), dtype)
+
+
+def shape(x, out_type=I32, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    out_type = as_dtype(out_type)
+    return ops.constant(np.array(_dims(x), out_type.as_numpy_dtype), out_type)
+
+
+def size(x, out_type=I32, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    out_type = as_dtype(out_type)
+    return ops.constant(np.array(int(np.prod(_dims(x), dtype=np.int64)), out_type.as_numpy_dtype), out_type)
+
+
+def range_(start, limit=None, delta=1, dtype=None, name="range") -> Tensor:
+    if limit is None:
+        start, limit = 0, start
+    values = [v.constant if isinstance(v, Tensor) else v for v in (start, limit, delta)]
+    if any(v is None for v in values):
+        raise Uncovered("tf.range with run-time bounds")
+    if dtype is None:
+        kinds = [np.asarray(v).dtype.kind for v in values]
+        dtype = DTYPES["float32"] if "f" in kinds else DTYPES["int32"]
+    dtype = as_dtype(dtype)
+    return ops.constant(np.arange(*[np.asarray(v).item() for v in values], dtype=dtype.as_numpy_dtype), dtype)
+
+
+def slice_(x, begin, size, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    dims = _dims(x)
+    s = static_ints(size, "tf.slice's size")
+    attrs = {"T": ops.type_attr(x.dtype), "Index": ops.type_attr(I32)}
+    if isinstance(begin, Tensor) and begin.constant is None:
+        # A start computed at run time (a dynamic slice): TF's shape is the size, when it is all given.
+        if -1 in s or begin.dtype != I32:
+            raise Uncovered("tf.slice with a run-time start and a size of -1")
+        return ops.emit1("Slice", [x, begin, int_tensor(s, "size")], attrs, x.dtype, s, None, name)
+    b = static_ints(begin, "tf.slice's begin")
+    s = [d - bb if ss == -1 else ss for d, bb, ss in zip(dims, b, s)]
+    index = tuple(slice(bb, bb + ss) for bb, ss in zip(b, s))
+    return ops.emit1("Slice", [x, int_tensor(b, "begin"), int_tensor(s, "size")], attrs, x.dtype, s,
+                     lambda v, _, __: v[index], name)
+
+
+def argmax(input, axis=None, output_type=DTYPES["int64"], name=None) -> Tensor:
+    x = convert_to_tensor(input)
+    output_type = as_dtype(output_type)
+    (a,) = static_ints(0 if axis is None else axis, "tf.argmax's axis")
+    dims = _dims(x)
+    a = _axis(a, len(dims))
+    if not (x.dtype.is_floating or x.dtype.is_integer) or x.dtype.name == "bfloat16":
+        raise Uncovered(f"ArgMax on {x.dtype.name}")
+
+    def fold(v, _):  # first of equal maxima, as TF's kernel; NaN is left to TF
+        return None if v.dtype.kind == "f" and np.isnan(v).any() or v.shape[a] == 0 else np.argmax(v, axis=a)
+    attrs = {"T": ops.type_attr(x.dtype), "Tidx": ops.type_attr(I32), "output_type": ops.type_attr(output_type)}
+    return ops.emit1("ArgMax", [x, int_tensor(a, "axis")], attrs, output_type, dims[:a] + dims[a + 1:], fold, name)
+
+
+def gather_nd(params, indices, batch_dims=0, name=None) -> Tensor:
+    params, indices = convert_to_tensor(params), convert_to_tensor(indices)
+    if batch_dims != 0 or indices.dtype.name not in ("int32", "int64"):
+        raise Uncovered("tf.gather_nd with batch_dims or indices not int32/int64")
+    p, i = _dims(params), _dims(indices)
+    if not i or i[-1] > len(p):
+        raise ValueError(f"gather_nd: indices {i} for params {p}")
+    attrs = {"Tparams": ops.type_attr(params.dtype), "Tindices": ops.type_attr(indices.dtype)}
+    return ops.emit1("GatherNd", [params, indices], attrs, params.dtype, i[:-1] + p[i[-1]:], None, name)
+
+
+def scatter_nd(indices, updates, shape, name=None) -> Tensor:
+    """ScatterNd: updates summed into zeros of ``shape`` at ``indices`` (no fold: the kernels'
+    handling of out-of-range indices differs, TF's refuses them)."""
+    indices, updates = convert_to_tensor(indices), convert_to_tensor(updates)
+    if indices.dtype.name not in ("int32", "int64"):
+        raise Uncovered(f"tf.scatter_nd with {indices.dtype.name} indices")
+    out = static_ints(shape, "tf.scatter_nd's shape")
+    attrs = {"T": ops.type_attr(updates.dtype), "Tindices": ops.type_attr(indices.dtype),
+             "bad_indices_policy": ops.str_attr("")}
+    shape_tensor = ops.constant(np.array(out, indices.dtype.as_numpy_dtype), indices.dtype)
+    return ops.emit1("ScatterNd", [indices, updates, shape_tensor], attrs, updates.dtype, out, None, name)
+
+
+def top_k(input, k=1, sorted=True, index_type=I32, name=None) -> list[Tensor]:
+    x = convert_to_tensor(input)
+    index_type = as_dtype(index_type)
+    (k_value,) = static_ints(k, "tf.math.top_k's k")
+    dims = _dims(x)
+    if not dims or k_value > dims[-1] or not (x.dtype.is_floating or x.dtype.is_integer):
+        raise Uncovered("tf.math.top_k of a scalar, k past the size, or a non-numeric dtype")
+    out = dims[:-1] + (k_value,)
+    attrs = {"sorted": ops.bool_attr(sorted), "T": ops.type_attr(x.dtype), "Tk": ops.type_attr(I32),
+             "index_type": ops.type_attr(index_type)}
+    values, indices = ops.emit("TopKV2", [x, int_tensor(k_value, "k")], attrs, [(x.dtype, out), (index_type, out)])
+    return TopK(values, indices)
+
+
+TopK = collections.namedtuple("TopK", ["values", "indices"])  # as tf.math.top_k's result
+
+
+def strided_slice(x, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0,
+                  shrink_axis_mask=0, var=None, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    b, e = static_ints(begin, "begin"), static_ints(end, "end")
+    s = [1] * len(b) if strides is None else static_ints(strides, "strides")
+    index = []
+    for i in range(len(b)):
+        bit = 1 << i
+        if ellipsis_mask & bit:
+            index.append(Ellipsis)
+        elif new_axis_mask & bit:
+            index.append(None)
+        elif shrink_axis_mask & bit:
+            index.append(b[i])
+        else:
+            index.append(slice(None if begin_mask & bit else b[i], None if end_mask & bit else e[i], s[i]))
+    index = tuple(index)
+    try:  # StridedSlice with constant bounds is NumPy's basic indexing, clamping included
+        out = np.broadcast_to(np.zeros((), np.int8), _dims(x))[index].shape
+    except IndexError as error:
+        raise ValueError(f"strided slice {index} of {_dims(x)}: {error}") from None
+    attrs = {"T": ops.type_attr(x.dtype), "Index": ops.type_attr(I32), "begin_mask": ops.int_attr(begin_mask),
+             "end_mask": ops.int_attr(end_mask), "ellipsis_mask": ops.int_attr(ellipsis_mask),
+             "new_axis_mask": ops.int_attr(new_axis_mask), "shrink_axis_mask": ops.int_attr(shrink_axis_mask)}
+    inputs = [x, int_tensor(b, "begin"), int_tensor(e, "end"), int_tensor(s, "strides")]
+    return ops.emit1("StridedSlice", inputs, attrs, x.dtype, out, lambda v, *_: v[index], name)
+
+
+def getitem(x: Tensor, index) -> Tensor:
+    """``x[index]`` as TF's ``_slice_helper`` records it: one StridedSlice, masks for the
+    omitted bounds, shrunk axes (ints), new axes (None) and an ellipsis."""
+    items = index if isinstance(index, tuple) else (index,)
+    begin, end, strides = [], [], []
+    masks = {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0, "shrink_axis_mask": 0}
+    for i, item in enumerate(items):
+        bit = 1 << i
+        if isinstance(item, Tensor):
+            if item.constant is None or item.shape.rank != 0:
+                raise Uncovered("indexing a tensor by a run-time or non-scalar tensor")
+            item = int(item.constant)
+        if isinstance(item, slice):
+            for value in (item.start, item.stop, item.step):
+                if value is not None and not isinstance(value, (int, np.integer)):
+                    raise Uncovered("a slice bound that is not a Python int")
+            begin.append(item.start or 0)
+            end.append(item.stop or 0)
+            strides.append(1 if item.step is None else item.step)
+            masks["begin_mask"] |= bit if item.start is None else 0
+            masks["end_mask"] |= bit if item.stop is None else 0
+        elif item is Ellipsis:
+            begin.append(0), end.append(0), strides.append(1)
+            masks["ellipsis_mask"] |= bit
+        elif item is None:
+            begin.append(0), end.append(0), strides.append(1)
+            masks["new_axis_mask"] |= bit
+        elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+            begin.append(int(item)), end.append(int(item) + 1), strides.append(1)
+            masks["shrink_axis_mask"] |= bit
+        else:
+            raise Uncovered(f"indexing a tensor by {type(item).__name__}")
+    return strided_slice(x, begin, end, strides, **masks)
+
+
+def pad(x, paddings, mode="CONSTANT", constant_values=0, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    if str(mode).upper() != "CONSTANT":
+        raise Uncovered(f"tf.pad mode {mode}")
+    pads = np.array(static_ints(paddings, "tf.pad's paddings"), np.int64).reshape(-1, 2)
+    if (pads < 0).any():
+        raise ValueError("negative paddings")
+    out = [d + int(p.sum()) for d, p in zip(_dims(x), pads)]
+    pads_tensor = ops.constant(pads.astype(np.int32), I32)
+    zero = not isinstance(constant_values, Tensor) and np.ndim(constant_values) == 0 and constant_values == 0
+    attrs = {"T": ops.type_attr(x.dtype), "Tpaddings": ops.type_attr(I32)}
+    if zero:
+        return ops.emit1("Pad", [x, pads_tensor], attrs, x.dtype, out, lambda v, _: np.pad(v, pads), name)
+    value = convert_to_tensor(constant_values, dtype=x.dtype)
+    return ops.emit1("PadV2", [x, pads_tensor, value], attrs, x.dtype, out,
+                     lambda v, _, c: np.pad(v, pads, constant_values=c), name)
+
+
+def reverse(x, axis, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    axes = [_axis(a, len(_dims(x))) for a in static_ints(axis, "tf.reverse's axis")]
+    return ops.emit1("ReverseV2", [x, int_tensor(axis, "axis")], {"T": ops.type_attr(x.dtype),
+                     "Tidx": ops.type_attr(I32)}, x.dtype, _dims(x), lambda v, _: np.flip(v, axes), name)
+
+
+def tile(x, multiples, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    m = static_ints(multiples, "tf.tile's multiples")
+    return ops.emit1("Tile", [x, int_tensor(multiples, "multiples")], {"T": ops.type_attr(x.dtype),
+                     "Tmultiples": ops.type_attr(I32)}, x.dtype, [d * k for d, k in zip(_dims(x), m)],
+                     lambda v, _: np.tile(v, m), name)
+
+
+_REDUCTIONS = {"Sum": np.sum, "Prod": np.prod, "Max": np.max, "Min": np.min, "Mean": np.mean, "Any": np.any,
+               "All": np.all}
+
+
+def reduce(op: str, x, axis=None, keepdims=False, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    if (op in ("Any", "All")) != x.dtype.is_bool or x.dtype.name == "bfloat16":
+        raise Uncovered(f"{op} on {x.dtype.name}")
+    rank = len(_dims(x))
+    axes = list(range(rank)) if axis is None else static_ints(axis, "axis")
+    norm = tuple(sorted({_axis(a, rank) for a in axes}))
+    out = [1 if i in norm else d for i, d in enumerate(_dims(x)) if keepdims or i not in norm]
+    scalar_axis = axis is not None and not isinstance(axis, (list, tuple, Tensor)) and np.ndim(axis) == 0
+
+    def fold(v, _):
+        if op in ("Max", "Min") and v.dtype.kind == "f" and np.isnan(v).any():
+            return None
+        if op == "Mean" and v.dtype.kind != "f":
+            return None  # TF's integer mean divides with truncation
+        if op in ("Max", "Min") and v.size == 0:
+            return None
+        kwargs = {"dtype": v.dtype} if op in ("Sum", "Prod", "Mean") else {}
+        return _REDUCTIONS[op](v, axis=norm, keepdims=keepdims, **kwargs)
+    axes_tensor = ops.constant(np.array(axes[0] if scalar_axis else axes, np.int32), I32)
+    attrs = {"T": ops.type_attr(x.dtype), "Tidx": ops.type_attr(I32), "keep_dims": ops.bool_attr(keepdims)}
+    if op in ("Any", "All"):
+        del attrs["T"]
+    return ops.emit1(op, [x, axes_tensor], attrs, x.dtype, out, fold, name)
+
+
+def cumsum(x, axis=0, exclusive=False, reverse=False, name=None) -> Tensor:
+    x = convert_to_tensor(x)
+    (a,) = static_ints(axis, "axis")
+    a = _axis(a, len(_dims(x)))
+
+    def fold(v, _):
+        w = np.flip(v, a) if reverse else v
+        out = np.cumsum(w, axis=a, dtype=v.dtype)
+        if exclusive:
+            out = np.concatenate([np.zeros_like(np.take(out, [0], axis=a)), np.take(out, range(out.shape[a] - 1),
+                                  axis=a)], axis=a)
+        return np.flip(out, a) if reverse else out
+    attrs = {"exclusive": ops.bool_attr(exclusive), "reverse": ops.bool_attr(reverse),
+             "T": ops.type_attr(x.dtype), "Tidx": ops.type_attr(I32)}
+    return ops.emit1("Cumsum", [x, int_tensor(axis, "axis")], attrs, x.dtype, _dims(x), fold, name)

@@ -1,0 +1,64 @@
+"""The graph replayed as real TF ops (``tf.raw_ops``, one call per node): the TF writer, and the
+oracle of the recording. Each replayed output must have the dtype and static shape the recorder
+inferred (``ReplayMismatch`` otherwise), and the outputs must be JAX's (tests/test_graph.py).
+The only module of ``noxla.graph`` that imports TensorFlow."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from noxla.graph.core import Graph, Tensor
+
+
+class ReplayMismatch(AssertionError):
+    """TF computes another dtype or shape for a node than the recorder inferred."""
+
+
+def _attr_proto(value: dict):
+    from google.protobuf import json_format
+    from tensorflow.core.framework import attr_value_pb2
+    return json_format.ParseDict(value, attr_value_pb2.AttrValue())
+
+
+def _dtype(json_name: str):
+    import tensorflow as tf
+    from tensorflow.core.framework import types_pb2
+    return tf.as_dtype(types_pb2.DataType.Value(json_name))
+
+
+def replay(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], args: Sequence) -> list:
+    """The values of ``outputs`` with ``inputs`` (Placeholders) fed ``args``, computed by TF: each
+    node made as the NodeDef it is (op, inputs, every attribute: TF checks them against the op's
+    definition), in one ``tf.function``."""
+    import tensorflow as tf
+    feeds = [tf.convert_to_tensor(a, _dtype(t.node.attrs["dtype"]["type"])) for t, a in zip(inputs, args)]
+
+    def build(*fed):
+        graph_tf = tf.compat.v1.get_default_graph()
+        values: dict[tuple[int, int], object] = {(id(t.node), 0): f for t, f in zip(inputs, fed)}
+        for node in graph.nodes:
+            if node.op == "Placeholder":
+                continue
+            if node.op == "Const":
+                results = [tf.constant(node.value, _dtype(node.attrs["dtype"]["type"]))]
+            else:
+                operation = graph_tf.create_op(
+                    node.op, [values[(id(t.node), t.index)] for t in node.inputs],
+                    attrs={k: _attr_proto(v) for k, v in node.attrs.items()}, name=node.name.replace("/", "_"))
+                results = list(operation.outputs)
+            if len(results) != len(node.outputs):
+                raise ReplayMismatch(f"{node.name} ({node.op}): TF makes {len(results)} outputs, recorded "
+                                     f"{len(node.outputs)}")
+            for index, (result, (dtype, shape)) in enumerate(zip(results, node.outputs)):
+                if result.dtype.name != dtype.name or tuple(result.shape.as_list()) != tuple(shape):
+                    raise ReplayMismatch(f"{node.name} ({node.op}) output {index}: TF infers {result.dtype.name} "
+                                         f"{result.shape.as_list()}, recorded {dtype.name} {list(shape)}")
+                values[(id(node), index)] = result
+        return [tf.identity(values[(id(t.node), t.index)]) for t in outputs]
+    signature = [tf.TensorSpec(f.shape, f.dtype) for f in feeds]
+    return tf.function(build, input_signature=signature, autograph=False)(*feeds)
+
+
+def replay_numpy(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], args: Sequence) -> list:
+    return [np.asarray(v.numpy()) for v in replay(graph, inputs, outputs, args)]

@@ -1,0 +1,65 @@
+"""A TF.js graph model from noxla's graph, without TensorFlow: the graph recorded
+(``noxla.graph.lower``), rewritten as TF.js's converter rewrites one (``tfjs_passes``), checked
+against the ops TF.js runs, and written by ``noxla.tfjs_writer`` with the signature TF's path
+writes (inputs keyed by parameter name in parameter order, outputs by output name)."""
+from __future__ import annotations
+
+import json
+import os
+
+from noxla import tfjs_graph
+from noxla.graph.dtypes import Uncovered
+from noxla.graph.lower import Recorded
+from noxla.graph.tfjs_passes import optimize_for_tfjs
+from noxla.tfjs_fusions import TFJS_FUSED_ACTIVATIONS, TFJS_FUSED_OPS
+from noxla.tfjs_writer import DEFAULT_SHARD_BYTES, write_graph_model
+
+# GraphDef's versions as TF 2.21 writes them (model.json's ``versions``; TF.js reads no field of it).
+VERSIONS = {"producer": 2238}
+
+
+def tfjs_graph_of(recorded: Recorded) -> tfjs_graph.Graph:
+    """The recorded graph rewritten for TF.js, as ``noxla.tfjs_graph``'s nodes. Raises ``Uncovered``
+    for an op TF.js does not run (TF's path then gives the full diagnosis)."""
+    graph = recorded.graph
+    optimize_for_tfjs(graph, recorded.outputs, recorded.inputs)
+    supported = tfjs_graph.tfjs_supported_ops()
+    missing = sorted({n.op for n in graph.nodes if n.op not in supported})
+    if missing:
+        raise Uncovered(f"ops TF.js does not run: {', '.join(missing)}")
+    for node in graph.nodes:
+        if node.op in TFJS_FUSED_OPS:
+            fused = tfjs_graph.attr_strings(node.attrs.get("fused_ops"))
+            if fused[0] != "BiasAdd" or (len(fused) == 2 and fused[1] not in TFJS_FUSED_ACTIVATIONS):
+                raise AssertionError(f"{node.name}: fused_ops {fused}")  # the passes make no other
+    nodes = [tfjs_graph.Node(n.name, n.op, [t.ref for t in n.inputs], dict(n.attrs), "",
+                             n.value if n.op == "Const" else None) for n in graph.nodes]
+    return tfjs_graph.Graph(nodes, [], dict(VERSIONS))
+
+
+def write_tfjs(recorded: Recorded, path: str, quantize: str | None = None,
+               weight_shard_size_bytes: int = DEFAULT_SHARD_BYTES) -> None:
+    graph = tfjs_graph_of(recorded)
+
+    def spec(tensor) -> tfjs_graph.TensorSpec:
+        return tfjs_graph.TensorSpec(f"{tensor.node.name}:{tensor.index}", tensor.dtype.json_name,
+                                     tuple(tensor.shape.dims))
+    write_graph_model(graph, path, [spec(t) for t in recorded.inputs], [spec(t) for t in recorded.outputs],
+                      quantize=quantize, weight_shard_size_bytes=weight_shard_size_bytes, generated_by="noxla.graph",
+                      metadata={"structuredOutputKeys": sorted(recorded.out_names)})
+    _key_signature(os.path.join(path, "model.json"), recorded)
+
+
+def _key_signature(model_json: str, recorded: Recorded) -> None:
+    """Signature keys as ``noxla.export.name_tfjs_signature`` writes them: inputs by parameter name in
+    parameter order, outputs by output name in sorted order (TF's flattening of the output dict)."""
+    with open(model_json) as f:
+        model = json.load(f)
+    signature = model["signature"]
+    inputs = {t.node.name + ":0": name for t, name in zip(recorded.inputs, recorded.in_names)}
+    outputs = {f"{t.node.name}:{t.index}": name for t, name in zip(recorded.outputs, recorded.out_names)}
+    signature["inputs"] = {inputs[k]: v for k, v in signature["inputs"].items()}
+    by_name = {outputs[k]: v for k, v in signature["outputs"].items()}
+    signature["outputs"] = {name: by_name[name] for name in sorted(by_name)}
+    with open(model_json, "w") as f:
+        json.dump(model, f)

@@ -1,0 +1,183 @@
+"""noxla's graph (noxla/graph, issue 41 stage 1): the rules' ops recorded without TensorFlow.
+
+- Every rule case the TF target accepts and the recorder covers, replayed as real TF ops (each node
+  the NodeDef it is; TF checks the recorded dtypes and shapes), computes what JAX computes.
+- The recorder's NumPy folds compute what TF's kernels compute on the same constants.
+- The zoo models through the graph path to TF.js: no TensorFlow imported (a fresh process), JAX's
+  outputs on TF.js's cpu and wasm backends in Node, and no more ops than TF's path writes.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from lowering_rules import RULES
+from noxla.graph import ENV
+from noxla.graph.lower import record_program
+from noxla.graph.tf_replay import replay_numpy
+from tests.differential import assert_matches, grouped_cases
+from tests.zoo import build
+from tools.graph_coverage import DECLARED_DIFFERENCES, replay_case
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = build()
+CASES = [c for rule in RULES.values() for c in rule.cases if c.id not in DECLARED_DIFFERENCES]
+# The zoo models whose graph-path model.json still has more ops than TF's path (grappler rewrites
+# the graph's passes do not make yet: AddN of add chains, a layer norm's reassociations); strict,
+# so reaching parity shows up (then the graph path may become the default, noxla/graph/__init__.py).
+MORE_OPS_THAN_TF_PATH = {"transformer_encoder", "sampling_vae_decoder", "categorical_sampling_head"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", grouped_cases(CASES))
+def test_rule_case_recorded_and_replayed_in_tf_matches_jax(case):
+    if case.skip:
+        pytest.skip(f"{case.id}: {case.skip}")
+    outcome = replay_case(case)
+    if outcome.startswith("uncovered"):
+        pytest.skip(f"not recorded yet ({outcome}): exported through TensorFlow")
+    if outcome == "rejected":
+        pytest.skip("rejected for TF up front (or JAX cannot run it): nothing to record")
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model_recorded_and_replayed_in_tf_matches_jax(name):
+    from noxla.tracing import trace
+    from noxla.verify import jax_outputs
+    model = MODELS[name]
+    args = model.inputs(2)
+    program = trace(model.fun, args)
+    recorded = record_program(program)
+    actual = replay_numpy(recorded.graph, recorded.inputs, recorded.outputs, args)
+    assert_matches(jax_outputs(model.fun, args), actual, program.out_names, where=f"{name} [graph in TF]",
+                   atol=1e-5, rtol=0.0)
+
+
+def _fold_and_tf(fn, *args):
+    """``fn(tf, *args)`` recorded on constants (folded in NumPy) and run by TF itself."""
+    import tensorflow as tf
+
+    from noxla.graph import api
+    from noxla.graph.core import Graph
+    from noxla.graph.ops import recording
+    with recording(Graph()):
+        recorder = api.recorder()
+        folded = fn(recorder, *[recorder.constant(a) for a in args])
+        assert folded.constant is not None, "not folded"
+        folded = folded.constant
+    expected = fn(tf, *[tf.constant(a) for a in args]).numpy()
+    return folded, expected
+
+
+FLOATS = np.array([-7.5, -3.0, -2.5, -0.5, 0.0, 0.5, 2.5, 3.0, 7.25], np.float32)
+INTS = np.array([-7, -3, -2, -1, 0, 1, 2, 3, 7], np.int32)
+FLOAT_DIVISORS = np.float32([2.5, -2, 2, -2, 2, 3, -3, 2, -1.5])
+
+
+@pytest.mark.parametrize("what,fn,args", [
+    ("floormod_f32", lambda tf, x, y: tf.math.floormod(x, y), (FLOATS, FLOAT_DIVISORS)),
+    ("floordiv_f32", lambda tf, x, y: tf.math.floordiv(x, y), (FLOATS, FLOAT_DIVISORS)),
+    ("floormod_i32", lambda tf, x, y: tf.math.floormod(x, y), (INTS, np.int32([2, -2, 2, -2, 3, 3, -3, 2, -5]))),
+    ("floordiv_i32", lambda tf, x, y: x // y, (INTS, np.int32([2, -2, 2, -2, 3, 3, -3, 2, -5]))),
+    ("cast_f32_i32_truncates", lambda tf, x: tf.cast(x, tf.int32), (FLOATS,)),
+    ("cast_i32_u8_wraps", lambda tf, x: tf.cast(x, tf.uint8), (INTS * 100,)),
+    ("cast_f32_bool", lambda tf, x: tf.cast(x, tf.bool), (FLOATS,)),
+    ("round_half_even", lambda tf, x: tf.round(x), (FLOATS,)),
+    ("getitem_masks", lambda tf, x: x[1:, ::-2, None, 0], (np.arange(60, dtype=np.float32).reshape(3, 4, 5),)),
+    ("getitem_ellipsis", lambda tf, x: x[..., -1], (np.arange(60, dtype=np.int32).reshape(3, 4, 5),)),
+    ("strided_slice_clamps", lambda tf, x: tf.strided_slice(x, [-9, 1], [9, 100], [1, 3]), (
+        np.arange(20, dtype=np.float32).reshape(4, 5),)),
+    ("cumsum_reverse_exclusive", lambda tf, x: tf.math.cumsum(x, axis=1, exclusive=True, reverse=True), (
+        np.arange(12, dtype=np.int32).reshape(3, 4),)),
+    ("reduce_sum_i32_wraps", lambda tf, x: tf.reduce_sum(x, axis=0), (np.full((3, 2), 2 ** 30, np.int32),)),
+    ("reduce_mean_keepdims", lambda tf, x: tf.reduce_mean(x, axis=[0, 2], keepdims=True), (
+        np.arange(24, dtype=np.float32).reshape(2, 3, 4),)),
+    ("where_broadcasts", lambda tf, c, x: tf.where(c, x, 0.5), (np.array([[True], [False]]), FLOATS)),
+    ("gather_axis1", lambda tf, x, i: tf.gather(x, i, axis=1), (np.arange(12, dtype=np.float32).reshape(3, 4),
+                                                                np.array([[3, 0], [1, 1]], np.int32))),
+    ("split_sizes", lambda tf, x: tf.split(x, [1, -1], axis=1)[1], (np.arange(12, dtype=np.float32).reshape(3, 4),)),
+    ("pad_value", lambda tf, x: tf.pad(x, [[1, 0], [0, 2]], constant_values=3), (INTS.reshape(3, 3),)),
+    ("matmul_transposed", lambda tf, a, b: tf.linalg.matmul(a, b, transpose_b=True), (
+        np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(12, dtype=np.float32).reshape(4, 3))),
+])
+def test_folds_compute_what_tf_computes(what, fn, args):
+    folded, expected = _fold_and_tf(fn, *args)
+    assert folded.dtype == expected.dtype and folded.shape == expected.shape, what
+    np.testing.assert_array_equal(folded, expected, err_msg=what)
+
+
+def _graph_env() -> dict:
+    return {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", ENV: "1"}
+
+
+def test_tfjs_export_of_zoo_models_through_the_graph_imports_no_tensorflow(tmp_path):
+    code = (
+        "import sys, json\n"
+        "import noxla\n"
+        "from tests.zoo import build\n"
+        "models = build()\n"
+        "for name in ('cnn', 'lstm_classifier'):\n"
+        f"    out = {str(tmp_path)!r} + '/' + name\n"
+        "    path = noxla.export_tfjs(models[name].fun, *models[name].inputs(1), path=out)\n"
+        "    assert json.load(open(path + '/model.json'))['generatedBy'] == 'noxla.graph', name\n"
+        "print(sorted(m for m in sys.modules if m == 'tensorflow' or m.startswith('tensorflow.')))\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_graph_env(), capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
+
+
+@pytest.fixture(scope="module")
+def graph_exports(tmp_path_factory, monkeypatch_module):
+    """Each zoo model exported to TF.js through the graph path and through TF's path (batch 2)."""
+    import noxla
+    from noxla.export import export as tf_path
+    root = tmp_path_factory.mktemp("graph_tfjs")
+    out = {}
+    for name, model in sorted(MODELS.items()):
+        args = model.inputs(2)
+        graph_dir, tf_dir = str(root / f"{name}_graph"), str(root / f"{name}_tf")
+        noxla.export_tfjs(model.fun, *args, path=graph_dir)
+        tf_path(model.fun, args, tfjs=tf_dir)
+        out[name] = (graph_dir, tf_dir, args)
+    return out
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ENV, "1")
+        yield patch
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["cpu", "wasm"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model_through_the_graph_matches_jax_in_tfjs(name, backend, graph_exports, tfjs_runner):
+    import json
+
+    from noxla.tracing import trace
+    from noxla.verify import jax_outputs
+    graph_dir, _, args = graph_exports[name]
+    with open(os.path.join(graph_dir, "model.json")) as f:
+        assert json.load(f)["generatedBy"] == "noxla.graph"
+    model = MODELS[name]
+    program = trace(model.fun, args)
+    outs = tfjs_runner.run(graph_dir, dict(zip(program.in_names, args)), backend=backend)
+    assert_matches(jax_outputs(model.fun, args), [outs[n] for n in program.out_names], program.out_names,
+                   where=f"{name} [graph, tfjs_{backend}]", atol=1e-5, rtol=0.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+    reason="grappler rewrites the graph's passes do not make yet", strict=True)) if n in MORE_OPS_THAN_TF_PATH
+    else n for n in sorted(MODELS)])
+def test_zoo_model_through_the_graph_has_no_more_tfjs_ops_than_tf_path(name, graph_exports):
+    from tools.op_census import tfjs_ops
+    graph_dir, tf_dir, _ = graph_exports[name]
+    graph_ops, tf_ops = tfjs_ops(graph_dir), tfjs_ops(tf_dir)
+    assert sum(graph_ops.values()) <= sum(tf_ops.values()), (dict(graph_ops), dict(tf_ops))

@@ -1,0 +1,73 @@
+"""How much of the rules noxla's graph records (issue 41, stage 1): every rule case the TF target
+accepts, recorded (``noxla.graph.lower``), replayed as real TF ops (``noxla.graph.tf_replay``) and
+compared with JAX.
+
+    python tools/graph_coverage.py [SUBSTRING]
+
+Prints covered cases / all cases, the cases recorded but not matching (must be none), and the
+``tf`` names (or uses) most often left Uncovered. tests/test_graph.py asserts the same per case.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+# Cases that show a rule's declared difference from JAX in some target (tests/test_rules.py).
+DECLARED_DIFFERENCES = {"top_k:signed_nans", "reduce_sum:f16_rounds_each_step"}
+
+
+def replay_case(case):
+    """"uncovered: <what>", "rejected" (by the TF check, or JAX cannot run it) or "matched";
+    raises AssertionError when the replayed graph differs from JAX."""
+    from lowering_rules.vocabulary import Target
+    from noxla.graph.dtypes import Uncovered
+    from noxla.graph.lower import record_program
+    from noxla.graph.tf_replay import replay_numpy
+    from noxla.preflight import full_check
+    from tests.differential import assert_matches, default_mode_inputs
+    program, args, expected = default_mode_inputs(case)
+    if isinstance(expected, Exception) or not full_check(program.closed_jaxpr, Target.TF).ok:
+        return "rejected"
+    try:
+        recorded = record_program(program)
+    except Uncovered as e:
+        return f"uncovered: {e}"
+    actual = replay_numpy(recorded.graph, recorded.inputs, recorded.outputs, args)
+    assert_matches(expected, actual, program.out_names, case.atol, case.rtol, f"{case.id} [graph replayed in TF]")
+    return "matched"
+
+
+def main() -> int:
+    from lowering_rules import RULES
+    pattern = sys.argv[1] if len(sys.argv) > 1 else ""
+    cases = [c for rule in RULES.values() for c in rule.cases
+             if not c.skip and pattern in c.id and c.id not in DECLARED_DIFFERENCES]
+    outcomes, failures = collections.Counter(), []
+    for case in cases:
+        try:
+            outcome = replay_case(case)
+        except Exception as e:  # noqa: BLE001  (reported below)
+            outcome = "failed"
+            failures.append(f"{case.id}: {type(e).__name__}: {str(e)[:300]}")
+        outcomes["uncovered" if outcome.startswith("uncovered") else outcome] += 1
+        if outcome.startswith("uncovered"):
+            outcomes[outcome] += 1
+    accepted = len(cases) - outcomes["rejected"]
+    print(f"rule cases the TF target accepts: {accepted}; recorded and equal to JAX: {outcomes['matched']} "
+          f"({100 * outcomes['matched'] / max(accepted, 1):.1f}%); uncovered: {outcomes['uncovered']}; "
+          f"failed: {len(failures)}")
+    for failure in failures:
+        print("FAILED", failure)
+    print("most often uncovered:")
+    for what, count in sorted(((k, v) for k, v in outcomes.items() if k.startswith("uncovered: ")),
+                              key=lambda kv: -kv[1])[:20]:
+        print(f"  {count:4d}  {what.removeprefix('uncovered: ')}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
