@@ -54,6 +54,7 @@ from noxla.tflite_merge import builtin_code, merge_tflite, merged_model, share_c
 from noxla.tflite_projections import join_matrix_vector_projections
 from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
 from noxla.tracing import Program, trace
+from noxla.webgpu_constants import constants_with_unit_batch
 from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
 from noxla.weight_stubs import StubMismatch, WeightStubs, fold_into_stand_ins
 
@@ -260,6 +261,8 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     if not webgpu:  # WebGPU's BATCH_MATMUL is not known to broadcast batch axes of unequal rank
         read_caches_in_batch_matmul(model)
     fold_transpose_pairs(model)  # the converter folds a pair only when nothing else reads the first
+    if webgpu:  # the delegate reads a constant operand's first batch only
+        constants_with_unit_batch(model)
 
     model.signatureDefs = [large_tflite.serving_signature(schema, in_names, main.inputs, out_names, main.outputs)]
     share_constant_buffers(model, stubs)
