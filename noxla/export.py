@@ -55,7 +55,7 @@ from noxla.tflite_projections import join_matrix_vector_projections
 from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
 from noxla.tracing import Program, trace
 from noxla.webgpu_constants import constants_with_unit_batch
-from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
+from noxla.webgpu_tflite import copy_passthrough_outputs, not_equal_as_negated_equal, unfuse_transpose_conv_activations
 from noxla.weight_stubs import StubMismatch, WeightStubs, fold_into_stand_ins
 
 
@@ -261,8 +261,9 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     if not webgpu:  # WebGPU's BATCH_MATMUL is not known to broadcast batch axes of unequal rank
         read_caches_in_batch_matmul(model)
     fold_transpose_pairs(model)  # the converter folds a pair only when nothing else reads the first
-    if webgpu:  # the delegate reads a constant operand's first batch only
+    if webgpu:  # the delegate reads a constant operand's first batch only, and NOT_EQUAL of a NaN as false
         constants_with_unit_batch(model)
+        not_equal_as_negated_equal(model)
 
     model.signatureDefs = [large_tflite.serving_signature(schema, in_names, main.inputs, out_names, main.outputs)]
     share_constant_buffers(model, stubs)

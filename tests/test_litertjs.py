@@ -278,11 +278,9 @@ def _rule_case_sample(every: int = 16):
 
 
 # Open defects the sample found, each with its reason; strict, so a fix shows up as an unexpected pass.
-KNOWN_WRONG = {
-    # Found when JAX 0.12's new rules moved the sample onto it (docs/testing.md, open defects): NaN
-    # queries (JAX's total order puts NaN last: 9 keys below it) count 0 keys on WebGPU; wasm is right.
-    "lt_to:searchsorted_compare_all": "LiteRT.js WebGPU orders NaN wrong in searchsorted's comparisons",
-}
+# None now: lt_to:searchsorted_compare_all (NOT_EQUAL of a NaN, test_not_equal_with_nan_on_webgpu) and
+# remat_opt:value_and_grad (test_constant_operands_on_webgpu) were, until their WebGPU forms were fixed.
+KNOWN_WRONG: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case_id", sorted(DECLARED_AFTER_SAMPLING))
@@ -400,3 +398,20 @@ def test_constant_operands_on_webgpu(op, litertjs, tmp_path):
         assert {u["op"] for u in info["placement"]["unsupported"]} <= {"SELECT_V2", "BROADCAST_TO"}, where
         assert_matches(jax_outputs(fun, (x,)), [outs[n] for n in program.out_names], program.out_names,
                        where=where, floor=TOLERANCE["webgpu"])
+
+
+def test_not_equal_with_nan_on_webgpu(litertjs, tmp_path):
+    """LiteRT.js's WebGPU delegate gives false for NOT_EQUAL(a, b) when a or b is NaN: ``x != y`` was
+    wrong there, and searchsorted's NaN queries counted 0 keys below them, not 9
+    (lt_to:searchsorted_compare_all). The .tflite exported for WebGPU writes LOGICAL_NOT(EQUAL)."""
+    from noxla.tracing import trace
+    from tests.litertjs_harness import write_program
+
+    def fun(x, y):
+        return (x != y).astype(jnp.float32)
+    x = np.array([np.nan, 1.0, np.nan, -np.inf, np.inf, 0.0, 2.0], np.float32)
+    y = np.array([np.nan, np.nan, 1.0, np.nan, np.nan, 0.0, 3.0], np.float32)
+    program = trace(fun, (x, y))
+    outs, info = litertjs.run_timed(write_program(program, webgpu=True), dict(zip(program.in_names, (x, y))), "webgpu")
+    assert info["placement"]["fullyAccelerated"], info["placement"]
+    np.testing.assert_array_equal(outs[program.out_names[0]], np.asarray(fun(x, y)))
