@@ -7,8 +7,9 @@ returned inf for x = inf (JAX: 0), and JAX 0.12's ``jnp.sinc(inf)``, which compa
 infinite literal, was NaN (JAX: 0). So each such Const of the GraphDef the converter gets is handed
 to it as an input of its shape and dtype (``take``), which it cannot read or fold, and the input is
 then made a constant holding the exact value (``attach``), as ``noxla.weight_stubs`` does for large
-weights. Only programs holding an infinite constant change; what read it reads it at run time (a
-broadcast of it is an op, no longer a folded buffer).
+weights. Only programs holding an infinite constant change: what computes on it computes at run time,
+but its RESHAPEs are folded again and a one-element one read by broadcasting ops becomes a scalar, as
+the converter would have stored them (LiteRT.js's WebGPU delegate runs neither form of them on the GPU).
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def attach(model, taken: dict[str, np.ndarray]) -> None:
         return
     graph = model.subgraphs[0]
     names = {name.encode(): value for name, value in taken.items()}
-    kept = []
+    kept, attached = [], set()
     for t in graph.inputs:
         tensor = graph.tensors[t]
         value = names.get(tensor.name)
@@ -67,7 +68,64 @@ def attach(model, taken: dict[str, np.ndarray]) -> None:
         buffer.data = np.ascontiguousarray(value.astype(_TFLITE_TYPES[tensor.type])).view(np.uint8).reshape(-1)
         model.buffers.append(buffer)
         tensor.buffer = len(model.buffers) - 1
+        attached.add(t)
     graph.inputs = kept
+    _as_scalars(model, graph, attached | _fold_reshapes(model, graph))
+
+
+def _fold_reshapes(model, graph) -> set[int]:
+    """Give the output of each RESHAPE, EXPAND_DIMS or SQUEEZE of a constant its input's buffer (the
+    same bytes) and drop the op: what the converter folded before the constant was an input. A
+    broadcast literal arrives as a RESHAPE of it, and LiteRT.js's WebGPU delegate runs a RESHAPE of a
+    constant on wasm. Returns the outputs made constants."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from noxla.tflite_merge import builtin_code
+    moves = {schema.BuiltinOperator.RESHAPE, schema.BuiltinOperator.EXPAND_DIMS, schema.BuiltinOperator.SQUEEZE}
+    outputs = set(graph.outputs if graph.outputs is not None else [])
+    kept, folded = [], set()
+    for op in graph.operators or []:
+        source = graph.tensors[op.inputs[0]] if op.inputs is not None and len(op.inputs) else None
+        out = op.outputs[0] if op.outputs is not None and len(op.outputs) == 1 else None
+        if (builtin_code(model, op) in moves and source is not None and source.buffer > 0
+                and model.buffers[source.buffer].data is not None and out is not None and out not in outputs
+                and graph.tensors[out].type == source.type):
+            graph.tensors[out].buffer = source.buffer
+            folded.add(out)
+            continue
+        kept.append(op)
+    graph.operators = kept
+    return folded
+
+
+_BROADCASTING = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE", "SELECT_V2",
+                 "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL"}
+
+
+def _as_scalars(model, graph, tensors: set[int]) -> None:
+    """Make each of ``tensors`` holding one element a scalar (shape []) where every op reading it
+    broadcasts it against an operand of at least its rank, as the converter stores such a folded
+    constant: a literal broadcast to (1, 1) for a select stayed (1, 1), and LiteRT.js's WebGPU
+    delegate takes a constant SELECT_V2 branch only of the output's shape or a scalar."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from noxla.tflite_merge import builtin_code
+    names = {getattr(schema.BuiltinOperator, n) for n in _BROADCASTING}
+    readers: dict[int, list] = {}
+    for op in graph.operators or []:
+        for t in op.inputs if op.inputs is not None else []:
+            readers.setdefault(int(t), []).append(op)
+    outputs = set(graph.outputs if graph.outputs is not None else [])
+    for t in tensors:
+        tensor = graph.tensors[t]
+        rank = len(tensor.shape)
+        if rank == 0 or int(np.prod(tensor.shape)) != 1 or t in outputs or t not in readers:
+            continue
+        if all(builtin_code(model, op) in names
+               and max((len(graph.tensors[u].shape) for u in op.inputs if u != t), default=0) >= rank
+               for op in readers[t]):
+            tensor.shape = np.zeros([0], np.int32)
+            tensor.shapeSignature = None
 
 
 def _value(tensor, dtype) -> np.ndarray | None:

@@ -415,3 +415,22 @@ def test_not_equal_with_nan_on_webgpu(litertjs, tmp_path):
     outs, info = litertjs.run_timed(write_program(program, webgpu=True), dict(zip(program.in_names, (x, y))), "webgpu")
     assert info["placement"]["fullyAccelerated"], info["placement"]
     np.testing.assert_array_equal(outs[program.out_names[0]], np.asarray(fun(x, y)))
+
+
+def test_infinite_literals_on_litertjs_wasm_and_webgpu(litertjs, tmp_path):
+    """An infinite literal reaches the .tflite as inf, not FLT_MAX (noxla/tflite_infinities.py: the
+    where returned inf for x = inf), and a masked softmax's -inf, once handed to the converter
+    as an input, still ends a scalar constant: WebGPU keeps its SELECT_V2 (a (1, 1) branch left it)."""
+    from noxla.tracing import trace
+    from tests.litertjs_harness import write_program
+    x = np.array([[np.inf, -np.inf, 1.0, 5.0, 0.0, 3e38, -2.0, 0.5]] * 2, np.float32)
+    funs = {"where": lambda x: jnp.where(jnp.abs(x) == jnp.inf, 0.0, x),
+            "mask": lambda x: jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((2, 8), bool)), jnp.sin(x), -jnp.inf))}
+    for name, fun in funs.items():
+        program = trace(fun, (x,))
+        path = write_program(program, webgpu=True)
+        for accelerator in ("wasm", "webgpu"):
+            outs, info = litertjs.run_timed(path, {program.in_names[0]: x}, accelerator)
+            np.testing.assert_allclose(outs[program.out_names[0]], np.asarray(fun(x)), rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{name} [{accelerator}]")
+            assert info["placement"]["fullyAccelerated"] or accelerator == "wasm", (name, info["placement"])
