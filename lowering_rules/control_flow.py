@@ -199,6 +199,10 @@ def lower_custom_vjp_call(ctx, *args, call_jaxpr, fwd_jaxpr_thunk, num_consts, b
 # ---------------------------------------------------------------------------------------------
 # cond / switch
 
+# +-inf, NaN and the largest floats (which the converter wrote for an infinite literal).
+_INFINITE_EDGES = np.array([np.inf, -np.inf, 2.0, np.nan, 0.0, 3.4028235e38, -3.4028235e38, -2.0], np.float32)
+
+
 @lowering("cond", cases=[
     case("bool_pred_true", lambda p, x: lax.cond(p, jnp.sin, jnp.tanh, x), np.bool_(True), f32(3, 4)),
     case("bool_pred_false", lambda p, x: lax.cond(p, jnp.sin, jnp.tanh, x), np.bool_(False), f32(3, 4)),
@@ -236,6 +240,10 @@ def lower_custom_vjp_call(ctx, *args, call_jaxpr, fwd_jaxpr_thunk, num_consts, b
     # tensors by flat output index ('TopKV2:1', noxla.tfjs_graph_def.flat_output_names).
     case("top_k_in_branch", lambda p, x: lax.cond(p, lambda a: lax.top_k(a, 2), lambda a: lax.top_k(-a, 2), x),
          np.bool_(False), f32(5)),
+    # An infinite literal in a branch: TFLite's converter read a body's as FLT_MAX (inf came out for
+    # x = inf); it is made in the root graph, whose infinities reach TFLite exactly.
+    case("inf_literal_in_branch", lambda p, x: lax.cond(p, lambda a: jnp.where(jnp.abs(a) == jnp.inf, 0.0, a),
+                                                        lambda a: a, x), np.bool_(True), _INFINITE_EDGES),
 ])
 def lower_cond(ctx, index, *operands, branches, branches_platforms=None):
     # branches_platforms (from lax.platform_dependent) only names the platform of each branch;
@@ -377,6 +385,9 @@ def _shape_invariant(aval) -> tf.TensorShape:
     case("constant_made_in_body",
          lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] + jnp.ones((2, 4))), (0, x)),
          f32(2, 4)),
+    case("inf_literal_in_body", lambda x: lax.while_loop(
+        lambda c: c[0] < x[2], lambda c: (c[0] + 1, jnp.where(jnp.abs(c[1]) == jnp.inf, 0.0, c[1]) - 1.0), (0.0, x))[1],
+         _INFINITE_EDGES),
     case("fori_dynamic_bound_constant_in_body",
          lambda n, x: lax.fori_loop(0, n, lambda i, c: c * 0.5 + jnp.arange(4.0) * jnp.ones((3, 4)), x),
          np.int32(3), f32(3, 4)),

@@ -530,6 +530,10 @@ for _prim, (_fn, _jax_fn) in COMPARISONS.items():
         case("u8", _jax_fn, np.array([0, 255, 7, 128, 1], np.uint8), np.array([255, 255, 8, 127, 0], np.uint8)),
         case("u32_edges", _jax_fn, *_U32_EDGES),
         case("scalar_literal", lambda x, f=_jax_fn: f(x, 0.5), f32(5)),
+        # jnp.where(jnp.abs(x) == jnp.inf, 0.0, x): TFLite's converter read the infinite literal as
+        # FLT_MAX (inf came out for x = inf), until noxla.tflite_infinities handed it over exactly.
+        case("inf_literal", lambda x, f=_jax_fn: jnp.where(f(jnp.abs(x), jnp.inf), 0.0, x),
+             np.array([INF, -INF, 1.0, NAN, 0.0, 3.4028235e38, -3.4028235e38, -2.0], np.float32)),
     ])(_compare(_fn))
 
 

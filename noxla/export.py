@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from lowering_rules.vocabulary import Target
-from noxla import large_tflite, tflite_graph_passes
+from noxla import large_tflite, tflite_graph_passes, tflite_infinities
 from noxla import quantize as quantization
 from noxla.demo import write_demo
 from noxla.errors import ExportError
@@ -56,7 +56,8 @@ from noxla.tflite_merge import builtin_code, merge_tflite, merged_model, share_c
 from noxla.tflite_projections import join_matrix_vector_projections
 from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
 from noxla.tracing import Program
-from noxla.webgpu_tflite import copy_passthrough_outputs, unfuse_transpose_conv_activations
+from noxla.webgpu_constants import constants_with_unit_batch
+from noxla.webgpu_tflite import copy_passthrough_outputs, not_equal_as_negated_equal, unfuse_transpose_conv_activations
 from noxla.weight_stubs import StubMismatch, WeightStubs, fold_into_stand_ins
 
 
@@ -123,6 +124,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
     graph_def, inputs = frozen_graph_def(concrete, stubs, weights)
     if not allow_flex:  # int8's calibrating entry point below converts the function itself
         tflite_graph_passes.for_builtins(graph_def)
+    infinite = tflite_infinities.take(graph_def) if quantize != "int8" else {}
     in_names = [t.name.split(":")[0] for t in inputs]
     out_names = sorted(concrete.structured_outputs)
     constants = _outputs_of_a_constant_program(concrete, inputs, out_names)
@@ -160,10 +162,11 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
             del concrete, converter, trackable
             gc.collect()
         stand_ins = stubs.input_specs() if stubs is not None else []
-        data = tflite_convert.convert_graphdef(serialized, inputs + stand_ins, outputs, **flags)
+        data = tflite_convert.convert_graphdef(serialized, inputs + stand_ins + tflite_infinities.input_specs(infinite),
+                                               outputs, **flags)
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
-    return finish_tflite(data, in_names, out_names, stubs, webgpu, constants)
+    return finish_tflite(data, in_names, out_names, stubs, webgpu, constants, infinite)
 
 
 def _outputs_of_a_constant_program(concrete, inputs, out_names) -> list[np.ndarray] | None:
@@ -236,7 +239,8 @@ def _write_const(node, array: np.ndarray) -> None:
 
 def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str],
                   stubs: WeightStubs | None = None, webgpu: bool = False,
-                  constants: Sequence[np.ndarray] | None = None) -> bytes:
+                  constants: Sequence[np.ndarray] | None = None,
+                  infinite: Mapping[str, np.ndarray] | None = None) -> bytes:
     """The converted model with its ``serving_default`` signature (inputs and outputs by name, in
     the subgraph's order: the concrete function's inputs, its outputs flattened in key order) and
     ``keep_num_dims`` on every FULLY_CONNECTED whose input and output are 2-D, as the native
@@ -244,7 +248,8 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     [batch, units] output, but without it XNNPACK adds a reshape per op: 5% of the mlp's LiteRT
     latency (1.62 vs 1.53 us, interleaved). Equal constant buffers are shared, as the converter's
     own last step (skipped by ``tflite_bytes``) does. ``constants``: the exact values of outputs
-    the converter folded (``_outputs_of_a_constant_program``). One unpack and pack of the flatbuffer;
+    the converter folded (``_outputs_of_a_constant_program``). ``infinite``: the infinite constants
+    handed to the converter as inputs (``noxla.tflite_infinities``). One unpack and pack of the flatbuffer;
     with ``stubs``, the unpacked model (``ModelT``), its weights placeholders (see ``WeightStubs.attach``)."""
     from tensorflow.lite.python import schema_py_generated as schema
     from tensorflow.lite.tools import flatbuffer_utils
@@ -255,6 +260,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     if stubs is not None:  # the stand-ins become constants with the weights' bytes
         stubs.attach(model)
         fold_into_stand_ins(model, stubs)
+    tflite_infinities.attach(model, infinite or {})
     if constants is not None:
         _write_constant_outputs(schema, model, constants)
     copy_passthrough_outputs(model)
@@ -262,6 +268,9 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     if not webgpu:  # WebGPU's BATCH_MATMUL is not known to broadcast batch axes of unequal rank
         read_caches_in_batch_matmul(model)
     fold_transpose_pairs(model)  # the converter folds a pair only when nothing else reads the first
+    if webgpu:  # the delegate reads a constant operand's first batch only, and NOT_EQUAL of a NaN as false
+        constants_with_unit_batch(model)
+        not_equal_as_negated_equal(model)
 
     model.signatureDefs = [large_tflite.serving_signature(schema, in_names, main.inputs, out_names, main.outputs)]
     share_constant_buffers(model, stubs)

@@ -324,9 +324,16 @@ class LoweringContext:
 
 def _read(lowering: Lowering, values: dict, atom, aval=None):
     if isinstance(atom, core.Literal):
+        value = np.asarray(atom.val, dtype=atom.aval.dtype)
         if complex_values.is_complex(atom.aval):
-            return complex_values.constant(np.asarray(atom.val, dtype=atom.aval.dtype))
-        return lowering.make_constant(np.asarray(atom.val, dtype=atom.aval.dtype))
+            return complex_values.constant(value)
+        if value.dtype.kind == "f" and np.isinf(value).any():
+            # Made in the root graph, which a loop or branch body captures it from: the TFLite export
+            # hands the root graph's infinite constants to the converter exactly (noxla.tflite_infinities),
+            # a body's would be read as the largest finite float.
+            with lowering.in_root_graph():
+                return lowering.make_constant(value)
+        return lowering.make_constant(value)
     return values[atom]
 
 

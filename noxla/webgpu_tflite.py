@@ -3,7 +3,7 @@
 ``copy_passthrough_outputs`` for every .tflite (LiteRT.js returns garbage for an output that is an
 input, and LiteRT mixes up a WHILE body's swapped carries); ``unfuse_transpose_conv_activations``
 only for one exported with ``target="litertjs-webgpu"``, where the TFLite converter's fusion makes
-an op its WebGPU delegate refuses (it then runs on wasm).
+an op its WebGPU delegate refuses (it then runs on wasm), and ``not_equal_as_negated_equal`` there too.
 """
 from __future__ import annotations
 
@@ -124,3 +124,43 @@ def _copy(model, graph, t: int) -> int:
         op.builtinOptions.newShape = [int(d) for d in shape]
     graph.operators = [*(graph.operators or []), op]
     return len(graph.tensors) - 1
+
+
+_FLOATS = (0, 1)  # TensorType FLOAT32, FLOAT16
+
+
+def not_equal_as_negated_equal(model) -> int:
+    """Write every float NOT_EQUAL (``ModelT``, unpacked) as LOGICAL_NOT of EQUAL; returns how many.
+    LiteRT.js 2.5.3's WebGPU delegate gives false for NOT_EQUAL(a, b) when a or b is NaN (IEEE, and
+    JAX: true), so ``x != y`` and the total order's NaN tests were wrong there: searchsorted counted
+    0 keys below a NaN query, not 9. Its EQUAL and LOGICAL_NOT are exact with NaNs, and stay on the
+    GPU (the delegate refuses a comparison of a tensor with itself either way: that runs on wasm)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from noxla.tflite_merge import builtin_code, opcode_index
+    ops = schema.BuiltinOperator
+    rewritten = 0
+    for graph in model.subgraphs:
+        new_ops = []
+        for op in graph.operators or []:
+            new_ops.append(op)
+            if (builtin_code(model, op) != ops.NOT_EQUAL
+                    or graph.tensors[op.inputs[0]].type not in _FLOATS):
+                continue
+            out = graph.tensors[op.outputs[0]]
+            equal = copy.copy(out)
+            equal.name, equal.buffer = out.name + b"/equal", 0
+            graph.tensors.append(equal)
+            op.opcodeIndex = opcode_index(model, ops.EQUAL)
+            op.builtinOptionsType = schema.BuiltinOptions.EqualOptions
+            op.builtinOptions = schema.EqualOptionsT()
+            negate = schema.OperatorT()
+            negate.opcodeIndex = opcode_index(model, ops.LOGICAL_NOT)
+            negate.inputs, negate.outputs = [len(graph.tensors) - 1], [op.outputs[0]]
+            negate.builtinOptionsType = schema.BuiltinOptions.LogicalNotOptions
+            negate.builtinOptions = schema.LogicalNotOptionsT()
+            op.outputs = [len(graph.tensors) - 1]
+            new_ops.append(negate)
+            rewritten += 1
+        graph.operators = new_ops
+    return rewritten

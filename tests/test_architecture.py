@@ -142,7 +142,11 @@ def _hidden_state_uses(path: str) -> list[str]:
     return [f"{os.path.relpath(path, ROOT)}: {f}" for f in found]
 
 
+# The seam is the one exception: its context variable says which ``tf`` the rules speak to
+# (TensorFlow, or noxla.graph's recorder), set by the Lowering around the rules; it tells a rule
+# nothing of the target, and no rule reads it.
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("lowering_rules")
+                                          and m != "lowering_rules.lazy_tensorflow"
                                           or m in ("noxla.interpreter", "noxla.lowering")))
 def test_no_rule_reads_a_context_variable(module):
     uses = _hidden_state_uses(MODULES[module])

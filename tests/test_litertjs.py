@@ -278,13 +278,9 @@ def _rule_case_sample(every: int = 16):
 
 
 # Open defects the sample found, each with its reason; strict, so a fix shows up as an unexpected pass.
-KNOWN_WRONG = {
-    # Found when JAX 0.12's new rules moved the sample onto it (docs/testing.md, open defects): NaN
-    # queries (JAX's total order puts NaN last: 9 keys below it) count 0 keys on WebGPU; wasm is right.
-    "lt_to:searchsorted_compare_all": "LiteRT.js WebGPU orders NaN wrong in searchsorted's comparisons",
-    # The same move: sum(sin(x) * w) with w a (3, 4) constant; see test_rank2_constant_operands_on_webgpu.
-    "remat_opt:value_and_grad": "LiteRT.js WebGPU reads a rank-2 constant operand in the wrong layout",
-}
+# None now: lt_to:searchsorted_compare_all (NOT_EQUAL of a NaN, test_not_equal_with_nan_on_webgpu) and
+# remat_opt:value_and_grad (test_constant_operands_on_webgpu) were, until their WebGPU forms were fixed.
+KNOWN_WRONG: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case_id", sorted(DECLARED_AFTER_SAMPLING))
@@ -374,20 +370,67 @@ def test_a_browser_call_that_stops_making_progress_is_called_hung_and_a_slow_one
     assert result["slow"] == "done", result
 
 
-@pytest.mark.xfail(strict=True, reason="open: LiteRT.js WebGPU reads a rank-2 constant operand of an elementwise op "
-                                       "of the result's shape in the wrong layout (docs/testing.md)")
-@pytest.mark.parametrize("op", ["add", "mul", "sub"])
-def test_rank2_constant_operands_on_webgpu(op, litertjs, tmp_path):
-    """LiteRT.js's WebGPU delegate reads a rank-2 constant operand of an elementwise op in the wrong
-    layout (x + w, w a constant (3, 4): off by 1.85; found when the rule-case sample moved onto
-    remat_opt:value_and_grad). Feeding it through a RESHAPE fixes the numbers, but a RESHAPE of a
-    constant leaves WebGPU for wasm, and the zoo LSTM's gates with it: not written yet."""
+_CONSTANT_OPERAND_OPS = {"add": jnp.add, "sub": lambda x, w: w - x, "mul": jnp.multiply, "div": jnp.divide,
+                         "maximum": jnp.maximum, "pow": jnp.power, "atan2": jnp.arctan2,
+                         "less": lambda x, w: jnp.where(x < w, 1.0, 0.0)}
+
+
+@pytest.mark.parametrize("op", sorted(_CONSTANT_OPERAND_OPS))
+def test_constant_operands_on_webgpu(op, litertjs, tmp_path):
+    """LiteRT.js's WebGPU delegate reads only the first batch of a constant operand of a binary op
+    of rank 1-3 (x + w, w a constant (3, 4): row 0 of w added to every row, off by up to 1.85; found
+    when the rule-case sample moved onto remat_opt:value_and_grad). The .tflite exported for WebGPU
+    runs each such op on a leading unit axis (noxla/webgpu_constants.py), on the GPU (its RESHAPEs too)."""
     from noxla.tracing import trace
     from tests.differential import assert_matches
-    from tests.litertjs_harness import run_program
+    from tests.litertjs_harness import write_program
     rng = np.random.RandomState(0)
-    x, w = (rng.uniform(-1, 1, (3, 4)).astype(np.float32) for _ in range(2))
-    fun = {"add": lambda x: x + w, "mul": lambda x: x * w, "sub": lambda x: x - w}[op]
-    program = trace(fun, (x,))
-    assert_matches(jax_outputs(fun, (x,)), run_program(program, (x,), "webgpu"), program.out_names,
-                   where=f"{op} [litertjs_webgpu]", floor=TOLERANCE["webgpu"])
+    for x_shape, w_shape in (((3, 4), (3, 4)), ((12,), (12,)), ((2, 3, 4), (2, 3, 4)), ((3, 4), (3, 1)),
+                             ((4,), (3, 4)), ((2, 3, 4), (2, 1, 4)), ((2, 2, 3, 4), (2, 2, 3, 4))):
+        x, w = rng.uniform(0.5, 1.5, x_shape).astype(np.float32), rng.uniform(0.5, 1.5, w_shape).astype(np.float32)
+
+        def fun(x, w=w):
+            return _CONSTANT_OPERAND_OPS[op](x, w)
+        program = trace(fun, (x,))
+        outs, info = litertjs.run_timed(write_program(program, webgpu=True), {program.in_names[0]: x}, "webgpu")
+        where = f"{op} {x_shape} {w_shape} [litertjs_webgpu]"
+        # Only what pow's and atan2's forms for a broadcast runtime operand leave on wasm, as before.
+        assert {u["op"] for u in info["placement"]["unsupported"]} <= {"SELECT_V2", "BROADCAST_TO"}, where
+        assert_matches(jax_outputs(fun, (x,)), [outs[n] for n in program.out_names], program.out_names,
+                       where=where, floor=TOLERANCE["webgpu"])
+
+
+def test_not_equal_with_nan_on_webgpu(litertjs, tmp_path):
+    """LiteRT.js's WebGPU delegate gives false for NOT_EQUAL(a, b) when a or b is NaN: ``x != y`` was
+    wrong there, and searchsorted's NaN queries counted 0 keys below them, not 9
+    (lt_to:searchsorted_compare_all). The .tflite exported for WebGPU writes LOGICAL_NOT(EQUAL)."""
+    from noxla.tracing import trace
+    from tests.litertjs_harness import write_program
+
+    def fun(x, y):
+        return (x != y).astype(jnp.float32)
+    x = np.array([np.nan, 1.0, np.nan, -np.inf, np.inf, 0.0, 2.0], np.float32)
+    y = np.array([np.nan, np.nan, 1.0, np.nan, np.nan, 0.0, 3.0], np.float32)
+    program = trace(fun, (x, y))
+    outs, info = litertjs.run_timed(write_program(program, webgpu=True), dict(zip(program.in_names, (x, y))), "webgpu")
+    assert info["placement"]["fullyAccelerated"], info["placement"]
+    np.testing.assert_array_equal(outs[program.out_names[0]], np.asarray(fun(x, y)))
+
+
+def test_infinite_literals_on_litertjs_wasm_and_webgpu(litertjs, tmp_path):
+    """An infinite literal reaches the .tflite as inf, not FLT_MAX (noxla/tflite_infinities.py: the
+    where returned inf for x = inf), and a masked softmax's -inf, once handed to the converter
+    as an input, still ends a scalar constant: WebGPU keeps its SELECT_V2 (a (1, 1) branch left it)."""
+    from noxla.tracing import trace
+    from tests.litertjs_harness import write_program
+    x = np.array([[np.inf, -np.inf, 1.0, 5.0, 0.0, 3e38, -2.0, 0.5]] * 2, np.float32)
+    funs = {"where": lambda x: jnp.where(jnp.abs(x) == jnp.inf, 0.0, x),
+            "mask": lambda x: jax.nn.softmax(jnp.where(jnp.tril(jnp.ones((2, 8), bool)), jnp.sin(x), -jnp.inf))}
+    for name, fun in funs.items():
+        program = trace(fun, (x,))
+        path = write_program(program, webgpu=True)
+        for accelerator in ("wasm", "webgpu"):
+            outs, info = litertjs.run_timed(path, {program.in_names[0]: x}, accelerator)
+            np.testing.assert_allclose(outs[program.out_names[0]], np.asarray(fun(x)), rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{name} [{accelerator}]")
+            assert info["placement"]["fullyAccelerated"] or accelerator == "wasm", (name, info["placement"])
