@@ -18,6 +18,7 @@ from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.dtype_support import dtypes, gap
 from lowering_rules.helpers import (
     DtypeNames,
+    lowering_for_tfjs,
     lowering_for_tflite,
     lowering_for_webgpu,
     pad_exactly,
@@ -55,18 +56,20 @@ def _carried(*names, float16_bits: bool = False):
     """Runs the rule on operands of the dtypes ``names`` converted to their carriers, and converts back.
     ``float16_bits``: a float16 is carried as its bits (a bitcast to int16, in int32): TF 2.21's TFLite
     converter folds a float32 carrier's casts around a BROADCAST_TO or GATHER, which has no float16
-    kernel, and then refuses the model; the casts of integer bits it folds only to kernels that exist."""
+    kernel, and then refuses the model; the casts of integer bits it folds only to kernels that exist.
+    TF.js has no Bitcast: its own lowering (every TF.js program with float16 values gets one) moves
+    float16 in float32, which its writer carries all half floats in anyway (``noxla.tfjs_half_floats``)."""
     dtypes = DtypeNames(names)
 
     def widen(t):
         if t.dtype not in dtypes:
             return t
-        if float16_bits and t.dtype == tf.float16:
+        if float16_bits and t.dtype == tf.float16 and not lowering_for_tfjs():
             return tf.cast(tf.bitcast(t, tf.int16), tf.int32)
         return tf.cast(t, _CARRIERS[t.dtype.name])
 
     def narrow(t, dtype):
-        if float16_bits and dtype == tf.float16:
+        if float16_bits and dtype == tf.float16 and not lowering_for_tfjs():
             return tf.bitcast(tf.cast(t, tf.int16), tf.float16)
         return tf.cast(t, dtype)
 

@@ -16,8 +16,10 @@ How, on a = |x| (the sign is put back at the end):
 
 1. the first power of two u <= a, exactly (Rump, Ogita and Oishi's NextPowerTwo, "Accurate
    floating-point summation", 2008): t = a * 2^24; n = |(t - a) - t| is the first power of two
-   >= a, and u = n / 2 unless n == a. It needs t finite: bfloat16 values from 2^64 are scaled by
-   2^-64 first (exact) and back after (exact, or infinity where bfloat16 overflows);
+   >= a, and u = n / 2 unless n == a. It needs t finite, and every quantum below is better normal
+   (WebGL and WebGPU flush subnormals): bfloat16 values from 1 are scaled by 2^-32 first and
+   those below 1 by 2^32 (exact), and back after (exact, or infinity where bfloat16 overflows,
+   or a subnormal);
 2. the quantum q = max(u * 2^(1 - p), the half float's smallest subnormal): p is its precision;
 3. r = (a + C) - C with C = 3 * 2^22 * q: a + C lies in the binade whose spacing is q and C is a
    multiple of 2q, so float32's own round to nearest even rounds a to a multiple of q, ties to
@@ -66,9 +68,11 @@ def rounded_in_float32(rewrite: Rewrite, x: str, scope: str, precision: int, qua
 
     a = op("abs", "Abs", x)
     if scaled:  # float16 needs no scaling: every value from 2^17 rounds to infinity
-        big = op("big", "GreaterEqual", a, c(2.0 ** 64))
-        down, up = op("down", "SelectV2", big, c(2.0 ** -64), c(1)), op("up", "SelectV2", big, c(2.0 ** 64), c(1))
+        large = op("large", "GreaterEqual", a, c(1))
+        down = op("down", "SelectV2", large, c(2.0 ** -32), c(2.0 ** 32))
+        up = op("up", "SelectV2", large, c(2.0 ** 32), c(2.0 ** -32))
         b = op("scaled", "Mul", op("finite", "Minimum", a, c(np.finfo(np.float32).max)), down)
+        quantum *= 2.0 ** 32  # the smallest subnormal, scaled as the values below 1 are
     else:
         b = op("finite", "Minimum", a, c(2.0 ** 17))
     t = op("t", "Mul", b, c(2.0 ** 24))
