@@ -184,6 +184,25 @@ def test_int8_export_of_a_bfloat16_model_runs_within_int8s_bound(make, tmp_path)
     assert relative_error(_op_by_op(fun, x)[0], run_tflite(path, {"x": x})["output"]) <= INT8_BOUND
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("make", [_mlp, _cnn], ids=["mlp", "cnn"])
+def test_flax_bfloat16_model_on_litertjs_webgpu(make, tmp_path):
+    # The .tflite exported for LiteRT.js's WebGPU delegate: the same errors as wasm (measured: MLP 0,
+    # CNN 0.0056), and the rounding's edges bit for bit.
+    from noxla.verify import relative_error
+    from tests.litertjs_harness import runner
+    fun, x = _model(make)
+    path = str(tmp_path / "m.tflite")
+    noxla.export_tflite(fun, x, path=path, target="litertjs-webgpu")
+    actual = runner().run(path, {"x": x}, "webgpu")["output"]
+    assert relative_error(_op_by_op(fun, x)[0], actual) <= TOLERANCE
+    assert not (actual.view(np.uint32) & 0xFFFF).any()
+    edges = lambda v: v.astype(BF16).astype(jnp.float32)  # noqa: E731
+    edges_path = str(tmp_path / "edges.tflite")
+    noxla.export_tflite(edges, EDGES, path=edges_path, target="litertjs-webgpu")
+    _same_bits(np.asarray(jax.jit(edges)(EDGES)), runner().run(edges_path, {"v": EDGES}, "webgpu")["output"])
+
+
 def test_bfloat16_inputs_and_outputs_stay_refused_for_tflite():
     x = np.ones(3, ml_dtypes.bfloat16)
     report = noxla.check(lambda x: x * 2, x, target="tflite")
