@@ -67,20 +67,22 @@ _TARGET_LACKS: dict[Target, dict[str, str]] = {
         "complex128": "TFLite's builtin kernels have no float64 arithmetic, which complex128 values are made of",
     },
     Target.TFLITE_FLEX: {},
-    Target.TFJS: {**{name: _TFJS_LACKS for name in ("int8", "int16", "int64", "uint8", "uint16", "uint32",
-                                                    "uint64", "float16", "float64", "complex128")},
-                  "bfloat16": _TFJS_LACKS + "; TF.js has no Bitcast to round float32 values to bfloat16 "
-                              "as the .tflite writer does (noxla/tflite_bfloat16.py: an exact rounding "
-                              "in float arithmetic is future work)"},
+    Target.TFJS: {name: _TFJS_LACKS for name in ("int8", "int16", "int64", "uint8", "uint16", "uint32", "uint64",
+                                                 "float64", "complex128")},
 }
 
 # Dtypes a target computes on inside a program but cannot take in or return. A .tflite carries
 # bfloat16 values in float32, each result rounded to bfloat16 (noxla/tflite_bfloat16.py, run on the
 # graph the converter gets), but TF 2.21's converter refuses a bfloat16 input ("Unsupported
 # TensorFlow type").
+# TF.js has no half-float tensors at all; inside a model noxla carries both in float32 the same way,
+# rounded with float arithmetic (noxla/tfjs_half_floats.py: TF.js has no Bitcast).
+_TFJS_HALVES = (_TFJS_LACKS + " (inside a model, noxla carries bfloat16 and float16 values in float32, "
+                "each result rounded to its dtype)")
 _BOUNDARY_LACKS: dict[Target, dict[str, str]] = {
     Target.TFLITE: {"bfloat16": "the TFLite converter takes no bfloat16 program input or output (inside a "
                                 ".tflite, noxla carries bfloat16 values in float32, each rounded to bfloat16)"},
+    Target.TFJS: {"bfloat16": _TFJS_HALVES, "float16": _TFJS_HALVES},
 }
 
 

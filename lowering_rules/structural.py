@@ -52,18 +52,20 @@ def _carried(*names, float16_bits: bool = False):
     """Runs the rule on operands of the dtypes ``names`` converted to their carriers, and converts back.
     ``float16_bits``: a float16 is carried as its bits (a bitcast to int16, in int32): TF 2.21's TFLite
     converter folds a float32 carrier's casts around a BROADCAST_TO or GATHER, which has no float16
-    kernel, and then refuses the model; the casts of integer bits it folds only to kernels that exist."""
+    kernel, and then refuses the model; the casts of integer bits it folds only to kernels that exist.
+    TF.js has no Bitcast: its own lowering (every TF.js program with float16 values gets one) moves
+    float16 in float32, which its writer carries all half floats in anyway (``noxla.tfjs_half_floats``)."""
     dtypes = DtypeNames(names)
 
-    def widen(t):
+    def widen(t, tfjs):
         if t.dtype not in dtypes:
             return t
-        if float16_bits and t.dtype == tf.float16:
+        if float16_bits and t.dtype == tf.float16 and not tfjs:
             return tf.cast(tf.bitcast(t, tf.int16), tf.int32)
         return tf.cast(t, _CARRIERS[t.dtype.name])
 
-    def narrow(t, dtype):
-        if float16_bits and dtype == tf.float16:
+    def narrow(t, dtype, tfjs):
+        if float16_bits and dtype == tf.float16 and not tfjs:
             return tf.bitcast(tf.cast(t, tf.int16), tf.float16)
         return tf.cast(t, dtype)
 
@@ -72,8 +74,9 @@ def _carried(*names, float16_bits: bool = False):
         def carried_lower(ctx, *operands, **params):
             if not any(t.dtype in dtypes for t in operands):
                 return lower(ctx, *operands, **params)
-            outs = lower(ctx, *map(widen, operands), **params)
-            narrowed = [narrow(out, ctx.tf_dtype(aval.dtype)) for out, aval in
+            tfjs = ctx.lowering_for.tfjs
+            outs = lower(ctx, *(widen(t, tfjs) for t in operands), **params)
+            narrowed = [narrow(out, ctx.tf_dtype(aval.dtype), tfjs) for out, aval in
                         zip(outs if isinstance(outs, list) else [outs], ctx.avals_out)]
             return narrowed if isinstance(outs, list) else narrowed[0]
         return carried_lower

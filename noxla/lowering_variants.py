@@ -12,16 +12,18 @@ from lowering_rules.vocabulary import Target
 from noxla.tracing import Program
 
 
-def uses_uint32(program: Program) -> bool:
-    """Whether any input, output or intermediate value of the program is uint32 (or a PRNG key)."""
-    return np.dtype(np.uint32) in {d for e in iter_eqns(program.closed_jaxpr) for d in eqn_view(e).dtypes} \
-        or any(physical_dtype(a.dtype) == np.uint32 for a in (*program.in_avals, *program.out_avals))
+def uses_uint32(program: Program, dtype=np.uint32) -> bool:
+    """Whether any input, output or intermediate value of the program is uint32 (or a PRNG key), or
+    of ``dtype``."""
+    return np.dtype(dtype) in {d for e in iter_eqns(program.closed_jaxpr) for d in eqn_view(e).dtypes} \
+        or any(physical_dtype(a.dtype) == np.dtype(dtype) for a in (*program.in_avals, *program.out_avals))
 
 
 def needs_tfjs_lowering(program: Program) -> bool:
     """Whether TF.js gets its own lowering of the program (``uint32_as_int32``): it carries uint32
-    values, or applies a rule that lowers otherwise for TF.js (``Rule.differs``)."""
-    return uses_uint32(program) or any(
+    values, or float16 ones (moved in float32, not as their bits: ``structural._carried``), or
+    applies a rule that lowers otherwise for TF.js (``Rule.differs``)."""
+    return uses_uint32(program) or uses_uint32(program, np.float16) or any(
         Target.TFJS in targets for e in iter_eqns(program.closed_jaxpr)
         for targets, _ in getattr(RULES.get(e.primitive.name), "differs", ()))
 

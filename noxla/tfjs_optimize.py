@@ -11,7 +11,10 @@ noxla's fixes, run here on the GraphDef before ``noxla.tfjs_writer`` writes it.
    again without its remapper (constant folding, arithmetic, dependency);
 4. DepthwiseConv2dNative + BiasAdd (+ Relu, Relu6 or Elu) into one FusedDepthwiseConv2dNative,
    which grappler does not fuse;
-5. the op check: every op must be one TF.js runs (``tfjs_supported_ops``), every fusion one it runs
+5. the writer's own passes (``TFJS_PASSES``): bfloat16 and float16 carried in float32, each result
+   rounded (``noxla.tfjs_half_floats``; after grappler, whose rewrites would not keep a rounding's
+   float arithmetic as it is written);
+6. the op check: every op must be one TF.js runs (``tfjs_supported_ops``), every fusion one it runs
    fused (``check_fused_ops``).
 """
 from __future__ import annotations
@@ -21,6 +24,11 @@ import collections
 from noxla.errors import ExportError
 from noxla.tfjs_fusions import check_fused_ops, portable_fusions, reads_and_controls
 from noxla.tfjs_graph import tfjs_supported_ops
+from noxla.tfjs_half_floats import carry_half_floats_in_float32
+
+# The rewrites of the optimised GraphDef that TF.js needs, in order: each rewrites it in place and
+# says whether it changed anything.
+TFJS_PASSES = (carry_half_floats_in_float32,)
 
 _FIRST_PASS = ("pruning", "constfold", "arithmetic", "dependency", "pruning", "constfold", "arithmetic", "dependency")
 _SECOND_PASS = ("constfold", "arithmetic", "dependency")  # the converter's list less "remap"
@@ -61,6 +69,8 @@ def optimized_for_tfjs(graph_def, inputs, outputs):
     optimized = _with_nodes(optimized, [n for n in optimized.node if not (
         n.op == "Placeholder" and n.name.startswith("unused_control_flow_input"))])
     optimized = fused_depthwise_convolutions(optimized, set(outputs))
+    for rewrite in TFJS_PASSES:
+        rewrite(optimized)
     check_tfjs_ops(optimized)
     check_fused_ops(optimized)
     return optimized

@@ -230,12 +230,12 @@ def test_one_report_names_every_unsupported_use_at_the_users_line():
             z = scale_p.bind(x, factor=-2.0)  # mixed:limitation
             return y, w, z
 
-        report = noxla.check(f, np.ones((3, 3), np.float32), np.ones((3, 3), np.float16), target="tfjs")
+        report = noxla.check(f, np.ones((3, 3), np.float32), np.ones((3, 3), np.int16), target="tfjs")
     assert len(report.violations) == 3, report.format()
     by_param = {v.param: v for v in report.violations}
     assert set(by_param) == {"dtype", "primitive", "factor"}, report.format()
     dtype, no_rule, limit = by_param["dtype"], by_param["primitive"], by_param["factor"]
-    assert (dtype.primitive, dtype.value) == ("mul", "float16") and _at(dtype.source, "mixed:dtype")
+    assert (dtype.primitive, dtype.value) == ("mul", "int16") and _at(dtype.source, "mixed:dtype")
     assert no_rule.primitive == "pure_callback" and _at(no_rule.source, "mixed:no-rule")
     assert limit.primitive == "noxla_test_scale" and limit.value == "-2.0" and limit.declared
     assert _at(limit.source, "mixed:limitation")
@@ -365,7 +365,7 @@ def test_report_groups_violations_by_source_line():
         b = jax.pure_callback(np.sin, jax.ShapeDtypeStruct((2, 2), np.float32), x)  # group:one
         return a, b
 
-    report = noxla.check(f, np.ones(3, np.float16), np.ones((2, 2), np.float32), target="tfjs")
+    report = noxla.check(f, np.ones(3, np.int16), np.ones((2, 2), np.float32), target="tfjs")
     two = [v for v in report.violations if _at(v.source, "group:two")]
     one = [v for v in report.violations if _at(v.source, "group:one")]
     assert {v.primitive for v in two} == {"mul", "add"} and [v.primitive for v in one] == ["pure_callback"]
@@ -410,12 +410,12 @@ def test_webgl_target_inherits_tfjs_and_adds_its_own():
     def f(x, h, u):
         return lax.shift_left(x, np.int32(3)), h * h, lax.shift_right_logical(u, np.uint32(9))  # webgl:uses
 
-    args = (np.ones(3, np.int32), np.ones(3, np.float16), np.ones(3, np.uint32))
+    args = (np.ones(3, np.int32), np.ones(3, np.int16), np.ones(3, np.uint32))
     tfjs, webgl = (noxla.check(f, *args, target=t) for t in ("tfjs", "tfjs-webgl"))
-    assert [(v.primitive, v.value) for v in tfjs.violations] == [("mul", "float16")], tfjs.format()
+    assert [(v.primitive, v.value) for v in tfjs.violations] == [("mul", "int16")], tfjs.format()
     assert webgl.target is Target.TFJS_WEBGL and "TF.js (WebGL)" in webgl.format()
     assert sorted((v.primitive, v.value, v.declared) for v in webgl.violations) == [
-        ("mul", "float16", True), ("shift_left", "int32", True)], webgl.format()
+        ("mul", "int16", True), ("shift_left", "int32", True)], webgl.format()
     assert all(_at(v.source, "webgl:uses") for v in webgl.violations)
     assert "float32 textures" in webgl.format()
     assert Target.parse("tfjs-webgl").within((Target.TFJS,)) and not Target.TFJS.within((Target.TFJS_WEBGL,))
@@ -437,5 +437,5 @@ def test_a_value_passed_through_untouched_is_checked_at_the_boundary(dtype, targ
 
 def test_tfjs_keeps_uint32_carried_at_the_boundary_and_one_message_per_dtype():
     assert noxla.check(lambda x: x, np.arange(3, dtype=np.uint32), target="tfjs").ok
-    report = noxla.check(lambda x: x * x, np.ones(3, np.float16), target="tfjs")
+    report = noxla.check(lambda x: x * x, np.ones(3, np.int16), target="tfjs")
     assert [v.primitive for v in report.violations] == ["mul"], report.format()
