@@ -182,7 +182,8 @@ def _single_windows_unstrided(x_dims, w_dims, out_spatial, strides, padding, lhs
     cropped to the window's reach: the same window. TF's CPU Conv2D and Conv3D (oneDNN) compute
     garbage for some strided axes with one output (found by tests/fuzz.py: a 3x3 kernel at stride 3
     over 4 columns, one input channel, batch 2; of the strided Conv2Ds and Conv3Ds measured over small
-    shapes, 90 of 6,804 and 765 of 48,600 were wrong, none once unstrided)."""
+    shapes, 90 of 6,804 and 765 of 48,600 were wrong, none once unstrided; DepthwiseConv2dNative
+    0 of 1,152)."""
     strides, padding = list(strides), [tuple(p) for p in padding]
     for a, (n, k, out) in enumerate(zip(x_dims[1:-1], w_dims[:-2], out_spatial)):
         lo, hi = padding[a]
@@ -263,9 +264,11 @@ def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_di
         y = _transposed_conv(ctx, x, w, x_dims, w_dims, lhs_dilation, padding)
         if y is not None:
             return tf.cast(tf.transpose(y, np.argsort([out_spec[0], *out_spec[2:], out_spec[1]])), ctx.out_dtype)
-    window_strides, padding = _single_windows_unstrided(x_dims, w_dims, out_spatial, window_strides, padding,
-                                                       lhs_dilation, rhs_dilation)
     tap_by_tap = compute.is_integer or nsp > 3
+    # Not a 2D depthwise one: its kernel was right, and unequal strides would run at their gcd.
+    if tap_by_tap or not (nsp == 2 and groups > 1 and w_dims[-2] == 1):
+        window_strides, padding = _single_windows_unstrided(x_dims, w_dims, out_spatial, window_strides, padding,
+                                                           lhs_dilation, rhs_dilation)
     # SAME in the convolution itself (TF.js would run the Pad separately; TFLite folds either);
     # not where unequal depthwise strides run at their gcd, whose SAME pads differently.
     mode = "SAME" if (not tap_by_tap and all(f == 1 for f in lhs_dilation) and any(p != (0, 0) for p in padding)
