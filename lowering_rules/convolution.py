@@ -182,8 +182,8 @@ def _single_windows_unstrided(x_dims, w_dims, out_spatial, strides, padding, lhs
     cropped to the window's reach: the same window. TF's CPU Conv2D and Conv3D (oneDNN) compute
     garbage for some strided axes with one output (found by tests/fuzz.py: a 3x3 kernel at stride 3
     over 4 columns, one input channel, batch 2; of the strided Conv2Ds and Conv3Ds measured over small
-    shapes, 90 of 6,804 and 765 of 48,600 were wrong, none once unstrided; DepthwiseConv2dNative
-    0 of 1,152)."""
+    shapes, 90 of 6,804 and 765 of 48,600 were wrong, all of one input channel, none once unstrided;
+    Conv3Ds of 2 or 3 channels 0 of 1,920, DepthwiseConv2dNative 0 of 1,152)."""
     strides, padding = list(strides), [tuple(p) for p in padding]
     for a, (n, k, out) in enumerate(zip(x_dims[1:-1], w_dims[:-2], out_spatial)):
         lo, hi = padding[a]
@@ -265,8 +265,9 @@ def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_di
         if y is not None:
             return tf.cast(tf.transpose(y, np.argsort([out_spec[0], *out_spec[2:], out_spec[1]])), ctx.out_dtype)
     tap_by_tap = compute.is_integer or nsp > 3
-    # Not a 2D depthwise one: its kernel was right, and unequal strides would run at their gcd.
-    if tap_by_tap or not (nsp == 2 and groups > 1 and w_dims[-2] == 1):
+    # Only a Conv2D/Conv3D of one input channel (per group) is at risk; not a depthwise one (2D, or
+    # 1D run as 2D), whose kernel was right and whose unequal strides would run at their gcd.
+    if w_dims[-2] == 1 and not tap_by_tap and (groups == 1 or nsp == 3):
         window_strides, padding = _single_windows_unstrided(x_dims, w_dims, out_spatial, window_strides, padding,
                                                            lhs_dilation, rhs_dilation)
     # SAME in the convolution itself (TF.js would run the Pad separately; TFLite folds either);
