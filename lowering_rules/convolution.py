@@ -177,6 +177,22 @@ def _is_tf_same(x_dims, w_dims, strides, dilations, padding) -> bool:
     return True
 
 
+def _single_windows_unstrided(x_dims, w_dims, out_spatial, strides, padding, lhs_dilation, rhs_dilation):
+    """(strides, padding) with stride 1 on each static axis that has one output position, its input
+    cropped to the window's reach: the same window. TF's CPU Conv2D and Conv3D (oneDNN) compute
+    garbage for some strided axes with one output (found by tests/fuzz.py: a 3x3 kernel at stride 3
+    over 4 columns, one input channel, batch 2; of the strided Conv2Ds and Conv3Ds measured over small
+    shapes, 90 of 6,804 and 765 of 48,600 were wrong, all of one input channel, none once unstrided;
+    Conv3Ds of 2 or 3 channels 0 of 1,920, DepthwiseConv2dNative 0 of 1,152)."""
+    strides, padding = list(strides), [tuple(p) for p in padding]
+    for a, (n, k, out) in enumerate(zip(x_dims[1:-1], w_dims[:-2], out_spatial)):
+        lo, hi = padding[a]
+        if strides[a] > 1 and all(isinstance(v, (int, np.integer)) for v in (n, k, out, lo, hi)) and out == 1:
+            strides[a] = 1
+            padding[a] = (lo, (k - 1) * rhs_dilation[a] + 1 - dilated_size(n, lhs_dilation[a]) - lo)
+    return strides, padding
+
+
 def transposes(params, out_dtype) -> bool:
     """Whether the default lowering runs this convolution as a transposed convolution."""
     p = params
@@ -249,6 +265,11 @@ def lower_conv_general_dilated(ctx, lhs, rhs, *, window_strides, padding, lhs_di
         if y is not None:
             return tf.cast(tf.transpose(y, np.argsort([out_spec[0], *out_spec[2:], out_spec[1]])), ctx.out_dtype)
     tap_by_tap = compute.is_integer or nsp > 3
+    # Only a Conv2D/Conv3D of one input channel (per group) is at risk; not a depthwise one (2D, or
+    # 1D run as 2D), whose kernel was right and whose unequal strides would run at their gcd.
+    if w_dims[-2] == 1 and not tap_by_tap and (groups == 1 or nsp == 3):
+        window_strides, padding = _single_windows_unstrided(x_dims, w_dims, out_spatial, window_strides, padding,
+                                                           lhs_dilation, rhs_dilation)
     # SAME in the convolution itself (TF.js would run the Pad separately; TFLite folds either);
     # not where unequal depthwise strides run at their gcd, whose SAME pads differently.
     mode = "SAME" if (not tap_by_tap and all(f == 1 for f in lhs_dilation) and any(p != (0, 0) for p in padding)
@@ -359,6 +380,15 @@ CONV_CASES = [
     case("stride_past_window", conv((2, 2), "SAME", NHWC), f32(1, 8, 8, 3), f32(1, 3, 3, 4)),
     case("depthwise_stride_past_window", conv((2, 2), "SAME", NHWC, feature_group_count=3),
          f32(1, 2, 8, 3), f32(1, 3, 1, 3)),
+    # Found by tests/fuzz.py: one output column at stride 3, which TF's CPU Conv2D (oneDNN) computed
+    # wrong (one input channel, batch 2), and the same in Conv3D and under TF's SAME.
+    case("single_strided_window", conv((1, 3), [(0, -1), (1, 1)], lhs_dilation=(2, 1)),
+         f32(2, 1, 5, 2), f32(2, 1, 3, 3)),
+    case("single_strided_window_f16", conv((1, 3), [(0, -1), (1, 1)], lhs_dilation=(2, 1)),
+         f16(2, 1, 5, 2), f16(2, 1, 3, 3)),
+    case("single_strided_window_same", conv((1, 3), "SAME", NHWC), f32(2, 4, 2, 1), f32(3, 2, 1, 2)),
+    case("single_strided_window_3d", conv((1, 1, 3), "VALID", ("NDHWC", "DHWIO", "NDHWC")),
+         f32(1, 1, 3, 2, 1), f32(1, 1, 2, 1, 2)),
     case("batch_groups", conv((1, 1), "VALID", NHWC, batch_group_count=2), f32(4, 5, 5, 3), f32(2, 2, 3, 4)),
     # Features TF's CPU kernels have only with oneDNN (cases above too: 3d_ncdhw_rhs_dilation,
     # depthwise_1d_strided); the suite must pass either way (tests/test_cpu_independence.py).

@@ -158,8 +158,12 @@ def transpose(x, perm):
     transpose of at most 4 merged axes). At 6 axes or fewer it is one Transpose, as before."""
     perm = [int(p) for p in perm]
     n = len(perm)
-    if n <= MAX_TRANSPOSE_RANK:
+    empty = 0 in [x.shape[d] for d in range(n)]  # static sizes only (None where symbolic)
+    if n <= MAX_TRANSPOSE_RANK and not empty:
         return tf.transpose(x, perm)
+    dims = [x.shape[d] if x.shape[d] is not None else tf.shape(x)[d] for d in range(n)]
+    if empty:  # no values to move: TF.js's wasm Transpose divides by zero on some empty tensors
+        return tf.reshape(x, size_vector([dims[p] for p in perm]))
     groups = []  # runs of input axes that stay adjacent and in order, in output order
     for p in perm:
         if groups and groups[-1][-1] == p - 1:
@@ -175,7 +179,6 @@ def transpose(x, perm):
                 x = transpose(x, step)
                 current = [current[j] for j in step]
         return x
-    dims = [x.shape[d] if x.shape[d] is not None else tf.shape(x)[d] for d in range(n)]
     by_input = sorted(groups)
     merged = tf.reshape(x, size_vector([_product([dims[d] for d in g]) for g in by_input]))
     moved = tf.transpose(merged, [by_input.index(g) for g in groups])

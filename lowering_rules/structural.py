@@ -236,6 +236,12 @@ TRANSPOSE_CASES = [
     case("rank7_batched_product", jax.vmap(lambda a, b: jnp.transpose(
         lax.dot_general(a, b, (((3,), (4,)), ((0, 1), (1, 3)))), (3, 0, 4, 2, 5, 1)), in_axes=(2, 2)),
          f32(3, 3, 2, 2, 4, 3), f32(4, 3, 2, 2, 3, 4)),
+    # Found by the batched fuzz family (vmap of an empty result, out_axes=-1): TF.js's wasm Transpose
+    # divides by zero on an empty tensor whose empty first axis stays first. It is a Reshape now.
+    case("empty_first_axis_kept", lambda x, y: _beside(jnp.transpose(_emptied(x), (0, 2, 1)), y),
+         f32(2, 3, 5), f32(1, 5, 3)),
+    case("empty_input_rank4", lambda x, y: jnp.concatenate([jnp.transpose(x, (0, 2, 1, 3)).ravel(), y]),
+         np.zeros((0, 2, 3, 4), np.float32), f32(3)),
 ]
 
 
