@@ -1,0 +1,208 @@
+"""``c - transpose(x)`` and ``c / transpose(x)`` kept in their operand order through the TFLite converter.
+
+TF 2.21's converter moves a TRANSPOSE behind an elementwise op whose other operand is a constant
+(its pass ``push-transpose-through-ewise``: ``op(tpose(x), c) -> tpose(op(x, tpose^-1(c)))``), and
+builds the new op with the transposed operand first whichever side it came from. For ADD, MUL,
+MAXIMUM and MINIMUM that is harmless; for SUB and DIV it swaps the operands: in LiteRT
+``5 - x.T`` returned ``x.T - 5`` and ``12 / x.T`` returned ``x.T / 12`` (found by tests/fuzz_grad.py
+in a sort along a leading axis, whose integer keys are ordered by ``-1 - key`` after a transpose).
+
+This pass does the move itself, in the frozen GraphDef, before the converter sees it:
+``op(c, transpose(x, p))`` becomes ``transpose(op(transpose(c, p^-1), x), p)`` (a scalar ``c`` as it
+is; a constant ``c``'s transpose is folded), which is the same array for any ``c`` of the same rank,
+broadcasting included. The converter then finds no transpose operand to move. A Reshape that keeps
+its input's shape (the converter drops it) is looked through, as are Identity ops.
+
+Left: the bodies of loops and conditionals (library functions), where the converter sinks a body's
+constants and moves its transposes the same way (``5 - x.T`` in a ``while_loop`` body is still wrong
+in LiteRT).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# TF ops the converter legalizes to the pass's ops (TFL ADD, MUL, MAXIMUM, MINIMUM, SUB, DIV); SUB and
+# DIV are the ones whose operands it swaps.
+_PUSHED = frozenset({"AddV2", "Add", "Mul", "Maximum", "Minimum", "Sub", "RealDiv", "Div"})
+_ORDERED = frozenset({"Sub", "RealDiv", "Div"})
+_THROUGH = frozenset({"Identity", "Snapshot"})
+
+
+def keep_operand_order(graph_def) -> bool:
+    """Moves, in place, the transposes of ``graph_def``'s main graph that the converter would move,
+    as it would but keeping the operand order: ``op(c, transpose(x))`` with ``c`` computed from
+    constants only, of rank 0 or the transpose's, the transpose read once and no broadcast widening it.
+    Ops of the pass's list before a SUB or DIV are moved too (the converter moves a transpose down a
+    chain ``c - (x.T + 1)`` one op at a time). Whether it changed anything."""
+    nodes = {n.name: n for n in graph_def.node}
+    constant = constant_nodes(graph_def.node)
+    if not any(n.op in _ORDERED and len(n.input) >= 2 and _node_name(n.input[0]) in constant
+               and _node_name(n.input[1]) not in constant for n in graph_def.node):
+        return False
+    if not any(n.op == "Transpose" for n in graph_def.node):
+        return False
+    shapes = _static_shapes(graph_def)
+    dead: set = set()
+    progress = True
+    while progress:
+        progress = False
+        readers = _readers(graph_def, dead)
+        for node in list(graph_def.node):
+            if node.op not in _PUSHED or len(node.input) < 2 or node.input[1].startswith("^") or node.name in dead:
+                continue
+            move = _movable(nodes, shapes, readers, constant, node)
+            if move is not None:
+                _rewrite(graph_def, nodes, shapes, dead, constant, node, *move)
+                progress = True
+    if dead:  # removed last: the kept nodes are copied, which the rewrites' references would miss
+        kept = [n for n in graph_def.node if n.name not in dead]
+        del graph_def.node[:]
+        graph_def.node.extend(kept)
+    return bool(dead)
+
+
+def _movable(nodes, shapes, readers, constant, node):
+    """(the transposed operand's position, its Transpose node, the permutation, the other operand's
+    rank) when the converter's pass would move ``node``'s transpose operand; else None."""
+    for position in (0, 1):
+        found = _transpose_below(nodes, readers, node.input[position])
+        if found is None:
+            continue
+        transpose, reshape, passed = found
+        other = node.input[1 - position]
+        if reshape is not None and shapes.get(_tensor(reshape.input[0])) != shapes.get(_tensor(reshape.name)):
+            return None  # a Reshape that moves elements: no transpose operand for the converter
+        perm = _const_value(nodes, transpose.input[1])
+        other_shape, out_shape = shapes.get(_tensor(other)), shapes.get(_tensor(node.name))
+        if (perm is None or _node_name(other) not in constant or other_shape is None
+                or len(other_shape) not in (0, len(np.ravel(perm)))
+                or shapes.get(_tensor(node.input[position])) != out_shape or out_shape is None):
+            return None
+        return position, transpose, passed, [int(p) for p in np.ravel(perm)], len(other_shape)
+    return None
+
+
+def _readers(graph_def, dead: set) -> dict:
+    """Node name -> how many data inputs of live nodes read one of its outputs."""
+    counts: dict = {}
+    for n in graph_def.node:
+        for i in (n.input if n.name not in dead else ()):
+            if not i.startswith("^"):
+                counts[_node_name(i)] = counts.get(_node_name(i), 0) + 1
+    return counts
+
+
+def _tensor(name: str) -> str:
+    return name if ":" in name else f"{name}:0"
+
+
+def _node_name(name: str) -> str:
+    return name.lstrip("^").split(":")[0]
+
+
+def _transpose_below(nodes, readers, name):
+    """(the Transpose, the Reshape passed on the way or None, every node passed) that the tensor
+    ``name`` is, through Identity ops and one Reshape, each read once; None if it is none."""
+    reshape, passed = None, []
+    while True:
+        if ":" in name and not name.endswith(":0"):
+            return None
+        node = nodes.get(_node_name(name))
+        if node is None or readers.get(node.name, 0) != 1:
+            return None
+        passed.append(node)
+        if node.op == "Transpose":
+            return node, reshape, passed
+        if node.op == "Reshape" and reshape is None:
+            reshape = node
+        elif node.op not in _THROUGH:
+            return None
+        name = node.input[0]
+
+
+def constant_nodes(graph_nodes) -> set[str]:
+    """The names of the nodes computed from Const nodes only (no input, no stateful or random op), in
+    one pass in dependency order (a large model's graph is too deep for recursion)."""
+    waiting, readers, ready, ops = {}, {}, [], {}
+    for node in graph_nodes:
+        inputs = {_node_name(i) for i in node.input if not i.startswith("^")}
+        waiting[node.name], ops[node.name] = len(inputs), node.op
+        for i in inputs:
+            readers.setdefault(i, []).append(node.name)
+        if not inputs and node.op == "Const":
+            ready.append(node.name)
+    constant: set[str] = set()
+    while ready:
+        name = ready.pop()
+        constant.add(name)
+        for r in readers.get(name, ()):
+            waiting[r] -= 1
+            if waiting[r] == 0 and not ops[r].startswith(("Placeholder", "Stateful", "Random")):
+                ready.append(r)
+    return constant
+
+
+def _const_value(nodes, name):
+    import tensorflow as tf
+    node = nodes.get(_node_name(name))
+    while node is not None and node.op in _THROUGH:
+        node = nodes.get(_node_name(node.input[0]))
+    return None if node is None or node.op != "Const" else tf.make_ndarray(node.attr["value"].tensor)
+
+
+def _static_shapes(graph_def) -> dict:
+    """Tensor name -> its static shape (a tuple; None where a size is unknown), by TF's shape inference."""
+    import tensorflow as tf
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+    shapes = {}
+    for op in graph.get_operations():
+        for t in op.outputs:
+            shape = t.shape
+            shapes[t.name] = tuple(shape.as_list()) if shape.rank is not None and shape.is_fully_defined() else None
+    return shapes
+
+
+def _rewrite(graph_def, nodes, shapes, dead: set, constant: set, node, position: int, transpose, passed,
+             perm: list[int], other_rank: int) -> None:
+    """``node`` = op(.., transpose(x, perm), ..) becomes transpose(op(.., x, ..), perm), the other
+    operand transposed back (a scalar as it is), each operand at its own position. The nodes
+    ``passed`` (the transpose and the Identity ops after it), read by ``node`` only, join ``dead``:
+    counted, they would be a second reader of ``x`` when ``x`` is a transpose moved before."""
+    import tensorflow as tf
+    from tensorflow.core.framework import node_def_pb2
+    base = f"{node.name}/noxla_untransposed"
+    other = node.input[1 - position]
+    inverse_perm = np.argsort(perm)
+    back = lambda shape: tuple(shape[i] for i in inverse_perm) if shape else shape  # noqa: E731
+    shapes[f"{base}:0"] = back(shapes[_tensor(node.name)])  # for the moves after this one
+    if other_rank:
+        inverse = graph_def.node.add(name=f"{base}/inverse_perm", op="Const")
+        inverse.attr["dtype"].type = tf.int32.as_datatype_enum
+        inverse.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(inverse_perm.astype(np.int32)))
+        moved = graph_def.node.add(name=f"{base}/operand", op="Transpose", input=[other, inverse.name])
+        moved.attr["T"].CopyFrom(node.attr["T"])
+        moved.attr["Tperm"].type = tf.int32.as_datatype_enum
+        nodes[inverse.name], nodes[moved.name] = inverse, moved
+        constant.update((inverse.name, moved.name))
+        shapes[f"{moved.name}:0"] = back(shapes[_tensor(other)])
+        other = moved.name
+    inner = node_def_pb2.NodeDef()
+    inner.CopyFrom(node)
+    inner.name = base
+    operands = [other, transpose.input[0]] if position == 1 else [transpose.input[0], other]
+    del inner.input[:]
+    inner.input.extend([*operands, *node.input[2:]])
+    inner.attr.pop("_output_shapes", None)
+    graph_def.node.append(inner)
+    nodes[base] = graph_def.node[-1]
+    # The op's own node becomes the transpose of the result, so its readers read it unchanged.
+    dtype = node.attr["T"].type
+    node.op = "Transpose"
+    node.ClearField("attr")
+    node.attr["T"].type = dtype
+    node.attr["Tperm"].CopyFrom(transpose.attr["Tperm"])
+    del node.input[:]
+    node.input.extend([base, transpose.input[1]])
+    dead.update(n.name for n in passed)
