@@ -36,8 +36,8 @@ def keep_operand_order(graph_def) -> bool:
     chain ``c - (x.T + 1)`` one op at a time). Whether it changed anything."""
     nodes = {n.name: n for n in graph_def.node}
     constant = constant_nodes(graph_def.node)
-    if not any(n.op in _ORDERED and len(n.input) >= 2 and _node_name(n.input[0]) in constant
-               and _node_name(n.input[1]) not in constant for n in graph_def.node):
+    if not any(n.op in _ORDERED and len(n.input) >= 2 and node_name(n.input[0]) in constant
+               and node_name(n.input[1]) not in constant for n in graph_def.node):
         return False
     if not any(n.op == "Transpose" for n in graph_def.node):
         return False
@@ -74,7 +74,7 @@ def _movable(nodes, shapes, readers, constant, node):
             return None  # a Reshape that moves elements: no transpose operand for the converter
         perm = _const_value(nodes, transpose.input[1])
         other_shape, out_shape = shapes.get(_tensor(other)), shapes.get(_tensor(node.name))
-        if (perm is None or _node_name(other) not in constant or other_shape is None
+        if (perm is None or node_name(other) not in constant or other_shape is None
                 or len(other_shape) not in (0, len(np.ravel(perm)))
                 or shapes.get(_tensor(node.input[position])) != out_shape or out_shape is None):
             return None
@@ -88,7 +88,7 @@ def _readers(graph_def, dead: set) -> dict:
     for n in graph_def.node:
         for i in (n.input if n.name not in dead else ()):
             if not i.startswith("^"):
-                counts[_node_name(i)] = counts.get(_node_name(i), 0) + 1
+                counts[node_name(i)] = counts.get(node_name(i), 0) + 1
     return counts
 
 
@@ -96,7 +96,8 @@ def _tensor(name: str) -> str:
     return name if ":" in name else f"{name}:0"
 
 
-def _node_name(name: str) -> str:
+def node_name(name: str) -> str:
+    """The node a GraphDef input names (``^ctrl``, ``op:1``)."""
     return name.lstrip("^").split(":")[0]
 
 
@@ -107,7 +108,7 @@ def _transpose_below(nodes, readers, name):
     while True:
         if ":" in name and not name.endswith(":0"):
             return None
-        node = nodes.get(_node_name(name))
+        node = nodes.get(node_name(name))
         if node is None or readers.get(node.name, 0) != 1:
             return None
         passed.append(node)
@@ -125,7 +126,7 @@ def constant_nodes(graph_nodes) -> set[str]:
     one pass in dependency order (a large model's graph is too deep for recursion)."""
     waiting, readers, ready, ops = {}, {}, [], {}
     for node in graph_nodes:
-        inputs = {_node_name(i) for i in node.input if not i.startswith("^")}
+        inputs = {node_name(i) for i in node.input if not i.startswith("^")}
         waiting[node.name], ops[node.name] = len(inputs), node.op
         for i in inputs:
             readers.setdefault(i, []).append(node.name)
@@ -144,9 +145,9 @@ def constant_nodes(graph_nodes) -> set[str]:
 
 def _const_value(nodes, name):
     import tensorflow as tf
-    node = nodes.get(_node_name(name))
+    node = nodes.get(node_name(name))
     while node is not None and node.op in _THROUGH:
-        node = nodes.get(_node_name(node.input[0]))
+        node = nodes.get(node_name(node.input[0]))
     return None if node is None or node.op != "Const" else tf.make_ndarray(node.attr["value"].tensor)
 
 
