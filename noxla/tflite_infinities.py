@@ -69,7 +69,7 @@ def _fold_infinite(graph_def) -> None:
         return
     import tensorflow as tf
     names = [n.name for n in frontier]
-    pruned = tf.compat.v1.graph_util.extract_sub_graph(graph_def, names)
+    pruned = _ancestors(graph_def, names)
     graph = tf.Graph()
     with graph.as_default():
         tf.graph_util.import_graph_def(pruned, name="")
@@ -89,6 +89,23 @@ def _fold_infinite(graph_def) -> None:
         del node.input[:]
         node.attr["dtype"].type = tf.as_dtype(value.dtype).as_datatype_enum
         node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
+
+
+def _ancestors(graph_def, names):
+    """A GraphDef of the nodes ``names`` and those they read (control inputs too), and the functions."""
+    from noxla.tflite_transposes import node_name
+    nodes = {n.name: n for n in graph_def.node}
+    kept, stack = set(), list(names)
+    while stack:
+        name = stack.pop()
+        if name not in kept:
+            kept.add(name)
+            stack.extend(node_name(i) for i in nodes[name].input)
+    pruned = type(graph_def)()
+    pruned.versions.CopyFrom(graph_def.versions)
+    pruned.library.CopyFrom(graph_def.library)  # a loop of constants reads its bodies
+    pruned.node.extend(n for n in graph_def.node if n.name in kept)
+    return pruned
 
 
 def input_specs(taken: dict[str, np.ndarray]) -> list:
