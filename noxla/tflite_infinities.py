@@ -56,13 +56,15 @@ def _fold_infinite(graph_def) -> None:
     (``atanh(integer_pow(x, 0))``, whose power is a constant 1, returned FLT_MAX where JAX has inf)."""
     from noxla.tflite_transposes import constant_nodes, node_name
     constant = constant_nodes(graph_def.node)
-    read_by_computed, read = set(), set()
+    read_by_computed, read, other_outputs = set(), set(), set()
     for node in graph_def.node:
         for i in node.input:
             read.add(node_name(i))
             if node.name not in constant:
                 read_by_computed.add(node_name(i))
-    frontier = [n for n in graph_def.node if n.name in constant and n.op != "Const"
+            if ":" in i and not i.endswith(":0"):
+                other_outputs.add(node_name(i))  # a Const has one output: such a node stays
+    frontier = [n for n in graph_def.node if n.name in constant and n.op != "Const" and n.name not in other_outputs
                 and (n.name in read_by_computed or n.name not in read)
                 and any(n.attr[a].type in _FLOAT_TYPES for a in _TYPE_ATTRS if a in n.attr)]
     if not frontier:
