@@ -450,7 +450,9 @@ BINARY = {
         # Found by tests/fuzz_grad.py: TF's TFLite converter moves a transpose behind a Sub with a
         # constant operand and swaps the operands (LiteRT gave x.T - 5); noxla/tflite_transposes.py.
         case("constant_minus_transposed", lambda x: 5 - x.T, i32(3, 2)),
-        case("constant_minus_transposed_chain", lambda x: jnp.array([[1], [2]]) - (x.T * 2 + 1), i32(3, 2))]),
+        case("constant_minus_transposed_chain", lambda x: jnp.array([[1], [2]]) - (x.T * 2 + 1), i32(3, 2)),
+        case("constant_minus_transposed_in_loop", lambda x: lax.while_loop(
+            lambda s: s[0] < 3, lambda s: (s[0] + 1, 5 - s[1].T), (0, x))[1], i32(3, 3))]),
     lax.atan2_p: (lambda y, x: _atan2(y, x), [
         case("f32", lax.atan2, f32(3, 4), f32(3, 4)),
         # lax.atan2 broadcasts size-1 dimensions inside the primitive (no broadcast_in_dim).

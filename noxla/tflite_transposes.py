@@ -13,9 +13,10 @@ is; a constant ``c``'s transpose is folded), which is the same array for any ``c
 broadcasting included. The converter then finds no transpose operand to move. A Reshape that keeps
 its input's shape (the converter drops it) is looked through, as are Identity ops.
 
-Left: the bodies of loops and conditionals (library functions), where the converter sinks a body's
-constants and moves its transposes the same way (``5 - x.T`` in a ``while_loop`` body is still wrong
-in LiteRT).
+Loop and branch bodies (library functions), where the converter sinks the constants a body reads and
+moves its transposes the same way, get the move for a scalar Const operand only: no shapes are known
+there, and JAX's other operand is either a scalar literal or an array of the op's full shape
+(``5 - x.T`` in a ``while_loop`` body was wrong in LiteRT; ``jnp.ones((3, 3)) - x.T`` there still is).
 """
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ def keep_operand_order(graph_def) -> bool:
     constants only, of rank 0 or the transpose's, the transpose read once and no broadcast widening it.
     Ops of the pass's list before a SUB or DIV are moved too (the converter moves a transpose down a
     chain ``c - (x.T + 1)`` one op at a time). Whether it changed anything."""
+    bodies = [_in_body(function) for function in graph_def.library.function]
+    return _in_main(graph_def) or any(bodies)
+
+
+def _in_main(graph_def) -> bool:
     nodes = {n.name: n for n in graph_def.node}
     constant = constant_nodes(graph_def.node)
     if not any(n.op in _ORDERED and len(n.input) >= 2 and node_name(n.input[0]) in constant
@@ -46,7 +52,7 @@ def keep_operand_order(graph_def) -> bool:
     progress = True
     while progress:
         progress = False
-        readers = _readers(graph_def, dead)
+        readers = _readers(graph_def.node, dead)
         for node in list(graph_def.node):
             if node.op not in _PUSHED or len(node.input) < 2 or node.input[1].startswith("^") or node.name in dead:
                 continue
@@ -58,6 +64,57 @@ def keep_operand_order(graph_def) -> bool:
         kept = [n for n in graph_def.node if n.name not in dead]
         del graph_def.node[:]
         graph_def.node.extend(kept)
+    return bool(dead)
+
+
+def _in_body(function) -> bool:
+    """The same moves in a loop or branch body, for a scalar Const operand only (no shapes are known
+    there): ``op(c, transpose(x))`` becomes ``transpose(op(c, x))``. A body names an op's output by its
+    output argument (``sub:z:0``); the op's node becomes a Transpose, whose output is ``y``."""
+    import tensorflow as tf
+    nodes = {n.name: n for n in function.node_def}
+    dead: set = set()
+    progress = True
+    while progress:
+        progress = False
+        readers = _readers(function.node_def, dead, extra=function.ret.values())
+        for node in list(function.node_def):
+            if node.op not in _PUSHED or len(node.input) < 2 or node.input[1].startswith("^") or node.name in dead:
+                continue
+            for position in (0, 1):
+                found = _transpose_below(nodes, readers, node.input[position], body=True)
+                other = nodes.get(node_name(node.input[1 - position]))
+                if (found is None or found[1] is not None or other is None or other.op != "Const"
+                        or other.attr["value"].tensor.tensor_shape.dim):
+                    continue
+                transpose, _, passed = found
+                base = f"{node.name}/noxla_untransposed"
+                inner = function.node_def.add()
+                inner.CopyFrom(node)
+                inner.name = base
+                inner.input[position] = transpose.input[0]
+                nodes[base] = inner
+                dtype = node.attr["T"].type
+                old_ref, new_ref = f"{node.name}:z:0", f"{node.name}:y:0"
+                node.op = "Transpose"
+                node.ClearField("attr")
+                node.attr["T"].type = dtype
+                node.attr["Tperm"].type = tf.int32.as_datatype_enum
+                node.attr["Tperm"].CopyFrom(transpose.attr["Tperm"])
+                del node.input[:]
+                node.input.extend([f"{base}:z:0", transpose.input[1]])
+                for n in function.node_def:
+                    n.input[:] = [new_ref if i == old_ref else i for i in n.input]
+                for key, value in function.ret.items():
+                    if value == old_ref:
+                        function.ret[key] = new_ref
+                dead.update(n.name for n in passed)
+                progress = True
+                break
+    if dead:
+        kept = [n for n in function.node_def if n.name not in dead]
+        del function.node_def[:]
+        function.node_def.extend(kept)
     return bool(dead)
 
 
@@ -82,13 +139,13 @@ def _movable(nodes, shapes, readers, constant, node):
     return None
 
 
-def _readers(graph_def, dead: set) -> dict:
-    """Node name -> how many data inputs of live nodes read one of its outputs."""
+def _readers(graph_nodes, dead: set, extra=()) -> dict:
+    """Node name -> how many data inputs of live nodes (and ``extra`` names: a body's results) read
+    one of its outputs."""
     counts: dict = {}
-    for n in graph_def.node:
-        for i in (n.input if n.name not in dead else ()):
-            if not i.startswith("^"):
-                counts[node_name(i)] = counts.get(node_name(i), 0) + 1
+    for i in [*extra, *(i for n in graph_nodes if n.name not in dead for i in n.input)]:
+        if not i.startswith("^"):
+            counts[node_name(i)] = counts.get(node_name(i), 0) + 1
     return counts
 
 
@@ -101,13 +158,13 @@ def node_name(name: str) -> str:
     return name.lstrip("^").split(":")[0]
 
 
-def _transpose_below(nodes, readers, name):
+def _transpose_below(nodes, readers, name, body: bool = False):
     """(the Transpose, the Reshape passed on the way or None, every node passed) that the tensor
     ``name`` is, through Identity ops and one Reshape, each read once; None if it is none."""
     reshape, passed = None, []
     while True:
-        if ":" in name and not name.endswith(":0"):
-            return None
+        if ":" in name and not name.endswith(":0") or (body and name.count(":") != 2):
+            return None  # another output; in a body, a function argument (no node)
         node = nodes.get(node_name(name))
         if node is None or readers.get(node.name, 0) != 1:
             return None
