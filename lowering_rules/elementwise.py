@@ -446,7 +446,13 @@ BINARY = {
         case("u8_wraps", lax.sub, np.array([0, 1, 255, 0, 5], np.uint8), np.array([1, 255, 0, 255, 3], np.uint8)),
         case("u16_wraps", lax.sub, np.array([0, 1, 65535, 0, 5], np.uint16),
              np.array([1, 65535, 0, 65535, 3], np.uint16)),
-        case("u32_wraps", lax.sub, *_U32_EDGES)]),
+        case("u32_wraps", lax.sub, *_U32_EDGES),
+        # Found by tests/fuzz_grad.py: TF's TFLite converter moves a transpose behind a Sub with a
+        # constant operand and swaps the operands (LiteRT gave x.T - 5); noxla/tflite_transposes.py.
+        case("constant_minus_transposed", lambda x: 5 - x.T, i32(3, 2)),
+        case("constant_minus_transposed_chain", lambda x: jnp.array([[1], [2]]) - (x.T * 2 + 1), i32(3, 2)),
+        case("constant_minus_transposed_in_loop", lambda x: lax.while_loop(
+            lambda s: s[0] < 3, lambda s: (s[0] + 1, 5 - s[1].T), (0, x))[1], i32(3, 3))]),
     lax.atan2_p: (lambda y, x: _atan2(y, x), [
         case("f32", lax.atan2, f32(3, 4), f32(3, 4)),
         # lax.atan2 broadcasts size-1 dimensions inside the primitive (no broadcast_in_dim).
@@ -600,6 +606,9 @@ _NO_INT64_QUOTIENT = dtypes(gaps=[gap((Target.TFLITE,), {"int64"},
     case("u32_edges", lax.div, *_U32_EDGES),
     case("u32_small_divisors", lax.div, u32(3, 4, low=0, high=2 ** 32 - 1), u32(3, 4, low=1, high=300)),
     case("f16", lax.div, f16(5), f16(5, low=0.5, high=2.0)),
+    # TF's TFLite converter swapped c / x.T into x.T / c (noxla/tflite_transposes.py); the int32 input
+    # keeps the program off the direct .tflite writer, which has no such fault.
+    case("constant_over_transposed", lambda x: 12.0 / x.astype(jnp.float32).T, i32(3, 2, low=1, high=9)),
     # A divisor from sqrt (a LayerNorm's): the quotient, not a multiple of rsqrt; 0 gives inf.
     case("by_sqrt", lambda x, y: x / jnp.sqrt(y), f32(3, 4), np.array([0.0, 1.0, 2.0, 3.0], np.float32)),
     case("by_sqrt_vector", lambda x, y: x / jnp.sqrt(y), f32(4), np.array([0.0, 1e-30, 2.0, INF], np.float32)),
@@ -760,6 +769,9 @@ _HALF_POW_X = np.random.default_rng(7).uniform(0.5, 3.0, 48) * np.resize([1.0, -
     case("negative", lambda x: lax.integer_pow(x, -2), np.array([2.0, 0.0, -0.5, INF, NAN], np.float32)),
     case("minus_one", lambda x: lax.integer_pow(x, -1), f32(5, low=0.5, high=2)),
     case("zero", lambda x: lax.integer_pow(x, 0) + x, np.array([2.0, 0.0, INF, NAN], np.float32)),
+    # Found by tests/fuzz.py: x**0 is a constant 1, atanh(1) = inf, which TF's TFLite converter folded
+    # and wrote as the largest finite float (noxla.tflite_infinities now computes and keeps it).
+    case("zero_then_atanh", lambda x: jnp.arctanh(lax.integer_pow(x, 0)), f32(2)),
     case("one", lambda x: lax.integer_pow(x, 1), f32(4)),
     case("large", lambda x: lax.integer_pow(x, 13), f32(4, low=-2, high=2)),
     case("i32", lambda x: lax.integer_pow(x, 3), i32(3, 4)),

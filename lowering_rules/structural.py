@@ -692,6 +692,10 @@ PAD_CASES = [
     case("i32_fill_float32_cannot_hold", lambda x: lax.pad(x, np.int32(2**31 - 1), [(1, 2, 1)]), i32(4)),
     case("i32_traced_fill", lambda x, v: lax.pad(x, v[0], [(2, 1, 1)]), i32(3), i32(1, low=2**24, high=2**31 - 1)),
     case("bool", lambda x: lax.pad(x, True, [(1, 0, 1), (0, 1, 0)]), boolean(2, 2)),
+    # Found by tests/fuzz.py: a zero fill of inner axes only (here the interior padding's unit axis)
+    # was a Pad, which TF's TFLite converter refuses for uint8 (it needed Flex).
+    case("u8_zero_fill_interior", lambda x: lax.pad(x, np.uint8(0), [(0, 0, 1), (1, 1, 0)]),
+         np.array([[1, 200, 3], [255, 0, 7]], np.uint8)),
     case("f16", lambda x: lax.pad(x, jnp.float16(2), [(1, 1, 1)]), f16(3)),
     case("empty_operand", lambda x: lax.pad(_emptied(x), 1.0, [(1, 1, 2), (0, 0, 0)]), f32(2, 3)),
     case("size1_interior", lambda x: lax.pad(x, 1.0, [(0, 0, 3), (1, 0, 2)]), f32(1, 2)),
@@ -770,9 +774,12 @@ def _pad_with(x, paddings, value):
     (ResNet50's zero pad before its max pool: 2 partitions where litert-converter has 1). A -0.0 fill
     stays PADV2, since PAD fills with +0.0; so does a pad of the first or last axis, since TF's CPU
     graph optimizer fuses a Pad into the Conv2D it feeds as spatial padding only (a feature-axis pad
-    then reaches the Conv2D unpadded: "input depth must be evenly divisible by filter depth")."""
+    then reaches the Conv2D unpadded: "input depth must be evenly divisible by filter depth").
+    A uint8 pad stays PADV2 too: TF's TFLite converter legalizes a uint8 Pad to no builtin (PAD takes
+    quantized uint8 only) and refuses the model, where PADV2 takes plain uint8."""
     static = tf.get_static_value(value)
     inner = all(isinstance(v, (int, np.integer)) and v == 0 for v in (*paddings[0], *paddings[-1]))
-    if inner and static is not None and np.ndim(static) == 0 and not np.asarray(static).tobytes().strip(b"\0"):
+    zero = static is not None and np.ndim(static) == 0 and not np.asarray(static).tobytes().strip(b"\0")
+    if inner and zero and x.dtype != tf.uint8:
         return tf.pad(x, paddings)
     return pad_exactly(x, paddings, value)

@@ -9,9 +9,10 @@ on the rewritten graph).
 from __future__ import annotations
 
 from noxla.tflite_bfloat16 import carry_bfloat16_in_float32
+from noxla.tflite_transposes import keep_operand_order
 
 # Each rewrites a GraphDef in place and says whether it changed anything.
-BUILTIN_PASSES = (carry_bfloat16_in_float32,)
+BUILTIN_PASSES = (carry_bfloat16_in_float32, keep_operand_order)
 
 
 def for_builtins(graph_def) -> bool:

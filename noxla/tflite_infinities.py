@@ -22,8 +22,10 @@ _TFLITE_TYPES = {0: np.float32, 1: np.float16, 10: np.float64}  # TensorType FLO
 
 
 def take(graph_def) -> dict[str, np.ndarray]:
-    """Turn every Const of ``graph_def`` (its main graph) holding an infinity into a Placeholder of
-    its dtype and shape; returns each one's name and value."""
+    """Turn every Const of ``graph_def`` (its main graph) holding an infinity, and every value that
+    constants alone compute holding one (``_fold_infinite``), into a Placeholder of its dtype and
+    shape; returns each one's name and value."""
+    _fold_infinite(graph_def)
     taken = {}
     for node in graph_def.node:
         if node.op != "Const" or node.input or node.attr["dtype"].type not in _FLOAT_TYPES:
@@ -39,6 +41,73 @@ def take(graph_def) -> dict[str, np.ndarray]:
         node.attr["shape"].shape.CopyFrom(shape)
         taken[node.name] = np.array(value)
     return taken
+
+
+# Float values the converter would fold are computed here up to this many elements (a larger one
+# holding an infinity would still be written as the largest finite float).
+_MAX_FOLDED = 1 << 20
+_TYPE_ATTRS = ("T", "DstT", "dtype", "out_type", "Tout")
+
+
+def _fold_infinite(graph_def) -> None:
+    """Each float value of the main graph that constants alone compute and that a computed op reads
+    (or the program returns) becomes a Const of its value where that holds an infinity: the
+    converter folds such a computation itself and writes the infinity as the largest finite float
+    (``atanh(integer_pow(x, 0))``, whose power is a constant 1, returned FLT_MAX where JAX has inf)."""
+    from noxla.tflite_transposes import constant_nodes, node_name
+    constant = constant_nodes(graph_def.node)
+    read_by_computed, read, other_outputs = set(), set(), set()
+    for node in graph_def.node:
+        for i in node.input:
+            read.add(node_name(i))
+            if node.name not in constant:
+                read_by_computed.add(node_name(i))
+            if ":" in i and not i.endswith(":0"):
+                other_outputs.add(node_name(i))  # a Const has one output: such a node stays
+    frontier = [n for n in graph_def.node if n.name in constant and n.op != "Const" and n.name not in other_outputs
+                and (n.name in read_by_computed or n.name not in read)
+                and any(n.attr[a].type in _FLOAT_TYPES for a in _TYPE_ATTRS if a in n.attr)]
+    if not frontier:
+        return
+    import tensorflow as tf
+    names = [n.name for n in frontier]
+    pruned = _ancestors(graph_def, names)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(pruned, name="")
+    tensors = {n: graph.get_tensor_by_name(f"{n}:0") for n in names}
+    tensors = {n: t for n, t in tensors.items() if t.dtype.as_numpy_dtype in _FLOAT_TYPES.values()
+               and t.shape.is_fully_defined() and t.shape.num_elements() <= _MAX_FOLDED}
+    if not tensors:
+        return
+    with tf.compat.v1.Session(graph=graph) as session:
+        values = dict(zip(tensors, session.run(list(tensors.values()))))
+    for node in frontier:
+        value = values.get(node.name)
+        if value is None or not np.isinf(value).any():
+            continue
+        node.op = "Const"
+        node.ClearField("attr")
+        del node.input[:]
+        node.attr["dtype"].type = tf.as_dtype(value.dtype).as_datatype_enum
+        node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
+
+
+def _ancestors(graph_def, names):
+    """A GraphDef of the nodes ``names`` and those they read (control inputs too), and the functions."""
+    from noxla.tflite_transposes import node_name
+    nodes = {n.name: n for n in graph_def.node}
+    kept, stack = set(), list(names)
+    while stack:
+        name = stack.pop()
+        if name not in kept:
+            kept.add(name)
+            stack.extend(node_name(i) for i in nodes[name].input)
+    pruned = type(graph_def)()
+    pruned.versions.CopyFrom(graph_def.versions)
+    pruned.library.CopyFrom(graph_def.library)  # a loop of constants reads its bodies
+    pruned.node.extend(n for n in graph_def.node if n.name in kept)
+    return pruned
 
 
 def input_specs(taken: dict[str, np.ndarray]) -> list:
