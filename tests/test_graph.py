@@ -139,6 +139,29 @@ def test_grappler_arithmetic_rewrites_keep_jax_values():
         np.testing.assert_allclose(np.asarray(g), np.asarray(want), rtol=1e-6, atol=1e-6)
 
 
+def _loop_with_captures(x, s):
+    from jax import lax
+
+    def body(carry):  # reads ``s`` (an input: captured by the While, passed on to the If inside it)
+        k, c = carry
+        return k + 1, lax.cond(c.sum() > s, lambda c: c * 0.5, lambda c: c + s, c)
+    return lax.while_loop(lambda carry: carry[0] < 5, body, (0, x))[1]
+
+
+def test_while_and_cond_recorded_with_bodies_and_captures_replay_as_jax():
+    from noxla.tracing import trace
+    args = [np.float32([0.5, -1.0, 2.0]), np.float32(1.5)]
+    recorded = record_program(trace(_loop_with_captures, args))
+    whiles = [n for n in recorded.graph.nodes if n.op == "StatelessWhile"]
+    assert len(whiles) == 1, [n.op for n in recorded.graph.nodes]
+    inner = [n for w in whiles for n in w.functions["body"].graph.nodes if n.op == "StatelessIf"]
+    assert len(inner) == 1 and set(inner[0].functions) == {"then_branch", "else_branch"}
+    assert inner[0].inputs[1].node.op == "_Arg"  # ``s``, captured by the loop body, then by the If
+    import jax
+    got = replay_numpy(recorded.graph, recorded.inputs, recorded.outputs, args)
+    np.testing.assert_allclose(got[0], np.asarray(jax.jit(_loop_with_captures)(*args)), rtol=1e-6)
+
+
 def _graph_env() -> dict:
     return {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", ENV: "1"}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from noxla.graph import core, nn, ops
+from noxla.graph import control_flow, core, nn, ops
 from noxla.graph import elementwise as ew
 from noxla.graph import structural as st
 from noxla.graph.convert import convert_to_tensor
@@ -179,7 +179,7 @@ _ARRAY = {
     "reshape": st.reshape, "transpose": st.transpose, "expand_dims": st.expand_dims, "squeeze": st.squeeze,
     "identity": st.identity, "concat": st.concat, "stack": st.stack, "unstack": st.unstack, "split": st.split,
     "gather": st.gather, "gather_nd": st.gather_nd, "scatter_nd": st.scatter_nd, "broadcast_to": st.broadcast_to,
-    "fill": st.fill,
+    "fill": st.fill, "while_loop": control_flow.while_loop, "cond": control_flow.cond,
     "zeros_like": _zeros_like, "ones_like": _ones_like, "zeros": _zeros, "ones": _ones, "shape": st.shape,
     "size": st.size,
     "range": st.range_, "slice": st.slice_, "strided_slice": st.strided_slice, "pad": st.pad,
@@ -196,6 +196,18 @@ core.OPERATORS.update({
     "neg": _unary("Neg"), "invert": _invert, "abs": _abs,
     "eq": lambda x, y: ew.tensor_equals("Equal", x, y), "ne": lambda x, y: ew.tensor_equals("NotEqual", x, y),
 })
+
+
+def _set_shape(tensor: Tensor, shape) -> None:
+    """tf.Tensor.set_shape: a graph tensor's shape is static, so only a check that ``shape`` fits it."""
+    dims = getattr(shape, "dims", shape)
+    if dims is None:
+        return
+    if len(dims) != tensor.ndim or any(d is not None and d != e for d, e in zip(dims, tensor.shape.dims)):
+        raise ValueError(f"Tensor's shape {list(tensor.shape.dims)} is not compatible with {list(dims)}")
+
+
+core.TENSOR_METHODS.setdefault("set_shape", _set_shape)
 
 
 @functools.lru_cache(maxsize=None)

@@ -22,6 +22,8 @@ def tfjs_graph_of(recorded: Recorded) -> tfjs_graph.Graph:
     """The recorded graph rewritten for TF.js, as ``noxla.tfjs_graph``'s nodes. Raises ``Uncovered``
     for an op TF.js does not run (TF's path then gives the full diagnosis)."""
     graph = recorded.graph
+    if any(n.functions for n in graph.nodes):
+        raise Uncovered("While/If bodies written to TF.js")  # TF's path writes them
     optimize_for_tfjs(graph, recorded.outputs, recorded.inputs)
     supported = tfjs_graph.tfjs_supported_ops()
     missing = sorted({n.op for n in graph.nodes if n.op not in supported})
