@@ -231,3 +231,29 @@ def test_zoo_model_through_the_graph_has_no_more_tfjs_ops_than_tf_path(name, gra
     graph_dir, tf_dir, _ = graph_exports[name]
     graph_ops, tf_ops = tfjs_ops(graph_dir), tfjs_ops(tf_dir)
     assert sum(graph_ops.values()) <= sum(tf_ops.values()), (dict(graph_ops), dict(tf_ops))
+
+
+# Loops and conditionals written with their bodies (library functions) and run in TF.js: a sample of
+# the control-flow rule cases (captures, nested bodies, Snapshots of a multi-output node, loops' carries).
+CONTROL_FLOW_SAMPLE = (
+    "cond:data_dependent_pred", "cond:several_operands_and_outputs", "cond:switch3", "cond:two_output_cond_in_branch",
+    "cond:top_k_in_branch", "while:data_dependent_trips", "while:consts_in_cond_and_body", "while:swapped_carries",
+    "while:two_output_cond_in_body", "while:vmapped_steps_past_10", "while:fori_dynamic_bound",
+    "scan:loop_carry_and_stacked", "scan:loop_reverse_with_consts", "scan:loop_int_and_bool_outputs",
+    "scan:cond_inside_scan", "scan:loop_sort_in_body")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["cpu", "wasm"])
+@pytest.mark.parametrize("case_id", CONTROL_FLOW_SAMPLE)
+def test_control_flow_through_the_graph_matches_jax_in_tfjs(case_id, backend, tfjs_runner, tmp_path):
+    from noxla.graph.tfjs import write_tfjs
+    from tests.differential import default_mode_inputs
+    case = next(c for c in CASES if c.id == case_id)
+    program, args, expected = default_mode_inputs(case)
+    recorded = record_program(program, uint32_as_int32=True)
+    assert any(n.functions for n in recorded.graph.nodes), "no While/If recorded"
+    write_tfjs(recorded, str(tmp_path / "m"))
+    outs = tfjs_runner.run(str(tmp_path / "m"), dict(zip(program.in_names, args)), backend=backend)
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol,
+                   where=f"{case_id} [graph, tfjs_{backend}]")

@@ -220,4 +220,5 @@ def recorder() -> Namespace:
         "linalg": Namespace("tf.linalg", _LINALG),
         "dtypes": Namespace("tf.dtypes", {**DTYPES, "as_dtype": as_dtype, "DType": DType}),
         "compat": Namespace("tf.compat", {"v1": graph_ns}),
+        "raw_ops": Namespace("tf.raw_ops", {"Snapshot": st.snapshot}),
     })

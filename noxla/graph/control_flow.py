@@ -46,7 +46,7 @@ def _function(outer: Graph, kind: str, body: Graph, params, rets, captured) -> F
                           for c in captured]
     for index, arg in enumerate(body_args):
         arg.node.attrs["index"] = ops.int_attr(index)
-    return Function(_root(outer).unique_name(kind), body, body_args, rets)
+    return Function(_root(outer).unique_name(kind).replace("/", "_"), body, body_args, rets)  # no / in a name
 
 
 def _union(*bodies: Graph) -> list[Tensor]:
