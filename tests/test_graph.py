@@ -26,11 +26,6 @@ from tools.graph_coverage import DECLARED_DIFFERENCES, replay_case
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = build()
 CASES = [c for rule in RULES.values() for c in rule.cases if c.id not in DECLARED_DIFFERENCES]
-# The zoo models whose graph-path model.json still has more ops than TF's path (grappler rewrites
-# the graph's passes do not make yet: AddN of add chains, a layer norm's reassociations); strict,
-# so reaching parity shows up (then the graph path may become the default, noxla/graph/__init__.py).
-MORE_OPS_THAN_TF_PATH = {"transformer_encoder", "sampling_vae_decoder", "categorical_sampling_head"}
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", grouped_cases(CASES))
@@ -110,6 +105,63 @@ def test_folds_compute_what_tf_computes(what, fn, args):
     np.testing.assert_array_equal(folded, expected, err_msg=what)
 
 
+def _arithmetic(x, y, z):
+    import jax.numpy as jnp
+    tiled = x[:, :1] * jnp.ones((1, 3), jnp.float32)          # Mul by ones that broadcasts: Tile
+    summed = (x + y) + (y * 2.0) + z                          # a tree of adds: AddN (z: a BiasAdd)
+    inverse = 1.0 / jnp.sum(x, axis=1)                        # Reciprocal
+    negated = 0.0 - y                                         # Neg
+    plus = summed - (-tiled)                                  # a Sub of a Neg: AddV2
+    same = y * jnp.ones((2, 3), jnp.float32) + jnp.zeros((1, 3), jnp.float32)  # bypassed
+    widened = x[:1] + jnp.zeros((2, 3), jnp.float32)          # BroadcastTo
+    return plus, inverse, negated, same, widened
+
+
+def test_grappler_arithmetic_rewrites_keep_jax_values():
+    """tfjs_arithmetic's rewrites, each made (the ops TF's path gets) and replayed in TF equal to JAX."""
+    import collections
+
+    from noxla.graph.tfjs_passes import optimize_for_tfjs
+    from noxla.tracing import trace
+    rng = np.random.default_rng(0)
+    args = [rng.normal(size=s).astype(np.float32) for s in ((2, 3), (2, 3), (3,))]
+    recorded = record_program(trace(_arithmetic, args), uint32_as_int32=True)
+    optimize_for_tfjs(recorded.graph, recorded.outputs, recorded.inputs)
+    counts = collections.Counter(n.op for n in recorded.graph.nodes)
+    for op in ("Tile", "AddN", "Reciprocal", "Neg", "BroadcastTo"):
+        assert counts[op] >= 1, (op, dict(counts))
+    assert counts["Mul"] == 1 and counts["RealDiv"] == 0, dict(counts)  # y * 2 only
+    assert counts["Neg"] == 1 and counts["Sub"] == 0, dict(counts)  # 0 - y only
+    from noxla.graph.tf_replay import replay
+    got = replay(recorded.graph, recorded.inputs, recorded.outputs, args)
+    import jax
+    for g, want in zip(got, jax.jit(_arithmetic)(*args)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(want), rtol=1e-6, atol=1e-6)
+
+
+def _loop_with_captures(x, s):
+    from jax import lax
+
+    def body(carry):  # reads ``s`` (an input: captured by the While, passed on to the If inside it)
+        k, c = carry
+        return k + 1, lax.cond(c.sum() > s, lambda c: c * 0.5, lambda c: c + s, c)
+    return lax.while_loop(lambda carry: carry[0] < 5, body, (0, x))[1]
+
+
+def test_while_and_cond_recorded_with_bodies_and_captures_replay_as_jax():
+    from noxla.tracing import trace
+    args = [np.float32([0.5, -1.0, 2.0]), np.float32(1.5)]
+    recorded = record_program(trace(_loop_with_captures, args))
+    whiles = [n for n in recorded.graph.nodes if n.op == "StatelessWhile"]
+    assert len(whiles) == 1, [n.op for n in recorded.graph.nodes]
+    inner = [n for w in whiles for n in w.functions["body"].graph.nodes if n.op == "StatelessIf"]
+    assert len(inner) == 1 and set(inner[0].functions) == {"then_branch", "else_branch"}
+    assert inner[0].inputs[1].node.op == "_Arg"  # ``s``, captured by the loop body, then by the If
+    import jax
+    got = replay_numpy(recorded.graph, recorded.inputs, recorded.outputs, args)
+    np.testing.assert_allclose(got[0], np.asarray(jax.jit(_loop_with_captures)(*args)), rtol=1e-6)
+
+
 def _graph_env() -> dict:
     return {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", ENV: "1"}
 
@@ -173,11 +225,35 @@ def test_zoo_model_through_the_graph_matches_jax_in_tfjs(name, backend, graph_ex
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    reason="grappler rewrites the graph's passes do not make yet", strict=True)) if n in MORE_OPS_THAN_TF_PATH
-    else n for n in sorted(MODELS)])
+@pytest.mark.parametrize("name", sorted(MODELS))
 def test_zoo_model_through_the_graph_has_no_more_tfjs_ops_than_tf_path(name, graph_exports):
     from tools.op_census import tfjs_ops
     graph_dir, tf_dir, _ = graph_exports[name]
     graph_ops, tf_ops = tfjs_ops(graph_dir), tfjs_ops(tf_dir)
     assert sum(graph_ops.values()) <= sum(tf_ops.values()), (dict(graph_ops), dict(tf_ops))
+
+
+# Loops and conditionals written with their bodies (library functions) and run in TF.js: a sample of
+# the control-flow rule cases (captures, nested bodies, Snapshots of a multi-output node, loops' carries).
+CONTROL_FLOW_SAMPLE = (
+    "cond:data_dependent_pred", "cond:several_operands_and_outputs", "cond:switch3", "cond:two_output_cond_in_branch",
+    "cond:top_k_in_branch", "while:data_dependent_trips", "while:consts_in_cond_and_body", "while:swapped_carries",
+    "while:two_output_cond_in_body", "while:vmapped_steps_past_10", "while:fori_dynamic_bound",
+    "scan:loop_carry_and_stacked", "scan:loop_reverse_with_consts", "scan:loop_int_and_bool_outputs",
+    "scan:cond_inside_scan", "scan:loop_sort_in_body")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["cpu", "wasm"])
+@pytest.mark.parametrize("case_id", CONTROL_FLOW_SAMPLE)
+def test_control_flow_through_the_graph_matches_jax_in_tfjs(case_id, backend, tfjs_runner, tmp_path):
+    from noxla.graph.tfjs import write_tfjs
+    from tests.differential import default_mode_inputs
+    case = next(c for c in CASES if c.id == case_id)
+    program, args, expected = default_mode_inputs(case)
+    recorded = record_program(program, uint32_as_int32=True)
+    assert any(n.functions for n in recorded.graph.nodes), "no While/If recorded"
+    write_tfjs(recorded, str(tmp_path / "m"))
+    outs = tfjs_runner.run(str(tmp_path / "m"), dict(zip(program.in_names, args)), backend=backend)
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol,
+                   where=f"{case_id} [graph, tfjs_{backend}]")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from noxla.graph import core, nn, ops
+from noxla.graph import control_flow, core, nn, ops
 from noxla.graph import elementwise as ew
 from noxla.graph import structural as st
 from noxla.graph.convert import convert_to_tensor
@@ -179,7 +179,7 @@ _ARRAY = {
     "reshape": st.reshape, "transpose": st.transpose, "expand_dims": st.expand_dims, "squeeze": st.squeeze,
     "identity": st.identity, "concat": st.concat, "stack": st.stack, "unstack": st.unstack, "split": st.split,
     "gather": st.gather, "gather_nd": st.gather_nd, "scatter_nd": st.scatter_nd, "broadcast_to": st.broadcast_to,
-    "fill": st.fill,
+    "fill": st.fill, "while_loop": control_flow.while_loop, "cond": control_flow.cond,
     "zeros_like": _zeros_like, "ones_like": _ones_like, "zeros": _zeros, "ones": _ones, "shape": st.shape,
     "size": st.size,
     "range": st.range_, "slice": st.slice_, "strided_slice": st.strided_slice, "pad": st.pad,
@@ -198,6 +198,18 @@ core.OPERATORS.update({
 })
 
 
+def _set_shape(tensor: Tensor, shape) -> None:
+    """tf.Tensor.set_shape: a graph tensor's shape is static, so only a check that ``shape`` fits it."""
+    dims = getattr(shape, "dims", shape)
+    if dims is None:
+        return
+    if len(dims) != tensor.ndim or any(d is not None and d != e for d, e in zip(dims, tensor.shape.dims)):
+        raise ValueError(f"Tensor's shape {list(tensor.shape.dims)} is not compatible with {list(dims)}")
+
+
+core.TENSOR_METHODS.setdefault("set_shape", _set_shape)
+
+
 @functools.lru_cache(maxsize=None)
 def recorder() -> Namespace:
     """The ``tf`` stand-in (one per process: it holds no state; the graph is the current one)."""
@@ -208,4 +220,5 @@ def recorder() -> Namespace:
         "linalg": Namespace("tf.linalg", _LINALG),
         "dtypes": Namespace("tf.dtypes", {**DTYPES, "as_dtype": as_dtype, "DType": DType}),
         "compat": Namespace("tf.compat", {"v1": graph_ns}),
+        "raw_ops": Namespace("tf.raw_ops", {"Snapshot": st.snapshot}),
     })

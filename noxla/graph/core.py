@@ -205,6 +205,9 @@ class Graph:
         self._taken: set[str] = set()
         self._scopes: list[str] = []
         self._collections: dict[str, list] = {}
+        self._own: set[int] = set()  # a body's nodes (what it need not capture)
+        self.captures: list[tuple[Tensor, Tensor]] = []  # a body's (outer tensor, its _Arg here)
+        self._copies: dict[tuple[int, int], Tensor] = {}  # an outer tensor's Const copy or _Arg here
 
     def get_collection_ref(self, key: str) -> list:
         """TF's graph collections, which helpers.int32_constant keeps its cache in."""
@@ -226,9 +229,36 @@ class Graph:
 
     def add(self, op: str, inputs: Sequence[Tensor], attrs: dict, outputs: Sequence[tuple[DType, tuple]],
             value: np.ndarray | None = None, name: str | None = None) -> Node:
+        if self.outer is not None:
+            inputs = [self.captured(t) for t in inputs]
         node = Node(self.unique_name(name or op), op, inputs, attrs, outputs, value)
         self.nodes.append(node)
+        self._own.add(id(node))
         return node
+
+    def arg(self, dtype: DType, shape: tuple) -> Tensor:
+        """A body's next argument (an ``_Arg`` node; TF's function bodies take their inputs so)."""
+        index = sum(n.op == "_Arg" for n in self.nodes)
+        return self.add("_Arg", [], {"T": {"type": dtype.json_name}, "index": {"i": str(index)}},
+                        [(dtype, shape)], name="arg").output(0)
+
+    def captured(self, t: Tensor) -> Tensor:
+        """``t`` as this body reads it: itself when recorded here; an outer Const copied in; any other
+        outer tensor an extra argument (TF's while_v2 and cond_v2 capture so), its outer graph
+        capturing it first when that is a body too."""
+        if id(t.node) in self._own:
+            return t
+        key = (id(t.node), t.index)
+        if t.node.op == "Const":
+            if key not in self._copies:
+                self._copies[key] = self.add("Const", [], t.node.attrs, [t.node.outputs[0]], t.node.value,
+                                             name="Const").output(0)
+            return self._copies[key]
+        if key not in self._copies:
+            outer = t if self.outer.outer is None else self.outer.captured(t)
+            self._copies[key] = self.arg(t.dtype, t.node.outputs[t.index][1])
+            self.captures.append((outer, self._copies[key]))
+        return self._copies[key]
 
     @contextlib.contextmanager
     def name_scope(self, name: str):

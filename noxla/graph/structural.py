@@ -95,6 +95,11 @@ def identity(x, name=None) -> Tensor:
     return ops.emit1("Identity", [x], {"T": ops.type_attr(x.dtype)}, x.dtype, _dims(x), None, name)
 
 
+def snapshot(input, name=None) -> Tensor:  # tf.raw_ops.Snapshot: an identity TF.js's converter keeps
+    x = convert_to_tensor(input)
+    return ops.emit1("Snapshot", [x], {"T": ops.type_attr(x.dtype)}, x.dtype, _dims(x), None, name)
+
+
 def _same_dtype(values) -> list[Tensor]:
     first = next((v for v in values if isinstance(v, Tensor)), None)
     return [convert_to_tensor(v, dtype=None if first is None else first.dtype) for v in values]

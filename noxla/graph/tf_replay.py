@@ -35,29 +35,52 @@ def replay(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], ar
     feeds = [tf.convert_to_tensor(a, _dtype(t.node.attrs["dtype"]["type"])) for t, a in zip(inputs, args)]
 
     def build(*fed):
-        graph_tf = tf.compat.v1.get_default_graph()
         values: dict[tuple[int, int], object] = {(id(t.node), 0): f for t, f in zip(inputs, fed)}
-        for node in graph.nodes:
-            if node.op == "Placeholder":
-                continue
-            if node.op == "Const":
-                results = [tf.constant(node.value, _dtype(node.attrs["dtype"]["type"]))]
-            else:
-                operation = graph_tf.create_op(
-                    node.op, [values[(id(t.node), t.index)] for t in node.inputs],
-                    attrs={k: _attr_proto(v) for k, v in node.attrs.items()}, name=node.name.replace("/", "_"))
-                results = list(operation.outputs)
-            if len(results) != len(node.outputs):
-                raise ReplayMismatch(f"{node.name} ({node.op}): TF makes {len(results)} outputs, recorded "
-                                     f"{len(node.outputs)}")
-            for index, (result, (dtype, shape)) in enumerate(zip(results, node.outputs)):
-                if result.dtype.name != dtype.name or tuple(result.shape.as_list()) != tuple(shape):
-                    raise ReplayMismatch(f"{node.name} ({node.op}) output {index}: TF infers {result.dtype.name} "
-                                         f"{result.shape.as_list()}, recorded {dtype.name} {list(shape)}")
-                values[(id(node), index)] = result
+        _build(graph, values)
         return [tf.identity(values[(id(t.node), t.index)]) for t in outputs]
     signature = [tf.TensorSpec(f.shape, f.dtype) for f in feeds]
     return tf.function(build, input_signature=signature, autograph=False)(*feeds)
+
+
+def _build(graph: Graph, values: dict) -> None:
+    """Each node of ``graph`` made in TF's current graph, its outputs into ``values``."""
+    import tensorflow as tf
+    graph_tf = tf.compat.v1.get_default_graph()
+    for node in graph.nodes:
+        if node.op in ("Placeholder", "_Arg"):
+            continue
+        if node.op == "Const":
+            results = [tf.constant(node.value, _dtype(node.attrs["dtype"]["type"]))]
+        else:
+            attrs = dict(node.attrs)
+            for key, function in node.functions.items():  # While/If bodies, made as TF functions
+                attrs[key] = {"func": {"name": _function(function, graph_tf)}}
+            operation = graph_tf.create_op(
+                node.op, [values[(id(t.node), t.index)] for t in node.inputs],
+                attrs={k: _attr_proto(v) for k, v in attrs.items()}, name=node.name.replace("/", "_"))
+            results = list(operation.outputs)
+        if len(results) != len(node.outputs):
+            raise ReplayMismatch(f"{node.name} ({node.op}): TF makes {len(results)} outputs, recorded "
+                                 f"{len(node.outputs)}")
+        for index, (result, (dtype, shape)) in enumerate(zip(results, node.outputs)):
+            if result.dtype.name != dtype.name or tuple(result.shape.as_list()) != tuple(shape):
+                raise ReplayMismatch(f"{node.name} ({node.op}) output {index}: TF infers {result.dtype.name} "
+                                     f"{result.shape.as_list()}, recorded {dtype.name} {list(shape)}")
+            values[(id(node), index)] = result
+
+
+def _function(function, graph_tf) -> str:
+    """``function`` (a body) as a TF function added to ``graph_tf``; its name there."""
+    import tensorflow as tf
+
+    def body(*fed):
+        values = {(id(a.node), a.index): f for a, f in zip(function.args, fed)}
+        _build(function.graph, values)
+        return [tf.identity(values[(id(t.node), t.index)]) for t in function.rets]
+    signature = [tf.TensorSpec(a.shape.dims, _dtype(a.dtype.json_name)) for a in function.args]
+    concrete = tf.function(body, input_signature=signature, autograph=False).get_concrete_function()
+    concrete.add_to_graph(graph_tf)
+    return concrete.name.decode() if isinstance(concrete.name, bytes) else concrete.name
 
 
 def replay_numpy(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], args: Sequence) -> list:

@@ -24,7 +24,9 @@ def tfjs_graph_of(recorded: Recorded) -> tfjs_graph.Graph:
     graph = recorded.graph
     optimize_for_tfjs(graph, recorded.outputs, recorded.inputs)
     supported = tfjs_graph.tfjs_supported_ops()
-    missing = sorted({n.op for n in graph.nodes if n.op not in supported})
+    functions = _functions(graph.nodes)
+    missing = sorted({n.op for n in [*graph.nodes, *(m for f in functions for m in f.graph.nodes)]
+                      if n.op not in supported and n.op != "_Arg"})
     if missing:
         raise Uncovered(f"ops TF.js does not run: {', '.join(missing)}")
     for node in graph.nodes:
@@ -34,7 +36,34 @@ def tfjs_graph_of(recorded: Recorded) -> tfjs_graph.Graph:
                 raise AssertionError(f"{node.name}: fused_ops {fused}")  # the passes make no other
     nodes = [tfjs_graph.Node(n.name, n.op, [t.ref for t in n.inputs], dict(n.attrs), "",
                              n.value if n.op == "Const" else None) for n in graph.nodes]
-    return tfjs_graph.Graph(nodes, [], dict(VERSIONS))
+    return tfjs_graph.Graph(nodes, [_function(f) for f in functions], dict(VERSIONS))
+
+
+def _functions(nodes) -> list:
+    """The While/If bodies the nodes name, and those their bodies name, each once."""
+    out, seen = [], set()
+    stack = [f for n in nodes for f in n.functions.values()]
+    while stack:
+        function = stack.pop(0)
+        if function.name not in seen:
+            seen.add(function.name)
+            out.append(function)
+            stack.extend(f for n in function.graph.nodes for f in n.functions.values())
+    return out
+
+
+def _function(function) -> tfjs_graph.Function:
+    """A body as the library function TF.js reads: its ``_Arg``s are the input args (named after them),
+    every tensor of a node ``node:N`` (``noxla.tfjs_writer``), the results ``output_i``. Its nodes are
+    written as recorded (the TF.js rewrites of the main graph are not made in bodies yet)."""
+    def ref(t) -> str:
+        return t.node.name if t.node.op == "_Arg" else f"{t.node.name}:{t.index}"
+    signature = {"name": function.name,
+                 "inputArg": [{"name": a.node.name, "type": a.dtype.json_name} for a in function.args],
+                 "outputArg": [{"name": f"output_{i}", "type": r.dtype.json_name} for i, r in enumerate(function.rets)]}
+    nodes = [tfjs_graph.Node(n.name, n.op, [ref(t) for t in n.inputs], dict(n.attrs), "",
+                             n.value if n.op == "Const" else None) for n in function.graph.nodes if n.op != "_Arg"]
+    return tfjs_graph.Function(signature, nodes, {f"output_{i}": ref(r) for i, r in enumerate(function.rets)})
 
 
 def write_tfjs(recorded: Recorded, path: str, quantize: str | None = None,
