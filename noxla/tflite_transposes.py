@@ -180,10 +180,12 @@ def _transpose_below(nodes, readers, name, body: bool = False):
 
 def constant_nodes(graph_nodes) -> set[str]:
     """The names of the nodes computed from Const nodes only (no input, no stateful or random op), in
-    one pass in dependency order (a large model's graph is too deep for recursion)."""
+    one pass in dependency order (a large model's graph is too deep for recursion). A control input
+    counts: a node that must run after a program input (call_tf's saved functions tie their ops to
+    the inputs so) is no constant, and computing it alone would need the input fed."""
     waiting, readers, ready, ops = {}, {}, [], {}
     for node in graph_nodes:
-        inputs = {node_name(i) for i in node.input if not i.startswith("^")}
+        inputs = {node_name(i) for i in node.input}
         waiting[node.name], ops[node.name] = len(inputs), node.op
         for i in inputs:
             readers.setdefault(i, []).append(node.name)
