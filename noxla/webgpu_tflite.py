@@ -20,7 +20,6 @@ def unfuse_transpose_conv_activations(model) -> int:
     version 4"): the VAE decoder's two transposed convolutions left the GPU, and everything after them."""
     from tensorflow.lite.python import schema_py_generated as schema
 
-    from noxla.tflite_merge import opcode_index  # noxla.errors imports the rules, and TF
     ops = schema.BuiltinOperator
     codes = model.operatorCodes
     rewritten = 0
@@ -36,22 +35,30 @@ def unfuse_transpose_conv_activations(model) -> int:
                 continue
             activation = getattr(ops, _ACTIVATION_OPS[options.fusedActivationFunction])
             options.fusedActivationFunction = 0
-            out = graph.tensors[op.outputs[0]]
-            raw = copy.copy(out)
-            raw.name = out.name + b"/before_activation"
-            raw.buffer = 0
-            graph.tensors.append(raw)
-            applied = schema.OperatorT()
-            applied.opcodeIndex = opcode_index(model, activation)
-            applied.inputs = [len(graph.tensors) - 1]
-            applied.outputs = [op.outputs[0]]
-            op.outputs = [len(graph.tensors) - 1]
-            new_ops.append(applied)
+            new_ops.append(_then(model, graph, op, activation, b"/before_activation"))
             if code.version == 4:  # the version a fused activation asks for; 3 takes the bias input
                 code.version = 3
             rewritten += 1
         graph.operators = new_ops
     return rewritten
+
+
+def _then(model, graph, op, builtin: int, suffix: bytes):
+    """A new one-input operator ``builtin`` that takes over ``op``'s output, ``op`` now writing a
+    fresh tensor of the same type and shape (named with ``suffix``) that it reads; returned for the
+    caller to place after ``op``."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from noxla.tflite_merge import opcode_index  # imported here: noxla.errors imports the rules, and TF
+    out = graph.tensors[op.outputs[0]]
+    middle = copy.copy(out)
+    middle.name, middle.buffer = out.name + suffix, 0
+    graph.tensors.append(middle)
+    then = schema.OperatorT()
+    then.opcodeIndex = opcode_index(model, builtin)
+    then.inputs, then.outputs = [len(graph.tensors) - 1], [op.outputs[0]]
+    op.outputs = [len(graph.tensors) - 1]
+    return then
 
 
 def copy_passthrough_outputs(model) -> int:
@@ -92,7 +99,7 @@ def _copy(model, graph, t: int) -> int:
     import numpy as np
     from tensorflow.lite.python import schema_py_generated as schema
 
-    from noxla.tflite_merge import opcode_index
+    from noxla.tflite_merge import opcode_index  # imported here: noxla.errors imports the rules, and TF
     source = graph.tensors[t]
     shape = np.asarray(source.shape, np.int32)
     dynamic = source.shapeSignature is not None and -1 in list(source.shapeSignature)
@@ -147,19 +154,12 @@ def not_equal_as_negated_equal(model) -> int:
             if (builtin_code(model, op) != ops.NOT_EQUAL
                     or graph.tensors[op.inputs[0]].type not in _FLOATS):
                 continue
-            out = graph.tensors[op.outputs[0]]
-            equal = copy.copy(out)
-            equal.name, equal.buffer = out.name + b"/equal", 0
-            graph.tensors.append(equal)
             op.opcodeIndex = opcode_index(model, ops.EQUAL)
             op.builtinOptionsType = schema.BuiltinOptions.EqualOptions
             op.builtinOptions = schema.EqualOptionsT()
-            negate = schema.OperatorT()
-            negate.opcodeIndex = opcode_index(model, ops.LOGICAL_NOT)
-            negate.inputs, negate.outputs = [len(graph.tensors) - 1], [op.outputs[0]]
+            negate = _then(model, graph, op, ops.LOGICAL_NOT, b"/equal")
             negate.builtinOptionsType = schema.BuiltinOptions.LogicalNotOptions
             negate.builtinOptions = schema.LogicalNotOptionsT()
-            op.outputs = [len(graph.tensors) - 1]
             new_ops.append(negate)
             rewritten += 1
         graph.operators = new_ops
