@@ -44,6 +44,13 @@ def _backbone(family: str):
         "mistral": lambda: (m.MistralBackbone(num_query_heads=4, num_key_value_heads=2, sliding_window=6,
                                               **small), 0.1),
         "gpt2": lambda: (m.GPT2Backbone(num_heads=4, max_sequence_length=64, **small), 0.1),
+        # Gemma 3: QK norm, post-norms, and per six layers five sliding-window ones (rope base 10^4)
+        # and one global (10^6): 7 layers hold both kinds and the pattern's restart.
+        "gemma3": lambda: (m.Gemma3Backbone(**{**small, "num_layers": 7}, image_size=None, num_query_heads=4,
+                                            num_key_value_heads=1, head_dim=8, use_post_ffw_norm=True,
+                                            use_post_attention_norm=True, use_sliding_window_attention=True,
+                                            sliding_window_size=6), 0.03),
+        "qwen3": lambda: (m.Qwen3Backbone(num_query_heads=4, num_key_value_heads=2, head_dim=8, **small), 0.1),
     }[family]()
     rng = np.random.default_rng(0)
     for w in backbone.weights:
@@ -136,7 +143,7 @@ def test_keras_hub_decode_step_moves_no_cache(family, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["qwen", "mistral", "gpt2"])
+@pytest.mark.parametrize("family", ["qwen", "mistral", "gpt2", "gemma3", "qwen3"])
 def test_keras_hub_signatures_match_keras_forward_logits(family, tmp_path):
     """A 6-token prompt through prefill_8 (padded, as LiteRT-LM pads), then 8 decode steps of given
     tokens: each step's logits equal keras-hub's forward pass over the whole sequence there."""
@@ -148,7 +155,7 @@ def test_keras_hub_signatures_match_keras_forward_logits(family, tmp_path):
     path = llm.export_tflite(lm.backbone, str(tmp_path / f"{family}.tflite"), cache_length=cache,
                              prefill_lengths=(4, 8))
     # GPT-2 has no grouped-query attention: as many KV heads as heads. head_dim = 32 / 4.
-    layout = llm.CacheLayout(2, {"gpt2": 4}.get(family, 2), 8, cache)
+    layout = llm.CacheLayout(lm.backbone.num_layers, {"gpt2": 4, "gemma3": 1}.get(family, 2), 8, cache)
     sequence = np.random.default_rng(1).integers(3, VOCAB, 14).astype(np.int32)
     expected = _forward(lm)(sequence)
     interpreter = Interpreter(model_path=path)
