@@ -53,28 +53,19 @@ def uses_quantizer(quantize: str | None) -> bool:
 
 
 def export_quantized(signatures: dict, path: str, quantize: str, *, overwrite: bool = False, on_step=None) -> str:
-    """``signatures`` (as noxla.llm.signatures makes them) exported to a float .tflite in a scratch
-    directory, then quantized into ``path``."""
-    import os
-    import tempfile
-
-    from noxla.export import atomic_output, export_signatures
-    from noxla.preflight import ensure_writable, run_step
-    path = ensure_writable(path, overwrite)
-    with tempfile.TemporaryDirectory(prefix="noxla-llm-float-", dir=os.path.dirname(path) or None) as scratch:
-        float_path = export_signatures(signatures, tflite=os.path.join(scratch, "float.tflite"),
-                                       on_step=on_step)["tflite"]
-        with open(float_path, "rb") as f:
-            data = f.read()
-    quantized = run_step(on_step, f"quantize {quantize} ({QUANTIZER_MODES[quantize][0]})", quantize_tflite,
-                         data, quantize)
-    with atomic_output(path, overwrite) as scratch, open(scratch, "wb") as f:
-        f.write(quantized)
-    return path
+    """``signatures`` (as noxla.llm.signatures makes them) written to ``path`` with their weights
+    quantized on the way (``noxla.llm_quantize_weights``: the quantizer's own functions, weight by
+    weight, so that no float .tflite is made; the same quantized weights as ``quantize_tflite``
+    gives, tests/test_llm_quantize.py)."""
+    from noxla.export import export_signatures
+    from noxla.llm_quantize_weights import quantize_weights
+    return export_signatures(signatures, tflite=path, overwrite=overwrite, on_step=on_step,
+                             rewrite=lambda model, stubs: quantize_weights(model, stubs, quantize))["tflite"]
 
 
 def quantize_tflite(data: bytes, quantize: str) -> bytes:
-    """The float multi-signature .tflite ``data`` quantized with ``quantize``'s recipe; the
+    """The float multi-signature .tflite ``data`` quantized with ``quantize``'s recipe by the
+    quantizer itself (the whole file at once: a file of 0.5 GB of weights or less); the
     signatures, their tensor names and the weights they share are kept."""
     import numpy as np
     from ai_edge_quantizer import quantizer, recipe
@@ -83,7 +74,7 @@ def quantize_tflite(data: bytes, quantize: str) -> bytes:
     from noxla.tflite_merge import share_constant_buffers  # noxla.errors imports the rules, and TF
     model = flatbuffer_utils.read_model_from_bytearray(data)
     _unique_tensor_names(model)
-    _embedding_lookups(model)
+    embedding_lookups(model)
     prepared = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
     del model
     recipe_name = QUANTIZER_MODES[quantize][0]
@@ -117,7 +108,7 @@ def _unique_tensor_names(model, undo: bool = False) -> None:
                 tensor.name = (prefix + name).encode()
 
 
-def _embedding_lookups(model) -> None:
+def embedding_lookups(model) -> None:
     """Rewrite each GATHER of whole rows of a constant float32 table (axis 0, no batch
     dimensions, int32 indices of rank 1) into EMBEDDING_LOOKUP, which computes the same
     (``out[i] = table[ids[i]]``) and which the quantizer's recipes quantize."""
