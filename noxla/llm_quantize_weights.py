@@ -41,7 +41,8 @@ def quantize_weights(model, stubs, quantize: str) -> int:
     embedding_lookups(model)
     kinds = {schema.BuiltinOperator.FULLY_CONNECTED: qtyping.TFLOperationName.FULLY_CONNECTED,
              schema.BuiltinOperator.EMBEDDING_LOOKUP: qtyping.TFLOperationName.EMBEDDING_LOOKUP}
-    done: dict[int, tuple] = {}  # buffer -> (tensor type, quantization params, scales buffer or None)
+    read_otherwise, float_buffers = _read_otherwise(model, set(kinds), builtin_code)
+    done: dict[int, tuple] = {}  # buffer -> (tensor type, quantization params, scales buffer or None, buffer)
     for graph in model.subgraphs:
         scales_tensors: dict[int, int] = {}  # scales buffer -> this graph's tensor of it
         for index, op in enumerate(graph.operators or []):
@@ -49,6 +50,8 @@ def quantize_weights(model, stubs, quantize: str) -> int:
             if kind is None or op.inputs is None or len(op.inputs) < 2 or op.inputs[1] < 0:
                 continue
             tensor = graph.tensors[op.inputs[1]]
+            if (id(graph), op.inputs[1]) in read_otherwise:
+                continue
             data = model.buffers[tensor.buffer].data if tensor.buffer > 0 else None
             if tensor.type != schema.TensorType.FLOAT32 or data is None or len(data) == 0:
                 continue
@@ -59,11 +62,28 @@ def quantize_weights(model, stubs, quantize: str) -> int:
                         or int(np.prod(tensor.shape)) < config.min_weight_elements):
                     continue
                 info = qtyping.OpInfo(op=op, op_name=kind, subgraph_op_index=index, op_quant_config=config)
-                done[tensor.buffer] = _quantized(model, tensor, _weight(data, stubs, tensor.shape), info, schema)
-            tensor_type, params, scales_buffer = done[tensor.buffer]
+                done[tensor.buffer] = _quantized(model, tensor, _weight(data, stubs, tensor.shape), info, schema,
+                                                 own_buffer=tensor.buffer in float_buffers)
+            tensor_type, params, scales_buffer, tensor.buffer = done[tensor.buffer]
             tensor.type = tensor_type
             tensor.quantization = _params_here(params, scales_buffer, graph, scales_tensors, tensor, schema)
     return len(done)
+
+
+def _read_otherwise(model, kinds: set, builtin_code) -> tuple[set, set]:
+    """The tensors (as ``(id(graph), index)``) that some op reads other than as the weight of one
+    of ``kinds`` (or a signature returns), and the buffers any such tensor holds. Such a tensor stays float; a quantized
+    tensor on such a buffer gets a buffer of its own (as the quantizer does), the float one kept."""
+    other = set()
+    for graph in model.subgraphs:
+        for op in graph.operators or []:
+            weight = builtin_code(model, op) in kinds
+            other.update((id(graph), t) for i, t in enumerate(op.inputs if op.inputs is not None else [])
+                         if t >= 0 and not (weight and i == 1))
+        other.update((id(graph), t) for t in (graph.outputs if graph.outputs is not None else []))
+    buffers = {graph.tensors[t].buffer for graph in model.subgraphs for t in range(len(graph.tensors))
+               if (id(graph), t) in other and graph.tensors[t].buffer > 0}
+    return other, buffers
 
 
 def _weight(data, stubs, shape) -> np.ndarray:
@@ -72,8 +92,9 @@ def _weight(data, stubs, shape) -> np.ndarray:
     return np.asarray(content).reshape(-1).view(np.float32).reshape(tuple(shape))
 
 
-def _quantized(model, tensor, weight: np.ndarray, info, schema) -> tuple:
-    """Quantize ``weight`` into its buffer, in blocks of rows: (type, params, scales buffer)."""
+def _quantized(model, tensor, weight: np.ndarray, info, schema, own_buffer: bool) -> tuple:
+    """Quantize ``weight`` into its buffer (``own_buffer``: a new one), in blocks of rows:
+    (type, params, scales buffer, the quantized bytes' buffer)."""
     from ai_edge_quantizer.algorithms.uniform_quantize import naive_min_max_quantize, uniform_quantize_tensor
     from ai_edge_quantizer.transformations import transformation_utils
     config = info.op_quant_config.weight_tensor_config
@@ -86,7 +107,11 @@ def _quantized(model, tensor, weight: np.ndarray, info, schema) -> tuple:
         packed.append(transformation_utils.pack_data(p.num_bits, values))
         scales.append(np.asarray(p.scale, np.float32))
         zero_points.append(np.asarray(p.zero_point))
-    model.buffers[tensor.buffer].data = np.concatenate(packed)
+    target = tensor.buffer
+    if own_buffer:
+        model.buffers.append(schema.BufferT())
+        target = len(model.buffers) - 1
+    model.buffers[target].data = np.concatenate(packed)
     bits = config.num_bits
     tensor_type = {4: schema.TensorType.INT4, 8: schema.TensorType.INT8}[bits]
     scale = np.concatenate(scales)
@@ -99,9 +124,9 @@ def _quantized(model, tensor, weight: np.ndarray, info, schema) -> tuple:
             np.uint8)
         model.buffers.append(buffer)
         block = uniform_quantize_tensor.extract_block_size_from_granularity(config.granularity)
-        return tensor_type, ("blockwise", scale.shape, block), len(model.buffers) - 1
+        return tensor_type, ("blockwise", scale.shape, block), len(model.buffers) - 1, target
     return tensor_type, ("channelwise", np.ravel(scale), np.ravel(np.concatenate(zero_points)).astype(np.int64),
-                         p.quantized_dimension), None
+                         p.quantized_dimension), None, target
 
 
 def _params_here(params, scales_buffer, graph, scales_tensors: dict, tensor, schema):

@@ -76,6 +76,35 @@ def test_the_converter_gets_stand_ins_and_the_tflite_holds_the_real_weights(tmp_
 
 
 @pytest.mark.slow
+def test_a_tied_embedding_read_through_a_transpose_goes_to_the_converter_as_a_stand_in(tmp_path, monkeypatch):
+    """keras-hub's tied embedding: ``take(E, ids)`` and ``x @ transpose(E)`` on [1, T, hidden]
+    activations, a GatherV2 and a Transpose feeding a MatMul. Before noxla.weight_stub_readers the
+    table went to the converter as a real constant (Gemma 3 1B's, 1.2 GB, took a conversion past
+    14 GB); now as stand-ins only, stored once, and the values are JAX's."""
+    from tensorflow.lite.python import convert
+    graph_bytes = []
+    original = convert.convert_graphdef
+
+    def recording(graph_def, *args, **kwargs):
+        graph_bytes.append(len(graph_def.SerializeToString()))
+        return original(graph_def, *args, **kwargs)
+    monkeypatch.setattr(convert, "convert_graphdef", recording)
+    rng = np.random.default_rng(2)
+    table = (rng.standard_normal((1024, 64)) / 8).astype(np.float32)
+    w = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
+
+    def f(ids):
+        x = jnp.take(table, ids, axis=0) @ w
+        return {"logits": jnp.matmul(x, jnp.transpose(table))}
+    signatures = {"decode": (f, (rng.integers(0, 1024, (1, 3)).astype(np.int32),))}
+    path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"))
+    assert max(graph_bytes) < table.nbytes / 5, (graph_bytes, table.nbytes)
+    _check_against_jax(path, signatures)
+    # One copy of the table, not a transposed second one.
+    assert os.path.getsize(path) < 1.3 * (table.nbytes + w.nbytes), os.path.getsize(path)
+
+
+@pytest.mark.slow
 def test_a_weight_the_converter_changes_is_converted_from_its_real_bytes(tmp_path, monkeypatch):
     steps = []
     calls = []
