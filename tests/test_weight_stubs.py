@@ -53,16 +53,22 @@ def _check_against_jax(path, signatures):
             np.testing.assert_allclose(outs[name], np.asarray(value), atol=2e-4, rtol=1e-4, err_msg=f"{key}: {name}")
 
 
-@pytest.mark.slow
-def test_the_converter_gets_stand_ins_and_the_tflite_holds_the_real_weights(tmp_path, monkeypatch):
+def _graph_sizes(monkeypatch) -> list:
+    """The sizes of the GraphDefs handed to TF's converter from now on (the list fills as it runs)."""
     from tensorflow.lite.python import convert
-    graph_bytes = []
+    sizes = []
     original = convert.convert_graphdef
 
     def recording(graph_def, *args, **kwargs):
-        graph_bytes.append(len(graph_def.SerializeToString()))
+        sizes.append(len(graph_def.SerializeToString()))
         return original(graph_def, *args, **kwargs)
     monkeypatch.setattr(convert, "convert_graphdef", recording)
+    return sizes
+
+
+@pytest.mark.slow
+def test_the_converter_gets_stand_ins_and_the_tflite_holds_the_real_weights(tmp_path, monkeypatch):
+    graph_bytes = _graph_sizes(monkeypatch)
     steps = []
     signatures = _signatures()
     path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"),
@@ -81,14 +87,7 @@ def test_a_tied_embedding_read_through_a_transpose_goes_to_the_converter_as_a_st
     activations, a GatherV2 and a Transpose feeding a MatMul. Before noxla.weight_stub_readers the
     table went to the converter as a real constant (Gemma 3 1B's, 1.2 GB, took a conversion past
     14 GB); now as stand-ins only, stored once, and the values are JAX's."""
-    from tensorflow.lite.python import convert
-    graph_bytes = []
-    original = convert.convert_graphdef
-
-    def recording(graph_def, *args, **kwargs):
-        graph_bytes.append(len(graph_def.SerializeToString()))
-        return original(graph_def, *args, **kwargs)
-    monkeypatch.setattr(convert, "convert_graphdef", recording)
+    graph_bytes = _graph_sizes(monkeypatch)
     rng = np.random.default_rng(2)
     table = (rng.standard_normal((1024, 64)) / 8).astype(np.float32)
     w = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
