@@ -9,7 +9,8 @@ Modes (``quantize=`` of noxla.llm.export_tflite / export_litertlm, ``--quantize`
 
 The quantizer's recipes cover FULLY_CONNECTED, BATCH_MATMUL and EMBEDDING_LOOKUP, not GATHER:
 the embedding table's lookup (a GATHER of whole rows, as ``jnp.take(embed, tokens, axis=0)``
-lowers) is first rewritten into the equivalent EMBEDDING_LOOKUP, so the table is quantized too.
+lowers) is first rewritten into the equivalent EMBEDDING_LOOKUP
+(``noxla.llm_quantize_weights.embedding_lookups``), so the table is quantized too.
 Without it, a tied embedding (the table also the logits' FULLY_CONNECTED weight) stayed float32
 beside its quantized copy (measured on the tiny Llama): with SmolLM-135M's shapes, 49152 x 576
 float32 values, 113 MB, in every quantized file.
@@ -59,8 +60,9 @@ def export_quantized(signatures: dict, path: str, quantize: str, *, overwrite: b
     gives, tests/test_llm_quantize.py)."""
     from noxla.export import export_signatures
     from noxla.llm_quantize_weights import quantize_weights
+    recipe_name = QUANTIZER_MODES[quantize][0]
     return export_signatures(signatures, tflite=path, overwrite=overwrite, on_step=on_step,
-                             rewrite=lambda model, stubs: quantize_weights(model, stubs, quantize))["tflite"]
+                             rewrite=lambda model, stubs: quantize_weights(model, stubs, recipe_name))["tflite"]
 
 
 def quantize_tflite(data: bytes, quantize: str) -> bytes:
@@ -71,6 +73,7 @@ def quantize_tflite(data: bytes, quantize: str) -> bytes:
     from ai_edge_quantizer import quantizer, recipe
     from tensorflow.lite.tools import flatbuffer_utils
 
+    from noxla.llm_quantize_weights import embedding_lookups
     from noxla.tflite_merge import share_constant_buffers  # noxla.errors imports the rules, and TF
     model = flatbuffer_utils.read_model_from_bytearray(data)
     _unique_tensor_names(model)
@@ -106,76 +109,3 @@ def _unique_tensor_names(model, undo: bool = False) -> None:
                 tensor.name = name.removeprefix(prefix).encode()
             else:
                 tensor.name = (prefix + name).encode()
-
-
-def embedding_lookups(model) -> None:
-    """Rewrite each GATHER of whole rows of a constant float32 table (axis 0, no batch
-    dimensions, int32 indices [1, ..., 1, T]) into EMBEDDING_LOOKUP, which computes the same
-    (``out[i] = table[ids[i]]``) and which the quantizer's recipes quantize. EMBEDDING_LOOKUP takes
-    1-D ids: ids of a higher rank (keras-hub embeds tokens [1, T]) are reshaped to [T] before it and
-    the rows [T, hidden] to the GATHER's output shape after it."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
-    from noxla.tflite_merge import opcode_index
-    opcodes = model.operatorCodes
-    gathers = {i for i, c in enumerate(opcodes)
-               if max(c.builtinCode, c.deprecatedBuiltinCode) == schema.BuiltinOperator.GATHER}
-    for graph in model.subgraphs:
-        operators = []
-        for op in graph.operators or []:
-            if op.opcodeIndex not in gathers or not _is_row_lookup(model, graph, op, schema):
-                operators.append(op)
-                continue
-            table, ids = op.inputs
-            op.opcodeIndex = opcode_index(model, schema.BuiltinOperator.EMBEDDING_LOOKUP)
-            op.builtinOptionsType, op.builtinOptions = schema.BuiltinOptions.NONE, None
-            if len(graph.tensors[ids].shape) == 1:
-                op.inputs = [ids, table]
-                operators.append(op)
-                continue
-            out = op.outputs[0]
-            count, hidden = int(graph.tensors[ids].shape[-1]), int(graph.tensors[table].shape[1])
-            flat = _tensor(graph, graph.tensors[ids].name + b"/flat", schema.TensorType.INT32, [count], schema)
-            rows = _tensor(graph, graph.tensors[out].name + b"/rows", schema.TensorType.FLOAT32, [count, hidden],
-                           schema)
-            op.inputs, op.outputs = [flat, table], [rows]
-            operators += [_reshape(model, graph, ids, flat, schema), op, _reshape(model, graph, rows, out, schema)]
-        graph.operators = operators
-
-
-def _tensor(graph, name: bytes, tensor_type: int, shape: list, schema, buffer: int = 0) -> int:
-    tensor = schema.TensorT()
-    tensor.name, tensor.type, tensor.shape, tensor.buffer = name, tensor_type, list(shape), buffer
-    graph.tensors.append(tensor)
-    return len(graph.tensors) - 1
-
-
-def _reshape(model, graph, source: int, target: int, schema):
-    """A RESHAPE of ``source`` to ``target``'s shape (given as a constant input and as options)."""
-    import numpy as np
-
-    from noxla.tflite_merge import opcode_index
-    shape = [int(d) for d in graph.tensors[target].shape]
-    buffer = schema.BufferT()
-    buffer.data = np.asarray(shape, np.int32).view(np.uint8)
-    model.buffers.append(buffer)
-    shape_tensor = _tensor(graph, graph.tensors[target].name + b"/shape", schema.TensorType.INT32, [len(shape)],
-                           schema, len(model.buffers) - 1)
-    op = schema.OperatorT()
-    op.opcodeIndex = opcode_index(model, schema.BuiltinOperator.RESHAPE)
-    op.inputs, op.outputs = [source, shape_tensor], [target]
-    op.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
-    op.builtinOptions = schema.ReshapeOptionsT()
-    op.builtinOptions.newShape = shape
-    return op
-
-
-def _is_row_lookup(model, graph, op, schema) -> bool:
-    options = op.builtinOptions
-    if options is None or options.axis != 0 or options.batchDims != 0 or len(op.inputs) != 2:
-        return False
-    table, ids = (graph.tensors[i] for i in op.inputs)
-    data = model.buffers[table.buffer].data if table.buffer > 0 else None
-    return (table.type == schema.TensorType.FLOAT32 and len(table.shape) == 2 and data is not None
-            and len(data) > 0 and ids.type == schema.TensorType.INT32 and len(ids.shape) >= 1
-            and all(int(d) == 1 for d in ids.shape[:-1]))

@@ -13,7 +13,7 @@ transposed. The quantized bytes (an eighth of the float ones at int4) are held u
 
 What changes, as in the quantizer's output for these recipes (compute in float, weights only, no
 op added): each FULLY_CONNECTED weight and EMBEDDING_LOOKUP table (a GATHER of whole rows is made
-one first, as ``noxla.llm_quantize`` does) of at least the recipe's ``min_weight_elements`` gets the
+one first, ``embedding_lookups``) of at least the recipe's ``min_weight_elements`` gets the
 integer type, its quantized bytes and its quantization parameters: int8 a scale and zero point per
 output channel; int4 a float16 scale tensor [rows, columns / 32] named ``<weight>_scales``
 (``BlockwiseQuantization``). A weight several tensors read (the signatures share theirs) is
@@ -23,21 +23,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from noxla.llm_quantize import QUANTIZER_MODES, embedding_lookups
-
 _ROWS_BYTES = 64 * 2**20  # float bytes quantized at a time
 
 
-def quantize_weights(model, stubs, quantize: str) -> int:
-    """Quantize ``model``'s (an unpacked ``ModelT``) weights in place with ``quantize``'s recipe
-    ("int8" or "int4"); ``stubs``: the ``WeightStubs`` whose placeholders its buffers may hold, or
-    None. Returns how many weights were quantized."""
+def quantize_weights(model, stubs, recipe_name: str) -> int:
+    """Quantize ``model``'s (an unpacked ``ModelT``) weights in place with the quantizer's recipe
+    ``recipe_name`` (``noxla.llm_quantize.QUANTIZER_MODES``); ``stubs``: the ``WeightStubs`` whose
+    placeholders its buffers may hold, or None. Returns how many weights were quantized."""
     from ai_edge_quantizer import qtyping, recipe, recipe_manager
     from tensorflow.lite.python import schema_py_generated as schema
 
     from noxla.tflite_merge import builtin_code
     manager = recipe_manager.RecipeManager()
-    manager.load_quantization_recipe(getattr(recipe, QUANTIZER_MODES[quantize][0])())
+    manager.load_quantization_recipe(getattr(recipe, recipe_name)())
     embedding_lookups(model)
     kinds = {schema.BuiltinOperator.FULLY_CONNECTED: qtyping.TFLOperationName.FULLY_CONNECTED,
              schema.BuiltinOperator.EMBEDDING_LOOKUP: qtyping.TFLOperationName.EMBEDDING_LOOKUP}
@@ -148,3 +146,75 @@ def _params_here(params, scales_buffer, graph, scales_tensors: dict, tensor, sch
     q.detailsType, q.details, q.quantizedDimension = schema.QuantizationDetails.BlockwiseQuantization, details, 0
     return q
 
+
+def embedding_lookups(model) -> None:
+    """Rewrite each GATHER of whole rows of a constant float32 table (axis 0, no batch
+    dimensions, int32 indices [1, ..., 1, T]) into EMBEDDING_LOOKUP, which computes the same
+    (``out[i] = table[ids[i]]``) and which the quantizer's recipes quantize. EMBEDDING_LOOKUP takes
+    1-D ids: ids of a higher rank (keras-hub embeds tokens [1, T]) are reshaped to [T] before it and
+    the rows [T, hidden] to the GATHER's output shape after it."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    from noxla.tflite_merge import opcode_index
+    opcodes = model.operatorCodes
+    gathers = {i for i, c in enumerate(opcodes)
+               if max(c.builtinCode, c.deprecatedBuiltinCode) == schema.BuiltinOperator.GATHER}
+    for graph in model.subgraphs:
+        operators = []
+        for op in graph.operators or []:
+            if op.opcodeIndex not in gathers or not _is_row_lookup(model, graph, op, schema):
+                operators.append(op)
+                continue
+            table, ids = op.inputs
+            op.opcodeIndex = opcode_index(model, schema.BuiltinOperator.EMBEDDING_LOOKUP)
+            op.builtinOptionsType, op.builtinOptions = schema.BuiltinOptions.NONE, None
+            if len(graph.tensors[ids].shape) == 1:
+                op.inputs = [ids, table]
+                operators.append(op)
+                continue
+            out = op.outputs[0]
+            count, hidden = int(graph.tensors[ids].shape[-1]), int(graph.tensors[table].shape[1])
+            flat = _tensor(graph, graph.tensors[ids].name + b"/flat", schema.TensorType.INT32, [count], schema)
+            rows = _tensor(graph, graph.tensors[out].name + b"/rows", schema.TensorType.FLOAT32, [count, hidden],
+                           schema)
+            op.inputs, op.outputs = [flat, table], [rows]
+            operators += [_reshape(model, graph, ids, flat, schema), op, _reshape(model, graph, rows, out, schema)]
+        graph.operators = operators
+
+
+def _tensor(graph, name: bytes, tensor_type: int, shape: list, schema, buffer: int = 0) -> int:
+    tensor = schema.TensorT()
+    tensor.name, tensor.type, tensor.shape, tensor.buffer = name, tensor_type, list(shape), buffer
+    graph.tensors.append(tensor)
+    return len(graph.tensors) - 1
+
+
+def _reshape(model, graph, source: int, target: int, schema):
+    """A RESHAPE of ``source`` to ``target``'s shape (given as a constant input and as options)."""
+    import numpy as np
+
+    from noxla.tflite_merge import opcode_index
+    shape = [int(d) for d in graph.tensors[target].shape]
+    buffer = schema.BufferT()
+    buffer.data = np.asarray(shape, np.int32).view(np.uint8)
+    model.buffers.append(buffer)
+    shape_tensor = _tensor(graph, graph.tensors[target].name + b"/shape", schema.TensorType.INT32, [len(shape)],
+                           schema, len(model.buffers) - 1)
+    op = schema.OperatorT()
+    op.opcodeIndex = opcode_index(model, schema.BuiltinOperator.RESHAPE)
+    op.inputs, op.outputs = [source, shape_tensor], [target]
+    op.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
+    op.builtinOptions = schema.ReshapeOptionsT()
+    op.builtinOptions.newShape = shape
+    return op
+
+
+def _is_row_lookup(model, graph, op, schema) -> bool:
+    options = op.builtinOptions
+    if options is None or options.axis != 0 or options.batchDims != 0 or len(op.inputs) != 2:
+        return False
+    table, ids = (graph.tensors[i] for i in op.inputs)
+    data = model.buffers[table.buffer].data if table.buffer > 0 else None
+    return (table.type == schema.TensorType.FLOAT32 and len(table.shape) == 2 and data is not None
+            and len(data) > 0 and ids.type == schema.TensorType.INT32 and len(ids.shape) >= 1
+            and all(int(d) == 1 for d in ids.shape[:-1]))

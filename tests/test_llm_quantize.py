@@ -261,7 +261,7 @@ def test_embedding_lookup_rewrite_computes_the_gathers_rows(tmp_path):
     from tensorflow.lite.tools import flatbuffer_utils
 
     import noxla
-    from noxla import llm_quantize
+    from noxla import llm_quantize_weights
     from noxla.runtimes import run_tflite
     table = np.random.default_rng(0).standard_normal((10, 6)).astype(np.float32)
 
@@ -271,7 +271,7 @@ def test_embedding_lookup_rewrite_computes_the_gathers_rows(tmp_path):
     ids, x = np.array([3, 0, 9, 3], np.int32), np.ones((10, 2), np.float32)
     path = noxla.export_tflite(f, ids, x, path=str(tmp_path / "m.tflite"))
     model = flatbuffer_utils.read_model(path)
-    llm_quantize.embedding_lookups(model)
+    llm_quantize_weights.embedding_lookups(model)
     data = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
     before, after = _builtin_counts(open(path, "rb").read()), _builtin_counts(data)
     assert after.get("EMBEDDING_LOOKUP") == 1 and after["GATHER"] == before["GATHER"] - 1, (before, after)
