@@ -307,3 +307,32 @@ def test_quantizing_past_the_quantizers_inline_size(tmp_path):
     # Per-channel int8: each weight within half a step of 1/127 of its row's largest; the 96-term
     # sums stay within a few percent of the output's scale.
     assert np.max(np.abs(got - want)) <= 0.05 * np.max(np.abs(want)), np.max(np.abs(got - want))
+
+
+@pytest.mark.slow
+def test_a_weight_also_read_as_a_float_keeps_its_float_buffer(tmp_path):
+    """One table as a FULLY_CONNECTED weight and as a column GATHER's params (not a lookup of rows,
+    so not quantized): the weight gets an int4 buffer of its own and the gather reads the float
+    table as before (quantized in place, the file did not even load: a float tensor on int4 bytes)."""
+    import jax.numpy as jnp
+
+    from noxla import llm_quantize_weights
+    from noxla.export import export_signatures
+    from noxla.runtimes import run_tflite
+    rng = np.random.default_rng(4)
+    table = (rng.standard_normal((128, 128)) / 8).astype(np.float32)
+
+    def f(ids, x):
+        return {"columns": jnp.take(table, ids, axis=1), "y": x @ table.T}
+    args = (np.array([3, 0, 127], np.int32), rng.standard_normal((2, 128)).astype(np.float32))
+    counts = []
+
+    def rewrite(model, stubs):
+        counts.append(llm_quantize_weights.quantize_weights(model, stubs, "dynamic_wi4b32_afp32"))
+    path = export_signatures({"f": (f, args)}, tflite=str(tmp_path / "m.tflite"), rewrite=rewrite)["tflite"]
+    assert counts == [1]
+    got, want = run_tflite(path, {"ids": args[0], "x": args[1]}), f(*args)
+    np.testing.assert_array_equal(got["columns"], np.asarray(want["columns"]))
+    # int4 in blocks of 32: each weight within half a step of 1/7 of its block's largest.
+    error = np.max(np.abs(got["y"] - want["y"]))
+    assert error <= 0.15 * np.max(np.abs(want["y"])), error
