@@ -545,7 +545,7 @@ def _signature_functions(programs: Mapping[str, Program], strict: bool, on_step:
 def export_signatures(signatures: Signatures, *, tflite: str | None = None, saved_model: str | None = None,
                       allow_flex: bool = False, overwrite: bool = False, strict: bool = False,
                       quantize: str | None = None, tflite_target: Target | str = Target.TFLITE,
-                      on_step: OnStep | None = None) -> dict[str, str]:
+                      on_step: OnStep | None = None, rewrite: Callable | None = None) -> dict[str, str]:
     """One .tflite and/or SavedModel holding several signatures (``{key: (fun, example_args)}``),
     each with inputs named after its function's parameters and outputs after its dict keys or
     pytree paths, as a single-function export names them. In the .tflite each signature is
@@ -553,14 +553,16 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
     flatbuffer, where equal constants (the weights the signatures share) are stored once.
     ``tflite_target``: as ``export``'s. Returns {"tflite" / "saved_model": absolute path}.
     Every signature is traced and checked for every output (``preflight_signatures``, the preflight
-    of a single-function export) before anything is lowered or written."""
+    of a single-function export) before anything is lowered or written. ``rewrite(model, stubs)``:
+    called on the merged .tflite (an unpacked ``ModelT``; ``stubs`` the ``WeightStubs`` whose
+    placeholders its buffers may hold, or None) before it is written (noxla.llm_quantize_weights)."""
     options = ExportOptions(tflite=tflite, saved_model=saved_model, allow_flex=allow_flex, overwrite=overwrite,
                             strict=strict, quantize=quantize, tflite_target=tflite_target, on_step=on_step)
-    return export_cleared_signatures(preflight_signatures(signatures, options)).written
+    return export_cleared_signatures(preflight_signatures(signatures, options), rewrite).written
 
 
 @collecting_new_objects_only
-def export_cleared_signatures(cleared: ClearedSignatures) -> Exported:
+def export_cleared_signatures(cleared: ClearedSignatures, rewrite: Callable | None = None) -> Exported:
     """The several-signature pipeline after its preflight: each output lowered, converted and written
     beside its path, renamed into place once whole."""
     options, programs = cleared.options, cleared.programs
@@ -572,7 +574,7 @@ def export_cleared_signatures(cleared: ClearedSignatures) -> Exported:
         weights = Weights(unread=True)
         concretes = _signature_functions(programs, strict, on_step, webgpu, tflite=True, weights=weights)
         data = _converted_signatures(concretes, options.allow_flex, options.quantize, on_step, webgpu, weights,
-                                     strict)
+                                     strict, rewrite)
         del concretes, weights
         written["tflite"] = run_step(on_step, f"write {options.tflite}", write_chunks, data, options.tflite,
                                      overwrite)
@@ -591,7 +593,7 @@ def export_cleared_signatures(cleared: ClearedSignatures) -> Exported:
 
 def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | None,
                           on_step: OnStep | None, webgpu: bool = False, weights: Weights | None = None,
-                          strict: bool = False) -> list:
+                          strict: bool = False, rewrite: Callable | None = None) -> list:
     """The signatures converted and merged into one flatbuffer (as chunks: past 2 GB, the form of
     ``noxla.large_tflite``). Unquantized, the converter sees
     the large weights as stand-ins and their bytes are spliced in afterwards
@@ -612,4 +614,6 @@ def _converted_signatures(concretes: Mapping, allow_flex: bool, quantize: str | 
     del models
     if not webgpu:  # across signatures: a weight one joins and another does not would be stored twice
         join_matrix_vector_projections(merged, stubs)
+    if rewrite is not None:
+        run_step(on_step, "rewrite", rewrite, merged, stubs)
     return run_step(on_step, "serialize", large_tflite.serialized, merged, stubs=stubs)

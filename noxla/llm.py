@@ -166,12 +166,14 @@ def export_tflite(model, *args, layout: CacheLayout | None = None, cache_length:
     ``step, params, path`` (with ``layout``); see ``decoder``.
     ``quantize``: None; "int8" or "int4" (LiteRT's quantizer, see noxla.llm_quantize); or the TFLite
     converter's "float16" or "dynamic_int8" (see noxla.quantize). Past 2 GB of weights the file is
-    written with buffer offsets (``noxla.large_tflite``); quantized, TF's converter would have to
-    hold the float weights in one GraphDef, a protobuf (2 GB at most): refused up front."""
+    written with buffer offsets (``noxla.large_tflite``). "int8" and "int4" quantize weight by
+    weight as the file is written (noxla.llm_quantize_weights), at any size; the converter's modes
+    would have TF's converter hold the float weights in one GraphDef, a protobuf (2 GB at most):
+    refused up front past that."""
     llm_quantize.check_mode(quantize)
     step, params, layout, path = decoder(model, *args, layout=layout, cache_length=cache_length)
     weight_bytes = sum(int(getattr(x, "nbytes", 0)) for x in _leaves(params))
-    if quantize is not None and weight_bytes >= large_tflite.FLATBUFFER_LIMIT:
+    if quantize in llm_quantize.CONVERTER_MODES and weight_bytes >= large_tflite.FLATBUFFER_LIMIT:
         raise ExportError(f"the weights take {weight_bytes / 2**30:.2f} GiB: quantize={quantize!r} runs in TF's "
                           f"converter, which takes at most 2 GiB of float weights; export unquantized "
                           f"(written with buffer offsets past 2 GiB) or quantize the weights beforehand")

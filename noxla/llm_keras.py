@@ -5,9 +5,11 @@ own: the family's math (Gemma's embedding scaling, norm +1 and soft-capping, GPT
 positions, Llama 3's RoPE scaling, sliding windows, q/k norms, biases) then stays keras-hub's, for
 every family whose causal LM has that method, instead of a re-implementation per family that could
 drift silently. Tested (tests/test_llm_keras.py): Llama, Gemma with Gemma 2's soft-caps, post-norms
-and sliding window, Qwen, Mistral, GPT-2; other families are refused only if their cache differs.
-What the adapter owns is only the cache contract: keras-hub keeps one cache tensor
-[batch, layers, 2, C, kv_heads, head_dim], the contract one K [1, kv_heads, C, head_dim] and one
+and sliding window, Gemma 3 (QK norm, sliding-window and global layers interleaved, each kind with
+its own RoPE base), Qwen, Qwen 3 (QK norm), Mistral, GPT-2; other families are refused only if their
+cache differs. What the adapter owns is only the cache contract: keras-hub keeps one cache tensor
+[batch, layers, 2, C, kv_heads, head_dim] (Gemma 3: a tuple of per-layer (key, value) pairs, each
+[batch, C, kv_heads, head_dim]), the contract one K [1, kv_heads, C, head_dim] and one
 transposed V [1, kv_heads, head_dim, C] per layer, so the step is written as transposes in,
 stacks, slices and transposes out. None of that moves the cache in the .tflite: a slice of a
 stack reads the stacked part (lowering_rules/joins.py), the update is made in the contract's
@@ -18,7 +20,11 @@ keras-hub Llama: 1.05x the hand-written decoder's decode step in LiteRT (it was 
 
 Positions and mask: keras-hub derives both from the index of the first new token (RoPE or learned
 positions ``input_pos[0] + t``, the causal and sliding-window mask over the cache), so the step
-passes ``input_pos[0]`` and does not read ``input_pos[1:]`` or ``mask``. For the inputs LiteRT-LM
+passes ``input_pos[0]`` and does not read ``input_pos[1:]`` or ``mask``. Every layer, sliding or
+not, keeps keras-hub's cache of all C positions, the window being a mask keras-hub makes from the
+position: no ring buffer, so the step has no ``local_mask`` input and LiteRT-LM's executor feeds
+the one ``mask`` it feeds any model (its ring-buffer local masks are for models whose sliding
+layers keep only the window). For the inputs LiteRT-LM
 feeds (contiguous positions from ``input_pos[0]``, a short prompt's padding after it) they agree
 with keras-hub's for every real token; the padded tokens' outputs and cache slots are never read.
 """
@@ -55,15 +61,38 @@ def causal_lm(model):
 
 
 def keras_cache_shape(lm, cache_length: int) -> tuple:
-    """keras-hub's cache shape [1, layers, 2, C, kv_heads, head_dim], from the model's own
-    ``_build_cache`` traced abstractly (no compute, no per-family head arithmetic here)."""
+    """keras-hub's cache shape as [1, layers, 2, C, kv_heads, head_dim], from the model's own
+    ``_build_cache`` traced abstractly (no compute, no per-family head arithmetic here). Either
+    form: one stacked tensor of that shape, or (Gemma3) a tuple of per-layer ``(key, value)``
+    pairs, each [1, C, kv_heads, head_dim]."""
+    return _cache_form(lm, cache_length)[1]
+
+
+def _cache_form(lm, cache_length: int) -> tuple:
+    """``(per_layer, shape)``: whether ``call_with_cache`` takes per-layer ``(key, value)`` pairs
+    rather than one stacked tensor, and the shape as ``keras_cache_shape`` gives it."""
+    import inspect
+
     import jax
     import numpy as np
-    shape = jax.eval_shape(lambda t: lm._build_cache(t)[1], jax.ShapeDtypeStruct((1, cache_length), np.int32)).shape
+    # Gemma3's ``_build_cache`` also takes the vision inputs, None for a text-only model.
+    extra = (None,) * (len(inspect.signature(lm._build_cache).parameters) - 1)
+    cache = jax.eval_shape(lambda t: lm._build_cache(t, *extra)[1],
+                           jax.ShapeDtypeStruct((1, cache_length), np.int32))
+    if isinstance(cache, (tuple, list)):
+        shapes = {tuple(x.shape) for pair in cache for x in (pair if isinstance(pair, (tuple, list)) else [pair])}
+        if not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in cache) or len(shapes) != 1 \
+                or len(next(iter(shapes))) != 4:
+            raise ExportError(f"{type(lm).__name__}'s cache is {jax.tree_util.tree_map(lambda x: x.shape, cache)}, "
+                              "not per-layer (key, value) pairs of one shape [batch, C, kv_heads, head_dim]: its "
+                              "attention is not one noxla.llm can export")
+        _, length, kv_heads, head_dim = next(iter(shapes))
+        return True, (1, len(cache), 2, int(length), int(kv_heads), int(head_dim))
+    shape = cache.shape
     if len(shape) != 6 or shape[2] != 2:
         raise ExportError(f"{type(lm).__name__}'s cache has shape {shape}, not [batch, layers, 2, C, kv_heads, "
                           "head_dim]: its attention is not one noxla.llm can export")
-    return tuple(int(d) for d in shape)
+    return False, tuple(int(d) for d in shape)
 
 
 def decode_step(model, cache_length: int):
@@ -72,16 +101,22 @@ def decode_step(model, cache_length: int):
     ``params`` is None (the weights are the model's variables, constants of the export)."""
     import jax.numpy as jnp
     lm = causal_lm(model)
-    _, layers, _, _, kv_heads, head_dim = keras_cache_shape(lm, cache_length)
+    per_layer, (_, layers, _, _, kv_heads, head_dim) = _cache_form(lm, cache_length)
 
     def step(params, tokens, input_pos, mask, kv_cache):
-        layer_caches = _LayerCaches([jnp.stack([k.transpose(0, 2, 1, 3), v.transpose(0, 3, 1, 2)], axis=1)
-                                     for k, v in kv_cache])
-        logits, _, cache = lm.call_with_cache(tokens, layer_caches, input_pos[0])
-        # 6-D slices have no TFLite builtin: drop the batch axis before taking the layers apart.
-        cache = jnp.reshape(jnp.asarray(cache), (layers, 2, cache_length, kv_heads, head_dim))
-        return jnp.asarray(logits), [(cache[i, 0][None].transpose(0, 2, 1, 3), cache[i, 1][None].transpose(0, 2, 3, 1))
-                                     for i in range(layers)]
+        # The contract's K [1, kv_heads, C, head_dim] and V [1, kv_heads, head_dim, C] as keras-hub's
+        # [1, C, kv_heads, head_dim], and back.
+        pairs = [(k.transpose(0, 2, 1, 3), v.transpose(0, 3, 1, 2)) for k, v in kv_cache]
+        if per_layer:
+            logits, _, cache = lm.call_with_cache(tokens, tuple(pairs), input_pos[0])
+            new = [(jnp.asarray(k), jnp.asarray(v)) for k, v in cache]
+        else:
+            logits, _, cache = lm.call_with_cache(tokens, _LayerCaches([jnp.stack(p, axis=1) for p in pairs]),
+                                                  input_pos[0])
+            # 6-D slices have no TFLite builtin: drop the batch axis before taking the layers apart.
+            cache = jnp.reshape(jnp.asarray(cache), (layers, 2, cache_length, kv_heads, head_dim))
+            new = [(cache[i, 0][None], cache[i, 1][None]) for i in range(layers)]
+        return jnp.asarray(logits), [(k.transpose(0, 2, 1, 3), v.transpose(0, 2, 3, 1)) for k, v in new]
     return step, None, (layers, kv_heads, head_dim)
 
 

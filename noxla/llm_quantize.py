@@ -9,7 +9,8 @@ Modes (``quantize=`` of noxla.llm.export_tflite / export_litertlm, ``--quantize`
 
 The quantizer's recipes cover FULLY_CONNECTED, BATCH_MATMUL and EMBEDDING_LOOKUP, not GATHER:
 the embedding table's lookup (a GATHER of whole rows, as ``jnp.take(embed, tokens, axis=0)``
-lowers) is first rewritten into the equivalent EMBEDDING_LOOKUP, so the table is quantized too.
+lowers) is first rewritten into the equivalent EMBEDDING_LOOKUP
+(``noxla.llm_quantize_weights.embedding_lookups``), so the table is quantized too.
 Without it, a tied embedding (the table also the logits' FULLY_CONNECTED weight) stayed float32
 beside its quantized copy (measured on the tiny Llama): with SmolLM-135M's shapes, 49152 x 576
 float32 values, 113 MB, in every quantized file.
@@ -53,37 +54,30 @@ def uses_quantizer(quantize: str | None) -> bool:
 
 
 def export_quantized(signatures: dict, path: str, quantize: str, *, overwrite: bool = False, on_step=None) -> str:
-    """``signatures`` (as noxla.llm.signatures makes them) exported to a float .tflite in a scratch
-    directory, then quantized into ``path``."""
-    import os
-    import tempfile
-
-    from noxla.export import atomic_output, export_signatures
-    from noxla.preflight import ensure_writable, run_step
-    path = ensure_writable(path, overwrite)
-    with tempfile.TemporaryDirectory(prefix="noxla-llm-float-", dir=os.path.dirname(path) or None) as scratch:
-        float_path = export_signatures(signatures, tflite=os.path.join(scratch, "float.tflite"),
-                                       on_step=on_step)["tflite"]
-        with open(float_path, "rb") as f:
-            data = f.read()
-    quantized = run_step(on_step, f"quantize {quantize} ({QUANTIZER_MODES[quantize][0]})", quantize_tflite,
-                         data, quantize)
-    with atomic_output(path, overwrite) as scratch, open(scratch, "wb") as f:
-        f.write(quantized)
-    return path
+    """``signatures`` (as noxla.llm.signatures makes them) written to ``path`` with their weights
+    quantized on the way (``noxla.llm_quantize_weights``: the quantizer's own functions, weight by
+    weight, so that no float .tflite is made; the same quantized weights as ``quantize_tflite``
+    gives, tests/test_llm_quantize.py)."""
+    from noxla.export import export_signatures
+    from noxla.llm_quantize_weights import quantize_weights
+    recipe_name = QUANTIZER_MODES[quantize][0]
+    return export_signatures(signatures, tflite=path, overwrite=overwrite, on_step=on_step,
+                             rewrite=lambda model, stubs: quantize_weights(model, stubs, recipe_name))["tflite"]
 
 
 def quantize_tflite(data: bytes, quantize: str) -> bytes:
-    """The float multi-signature .tflite ``data`` quantized with ``quantize``'s recipe; the
+    """The float multi-signature .tflite ``data`` quantized with ``quantize``'s recipe by the
+    quantizer itself (the whole file at once: a file of 0.5 GB of weights or less); the
     signatures, their tensor names and the weights they share are kept."""
     import numpy as np
     from ai_edge_quantizer import quantizer, recipe
     from tensorflow.lite.tools import flatbuffer_utils
 
+    from noxla.llm_quantize_weights import embedding_lookups
     from noxla.tflite_merge import share_constant_buffers  # noxla.errors imports the rules, and TF
     model = flatbuffer_utils.read_model_from_bytearray(data)
     _unique_tensor_names(model)
-    _embedding_lookups(model)
+    embedding_lookups(model)
     prepared = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
     del model
     recipe_name = QUANTIZER_MODES[quantize][0]
@@ -115,35 +109,3 @@ def _unique_tensor_names(model, undo: bool = False) -> None:
                 tensor.name = name.removeprefix(prefix).encode()
             else:
                 tensor.name = (prefix + name).encode()
-
-
-def _embedding_lookups(model) -> None:
-    """Rewrite each GATHER of whole rows of a constant float32 table (axis 0, no batch
-    dimensions, int32 indices of rank 1) into EMBEDDING_LOOKUP, which computes the same
-    (``out[i] = table[ids[i]]``) and which the quantizer's recipes quantize."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
-    from noxla.tflite_merge import opcode_index
-    opcodes = model.operatorCodes
-    gathers = {i for i, c in enumerate(opcodes)
-               if max(c.builtinCode, c.deprecatedBuiltinCode) == schema.BuiltinOperator.GATHER}
-    lookup = None
-    for graph in model.subgraphs:
-        for op in graph.operators or []:
-            if op.opcodeIndex not in gathers or not _is_row_lookup(model, graph, op, schema):
-                continue
-            if lookup is None:
-                lookup = opcode_index(model, schema.BuiltinOperator.EMBEDDING_LOOKUP)
-            op.opcodeIndex = lookup
-            op.inputs = [op.inputs[1], op.inputs[0]]  # (ids, table)
-            op.builtinOptionsType, op.builtinOptions = schema.BuiltinOptions.NONE, None
-
-
-def _is_row_lookup(model, graph, op, schema) -> bool:
-    options = op.builtinOptions
-    if options is None or options.axis != 0 or options.batchDims != 0 or len(op.inputs) != 2:
-        return False
-    table, ids = (graph.tensors[i] for i in op.inputs)
-    data = model.buffers[table.buffer].data if table.buffer > 0 else None
-    return (table.type == schema.TensorType.FLOAT32 and len(table.shape) == 2 and data is not None
-            and len(data) > 0 and ids.type == schema.TensorType.INT32 and len(ids.shape) == 1)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from noxla.tflite_merge import buffer_holders, builtin_code
+from noxla.weight_stub_readers import untie
 
 STUB_BYTES = 64 * 1024  # the lowering's threshold for a captured weight (``Lowering``)
 
@@ -79,7 +80,9 @@ class WeightStubs:
         """Turn each stubbed Const into a Placeholder, transposing MatMul right-hand sides; a Const
         read by any other op gets its real value (``write_real(node, array)``), and one that nothing
         reads is dropped (a weight the signature does not need, e.g. the logits' in a prefill that
-        returns only the cache: the converter would copy it several times before pruning it)."""
+        returns only the cache: the converter would copy it several times before pruning it).
+        A tied embedding's readers are first put in those forms (``noxla.weight_stub_readers``)."""
+        untie(graph_def, self._pending)
         readers: dict[str, list] = {}
         unused = set()
         graph_def_nodes = {node.name: node for node in graph_def.node}

@@ -145,6 +145,51 @@ def _runner_tokens(path: str, prompt: list[int]) -> list[int]:
     return [t for t in llm.greedy_tokens(path, prompt, MAX_NEW, _layout(), stop_tokens=[EOS]) if t != EOS]
 
 
+def _quantized_weights(model) -> dict:
+    """{signature: sorted (type, shape, bytes, scale, zero point, axis, (block size, scales' type,
+    shape and bytes))} of an unpacked model's integer tensors, names left out (each export numbers
+    its tensors its own way)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    integer = (schema.TensorType.INT8, schema.TensorType.INT4)
+    out = {}
+    for signature in model.signatureDefs:
+        graph = model.subgraphs[signature.subgraphIndex]
+        rows = []
+        for t in graph.tensors:
+            if t.type not in integer or t.buffer == 0 or model.buffers[t.buffer].data is None:
+                continue
+            q, blocks = t.quantization, None
+            if q.details is not None:
+                s = graph.tensors[q.details.scales]
+                scales = np.asarray(model.buffers[s.buffer].data).tobytes()
+                blocks = (q.details.blockSize, s.type, tuple(s.shape), scales)
+            rows.append((t.type, tuple(t.shape), np.asarray(model.buffers[t.buffer].data, np.uint8).tobytes(),
+                         None if q.scale is None else np.asarray(q.scale).tobytes(),
+                         None if q.zeroPoint is None else np.asarray(q.zeroPoint).tobytes(), q.quantizedDimension,
+                         blocks))
+        out[signature.signatureKey] = sorted(rows, key=repr)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_weights_quantized_as_written_equal_the_quantizers_own(exports, mode):
+    """noxla.llm quantizes weight by weight as it writes the file (noxla.llm_quantize_weights, so
+    that a 1B model never exists as a float .tflite); the quantizer run on the whole float file
+    gives the expected weights: the same tensors, bytes, scales and blocks in every signature."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    from noxla import llm_quantize
+    with open(exports[None], "rb") as f:
+        expected = _quantized_weights(flatbuffer_utils.read_model_from_bytearray(
+            llm_quantize.quantize_tflite(f.read(), mode)))
+    got = _quantized_weights(flatbuffer_utils.read_model(exports[mode]))
+    assert set(got) == set(expected) == {b"prefill_8", b"decode"}
+    for key, rows in expected.items():
+        assert rows, key
+        assert got[key] == rows, key
+
+
 @pytest.mark.slow
 def test_int8_bundle_in_litertlm_generates_the_signature_runners_tokens(exports, tmp_path):
     from noxla import litertlm_bundle
@@ -216,7 +261,7 @@ def test_embedding_lookup_rewrite_computes_the_gathers_rows(tmp_path):
     from tensorflow.lite.tools import flatbuffer_utils
 
     import noxla
-    from noxla import llm_quantize
+    from noxla import llm_quantize_weights
     from noxla.runtimes import run_tflite
     table = np.random.default_rng(0).standard_normal((10, 6)).astype(np.float32)
 
@@ -226,7 +271,7 @@ def test_embedding_lookup_rewrite_computes_the_gathers_rows(tmp_path):
     ids, x = np.array([3, 0, 9, 3], np.int32), np.ones((10, 2), np.float32)
     path = noxla.export_tflite(f, ids, x, path=str(tmp_path / "m.tflite"))
     model = flatbuffer_utils.read_model(path)
-    llm_quantize._embedding_lookups(model)
+    llm_quantize_weights.embedding_lookups(model)
     data = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
     before, after = _builtin_counts(open(path, "rb").read()), _builtin_counts(data)
     assert after.get("EMBEDDING_LOOKUP") == 1 and after["GATHER"] == before["GATHER"] - 1, (before, after)
@@ -262,3 +307,32 @@ def test_quantizing_past_the_quantizers_inline_size(tmp_path):
     # Per-channel int8: each weight within half a step of 1/127 of its row's largest; the 96-term
     # sums stay within a few percent of the output's scale.
     assert np.max(np.abs(got - want)) <= 0.05 * np.max(np.abs(want)), np.max(np.abs(got - want))
+
+
+@pytest.mark.slow
+def test_a_weight_also_read_as_a_float_keeps_its_float_buffer(tmp_path):
+    """One table as a FULLY_CONNECTED weight and as a column GATHER's params (not a lookup of rows,
+    so not quantized): the weight gets an int4 buffer of its own and the gather reads the float
+    table as before (quantized in place, the file did not even load: a float tensor on int4 bytes)."""
+    import jax.numpy as jnp
+
+    from noxla import llm_quantize_weights
+    from noxla.export import export_signatures
+    from noxla.runtimes import run_tflite
+    rng = np.random.default_rng(4)
+    table = (rng.standard_normal((128, 128)) / 8).astype(np.float32)
+
+    def f(ids, x):
+        return {"columns": jnp.take(table, ids, axis=1), "y": x @ table.T}
+    args = (np.array([3, 0, 127], np.int32), rng.standard_normal((2, 128)).astype(np.float32))
+    counts = []
+
+    def rewrite(model, stubs):
+        counts.append(llm_quantize_weights.quantize_weights(model, stubs, "dynamic_wi4b32_afp32"))
+    path = export_signatures({"f": (f, args)}, tflite=str(tmp_path / "m.tflite"), rewrite=rewrite)["tflite"]
+    assert counts == [1]
+    got, want = run_tflite(path, {"ids": args[0], "x": args[1]}), f(*args)
+    np.testing.assert_array_equal(got["columns"], np.asarray(want["columns"]))
+    # int4 in blocks of 32: each weight within half a step of 1/7 of its block's largest.
+    error = np.max(np.abs(got["y"] - want["y"]))
+    assert error <= 0.15 * np.max(np.abs(want["y"])), error

@@ -104,13 +104,14 @@ def measured_run(argv: list[str], timeout: float = 7200) -> dict:
     return result
 
 
-def call_script(python: str, command: str, request: dict, work: str) -> tuple[dict, dict]:
-    """Run ``command`` of llm_bench_anchor.py (or this file's child) under ``python``: (reply, run)."""
+def call_script(python: str, command: str, request: dict, work: str, script: str | None = None) -> tuple[dict, dict]:
+    """Run ``command`` of llm_bench_anchor.py (or this file's child, or ``script``'s) under ``python``:
+    (reply, run)."""
     request_path = os.path.join(work, f"{command}.request.json")
     reply_path = os.path.join(work, f"{command}.reply.json")
     with open(request_path, "w") as f:
         json.dump(request, f)
-    script = __file__ if command == "noxla-export" else ANCHOR
+    script = script or (__file__ if command == "noxla-export" else ANCHOR)
     run = measured_run([python, script, command, request_path, reply_path])
     if run["exit"] != 0 or not os.path.exists(reply_path):
         return {}, run
