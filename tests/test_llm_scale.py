@@ -1,5 +1,5 @@
 """tools/llm_scale.py end to end at gemma3_tiny, Gemma 3 1B's structure at a tiny size (the 1B run
-takes minutes and 9-10 GB: its numbers are in README.md's LLM section)."""
+takes minutes and 7-8 GB: its numbers are in tools/benchmark_results/llm_scale.md)."""
 from __future__ import annotations
 
 import json
