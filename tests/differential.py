@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import itertools
 import os
+import shutil
 import weakref
 from typing import Callable, Sequence
 
@@ -27,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 import noxla
+from noxla import graph
 from limitations.engine import Report, check_jaxpr
 from limitations.targets import BROWSER_RUNTIMES, RUNTIMES, Target
 from lowering_rules import RULES
@@ -168,7 +170,7 @@ class Runtimes:
             if not os.path.exists(os.path.join(path, "model.json")):
                 scratch = os.path.join(self.scratch_dir, f"tfjs_shared_{len(self._tfjs_dirs)}")
                 self._tfjs_dirs[scratch] = scratch
-                write_tfjs(self.tfjs_lowering(program, strict), scratch)
+                self._write_tfjs(program, strict, scratch)
                 try:
                     os.rename(scratch, path)  # atomic; another process may have won the race
                 except OSError:
@@ -177,9 +179,20 @@ class Runtimes:
         cache_key = (id(program), strict)
         if not _holds(self._tfjs_models, cache_key, program):
             path = os.path.join(self.scratch_dir, f"tfjs_model_{next(self._serial)}")
-            write_tfjs(self.tfjs_lowering(program, strict), path)
+            self._write_tfjs(program, strict, path)
             self._tfjs_models[cache_key] = (weakref.ref(program), path)
         return self._tfjs_models[cache_key][1]
+
+
+    def _write_tfjs(self, program: Program, strict: bool, path: str) -> None:
+        """The model the TF.js export writes: from noxla's graph where it covers the program (when the
+        graph path is enabled), else through TensorFlow."""
+        if graph.enabled():
+            try:
+                return graph.write_program_tfjs(program, path, strict)
+            except graph.Uncovered:
+                shutil.rmtree(path, ignore_errors=True)
+        write_tfjs(self.tfjs_lowering(program, strict), path)
 
 
 def direct_tflite_bytes(program: Program) -> bytes:

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 from noxla.graph.dtypes import Uncovered
 from noxla.preflight import Cleared, ExportOptions, atomic_output, run_step
 
-__all__ = ["Uncovered", "covers", "export_tfjs"]
+__all__ = ["Uncovered", "covers", "enabled", "export_tfjs", "write_program_tfjs"]
 
 
 # Stage 1 takes the graph path only when asked (NOXLA_TFJS_GRAPH=1): on three zoo models its
@@ -20,9 +20,25 @@ __all__ = ["Uncovered", "covers", "export_tfjs"]
 ENV = "NOXLA_TFJS_GRAPH"
 
 
+def enabled() -> bool:
+    return os.environ.get(ENV) == "1"
+
+
 def covers(options: ExportOptions) -> bool:
     """Whether an export may take the graph path: a lone TF.js model of static shapes, when enabled."""
-    return os.environ.get(ENV) == "1" and set(options.wanted) == {"tfjs"} and options.polymorphic_shapes is None
+    return enabled() and set(options.wanted) == {"tfjs"} and options.polymorphic_shapes is None
+
+
+def write_program_tfjs(program, path: str, strict: bool = False, quantize: str | None = None,
+                       weight_shard_size_bytes: int | None = None) -> None:
+    """``program``'s TF.js model written at ``path`` from the graph, as ``export_tfjs`` writes it (for
+    the tests' harness, which writes what the export would). Raises ``Uncovered`` before writing."""
+    from noxla.graph.lower import record_program
+    from noxla.graph.tfjs import write_tfjs
+    from noxla.lowering_variants import needs_tfjs_lowering
+    recorded = record_program(program, strict, needs_tfjs_lowering(program))
+    extra = {} if weight_shard_size_bytes is None else {"weight_shard_size_bytes": weight_shard_size_bytes}
+    write_tfjs(recorded, path, quantize, **extra)
 
 
 def export_tfjs(cleared: Cleared, fun: Callable, example_args: Sequence, options: ExportOptions) -> str | None:

@@ -55,13 +55,19 @@ def _functions(nodes) -> list:
 def _function(function) -> tfjs_graph.Function:
     """A body as the library function TF.js reads: its ``_Arg``s are the input args (named after them),
     every tensor of a node ``node:N`` (``noxla.tfjs_writer``), the results ``output_i``. Its nodes are
-    written as recorded (the TF.js rewrites of the main graph are not made in bodies yet)."""
+    written as recorded (the TF.js rewrites of the main graph are not made in bodies yet), each named
+    ``<function>/<node>`` (the writer so names its Consts): TF.js looks every node of a body up in the
+    model's one weight map by name first, so a body's ``x/Reshape`` would read the main graph's
+    constant ``x/Reshape`` (a folded one) instead of computing."""
+    def name(node) -> str:
+        return node.name if node.op == "Const" else f"{function.name}/{node.name}"
+
     def ref(t) -> str:
-        return t.node.name if t.node.op == "_Arg" else f"{t.node.name}:{t.index}"
+        return name(t.node) if t.node.op == "_Arg" else f"{name(t.node)}:{t.index}"
     signature = {"name": function.name,
-                 "inputArg": [{"name": a.node.name, "type": a.dtype.json_name} for a in function.args],
+                 "inputArg": [{"name": name(a.node), "type": a.dtype.json_name} for a in function.args],
                  "outputArg": [{"name": f"output_{i}", "type": r.dtype.json_name} for i, r in enumerate(function.rets)]}
-    nodes = [tfjs_graph.Node(n.name, n.op, [ref(t) for t in n.inputs], dict(n.attrs), "",
+    nodes = [tfjs_graph.Node(name(n), n.op, [ref(t) for t in n.inputs], dict(n.attrs), "",
                              n.value if n.op == "Const" else None) for n in function.graph.nodes if n.op != "_Arg"]
     return tfjs_graph.Function(signature, nodes, {f"output_{i}": ref(r) for i, r in enumerate(function.rets)})
 
