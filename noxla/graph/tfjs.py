@@ -40,13 +40,16 @@ def tfjs_graph_of(recorded: Recorded) -> tfjs_graph.Graph:
 
 
 def _functions(nodes) -> list:
-    """The While/If bodies the nodes name, and those their bodies name, each once."""
+    """The While/If bodies the nodes name, and those their bodies name, each once, each rewritten as
+    the main graph is (grappler optimizes a function body as a graph of its own, its ``_Arg``s its
+    inputs and its results kept)."""
     out, seen = [], set()
     stack = [f for n in nodes for f in n.functions.values()]
     while stack:
         function = stack.pop(0)
         if function.name not in seen:
             seen.add(function.name)
+            optimize_for_tfjs(function.graph, function.rets, function.args)
             out.append(function)
             stack.extend(f for n in function.graph.nodes for f in n.functions.values())
     return out
@@ -55,7 +58,7 @@ def _functions(nodes) -> list:
 def _function(function) -> tfjs_graph.Function:
     """A body as the library function TF.js reads: its ``_Arg``s are the input args (named after them),
     every tensor of a node ``node:N`` (``noxla.tfjs_writer``), the results ``output_i``. Its nodes are
-    written as recorded (the TF.js rewrites of the main graph are not made in bodies yet), each named
+    each named
     ``<function>/<node>`` (the writer so names its Consts): TF.js looks every node of a body up in the
     model's one weight map by name first, so a body's ``x/Reshape`` would read the main graph's
     constant ``x/Reshape`` (a folded one) instead of computing."""
