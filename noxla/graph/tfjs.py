@@ -25,10 +25,14 @@ def tfjs_graph_of(recorded: Recorded) -> tfjs_graph.Graph:
     optimize_for_tfjs(graph, recorded.outputs, recorded.inputs)
     supported = tfjs_graph.tfjs_supported_ops()
     functions = _functions(graph.nodes)
-    missing = sorted({n.op for n in [*graph.nodes, *(m for f in functions for m in f.graph.nodes)]
-                      if n.op not in supported and n.op != "_Arg"})
+    every_node = [*graph.nodes, *(m for f in functions for m in f.graph.nodes)]
+    missing = sorted({n.op for n in every_node if n.op not in supported and n.op != "_Arg"})
     if missing:
         raise Uncovered(f"ops TF.js does not run: {', '.join(missing)}")
+    if any(dtype.name in ("float16", "bfloat16") for n in every_node for dtype, _ in n.outputs):
+        # TF.js computes a half-float node in float32; TF's path rounds each result back
+        # (noxla.tfjs_half_floats), which is not made on this graph yet.
+        raise Uncovered("half floats inside a TF.js model")
     for node in graph.nodes:
         if node.op in TFJS_FUSED_OPS:
             fused = tfjs_graph.attr_strings(node.attrs.get("fused_ops"))
