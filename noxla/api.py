@@ -1,6 +1,7 @@
 """The public API: ``convert``, ``check`` and the ``export_*`` functions."""
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import lowering_rules  # noqa: F401  (registers every rule)
@@ -169,13 +170,20 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions)
         written = direct_tflite.export_direct(cleared, options.tflite, options.overwrite, options.on_step)
         if written is not None:
             return Exported(cleared.program, {"tflite": written})
-    from noxla import graph
-    if graph.covers(options):  # a lone TF.js model: from noxla's graph, without TensorFlow
-        written = graph.export_tfjs(cleared, fun, example_args, options)
-        if written is not None:
-            return Exported(cleared.program, {"tfjs": written})
+    written = {}
+    if options.tfjs is not None:  # from noxla's graph, without TensorFlow, where it records the program
+        from noxla import graph
+        tfjs = graph.export_tfjs(cleared, fun, example_args, options)
+        if tfjs is not None:
+            written["tfjs"] = tfjs
+            if set(options.wanted) == {"tfjs"}:
+                return Exported(cleared.program, written)
+            options = dataclasses.replace(options, tfjs=None)
+            cleared = dataclasses.replace(cleared, targets={k: v for k, v in cleared.targets.items() if k != "tfjs"},
+                                          options=options)
     from noxla.export import export_cleared
-    return export_cleared(fun, example_args, cleared)
+    exported = export_cleared(fun, example_args, cleared)
+    return Exported(exported.program, {**exported.written, **written})
 
 
 def _check_signatures_call(example_args, polymorphic_shapes) -> None:
