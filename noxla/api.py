@@ -157,7 +157,8 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions)
     """The one entry of every export (the export_* functions, the CLI, the LLM exports): the preflight
     (options, paths, trace, every output target's check; a program the check refuses is refused
     before TensorFlow is imported, ``noxla.preflight``), then the direct writer where it covers the
-    export, else the TF pipeline. ``fun`` may be ``{signature_key: (function, example_args)}``
+    export, noxla's graph for the TF.js model where it records the program (``noxla.graph``), else
+    the TF pipeline. ``fun`` may be ``{signature_key: (function, example_args)}``
     (``noxla.export.export_signatures``' form; ``example_args`` then empty)."""
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, options.polymorphic_shapes)
