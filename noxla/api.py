@@ -1,6 +1,7 @@
 """The public API: ``convert``, ``check`` and the ``export_*`` functions."""
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import lowering_rules  # noqa: F401  (registers every rule)
@@ -156,7 +157,8 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions)
     """The one entry of every export (the export_* functions, the CLI, the LLM exports): the preflight
     (options, paths, trace, every output target's check; a program the check refuses is refused
     before TensorFlow is imported, ``noxla.preflight``), then the direct writer where it covers the
-    export, else the TF pipeline. ``fun`` may be ``{signature_key: (function, example_args)}``
+    export, noxla's graph for the TF.js model where it records the program (``noxla.graph``), else
+    the TF pipeline. ``fun`` may be ``{signature_key: (function, example_args)}``
     (``noxla.export.export_signatures``' form; ``example_args`` then empty)."""
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, options.polymorphic_shapes)
@@ -169,13 +171,20 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions)
         written = direct_tflite.export_direct(cleared, options.tflite, options.overwrite, options.on_step)
         if written is not None:
             return Exported(cleared.program, {"tflite": written})
-    from noxla import graph
-    if graph.covers(options):  # a lone TF.js model: from noxla's graph, without TensorFlow
-        written = graph.export_tfjs(cleared, fun, example_args, options)
-        if written is not None:
-            return Exported(cleared.program, {"tfjs": written})
+    written = {}
+    if options.tfjs is not None:  # from noxla's graph, without TensorFlow, where it records the program
+        from noxla import graph
+        tfjs = graph.export_tfjs(cleared, fun, example_args, options)
+        if tfjs is not None:
+            written["tfjs"] = tfjs
+            if set(options.wanted) == {"tfjs"}:
+                return Exported(cleared.program, written)
+            options = dataclasses.replace(options, tfjs=None)
+            cleared = dataclasses.replace(cleared, targets={k: v for k, v in cleared.targets.items() if k != "tfjs"},
+                                          options=options)
     from noxla.export import export_cleared
-    return export_cleared(fun, example_args, cleared)
+    exported = export_cleared(fun, example_args, cleared)
+    return Exported(exported.program, {**exported.written, **written})
 
 
 def _check_signatures_call(example_args, polymorphic_shapes) -> None:

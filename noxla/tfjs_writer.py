@@ -74,18 +74,22 @@ def _signature(specs: Sequence[TensorSpec]) -> dict:
 
 def _with_renamed_constants(function: Function) -> Function:
     """The function with each Const renamed ``<function>/<const>`` (weight names are global) and the
-    inputs that read one renamed to match, by exact node name (a prefix match would also rename
+    inputs and results that read one renamed to match, by exact node name (a prefix match would also rename
     ``Equal_35:z:0`` after a ``Equal_3``); control inputs (``^name``) are left as they are."""
     constants = {n.name for n in function.nodes if n.op == "Const"}
     prefix = function.name + "/"
 
+    def tensor(name: str) -> str:
+        return prefix + name if name.split(":")[0] in constants else name
+
     def renamed(node: Node) -> Node:
         if node.op == "Const":
             return Node(prefix + node.name, node.op, list(node.inputs), node.attrs, node.device, node.value)
-        inputs = [prefix + i if i.split(":")[0] in constants else i for i in node.inputs]
-        return Node(node.name, node.op, inputs, node.attrs, node.device, node.value)
+        return Node(node.name, node.op, [tensor(i) for i in node.inputs], node.attrs, node.device, node.value)
 
-    return Function(function.signature, [renamed(n) for n in function.nodes], function.ret, function.extra)
+    # A body may return a Const itself (noxla's graph does; TF's path returns an Identity of one).
+    ret = {k: tensor(v) for k, v in function.ret.items()}
+    return Function(function.signature, [renamed(n) for n in function.nodes], ret, function.extra)
 
 
 def _node_json(node: Node) -> dict:

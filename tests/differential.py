@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import itertools
 import os
+import shutil
 import weakref
 from typing import Callable, Sequence
 
@@ -31,6 +32,7 @@ from limitations.engine import Report, check_jaxpr
 from limitations.targets import BROWSER_RUNTIMES, RUNTIMES, Target
 from lowering_rules import RULES
 from lowering_rules.cases import ArgSpec, Case, default_tolerance
+from noxla import graph
 from noxla.export import input_signature, serving_function, tflite_bytes, write_tfjs
 from noxla.preflight import full_check
 from noxla.runtimes import BROWSER_TOLERANCE, BrowserRunner, TfjsRunner, run_tflite
@@ -93,6 +95,7 @@ class Runtimes:
         # By id(program), with the program's weak reference: a program freed since (a harness
         # worker builds one per harness) leaves its id to a new one, which must not get its model.
         self._tfjs_models: dict[tuple, tuple] = {}
+        self._graph_models: dict[tuple, tuple] = {}
         self._serial = itertools.count()
         # A case's TF.js runtimes run one after another: the last few lowerings are all that is reused.
         self._tfjs_lowerings: collections.OrderedDict = collections.OrderedDict()
@@ -151,6 +154,9 @@ class Runtimes:
         target = RUNTIMES[runtime]
         if not target.within((Target.TFJS,)):
             return full_check(program.closed_jaxpr, target)
+        declared = check_jaxpr(program.closed_jaxpr, target)
+        if declared.ok and self.graph_model(program, strict) is not None:
+            return declared  # the graph's writer checked its ops against TF.js's list: no backstop
         if key is not None and self.shared_dir is not None and os.path.exists(
                 os.path.join(self._shared_path(key, strict), "model.json")):
             # TF.js on WebGL adds declarations only (its own and TF.js's): no lowering to read.
@@ -163,6 +169,9 @@ class Runtimes:
         return os.path.join(self.shared_dir, "".join(c if c.isalnum() or c in "-_." else "_" for c in key))
 
     def tfjs_model(self, program: Program, strict: bool = False, key: str | None = None) -> str:
+        from_graph = self.graph_model(program, strict)
+        if from_graph is not None:
+            return from_graph
         if key is not None and self.shared_dir is not None:
             path = self._shared_path(key, strict)
             if not os.path.exists(os.path.join(path, "model.json")):
@@ -180,6 +189,22 @@ class Runtimes:
             write_tfjs(self.tfjs_lowering(program, strict), path)
             self._tfjs_models[cache_key] = (weakref.ref(program), path)
         return self._tfjs_models[cache_key][1]
+
+    def graph_model(self, program: Program, strict: bool = False) -> str | None:
+        """The TF.js model the default export writes from noxla's graph (``noxla.graph``), written once;
+        None where the graph does not cover the program (or is disabled) and TF's path writes it."""
+        if not graph.enabled():
+            return None
+        key = (id(program), strict)
+        if not _holds(self._graph_models, key, program):
+            path = os.path.join(self.scratch_dir, f"graph_model_{next(self._serial)}")
+            try:
+                graph.write_program_tfjs(program, path, strict)
+            except graph.Uncovered:
+                shutil.rmtree(path, ignore_errors=True)
+                path = None
+            self._graph_models[key] = (weakref.ref(program), path)
+        return self._graph_models[key][1]
 
 
 def direct_tflite_bytes(program: Program) -> bytes:

@@ -162,30 +162,32 @@ def test_while_and_cond_recorded_with_bodies_and_captures_replay_as_jax():
     np.testing.assert_allclose(got[0], np.asarray(jax.jit(_loop_with_captures)(*args)), rtol=1e-6)
 
 
-def _graph_env() -> dict:
-    return {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", ENV: "1"}
+def _default_env() -> dict:
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env.pop(ENV, None)
+    return env
 
 
-def test_tfjs_export_of_zoo_models_through_the_graph_imports_no_tensorflow(tmp_path):
+def test_default_tfjs_export_of_zoo_models_imports_no_tensorflow(tmp_path):
     code = (
         "import sys, json\n"
         "import noxla\n"
         "from tests.zoo import build\n"
         "models = build()\n"
-        "for name in ('cnn', 'lstm_classifier'):\n"
+        "for name in sorted(models):\n"
         f"    out = {str(tmp_path)!r} + '/' + name\n"
         "    path = noxla.export_tfjs(models[name].fun, *models[name].inputs(1), path=out)\n"
         "    assert json.load(open(path + '/model.json'))['generatedBy'] == 'noxla.graph', name\n"
         "print(sorted(m for m in sys.modules if m == 'tensorflow' or m.startswith('tensorflow.')))\n")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_graph_env(), capture_output=True,
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_default_env(), capture_output=True,
                             text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
 
 
 @pytest.fixture(scope="module")
-def graph_exports(tmp_path_factory, monkeypatch_module):
-    """Each zoo model exported to TF.js through the graph path and through TF's path (batch 2)."""
+def graph_exports(tmp_path_factory, default_tfjs_path):
+    """Each zoo model exported to TF.js by default (through the graph) and through TF's path (batch 2)."""
     import noxla
     from noxla.export import export as tf_path
     root = tmp_path_factory.mktemp("graph_tfjs")
@@ -200,9 +202,9 @@ def graph_exports(tmp_path_factory, monkeypatch_module):
 
 
 @pytest.fixture(scope="module")
-def monkeypatch_module():
+def default_tfjs_path():
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(ENV, "1")
+        patch.delenv(ENV, raising=False)
         yield patch
 
 
@@ -257,3 +259,97 @@ def test_control_flow_through_the_graph_matches_jax_in_tfjs(case_id, backend, tf
     outs = tfjs_runner.run(str(tmp_path / "m"), dict(zip(program.in_names, args)), backend=backend)
     assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol,
                    where=f"{case_id} [graph, tfjs_{backend}]")
+
+
+# Models whose work is inside a loop (a While body: the trip count depends on the data, so JAX keeps
+# the loop): the TF.js rewrites run in bodies as grappler runs in function bodies on TF's path.
+_W = np.random.default_rng(0).normal(size=(8, 8)).astype(np.float32)
+_B = np.random.default_rng(1).normal(size=(8,)).astype(np.float32)
+
+
+def _dense_loop(x):
+    import jax
+    import jax.numpy as jnp
+
+    def body(carry):
+        i, x = carry
+        y = jax.nn.relu(x @ _W + _B)
+        return i + 1, y * 1.0 + 0.0 - (-x) * 0.5
+    return jax.lax.while_loop(lambda c: (c[0] < 3) & (jnp.sum(c[1]) < 1e6), body, (0, x))[1]
+
+
+def _norm_loop(x):
+    import jax
+    import jax.numpy as jnp
+
+    def body(carry):
+        i, total, ys = carry
+        xi = x[i]
+        mean = jnp.mean(xi, -1, keepdims=True)
+        var = jnp.mean((xi - mean) ** 2, -1, keepdims=True)
+        y = (xi - mean) / jnp.sqrt(var + 1e-5) * jnp.ones(8) + jnp.zeros(8)
+        return i + 1, total + jnp.sum(y * y) + 0.0, ys.at[i].set(y @ _W + _B)
+    return jax.lax.while_loop(lambda c: (c[0] < x.shape[0]) & (c[1] < 1e6), body,
+                              (0, jnp.float32(0), jnp.zeros_like(x)))
+
+
+LOOP_MODELS = {"dense_loop": (_dense_loop, (np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8),)),
+               "norm_loop": (_norm_loop, (np.linspace(-2, 2, 96, dtype=np.float32).reshape(4, 3, 8),))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(LOOP_MODELS))
+def test_loop_model_through_the_graph_has_no_more_tfjs_ops_than_tf_path_and_matches_jax(
+        name, tmp_path, default_tfjs_path, tfjs_runner):
+    import json
+
+    import noxla
+    from noxla.export import export as tf_path
+    from noxla.tracing import trace
+    from noxla.verify import jax_outputs
+    from tools.op_census import tfjs_ops
+    fun, args = LOOP_MODELS[name]
+    graph_dir = noxla.export_tfjs(fun, *args, path=str(tmp_path / "graph"))
+    tf_path(fun, args, tfjs=str(tmp_path / "tf"))
+    with open(os.path.join(graph_dir, "model.json")) as f:
+        assert json.load(f)["generatedBy"] == "noxla.graph"
+    graph_ops, tf_ops = tfjs_ops(graph_dir), tfjs_ops(str(tmp_path / "tf"))
+    assert graph_ops["StatelessWhile"] == 1, graph_ops
+    assert sum(graph_ops.values()) <= sum(tf_ops.values()), (dict(graph_ops), dict(tf_ops))
+    program = trace(fun, args)
+    for backend in ("cpu", "wasm"):
+        outs = tfjs_runner.run(graph_dir, dict(zip(program.in_names, args)), backend=backend)
+        assert_matches(jax_outputs(fun, args), [outs[n] for n in program.out_names], program.out_names,
+                       where=f"{name} [graph, tfjs_{backend}]", atol=1e-5, rtol=0.0)
+
+
+def _steps_and_writer(monkeypatch, tmp_path, fun, args, env=None, **options):
+    import json
+
+    import noxla
+    if env is None:
+        monkeypatch.delenv(ENV, raising=False)
+    else:
+        monkeypatch.setenv(ENV, env)
+    steps = []
+    path = noxla.export_tfjs(fun, *args, path=str(tmp_path / f"m{len(list(tmp_path.iterdir()))}"),
+                             on_step=lambda name, seconds: steps.append(name) if seconds is None else None, **options)
+    with open(os.path.join(path, "model.json")) as f:
+        return steps, json.load(f)["generatedBy"]
+
+
+def test_tfjs_export_takes_the_graph_by_default_and_says_which_path_it_took(monkeypatch, tmp_path):
+    import jax
+    import jax.numpy as jnp
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    steps, by = _steps_and_writer(monkeypatch, tmp_path, jnp.tanh, (x,))
+    assert by == "noxla.graph" and "lower (noxla's graph, no TensorFlow)" in steps, steps
+    steps, by = _steps_and_writer(monkeypatch, tmp_path, jnp.tanh, (x,), env="0")
+    assert by != "noxla.graph" and f"tfjs through TensorFlow: {ENV}=0" in steps, steps
+    # What the graph does not record yet goes through TensorFlow, and the steps say what it was.
+    volume, kernel = np.ones((1, 1, 3, 3, 3), np.float32), np.ones((1, 1, 2, 2, 2), np.float32)
+    steps, by = _steps_and_writer(monkeypatch, tmp_path, lambda v, k: jax.lax.conv(v, k, (1, 1, 1), "VALID"),
+                                  (volume, kernel))
+    assert by != "noxla.graph" and "tfjs through TensorFlow: noxla's graph does not record tf.nn.conv3d" in steps, steps
+    steps, by = _steps_and_writer(monkeypatch, tmp_path, jnp.tanh, (x,), polymorphic_shapes=["(b, 3)"])
+    assert by != "noxla.graph" and any(s.startswith("tfjs through TensorFlow: polymorphic") for s in steps), steps

@@ -1,7 +1,7 @@
-"""noxla's own graph of TF ops (issue 41, stage 1): the rules' ops recorded without TensorFlow
+"""noxla's own graph of TF ops (issue 41): the rules' ops recorded without TensorFlow
 (``lower.record_program``), written as a TF.js graph model (``tfjs``) or replayed as real TF ops
-(``tf_replay``, the oracle). What is not recorded yet raises ``Uncovered``, and the export takes
-TensorFlow's path as before. See docs/graph.md."""
+(``tf_replay``, the oracle). The default TF.js export: what is not recorded yet raises
+``Uncovered``, and the export takes TensorFlow's path, saying so in its steps. See docs/graph.md."""
 from __future__ import annotations
 
 import os
@@ -10,31 +10,45 @@ from typing import Callable, Sequence
 from noxla.graph.dtypes import Uncovered
 from noxla.preflight import Cleared, ExportOptions, atomic_output, run_step
 
-__all__ = ["Uncovered", "covers", "export_tfjs"]
+__all__ = ["ENV", "Uncovered", "enabled", "export_tfjs", "write_program_tfjs"]
 
 
-# Stage 1 takes the graph path only when asked (NOXLA_TFJS_GRAPH=1): on three zoo models its
-# model.json still has more ops than TF's path, whose grappler makes rewrites the graph's passes do
-# not make yet (AddN of add chains, a layer norm's reassociations; docs/graph.md). The default flips
-# when tests/test_graph.py's op-count comparison holds on the whole zoo.
+# NOXLA_TFJS_GRAPH=0 sends every TF.js export through TensorFlow's lowering and tensorflowjs's
+# converter (TF's path: the oracle the graph path is compared with, and the way around a graph bug).
 ENV = "NOXLA_TFJS_GRAPH"
 
 
-def covers(options: ExportOptions) -> bool:
-    """Whether an export may take the graph path: a lone TF.js model of static shapes, when enabled."""
-    return os.environ.get(ENV) == "1" and set(options.wanted) == {"tfjs"} and options.polymorphic_shapes is None
+def enabled() -> bool:
+    return os.environ.get(ENV, "1") != "0"
+
+
+def write_program_tfjs(program, path: str, strict: bool = False, quantize: str | None = None,
+                       weight_shard_size_bytes: int | None = None) -> None:
+    """``program``'s TF.js model written at ``path`` from the graph, as ``export_tfjs`` writes it (the
+    tests' harness writes what the export would). Raises ``Uncovered`` before writing anything."""
+    from noxla.graph.lower import record_program
+    from noxla.graph.tfjs import write_tfjs
+    from noxla.lowering_variants import needs_tfjs_lowering
+    recorded = record_program(program, strict, needs_tfjs_lowering(program))
+    extra = {} if weight_shard_size_bytes is None else {"weight_shard_size_bytes": weight_shard_size_bytes}
+    write_tfjs(recorded, path, quantize, **extra)
 
 
 def export_tfjs(cleared: Cleared, fun: Callable, example_args: Sequence, options: ExportOptions) -> str | None:
-    """The TF.js model written at ``path`` from the graph; None (nothing written) when the program
-    uses something the graph does not record, which TF's path then exports."""
+    """The TF.js model written at ``options.tfjs`` from the graph; None (nothing written, and a step
+    saying why) when the graph path is turned off or the program uses something the graph does not
+    record, which TF's path then exports."""
     from noxla.graph.lower import record_program
     from noxla.graph.tfjs import write_tfjs
     from noxla.lowering_variants import needs_tfjs_lowering
     program, path, on_step = cleared.program, options.tfjs, options.on_step
+    if not enabled():
+        return _through_tensorflow(on_step, f"{ENV}=0")
+    if options.polymorphic_shapes is not None:
+        return _through_tensorflow(on_step, "polymorphic shapes are not recorded in noxla's graph yet")
     try:
-        recorded = run_step(on_step, "lower (graph)", record_program, program, options.strict,
-                            needs_tfjs_lowering(program))
+        recorded = run_step(on_step, "lower (noxla's graph, no TensorFlow)", record_program, program,
+                            options.strict, needs_tfjs_lowering(program))
         with atomic_output(path, options.overwrite) as scratch:
             run_step(on_step, f"write tfjs {path}", write_tfjs, recorded, scratch, options.tfjs_quantize,
                      options.tfjs_shard_bytes)
@@ -42,7 +56,10 @@ def export_tfjs(cleared: Cleared, fun: Callable, example_args: Sequence, options
                 from noxla.demo import write_demo
                 write_demo(scratch, fun, program, example_args)
     except Uncovered as e:
-        if on_step is not None:
-            on_step(f"graph writer: {e}; lowering through TensorFlow", 0.0)
-        return None
+        return _through_tensorflow(on_step, f"noxla's graph does not record {e}")
     return os.path.abspath(path)
+
+
+def _through_tensorflow(on_step, reason: str) -> None:
+    run_step(on_step, f"tfjs through TensorFlow: {reason}", lambda: None)
+    return None

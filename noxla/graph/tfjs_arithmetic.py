@@ -4,7 +4,7 @@ graph under grappler's conditions, so the graph path's model.json has no more op
 
 - constant folding's arithmetic with an identity operand (``SimplifyArithmeticOperations``):
   ``x * 1``, ``x / 1``, ``x + 0`` (BiasAdd too), ``x - 0``, ``1 * y``, ``0 + y`` are their other operand (a
-  BroadcastTo of it where only the constant has the result's shape), ``0 - y`` is ``Neg(y)``, a float
+  BroadcastTo of it where only the constant has the result's shape), a float ``0 - y`` is ``Neg(y)``, a float
   ``1 / y`` is ``Reciprocal(y)``. The same values but one: ``-0.0 + 0.0`` is ``+0.0``, and the
   rewrite gives ``-0.0`` (TF's path does the same);
 - the arithmetic optimizer's ``RemoveNegation`` (an add of a Neg is a Sub, a Sub of a Neg an
@@ -25,6 +25,7 @@ from noxla.graph import ops
 from noxla.graph.core import Graph, Node, Tensor
 
 _ADDS = ("Add", "AddV2")
+_FLOATS = ("DT_FLOAT", "DT_DOUBLE", "DT_HALF", "DT_BFLOAT16")
 
 
 def _all(tensor: Tensor, value) -> bool:
@@ -65,11 +66,13 @@ def identity_arithmetic(graph: Graph, kept) -> None:
             elif x_fits:
                 _broadcast_to(graph, node, y)
             continue
-        if y_fits and is_sub and _all(x, 0):
+        # A float's only: TF.js's wasm Neg goes through float32 and rounds int32 values past 2^24, so
+        # the rules write an integer negation as 0 - x (lowering_rules/elementwise.py), and TF's path
+        # keeps that Sub (div:i32_truncates on tfjs_wasm).
+        if y_fits and is_sub and _all(x, 0) and node.attrs["T"]["type"] in _FLOATS:
             node.op, node.attrs, node.inputs = "Neg", {"T": node.attrs["T"]}, [y]
             continue
-        if y_fits and is_div and _all(x, 1) and node.attrs["T"]["type"] in ("DT_FLOAT", "DT_DOUBLE", "DT_HALF",
-                                                                            "DT_BFLOAT16"):
+        if y_fits and is_div and _all(x, 1) and node.attrs["T"]["type"] in _FLOATS:
             node.op, node.attrs, node.inputs = "Reciprocal", {"T": node.attrs["T"]}, [y]
             continue
         y_zero = _all(y, 0)

@@ -19,8 +19,9 @@ graph path's model.json has no more ops than that path's.
   transposed MatMul wrong);
 - Conv2D/MatMul + BiasAdd (+ Relu, Relu6, Elu, LeakyRelu) into _FusedConv2D/_FusedMatMul
   (tfjs_fusions.portable_fusions), DepthwiseConv2dNative + BiasAdd (+ Relu, Relu6, Elu) into
-  FusedDepthwiseConv2dNative (tfjs_optimize.fused_depthwise_convolutions): float32, NHWC, each
-  intermediate read once and not an output, a MatMul not transposed.
+  FusedDepthwiseConv2dNative (tfjs_optimize.fused_depthwise_convolutions), a 1-D convolution's
+  Conv2D + Squeeze + BiasAdd into _FusedConv2D + Squeeze (tfjs_fusions.portable_fusions): float32,
+  NHWC, each intermediate read once and not an output, a MatMul not transposed.
 """
 from __future__ import annotations
 
@@ -256,3 +257,24 @@ def _fuse(graph: Graph, kept) -> None:
         conv = source_of(last, ("DepthwiseConv2dNative",))
         if conv is not None and _is_float32(conv):
             fuse_depthwise(last, conv, last, None)
+            continue
+        squeeze = source_of(last, ("Squeeze",))
+        if squeeze is not None and squeeze.attrs.get("T") == last.attrs.get("T") and _squeezes_no_channel(squeeze):
+            conv = contraction_of(squeeze)
+            if conv is not None and conv.op == "Conv2D":
+                _bias_into_squeezed_conv(graph, conv, squeeze, last)
+                fuse_into(conv, conv, last, None)
+                last.op, last.attrs, last.inputs = "Squeeze", dict(squeeze.attrs), [conv.output(0)]
+
+
+def _squeezes_no_channel(squeeze: Node) -> bool:
+    dims = [int(d) for d in squeeze.attrs.get("squeeze_dims", {}).get("list", {}).get("i", [])]
+    return bool(dims) and not ({3, -1} & set(dims))
+
+
+def _bias_into_squeezed_conv(graph: Graph, conv: Node, squeeze: Node, bias_add: Node) -> None:
+    """A 1-D convolution's Conv2D + Squeeze + BiasAdd as _FusedConv2D + Squeeze (``noxla.tfjs_fusions``:
+    the bias moves into the convolution, the Squeeze takes the BiasAdd's place): the convolution moves
+    to just before the BiasAdd, after the bias it will read (the nodes stay in reading order)."""
+    graph.nodes.remove(conv)
+    graph.nodes.insert(graph.nodes.index(bias_add), conv)
