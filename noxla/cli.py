@@ -69,12 +69,17 @@ class Progress:
 
     def __init__(self, out):
         self.out = out
+        self.open = None  # the step whose start was printed and whose time was not
 
     def __call__(self, name: str, seconds: float | None) -> None:
         if seconds is None:
             print(f"[{name}] ...", end="", flush=True, file=self.out)
-        else:
+            self.open = name
+        elif name == self.open:
             print(f" done in {seconds:.2f}s", file=self.out, flush=True)
+            self.open = None
+        else:  # a note with no start of its own (the direct writer's reason to take TF's path)
+            print(f"{chr(10) if self.open else ''}[{name}]", file=self.out, flush=True)
 
 
 @contextlib.contextmanager

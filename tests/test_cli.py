@@ -191,3 +191,18 @@ def test_check_takes_the_webgl_sub_target_by_either_spelling():
     for name in ("tfjs-webgl", "tfjs_webgl"):
         args = build_parser().parse_args(["check", "m:f", "--input", "i32[4]", "--target", name])
         assert args.target == "tfjs_webgl"
+
+
+def test_progress_prints_a_note_that_has_no_start_of_its_own():
+    """The direct writer says why it hands a program to TensorFlow as a step with a time and no start:
+    its text must show, not a bare ' done in 0.00s'."""
+    import io
+
+    from noxla.cli import Progress
+    out = io.StringIO()
+    progress = Progress(out)
+    progress("trace", None)
+    progress("trace", 0.5)
+    progress("direct writer: no rule for erf; lowering through TensorFlow", 0.0)
+    assert out.getvalue() == ("[trace] ... done in 0.50s\n"
+                              "[direct writer: no rule for erf; lowering through TensorFlow]\n")
