@@ -62,7 +62,7 @@ def _fold_infinite(graph_def) -> None:
     converter folds such a computation itself and writes the infinity as the largest finite float
     (``atanh(integer_pow(x, 0))``, whose power is a constant 1, returned FLT_MAX where JAX has inf,
     for a value of any size)."""
-    from noxla.tflite_transposes import constant_nodes, node_name
+    from noxla.tflite_transpose_moves import constant_nodes, node_name
     constant = constant_nodes(graph_def.node)
     read_by_computed, read, other_outputs = set(), set(), set()
     for node in graph_def.node:
@@ -112,7 +112,7 @@ def _fold_infinite(graph_def) -> None:
 def _may_make_infinity(nodes, name: str, memo: dict) -> bool:
     """Whether the constant-only value ``name`` is computed through an op not in ``_MOVES`` (a float
     Cast that narrows counts: 1e39 is inf in float32). Iterative: a weight's chain may be deep."""
-    from noxla.tflite_transposes import node_name
+    from noxla.tflite_transpose_moves import node_name
     stack = [name]
     while stack:
         current = stack[-1]
@@ -142,7 +142,7 @@ def _narrows(cast) -> bool:
 
 def _ancestors(graph_def, names):
     """A GraphDef of the nodes ``names`` and those they read (control inputs too), and the functions."""
-    from noxla.tflite_transposes import node_name
+    from noxla.tflite_transpose_moves import node_name
     nodes = {n.name: n for n in graph_def.node}
     kept, stack = set(), list(names)
     while stack:

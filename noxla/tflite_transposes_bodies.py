@@ -11,7 +11,7 @@ the body, its arguments shaped as the caller's ``_output_shapes`` attributes say
 """
 from __future__ import annotations
 
-from noxla.tflite_transposes import Scope, constant_nodes, node_name, static_shape
+from noxla.tflite_transpose_moves import Scope, constant_nodes, node_name, static_shape
 
 # Calling op -> (its function attributes, how many of its inputs precede the callee's arguments).
 _CALLS = {"While": (("body", "cond"), 0), "StatelessWhile": (("body", "cond"), 0),
