@@ -25,6 +25,10 @@ SUB = [
     case("constant_minus_transposed", lambda x: 5 - x.T, i32(3, 2)),
     case("constant_minus_transposed_chain", lambda x: jnp.array([[1], [2]]) - (x.T * 2 + 1), i32(3, 2)),
     case("constant_minus_transposed_in_loop", _loop(lambda y: 5 - y.T), i32(3, 3)),
+    # At a polymorphic size the converter compares ?x3 with ?x3 as equal types and moves the same way.
+    case("constant_minus_transposed_polymorphic", lambda x: 5 - x.T, i32(2, 3), polymorphic_shapes=("(b, 3)",)),
+    case("constant_minus_transposed_in_loop_polymorphic", _loop(lambda y: 5 - y.T), i32(3, 3),
+         polymorphic_shapes=("(b, b)",)),
     case("constant_array_minus_transposed_in_loop", _loop(_table), i32(3, 3)),
     case("constant_array_minus_transposed_in_nested_loop", _loop(_loop(_table, 2), 2), i32(3, 3)),
     case("constant_array_minus_transposed_chain_in_loop",

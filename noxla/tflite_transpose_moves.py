@@ -89,7 +89,7 @@ def _movable(scope: Scope, readers, node):
 
 def _keeps_shape(scope: Scope, reshape) -> bool:
     shape = scope.shape(reshape.input[0])
-    return shape is not None and shape == scope.shape(scope.output(reshape.name, "Reshape"))
+    return shape is not None and None not in shape and shape == scope.shape(scope.output(reshape.name, "Reshape"))
 
 
 def _readers(graph_nodes, dead: set, extra=()) -> dict:
@@ -163,8 +163,10 @@ def _const_value(nodes, name):
 
 
 def static_shape(tensor):
+    """Its shape as a tuple, None for a size unknown (a polymorphic one); None if the rank is unknown.
+    The converter compares such shapes as types (``?x3`` equals ``?x3``), and moves on them too."""
     shape = tensor.shape
-    return tuple(shape.as_list()) if shape.rank is not None and shape.is_fully_defined() else None
+    return tuple(shape.as_list()) if shape.rank is not None else None
 
 
 def _rewrite(scope: Scope, dead: set, node, position: int, transpose, passed, perm: list[int], other_rank: int) -> None:
