@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules import fusion, limb_values, rope, words
+from lowering_rules import fusion, limb_values, rope, transposed_operand_cases, words
 from lowering_rules.cases import boolean, case, f16, f32, i32, u8, u32
 from lowering_rules.dtype_support import ALL, NUMERIC, dtypes, gap
 from lowering_rules.half_scans import rounded_to
@@ -357,6 +357,9 @@ lowering(lax.rsqrt_p, cases=[
     case("of_sqrt", lambda x: lax.rsqrt(lax.sqrt(x)), _SQRT_EDGES),
     case("of_sqrt_polymorphic", lambda x: lax.rsqrt(lax.sqrt(x)), _SQRT_EDGES.reshape(2, 4),
          polymorphic_shapes=("(b, 4)",)),
+    # The fuzzed program itself: the chain over a broadcast of a symbolic size 1.
+    case("of_sqrt_of_sqrt_broadcast_polymorphic", lambda x: lax.rsqrt(lax.sqrt(lax.sqrt(
+        jnp.broadcast_to(x, (x.shape[0], 4))))), _SQRT_EDGES.reshape(8, 1), polymorphic_shapes=("(b, 1)",)),
 ])(lower_rsqrt)
 
 
@@ -447,12 +450,7 @@ BINARY = {
         case("u16_wraps", lax.sub, np.array([0, 1, 65535, 0, 5], np.uint16),
              np.array([1, 65535, 0, 65535, 3], np.uint16)),
         case("u32_wraps", lax.sub, *_U32_EDGES),
-        # Found by tests/fuzz_grad.py: TF's TFLite converter moves a transpose behind a Sub with a
-        # constant operand and swaps the operands (LiteRT gave x.T - 5); noxla/tflite_transposes.py.
-        case("constant_minus_transposed", lambda x: 5 - x.T, i32(3, 2)),
-        case("constant_minus_transposed_chain", lambda x: jnp.array([[1], [2]]) - (x.T * 2 + 1), i32(3, 2)),
-        case("constant_minus_transposed_in_loop", lambda x: lax.while_loop(
-            lambda s: s[0] < 3, lambda s: (s[0] + 1, 5 - s[1].T), (0, x))[1], i32(3, 3))]),
+        *transposed_operand_cases.SUB]),
     lax.atan2_p: (lambda y, x: _atan2(y, x), [
         case("f32", lax.atan2, f32(3, 4), f32(3, 4)),
         # lax.atan2 broadcasts size-1 dimensions inside the primitive (no broadcast_in_dim).
@@ -606,9 +604,7 @@ _NO_INT64_QUOTIENT = dtypes(gaps=[gap((Target.TFLITE,), {"int64"},
     case("u32_edges", lax.div, *_U32_EDGES),
     case("u32_small_divisors", lax.div, u32(3, 4, low=0, high=2 ** 32 - 1), u32(3, 4, low=1, high=300)),
     case("f16", lax.div, f16(5), f16(5, low=0.5, high=2.0)),
-    # TF's TFLite converter swapped c / x.T into x.T / c (noxla/tflite_transposes.py); the int32 input
-    # keeps the program off the direct .tflite writer, which has no such fault.
-    case("constant_over_transposed", lambda x: 12.0 / x.astype(jnp.float32).T, i32(3, 2, low=1, high=9)),
+    *transposed_operand_cases.DIV,
     # A divisor from sqrt (a LayerNorm's): the quotient, not a multiple of rsqrt; 0 gives inf.
     case("by_sqrt", lambda x, y: x / jnp.sqrt(y), f32(3, 4), np.array([0.0, 1.0, 2.0, 3.0], np.float32)),
     case("by_sqrt_vector", lambda x, y: x / jnp.sqrt(y), f32(4), np.array([0.0, 1e-30, 2.0, INF], np.float32)),

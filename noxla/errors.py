@@ -36,7 +36,8 @@ class ExportError(NoxlaError):
 
 
 class QuantizationError(NoxlaError, ValueError):
-    """A quantization option or its representative data is wrong (raised before any work)."""
+    """A quantization option or its representative data is wrong (raised before any work, or by int8
+    calibration when a value turns infinite or NaN on the data)."""
 
 
 def _package_dirs(*names: str) -> tuple[str, ...]:

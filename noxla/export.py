@@ -12,6 +12,7 @@ import functools
 import gc
 import json
 import os
+import warnings
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -21,7 +22,7 @@ from lowering_rules.vocabulary import Target
 from noxla import large_tflite, tflite_graph_passes, tflite_infinities
 from noxla import quantize as quantization
 from noxla.demo import write_demo
-from noxla.errors import ExportError
+from noxla.errors import ExportError, QuantizationError
 from noxla.gradients import SAVE_OPTIONS, saved_model_module
 from noxla.interpreter import Weights
 from noxla.lowering import (  # noqa: F401  (part of this module's API)
@@ -122,22 +123,14 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
     converter.target_spec.supported_ops = ops
     quantization.configure_tflite(converter, quantize, samples)
     graph_def, inputs = frozen_graph_def(concrete, stubs, weights)
-    if not allow_flex:  # int8's calibrating entry point below converts the function itself
-        tflite_graph_passes.for_builtins(graph_def)
+    if not allow_flex:
+        tflite_graph_passes.for_builtins(graph_def, calibrated=quantize == "int8")
+    # int8's calibration runs the model with its constants inside (an input it is not given would
+    # not be fed), and int8 activations hold no infinity: the converter's FLT_MAX stays.
     infinite = tflite_infinities.take(graph_def) if quantize != "int8" else {}
     in_names = [t.name.split(":")[0] for t in inputs]
     out_names = sorted(concrete.structured_outputs)
     constants = _outputs_of_a_constant_program(concrete, inputs, out_names)
-    if quantize == "int8":
-        # Calibration runs in the converter's last step, which the direct path below skips: int8
-        # takes the converter's own entry point (its SavedModel round trip costs well under the
-        # calibration runs themselves).
-        try:
-            data = converter.convert()
-        except Exception as e:  # the converter raises several private error types
-            raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
-        data = quantization.float_divisions(data)
-        return finish_tflite(data, in_names, out_names, webgpu=webgpu, constants=constants)
     # The converter's own entry point for a concrete function saves it as a SavedModel, loads it
     # back and converts that (or, without a trackable object, re-imports the graph to freeze it):
     # most of its time on a model without loops (mobilenet_v2: 0.51 of 0.65 CPU s). A noxla graph
@@ -149,6 +142,7 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         # other modes (no calibration, no sparsity) that step only unpacks the flatbuffer
         # into Python objects twice and packs it once, to share equal constant buffers (0.2-0.35 CPU s
         # of a sampling model's 690-op export). ``finish_tflite`` shares them in its own single pass.
+        # int8 runs that step: its calibration is there.
         converter._validate_inputs(graph_def, inputs)
         flags = converter._get_base_converter_args()
         flags.update(converter._quant_mode.converter_flags())
@@ -158,12 +152,20 @@ def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None
         del graph_def
         inputs, outputs = ([_Endpoint(t.name, t.dtype, t.shape) for t in tensors]
                            for tensors in (inputs, concrete.outputs))
-        if handoff:  # the graph is cyclic: collected, not just dereferenced
+        if handoff and quantize != "int8":  # the graph is cyclic: collected, not just dereferenced
             del concrete, converter, trackable
             gc.collect()
         stand_ins = stubs.input_specs() if stubs is not None else []
         data = tflite_convert.convert_graphdef(serialized, inputs + stand_ins + tflite_infinities.input_specs(infinite),
                                                outputs, **flags)
+        if quantize == "int8":
+            from tensorflow.lite.python.lite import _build_conversion_flags
+            with warnings.catch_warnings():  # "Statistics for quantized inputs were expected": calibration's
+                warnings.simplefilter("ignore", UserWarning)
+                debug_options = _build_conversion_flags(**flags).debug_options
+            data = quantization.float_divisions(quantization.calibrated_int8(converter, data, debug_options))
+    except QuantizationError:
+        raise
     except Exception as e:  # the converter raises several private error types
         raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
     return finish_tflite(data, in_names, out_names, stubs, webgpu, constants, infinite)

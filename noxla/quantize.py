@@ -160,3 +160,39 @@ def float_divisions(data: bytes) -> bytes:
             changed = True
         graph.operators = operators
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model)) if changed else data
+
+
+def calibrated_int8(converter, model: bytes, debug_options) -> bytes:
+    """TF's post-training int8 step (``_optimize_tflite_model``) on the converted float ``model``, split
+    where TF's is whole: calibration, then a check that every calibrated range is finite, then the
+    quantizer. A value that turned infinite or NaN on a sample (``log(0)``, an inf in the samples)
+    gave the quantizer an infinite scale: "scale out of expressed type range", then a segmentation
+    fault that ended the Python process."""
+    import tensorflow as tf
+    from tensorflow.lite.python import lite
+    converter._experimental_calibrate_only = True
+    try:
+        calibrated = converter._optimize_tflite_model(model, converter._quant_mode, debug_options,
+                                                      quant_io=converter.experimental_new_quantizer)
+    finally:
+        converter._experimental_calibrate_only = False
+    _require_finite_ranges(calibrated)
+    return lite._mlir_quantize(
+        calibrated, converter._experimental_disable_per_channel, input_data_type=tf.float32,
+        output_data_type=tf.float32,
+        enable_variable_quantization=converter._quant_mode.enable_mlir_variable_quantization,
+        disable_per_channel_for_dense_layers=converter._experimental_disable_per_channel_quantization_for_dense_layers,
+        debug_options_str=debug_options.SerializeToString())
+
+
+def _require_finite_ranges(calibrated: bytes) -> None:
+    from tensorflow.lite.tools import flatbuffer_utils
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(calibrated))
+    bad = [(t.name or b"").decode() for graph in model.subgraphs for t in graph.tensors
+           if t.quantization is not None and any(v is not None and not np.all(np.isfinite(v))
+                                                 for v in (t.quantization.min, t.quantization.max))]
+    if bad:
+        raise QuantizationError(
+            f"int8 calibration: {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''} took an infinite or NaN value on "
+            "the representative data, and an int8 range must be finite: give samples on which the model's values "
+            "stay finite, or quantize='dynamic_int8' or 'float16', which keep activations float")

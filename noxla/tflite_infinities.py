@@ -43,18 +43,26 @@ def take(graph_def) -> dict[str, np.ndarray]:
     return taken
 
 
-# Float values the converter would fold are computed here up to this many elements (a larger one
-# holding an infinity would still be written as the largest finite float).
+# Float values the converter would fold are computed here up to this many elements at once; a larger
+# one is checked for an infinity first (``_may_make_infinity``, then TF computes only whether it holds one).
 _MAX_FOLDED = 1 << 20
 _TYPE_ATTRS = ("T", "DstT", "dtype", "out_type", "Tout")
+# Ops whose float outputs hold no infinity that their inputs do not: a value constants compute through
+# these alone holds only the infinities of the Consts it reads, which ``take`` hands over anyway.
+_MOVES = frozenset({"Const", "Identity", "Snapshot", "Transpose", "Reshape", "ExpandDims", "Squeeze", "Slice",
+                    "StridedSlice", "GatherV2", "Gather", "GatherNd", "ConcatV2", "Pack", "Unpack", "Split",
+                    "SplitV", "Tile", "BroadcastTo", "Fill", "Pad", "PadV2", "MirrorPad", "ReverseV2",
+                    "Select", "SelectV2", "Maximum", "Minimum", "Neg", "Abs", "Sign", "Floor", "Ceil", "Round",
+                    "Rint", "ZerosLike", "OnesLike", "Shape", "Range", "OneHot"})
 
 
 def _fold_infinite(graph_def) -> None:
     """Each float value of the main graph that constants alone compute and that a computed op reads
     (or the program returns) becomes a Const of its value where that holds an infinity: the
     converter folds such a computation itself and writes the infinity as the largest finite float
-    (``atanh(integer_pow(x, 0))``, whose power is a constant 1, returned FLT_MAX where JAX has inf)."""
-    from noxla.tflite_transposes import constant_nodes, node_name
+    (``atanh(integer_pow(x, 0))``, whose power is a constant 1, returned FLT_MAX where JAX has inf,
+    for a value of any size)."""
+    from noxla.tflite_transpose_moves import constant_nodes, node_name
     constant = constant_nodes(graph_def.node)
     read_by_computed, read, other_outputs = set(), set(), set()
     for node in graph_def.node:
@@ -77,11 +85,19 @@ def _fold_infinite(graph_def) -> None:
         tf.graph_util.import_graph_def(pruned, name="")
     tensors = {n: graph.get_tensor_by_name(f"{n}:0") for n in names}
     tensors = {n: t for n, t in tensors.items() if t.dtype.as_numpy_dtype in _FLOAT_TYPES.values()
-               and t.shape.is_fully_defined() and t.shape.num_elements() <= _MAX_FOLDED}
-    if not tensors:
+               and t.shape.is_fully_defined()}
+    small = {n: t for n, t in tensors.items() if t.shape.num_elements() <= _MAX_FOLDED}
+    nodes, memo = {n.name: n for n in pruned.node}, {}
+    large = [n for n in tensors if n not in small and _may_make_infinity(nodes, n, memo)]
+    if not small and not large:
         return
     with tf.compat.v1.Session(graph=graph) as session:
-        values = dict(zip(tensors, session.run(list(tensors.values()))))
+        values = dict(zip(small, session.run(list(small.values())))) if small else {}
+        for name in large:  # one at a time, and fetched only when it holds an infinity
+            with graph.as_default():
+                infinite = tf.reduce_any(tf.math.is_inf(tensors[name]))
+            if session.run(infinite):
+                values[name] = session.run(tensors[name])
     for node in frontier:
         value = values.get(node.name)
         if value is None or not np.isinf(value).any():
@@ -93,9 +109,40 @@ def _fold_infinite(graph_def) -> None:
         node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
 
 
+def _may_make_infinity(nodes, name: str, memo: dict) -> bool:
+    """Whether the constant-only value ``name`` is computed through an op not in ``_MOVES`` (a float
+    Cast that narrows counts: 1e39 is inf in float32). Iterative: a weight's chain may be deep."""
+    from noxla.tflite_transpose_moves import node_name
+    stack = [name]
+    while stack:
+        current = stack[-1]
+        if current in memo:
+            stack.pop()
+            continue
+        node = nodes[current]
+        if not (node.op in _MOVES or node.op == "Cast" and not _narrows(node)):
+            memo[current] = True
+            stack.pop()
+            continue
+        inputs = [node_name(i) for i in node.input]
+        waiting = [i for i in inputs if i not in memo]
+        if waiting:
+            stack.extend(waiting)
+            continue
+        memo[current] = any(memo[i] for i in inputs)
+        stack.pop()
+    return memo[name]
+
+
+def _narrows(cast) -> bool:
+    """Whether a Cast can turn a finite value infinite: to float16, or from float64 to float32 or bfloat16."""
+    source, target = cast.attr["SrcT"].type, cast.attr["DstT"].type
+    return target == 19 or (target in (1, 14) and source == 2)  # DT_HALF; DT_FLOAT or DT_BFLOAT16 from DT_DOUBLE
+
+
 def _ancestors(graph_def, names):
     """A GraphDef of the nodes ``names`` and those they read (control inputs too), and the functions."""
-    from noxla.tflite_transposes import node_name
+    from noxla.tflite_transpose_moves import node_name
     nodes = {n.name: n for n in graph_def.node}
     kept, stack = set(), list(names)
     while stack:

@@ -529,6 +529,9 @@ def fuzz(runtimes_to_run: Sequence[str], runtimes, tally: Tally, max_examples: i
     from hypothesis import strategies as st
 
     chosen = strategies()
+    unknown = sorted(set(primitives or ()) - set(chosen))
+    if unknown:  # a KeyError inside hypothesis's first draw would read as a run that found nothing
+        raise ValueError(f"no fuzz family {', '.join(unknown)}; the families: {', '.join(sorted(chosen))}")
     # The primitive first, uniformly (one_of draws its first alternatives far more often).
     pool = st.sampled_from(sorted(primitives or chosen)).flatmap(chosen.__getitem__)
     stop = None if seconds is None else time.monotonic() + seconds
@@ -563,6 +566,7 @@ def main(argv=None) -> int:
     runtimes_to_run = runtimes_for(targets)
     tally = Tally()
     start = time.monotonic()
+    stopped = False
     with tempfile.TemporaryDirectory() as scratch:
         runtimes, tfjs = make_runtimes(scratch, runtimes_to_run)
         try:
@@ -570,6 +574,7 @@ def main(argv=None) -> int:
                  primitives=[p for p in args.primitives.split(",") if p] or None)
         except Exception:  # noqa: BLE001 - print what was counted before the error
             traceback.print_exc()
+            stopped = True
         finally:
             if tfjs is not None:
                 tfjs.close()
@@ -582,6 +587,9 @@ def main(argv=None) -> int:
     print(f"\n{len(tally.failures)} failures")
     for failure in tally.failures:
         print(str(failure)[:2500])
+    if stopped:
+        print("the run stopped on the error above, before its time was up")
+        return 2
     return 1 if tally.failures else 0
 
 

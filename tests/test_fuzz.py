@@ -43,3 +43,10 @@ def test_fuzz_every_runtime(tfjs_runner, tmp_path):
 def test_tf_gradient_of_converted_programs():
     # About 2 s: noxla.convert's tf.GradientTape gradient (noxla/gradients.py) of drawn programs.
     assert fuzz_grad.tape_fuzz(_examples(6), seed=0) > 0
+
+
+def test_a_run_stopped_by_an_error_does_not_pass(capsys):
+    # An unknown family (a primitive's name, "div") raised a KeyError inside hypothesis's first draw; the
+    # run printed the traceback, "0 failures" and exited 0, as if it had found nothing.
+    assert fuzz.main(["--minutes", "0.01", "--targets", "tf", "--primitives", "div"]) == 2
+    assert "stopped on the error" in capsys.readouterr().out

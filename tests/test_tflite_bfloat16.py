@@ -84,8 +84,10 @@ def test_each_arithmetic_result_is_rounded_as_bfloat16_arithmetic():
 def test_integer_and_float16_casts_to_bfloat16():
     ints = np.array([0, 1, -7, 255, 257, 2 ** 24 + 2 ** 16 + 1, -(2 ** 31), 2 ** 31 - 1, 12345678], np.int32)
     halves = np.float16([1.0, 1 + 2 ** -8, 65504, -65504, 6e-8, 1 + 3 * 2 ** -8])
-    fun = lambda i, h: (i.astype(BF16).astype(jnp.float32), h.astype(BF16).astype(jnp.float32),  # noqa: E731
-                        h.astype(BF16).astype(jnp.int32))
+    # jnp.asarray: a NumPy array's own astype is ml_dtypes' conversion, which rounds an int32 to bfloat16
+    # once; JAX's goes through float32 (2^24 + 2^16 + 1 becomes 2^24, not 2^24 + 2^17), as TFLite's does.
+    fun = lambda i, h: (jnp.asarray(i).astype(BF16).astype(jnp.float32),  # noqa: E731
+                        jnp.asarray(h).astype(BF16).astype(jnp.float32), jnp.asarray(h).astype(BF16).astype(jnp.int32))
     for expected, actual in zip(_op_by_op(fun, ints, halves), _tflite(fun, ints, halves)):
         np.testing.assert_array_equal(actual, expected)
 
