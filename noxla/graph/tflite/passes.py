@@ -1,0 +1,108 @@
+"""Rewrites the graph writer makes after ``fuse`` where TF's converter (or noxla's flatbuffer passes
+on TF's path) would make the graph smaller than the legalized rules' ops:
+
+- a FULLY_CONNECTED reads its input unflattened: the rules' Reshape to [rows, k] before a MatMul
+  (the TF op is 2-D) is left out, the FULLY_CONNECTED keeping the leading axes (``keepNumDims``),
+  and a Reshape of its output to that shape is dropped (the converter's form for a Dense layer on a
+  sequence);
+- a reshape and its inverse around operators that run alike in either layout are dropped
+  (``noxla.tflite_reshapes.remove_reshape_pairs`` on TF's path).
+
+Each moves no value: the same elements are computed in the same order."""
+from __future__ import annotations
+
+import numpy as np
+
+from noxla.graph.tflite.model import Graph
+
+# Operators that run alike in another layout of their operands (each read whole, no axis named).
+_ELEMENTWISE = {"ABS", "CEIL", "COS", "EXP", "FLOOR", "GELU", "HARD_SWISH", "LOG", "LOGISTIC", "NEG", "RELU",
+                "RELU6", "RSQRT", "SIN", "SQRT", "TANH", "SQUARE", "LOGICAL_NOT", "CAST"}
+_ROWS = {"SOFTMAX", "LOG_SOFTMAX"}
+_BINARY = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE", "FLOOR_DIV", "FLOOR_MOD"}
+
+
+def simplify(graph: Graph) -> None:
+    changed = True
+    while changed:
+        changed = False
+        for rewrite in (_unit_axis_transposes, _unflattened_fully_connected, _reshapes_through_chains):
+            while rewrite(graph):
+                graph.prune()
+                changed = True
+
+
+def _unit_axis_transposes(graph: Graph) -> bool:
+    """A TRANSPOSE that moves only axes of size 1 moves no element: a RESHAPE."""
+    for op in graph.ops:
+        if op.kind != "TRANSPOSE" or not op.inputs[1].is_constant:
+            continue
+        perm = [int(a) for a in op.inputs[1].data]
+        moved = [a for a in perm if op.inputs[0].shape[a] != 1]
+        if moved == sorted(moved):
+            op.kind, op.inputs, op.options = "RESHAPE", [op.inputs[0], graph.int32(op.out.shape)], {}
+            return True
+    return False
+
+
+def _unflattened_fully_connected(graph: Graph) -> bool:
+    """FULLY_CONNECTED(RESHAPE(x -> [rows, k])) read only by RESHAPEs: the FULLY_CONNECTED reads x
+    (where x is [*lead, k]) or x reshaped to [*lead, k] (where a reader reshapes to [*lead, units]),
+    and keeps the leading axes; readers of that shape are dropped, the others reshape it."""
+    view = graph.view()
+    for op in graph.ops:
+        if op.kind != "FULLY_CONNECTED" or not op.options.get("keepNumDims") or len(op.out.shape) != 2:
+            continue
+        flatten = view.producer(op.inputs[0], "RESHAPE")
+        readers = view.read_by.get(op.out.id, [])
+        if flatten is None or not readers or any(r is None or r.kind != "RESHAPE" for r in readers):
+            continue   # a reshape back would be needed: no operator saved
+        rows, units = op.out.shape
+        x, k = flatten.inputs[0], op.inputs[0].shape[1]
+        leads = [x.shape[:-1]] if x.shape[-1] == k else []   # the flatten dropped (once nothing reads it)
+        if view.only_reader(op.inputs[0]):   # a reader dropped, the flatten reshaping to [*lead, k]
+            leads += [r.out.shape[:-1] for r in readers if r.out.shape[-1:] == (units,)]
+        lead = next((lead for lead in leads if lead and int(np.prod(lead)) == rows), None)
+        if lead is None:
+            continue
+        op.inputs[0] = x if x.shape == (*lead, k) else graph.add("RESHAPE", [x, graph.int32((*lead, k))],
+                                                                  (*lead, k), x.dtype)
+        if op.inputs[0] is not x:   # made after ``op``: moved before it
+            graph.ops.insert(graph.ops.index(op), graph.ops.pop())
+        op.outputs[0].shape = (*lead, units)
+        for r in readers:
+            if r.out.shape == op.out.shape:
+                graph.replace_uses(r.out, op.out)
+        return True
+    return False
+
+
+def _reshapes_through_chains(graph: Graph) -> bool:
+    """RESHAPE (x -> s); operators that run alike in either layout, each the only reader of the one
+    before, their other operands constants of one element; RESHAPE (-> t): the chain runs on x and
+    the last reshape reads it (x -> t; nothing where t is x's shape). A softmax counts where the
+    last axis is the same in both layouts (its rows are then the same elements)."""
+    view = graph.view()
+    for op in graph.ops:
+        if op.kind != "RESHAPE":
+            continue
+        source, chain, t = op.inputs[0], [], op.out
+        while view.only_reader(t) and view.read_by[t.id][0] is not None:
+            reader = view.read_by[t.id][0]
+            if reader.kind == "RESHAPE":
+                if not chain:
+                    break
+                for link in chain:
+                    link.inputs = [source if i is op.out else i for i in link.inputs]
+                    link.outputs[0].shape = source.shape
+                if reader.out.shape == source.shape:
+                    graph.replace_uses(reader.out, chain[-1].out)
+                return True
+            rows_kept = source.shape[-1:] == op.out.shape[-1:]
+            alike = reader.kind in _ELEMENTWISE | _BINARY or reader.kind in _ROWS and rows_kept
+            if not alike or len(reader.outputs) != 1 or reader.out.shape != t.shape \
+                    or any(i is not t and not (i.is_constant and i.data.size == 1) for i in reader.inputs):
+                break
+            chain.append(reader)
+            t = reader.out
+    return False
