@@ -437,6 +437,8 @@ def _scale_before_product(graph: Graph) -> bool:
         if product is None or np.frexp(scale)[0] != 0.5 or not view.only_reader(x) or op.out.shape != x.shape:
             continue
         origins = [_before_moves(view, t, product) for t in product.inputs[:2]]
+        if origins[0][0] is origins[1][0]:   # x by x's transpose: scaling x would scale both
+            continue
         t, reader = min(origins, key=lambda o: int(np.prod(o[0].shape)))
         if int(np.prod(t.shape)) >= int(np.prod(x.shape)):
             continue

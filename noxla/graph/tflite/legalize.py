@@ -138,13 +138,13 @@ def _padding(node: Node) -> int:
 
 _FUSED = {"ADD", "SUB", "MUL", "DIV"}   # the binary builtins with a fused activation field
 _BINARY = {"AddV2": "ADD", "Add": "ADD", "Sub": "SUB", "Mul": "MUL", "RealDiv": "DIV", "Maximum": "MAXIMUM",
-           "Minimum": "MINIMUM", "FloorDiv": "FLOOR_DIV", "FloorMod": "FLOOR_MOD", "Pow": "POW",
+           "Minimum": "MINIMUM", "FloorDiv": "FLOOR_DIV", "FloorMod": "FLOOR_MOD",
            "SquaredDifference": "SQUARED_DIFFERENCE", "Less": "LESS", "LessEqual": "LESS_EQUAL",
            "Greater": "GREATER", "GreaterEqual": "GREATER_EQUAL", "Equal": "EQUAL", "NotEqual": "NOT_EQUAL",
            "LogicalAnd": "LOGICAL_AND", "LogicalOr": "LOGICAL_OR"}
 _UNARY = {"Neg": "NEG", "Abs": "ABS", "Tanh": "TANH", "Sigmoid": "LOGISTIC", "Sin": "SIN", "Cos": "COS",
           "Sqrt": "SQRT", "Rsqrt": "RSQRT", "Exp": "EXP", "Log": "LOG", "Floor": "FLOOR", "Ceil": "CEIL",
-          "Square": "SQUARE", "Relu": "RELU", "Relu6": "RELU6", "Elu": "ELU", "LogicalNot": "LOGICAL_NOT",
+          "Relu": "RELU", "Relu6": "RELU6", "Elu": "ELU", "LogicalNot": "LOGICAL_NOT",
           "Softmax": "SOFTMAX", "LogSoftmax": "LOG_SOFTMAX"}
 _OPTIONS = {"SOFTMAX": {"beta": 1.0}}
 
@@ -177,6 +177,30 @@ def _identity(graph, node, x):
 def _bias_add(graph, node, x, bias):
     _nhwc(node)
     return _out(graph, "ADD", node, [x, bias], fusedActivationFunction=0)
+
+
+@legalizer("Square")
+def _square(graph, node, x):
+    """SQUARE for floats (LiteRT's has no integer kernel), else x * x (JAX's wrapping product)."""
+    if x.dtype == np.float32:
+        return _out(graph, "SQUARE", node, [x])
+    return _out(graph, "MUL", node, [x, x], fusedActivationFunction=0)
+
+
+@legalizer("Pow")
+def _pow(graph, node, x, y):
+    """x ** 2 as x * x: LiteRT's POW gives the largest float where the square overflows (the rule
+    case pow:int_literal_square), x * x gives JAX's inf."""
+    if y.is_constant and y.data.size == 1 and float(y.data.reshape(-1)[0]) == 2 and x.shape == _shape(node):
+        return _out(graph, "MUL", node, [x, x], fusedActivationFunction=0)
+    return _out(graph, "POW", node, [x, y])
+
+
+@legalizer("IsFinite")
+def _is_finite(graph, node, x):
+    """x - x == 0, as the converter writes it: x - x is NaN exactly where x is infinite or NaN."""
+    difference = graph.add("SUB", [x, x], x.shape, x.dtype, fusedActivationFunction=0)
+    return _out(graph, "EQUAL", node, [difference, graph.constant(np.zeros((), x.dtype))])
 
 
 @legalizer("LeakyRelu")
@@ -263,7 +287,19 @@ def _strided_slice(graph, node, x, begin, end, strides):
     if masks["ellipsis"] or masks["new_axis"]:
         # the recorder writes these masks as TF's slicing does; the converter expands them first
         raise Uncovered("a StridedSlice with an ellipsis or a new axis")
-    args = [_int32(graph, _static(t, "a strided slice's bounds")) for t in (begin, end, strides)]
+    b, e, s = (np.reshape(_static(t, "a strided slice's bounds"), -1).astype(np.int64) for t in (begin, end, strides))
+    if not masks["shrink_axis"] and np.all(s == 1):   # the converter's canonical form: a SLICE
+        starts, sizes = [], []
+        for i, n in enumerate(x.shape):
+            lo = 0 if masks["begin"] >> i & 1 or i >= len(b) else int(b[i])
+            hi = n if masks["end"] >> i & 1 or i >= len(e) else int(e[i])
+            lo, hi = (min(max(v + n if v < 0 else v, 0), n) for v in (lo, hi))
+            starts.append(lo)
+            sizes.append(max(hi - lo, 0))
+        if tuple(sizes) == _shape(node):
+            return x if sizes == list(x.shape) else _out(graph, "SLICE", node, [x, _int32(graph, starts),
+                                                                               _int32(graph, sizes)])
+    args = [_int32(graph, v) for v in (b, e, s)]
     return _out(graph, "STRIDED_SLICE", node, [x, *args], beginMask=masks["begin"], endMask=masks["end"],
                 ellipsisMask=0, newAxisMask=0, shrinkAxisMask=masks["shrink_axis"], offset=False)
 

@@ -16,7 +16,8 @@ from noxla.graph.dtypes import Uncovered
 
 _TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32", np.dtype(np.bool_): "BOOL",
           np.dtype(np.int64): "INT64", np.dtype(np.float16): "FLOAT16", np.dtype(np.int8): "INT8",
-          np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16"}
+          np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16",
+          np.dtype(np.uint32): "UINT32"}
 _ids = itertools.count()
 
 
@@ -36,7 +37,15 @@ RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 # mask): LiteRT's other kernels (PAD, the arithmetic) have no bool version, or one not tested here.
 BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "SELECT", "SELECT_V2",
               "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST"}
+# uint32 only where the rules move a PRNG key's words (threefry computes in int32 limbs): LiteRT's
+# kernels for these copy or convert them, as on TF's path.
+UINT32_KINDS = {"RESHAPE", "SLICE", "CONCATENATION", "CAST"}
 MAX_RANK = 6
+
+
+def _allowed(kind: str) -> set:
+    return RUNTIME_DTYPES | ({np.dtype(np.bool_)} if kind in BOOL_KINDS else set()) \
+        | ({np.dtype(np.uint32)} if kind in UINT32_KINDS else set())
 
 
 @dataclasses.dataclass(eq=False)
@@ -89,7 +98,7 @@ class Graph:
 
     def add(self, kind: str, inputs: list, shape, dtype, **options) -> Tensor:
         shape = tuple(int(d) for d in shape)
-        allowed = RUNTIME_DTYPES | {np.dtype(np.bool_)} if kind in BOOL_KINDS else RUNTIME_DTYPES
+        allowed = _allowed(kind)
         if any(t is not None and not t.is_constant and t.dtype not in allowed for t in inputs):
             raise Uncovered(f"{kind} on {sorted({str(t.dtype) for t in inputs if t is not None})}")
         self.check(kind, shape, dtype)
@@ -99,7 +108,7 @@ class Graph:
 
     def check(self, kind: str, shape: tuple, dtype) -> None:
         """``Uncovered`` for an output LiteRT's kernels are not held to JAX on here."""
-        allowed = RUNTIME_DTYPES | {np.dtype(np.bool_)} if kind in BOOL_KINDS else RUNTIME_DTYPES
+        allowed = _allowed(kind)
         if np.dtype(dtype) not in allowed:
             raise Uncovered(f"{kind} on {np.dtype(dtype)}")
         if 0 in shape or len(shape) > MAX_RANK:   # LiteRT copies no empty tensors; its kernels stop at 6-D

@@ -6,7 +6,10 @@ on TF's path) would make the graph smaller than the legalized rules' ops:
   and a Reshape of its output to that shape is dropped (the converter's form for a Dense layer on a
   sequence);
 - a reshape and its inverse around operators that run alike in either layout are dropped
-  (``noxla.tflite_reshapes.remove_reshape_pairs`` on TF's path).
+  (``noxla.tflite_reshapes.remove_reshape_pairs`` on TF's path);
+- a select on a constant condition is the operand it selects everywhere, and a BROADCAST_TO read
+  only by operators that broadcast their operands themselves is left out, and a PACK of all an
+  UNPACK's outputs in order along its axis is the UNPACK's input (the converter's folds).
 
 Each moves no value: the same elements are computed in the same order."""
 from __future__ import annotations
@@ -26,7 +29,8 @@ def simplify(graph: Graph) -> None:
     changed = True
     while changed:
         changed = False
-        for rewrite in (_unit_axis_transposes, _unflattened_fully_connected, _reshapes_through_chains):
+        for rewrite in (_unit_axis_transposes, _unflattened_fully_connected, _reshapes_through_chains,
+                        _constant_selects, _broadcasts_into_readers, _packs_of_unpacks):
             while rewrite(graph):
                 graph.prune()
                 changed = True
@@ -105,4 +109,50 @@ def _reshapes_through_chains(graph: Graph) -> bool:
                 break
             chain.append(reader)
             t = reader.out
+    return False
+
+
+_BROADCASTING = _BINARY | {"SELECT_V2", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL",
+                           "LOGICAL_AND", "LOGICAL_OR"}
+
+
+def _constant_selects(graph: Graph) -> bool:
+    for op in graph.ops:
+        if op.kind not in ("SELECT", "SELECT_V2") or not op.inputs[0].is_constant:
+            continue
+        which = np.asarray(op.inputs[0].data, bool)
+        if which.all() or not which.any():
+            chosen = op.inputs[1] if which.all() else op.inputs[2]
+            if chosen.shape == op.out.shape and chosen.dtype == op.out.dtype and not chosen.is_constant:
+                graph.replace_uses(op.out, chosen)
+                return True
+    return False
+
+
+def _broadcasts_into_readers(graph: Graph) -> bool:
+    view = graph.view()
+    for op in graph.ops:
+        readers = view.read_by.get(op.out.id, []) if op.kind == "BROADCAST_TO" else []
+        if not readers or any(r is None or r.kind not in _BROADCASTING | {"SELECT"} for r in readers):
+            continue
+        x = op.inputs[0]
+        if any(np.broadcast_shapes(*(x.shape if i is op.out else i.shape for i in r.inputs)) != r.out.shape
+               for r in readers):
+            continue
+        for r in readers:
+            r.inputs = [x if i is op.out else i for i in r.inputs]
+            if r.kind == "SELECT" and len({i.shape for i in r.inputs}) > 1:
+                r.kind = "SELECT_V2"
+        return True
+    return False
+
+
+def _packs_of_unpacks(graph: Graph) -> bool:
+    view = graph.view()
+    for op in graph.ops:
+        unpack = view.producer(op.inputs[0], "UNPACK") if op.kind == "PACK" else None
+        if unpack is not None and op.inputs == unpack.outputs and op.options["axis"] == unpack.options["axis"] \
+                and op.out.shape == unpack.inputs[0].shape:
+            graph.replace_uses(op.out, unpack.inputs[0])
+            return True
     return False
