@@ -480,7 +480,8 @@ def _common_operators(graph: Graph) -> bool:
     written twice in a LayerNorm)."""
     seen: dict = {}
     for op in graph.ops:
-        key = (op.kind, tuple(id(t) for t in op.inputs), repr(sorted(op.options.items())), len(op.outputs))
+        key = (op.kind, tuple(id(t) for t in op.inputs), repr(sorted(op.options.items())),
+               tuple((t.shape, t.dtype.str) for t in op.outputs))   # CASTs of one tensor to two types differ
         first = seen.setdefault(key, op)
         if first is not op:
             for old, new in zip(op.outputs, first.outputs):
