@@ -21,7 +21,7 @@ from noxla.preflight import full_check
 from noxla.runtimes import run_tflite
 from noxla.tracing import trace
 from tests import zoo
-from tests.differential import assert_matches, default_mode_inputs, grouped_cases
+from tests.differential import assert_matches, default_mode_inputs, direct_tflite_bytes, grouped_cases
 
 CASES = [c for rule in RULES.values() for c in rule.cases]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,6 +44,11 @@ def test_case_graph_tflite(case):
     outs = run_tflite(data, dict(zip(program.in_names, args)))
     assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol,
                    f"{case.id} [tflite, graph]")
+    try:   # no more operators than the direct writer's, where it covers the case
+        direct = direct_tflite_bytes(program)
+    except Uncovered:
+        return
+    assert sum(_op_counts(data).values()) <= sum(_op_counts(direct).values()), (_op_counts(data), _op_counts(direct))
 
 
 def _op_counts(data) -> collections.Counter:

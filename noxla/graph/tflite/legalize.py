@@ -283,25 +283,60 @@ def _slice(graph, node, x, begin, size):
 
 @legalizer("StridedSlice")
 def _strided_slice(graph, node, x, begin, end, strides):
-    masks = {k: _attr(node, f"{k}_mask", 0) for k in ("begin", "end", "ellipsis", "new_axis", "shrink_axis")}
-    if masks["ellipsis"] or masks["new_axis"]:
-        # the recorder writes these masks as TF's slicing does; the converter expands them first
-        raise Uncovered("a StridedSlice with an ellipsis or a new axis")
-    b, e, s = (np.reshape(_static(t, "a strided slice's bounds"), -1).astype(np.int64) for t in (begin, end, strides))
-    if not masks["shrink_axis"] and np.all(s == 1):   # the converter's canonical form: a SLICE
+    """One STRIDED_SLICE of x's own axes (an ellipsis expanded, new axes left to a RESHAPE after it,
+    as the converter expands them), or a SLICE where every stride is 1 and no axis shrinks."""
+    b, e, s, masks, new_axes = _per_axis(node, x, begin, end, strides)
+    if not masks["shrink_axis"] and all(v == 1 for v in s):   # the converter's canonical form: a SLICE
         starts, sizes = [], []
         for i, n in enumerate(x.shape):
-            lo = 0 if masks["begin"] >> i & 1 or i >= len(b) else int(b[i])
-            hi = n if masks["end"] >> i & 1 or i >= len(e) else int(e[i])
+            lo = 0 if masks["begin"] >> i & 1 else b[i]
+            hi = n if masks["end"] >> i & 1 else e[i]
             lo, hi = (min(max(v + n if v < 0 else v, 0), n) for v in (lo, hi))
             starts.append(lo)
             sizes.append(max(hi - lo, 0))
-        if tuple(sizes) == _shape(node):
-            return x if sizes == list(x.shape) else _out(graph, "SLICE", node, [x, _int32(graph, starts),
-                                                                               _int32(graph, sizes)])
-    args = [_int32(graph, v) for v in (b, e, s)]
-    return _out(graph, "STRIDED_SLICE", node, [x, *args], beginMask=masks["begin"], endMask=masks["end"],
-                ellipsisMask=0, newAxisMask=0, shrinkAxisMask=masks["shrink_axis"], offset=False)
+        if int(np.prod(sizes)) == int(np.prod(_shape(node))):
+            y = x if sizes == list(x.shape) else graph.add("SLICE", [x, _int32(graph, starts), _int32(graph, sizes)],
+                                                         sizes, x.dtype)
+            return reshape(graph, y, _shape(node))
+    kept = [n for i, n in enumerate(_shape(node)) if i not in new_axes]
+    y = graph.add("STRIDED_SLICE", [x, *(_int32(graph, v) for v in (b, e, s))], kept, x.dtype,
+                  beginMask=masks["begin"], endMask=masks["end"], ellipsisMask=0, newAxisMask=0,
+                  shrinkAxisMask=masks["shrink_axis"], offset=False)
+    return reshape(graph, y, _shape(node))
+
+
+def _per_axis(node: Node, x: Tensor, begin, end, strides):
+    """The slice's begin, end, stride and masks for each axis of x, and which output axes are new."""
+    masks = {k: _attr(node, f"{k}_mask", 0) for k in ("begin", "end", "ellipsis", "new_axis", "shrink_axis")}
+    spec = [np.reshape(_static(t, "a strided slice's bounds"), -1).astype(np.int64).tolist()
+            for t in (begin, end, strides)]
+    rank, entries = len(x.shape), len(spec[0])
+    real = sum(1 for i in range(entries) if not (masks["new_axis"] >> i & 1 or masks["ellipsis"] >> i & 1))
+    b, e, s, out, new_axes = [], [], [], {"begin": 0, "end": 0, "shrink_axis": 0}, set()
+    o = 0   # the output axis
+    for i in range(entries):
+        if masks["ellipsis"] >> i & 1:
+            for _ in range(rank - real):
+                axis = len(b)
+                b.append(0), e.append(0), s.append(1)
+                out["begin"] |= 1 << axis
+                out["end"] |= 1 << axis
+                o += 1
+        elif masks["new_axis"] >> i & 1:
+            new_axes.add(o)
+            o += 1
+        else:
+            axis = len(b)
+            b.append(spec[0][i]), e.append(spec[1][i]), s.append(spec[2][i])
+            for k in out:
+                out[k] |= (masks[k] >> i & 1) << axis
+            o += 0 if masks["shrink_axis"] >> i & 1 else 1
+    while len(b) < rank:   # axes after the spec: whole
+        axis = len(b)
+        b.append(0), e.append(0), s.append(1)
+        out["begin"] |= 1 << axis
+        out["end"] |= 1 << axis
+    return b, e, s, out, new_axes
 
 
 @legalizer("ConcatV2")

@@ -9,7 +9,10 @@ on TF's path) would make the graph smaller than the legalized rules' ops:
   (``noxla.tflite_reshapes.remove_reshape_pairs`` on TF's path);
 - a select on a constant condition is the operand it selects everywhere, and a BROADCAST_TO read
   only by operators that broadcast their operands themselves is left out, and a PACK of all an
-  UNPACK's outputs in order along its axis is the UNPACK's input (the converter's folds).
+  UNPACK's outputs in order along its axis is the UNPACK's input (the converter's folds);
+- the slice rule's every-n-th element of a non-float tensor (a PAD, a fold into (kept, stride), the
+  first column: for TF.js's wasm StridedSlice, which misreads it) is one STRIDED_SLICE, which
+  LiteRT computes right; a slice of a slice is one.
 
 Each moves no value: the same elements are computed in the same order."""
 from __future__ import annotations
@@ -30,7 +33,8 @@ def simplify(graph: Graph) -> None:
     while changed:
         changed = False
         for rewrite in (_unit_axis_transposes, _unflattened_fully_connected, _reshapes_through_chains,
-                        _constant_selects, _broadcasts_into_readers, _packs_of_unpacks):
+                        _constant_selects, _broadcasts_into_readers, _packs_of_unpacks, _every_nth,
+                        _slices_of_slices):
             while rewrite(graph):
                 graph.prune()
                 changed = True
@@ -155,4 +159,60 @@ def _packs_of_unpacks(graph: Graph) -> bool:
                 and op.out.shape == unpack.inputs[0].shape:
             graph.replace_uses(op.out, unpack.inputs[0])
             return True
+    return False
+
+
+def _every_nth(graph: Graph) -> bool:
+    """RESHAPE(SLICE(RESHAPE(PAD(x, [0, p] on axis a) -> (.., kept, n, ..)), first of n) -> (.., kept, ..))
+    is x[.., ::n, ..] (``lowering_rules.structural._every_nth``)."""
+    view = graph.view()
+    for op in graph.ops:
+        first = view.producer(op.inputs[0], "SLICE") if op.kind == "RESHAPE" else None
+        folded = first and view.producer(first.inputs[0], "RESHAPE")
+        pad = folded and view.producer(folded.inputs[0], "PAD")
+        if pad is None or not all(view.only_reader(t) for t in (first.out, folded.out, pad.out)) \
+                or not (first.inputs[1].is_constant and first.inputs[2].is_constant and pad.inputs[1].is_constant):
+            continue
+        x, pads = pad.inputs[0], pad.inputs[1].data.tolist()
+        padded = [a for a, (lo, hi) in enumerate(pads) if (lo, hi) != (0, 0)]
+        if len(padded) != 1 or pads[padded[0]][0] != 0:
+            continue
+        a = padded[0]
+        kept, stride = folded.out.shape[a], folded.out.shape[a + 1]
+        wanted = (*x.shape[:a], kept, stride, *x.shape[a + 1:])
+        sizes = [x.shape[i] if i < a else kept if i == a else 1 if i == a + 1 else x.shape[i - 1]
+                 for i in range(len(wanted))]
+        if folded.out.shape != wanted or any(first.inputs[1].data) \
+                or [n if n != -1 else w for n, w in zip(first.inputs[2].data.tolist(), wanted)] != sizes \
+                or op.out.shape != (*x.shape[:a], kept, *x.shape[a + 1:]):
+            continue
+        strides = [1] * len(x.shape)
+        strides[a] = stride
+        op.kind, op.options = "STRIDED_SLICE", dict(beginMask=0, endMask=0, ellipsisMask=0, newAxisMask=0,
+                                                    shrinkAxisMask=0, offset=False)
+        op.inputs = [x, graph.int32([0] * len(x.shape)), graph.int32(x.shape), graph.int32(strides)]
+        return True
+    return False
+
+
+def _slices_of_slices(graph: Graph) -> bool:
+    """A STRIDED_SLICE (no masks, bounds in range) of a SLICE or such a STRIDED_SLICE read by nothing
+    else: one STRIDED_SLICE of the inner one's input (element j is x[b1 + (b2 + j * s2) * s1])."""
+    view = graph.view()
+    for op in graph.ops:
+        inner = view.producer(op.inputs[0], {"SLICE", "STRIDED_SLICE"}) if op.kind == "STRIDED_SLICE" else None
+        if inner is None or not view.only_reader(op.inputs[0]) or any(op.options.values()) \
+                or any(inner.options.values()) or not all(t.is_constant for t in (*op.inputs[1:], *inner.inputs[1:])):
+            continue
+        b1 = inner.inputs[1].data.tolist()
+        s1 = inner.inputs[3].data.tolist() if inner.kind == "STRIDED_SLICE" else [1] * len(b1)
+        b2, e2, s2 = (t.data.tolist() for t in op.inputs[1:])
+        if any(b < 0 or s < 1 or e > n or b >= e for b, e, s, n in zip(b2, e2, s2, inner.out.shape)) \
+                or any(b < 0 or s < 1 for b, s in zip(b1, s1)):
+            continue
+        begin = [x + b * s for x, b, s in zip(b1, b2, s1)]
+        strides = [u * v for u, v in zip(s1, s2)]
+        end = [b + (len(range(lo, hi, step)) - 1) * s + 1 for b, s, lo, hi, step in zip(begin, strides, b2, e2, s2)]
+        op.inputs = [inner.inputs[0], graph.int32(begin), graph.int32(end), graph.int32(strides)]
+        return True
     return False
