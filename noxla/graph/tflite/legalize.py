@@ -33,7 +33,7 @@ def legalizer(*ops: str):
 def legalize(recorded: Recorded) -> Graph:
     """The recorded program as TFLite operators: inputs by name in order, outputs in key order (as
     TF's path's converter writes a function's outputs)."""
-    graph = Graph()
+    graph = Graph(uint32_moves=True)
     values: dict = {}
     live = _live(recorded)
     for node in recorded.graph.nodes:

@@ -37,15 +37,15 @@ RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 # mask): LiteRT's other kernels (PAD, the arithmetic) have no bool version, or one not tested here.
 BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "SELECT", "SELECT_V2",
               "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST"}
-# uint32 only where the rules move a PRNG key's words (threefry computes in int32 limbs): LiteRT's
+# uint32 only in the graph writer, where the rules move a PRNG key's words (threefry computes in int32 limbs): LiteRT's
 # kernels for these copy or convert them, as on TF's path.
 UINT32_KINDS = {"RESHAPE", "SLICE", "CONCATENATION", "CAST"}
 MAX_RANK = 6
 
 
-def _allowed(kind: str) -> set:
+def _allowed(kind: str, uint32_moves: bool) -> set:
     return RUNTIME_DTYPES | ({np.dtype(np.bool_)} if kind in BOOL_KINDS else set()) \
-        | ({np.dtype(np.uint32)} if kind in UINT32_KINDS else set())
+        | ({np.dtype(np.uint32)} if uint32_moves and kind in UINT32_KINDS else set())
 
 
 @dataclasses.dataclass(eq=False)
@@ -74,7 +74,8 @@ class Op:
 
 
 class Graph:
-    def __init__(self):
+    def __init__(self, uint32_moves: bool = False):
+        self.uint32_moves = uint32_moves   # the graph writer's (the rules' key words); the direct writer has none
         self.ops: list[Op] = []
         self.inputs: list[Tensor] = []
         self.outputs: list[Tensor] = []
@@ -98,7 +99,7 @@ class Graph:
 
     def add(self, kind: str, inputs: list, shape, dtype, **options) -> Tensor:
         shape = tuple(int(d) for d in shape)
-        allowed = _allowed(kind)
+        allowed = _allowed(kind, self.uint32_moves)
         if any(t is not None and not t.is_constant and t.dtype not in allowed for t in inputs):
             raise Uncovered(f"{kind} on {sorted({str(t.dtype) for t in inputs if t is not None})}")
         self.check(kind, shape, dtype)
@@ -108,7 +109,7 @@ class Graph:
 
     def check(self, kind: str, shape: tuple, dtype) -> None:
         """``Uncovered`` for an output LiteRT's kernels are not held to JAX on here."""
-        allowed = _allowed(kind)
+        allowed = _allowed(kind, self.uint32_moves)
         if np.dtype(dtype) not in allowed:
             raise Uncovered(f"{kind} on {np.dtype(dtype)}")
         if 0 in shape or len(shape) > MAX_RANK:   # LiteRT copies no empty tensors; its kernels stop at 6-D
