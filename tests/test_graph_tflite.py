@@ -144,3 +144,20 @@ def test_export_takes_it_when_asked_without_tensorflow(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path),
                           env=dict(os.environ, PYTHONPATH=ROOT, NOXLA_TFLITE_GRAPH="1"))
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("name", ["whisper_tiny_encoder", "vit_b16", "bert_base"])
+def test_transformer_encoder_has_no_more_operators_than_the_direct_writer_and_matches_jax(name):
+    """Whisper's, ViT's and BERT's tiny encoders (four heads of four: attention's scale 0.5, folded
+    into the query projection as the converter folds it): equal to JAX, and no more operators than
+    the direct writer, whose operators are the converter's (tests/test_direct_tflite.py)."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import real_models
+    weights, apply, example = real_models.BUILDERS[name](dict(real_models.TINY[name], heads=4),
+                                                         np.random.default_rng(0))
+    fun = lambda *args: apply(weights, *args)  # noqa: E731
+    program = trace(fun, tuple(example))
+    data = graph_tflite_bytes(program)
+    assert sum(_op_counts(data).values()) <= sum(_op_counts(direct_tflite_bytes(program)).values())
+    got = run_tflite(data, dict(zip(program.in_names, example)))[program.out_names[0]]
+    np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(*example)), rtol=1e-5, atol=2e-5)

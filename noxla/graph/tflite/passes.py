@@ -12,7 +12,10 @@ on TF's path) would make the graph smaller than the legalized rules' ops:
   UNPACK's outputs in order along its axis is the UNPACK's input (the converter's folds);
 - the slice rule's every-n-th element of a non-float tensor (a PAD, a fold into (kept, stride), the
   first column: for TF.js's wasm StridedSlice, which misreads it) is one STRIDED_SLICE, which
-  LiteRT computes right; a slice of a slice is one.
+  LiteRT computes right; a slice of a slice is one;
+- a scale by a power of two after a projection (the attention rule's on its queries), through the
+  reshapes and transposes between, is folded into the projection's weights and bias (exact: the
+  converter folds it too).
 
 Each moves no value: the same elements are computed in the same order."""
 from __future__ import annotations
@@ -34,7 +37,7 @@ def simplify(graph: Graph) -> None:
         changed = False
         for rewrite in (_unit_axis_transposes, _unflattened_fully_connected, _reshapes_through_chains,
                         _constant_selects, _broadcasts_into_readers, _packs_of_unpacks, _every_nth,
-                        _slices_of_slices):
+                        _slices_of_slices, _scale_into_projection):
             while rewrite(graph):
                 graph.prune()
                 changed = True
@@ -214,5 +217,31 @@ def _slices_of_slices(graph: Graph) -> bool:
         strides = [u * v for u, v in zip(s1, s2)]
         end = [b + (len(range(lo, hi, step)) - 1) * s + 1 for b, s, lo, hi, step in zip(begin, strides, b2, e2, s2)]
         op.inputs = [inner.inputs[0], graph.int32(begin), graph.int32(end), graph.int32(strides)]
+        return True
+    return False
+
+
+def _scale_into_projection(graph: Graph) -> bool:
+    view = graph.view()
+    for op in graph.ops:
+        if op.kind != "MUL" or op.options.get("fusedActivationFunction"):
+            continue
+        t, c = (op.inputs if op.inputs[1].is_constant else op.inputs[::-1])
+        if t.is_constant or not c.is_constant or c.data.size != 1 or op.out.shape != t.shape:
+            continue
+        scale = float(c.data.reshape(-1)[0])
+        if scale == 0 or not np.isfinite(scale) or np.frexp(scale)[0] != 0.5:
+            continue
+        source = t
+        while view.only_reader(source) and view.producer(source, {"RESHAPE", "TRANSPOSE"}) is not None:
+            source = view.made_by[source.id].inputs[0]
+        linear = view.producer(source, "FULLY_CONNECTED")
+        if linear is None or not view.only_reader(source) or linear.options["fusedActivationFunction"] \
+                or not linear.inputs[1].is_constant:
+            continue
+        weights = [graph.constant((w.data * np.float32(scale)).astype(np.float32)) if w is not None else None
+                   for w in linear.inputs[1:3]]
+        linear.inputs[1:3] = weights
+        graph.replace_uses(op.out, t)
         return True
     return False
