@@ -166,14 +166,17 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions)
         from noxla.export import export_cleared_signatures
         return export_cleared_signatures(cleared_signatures)
     cleared = preflight(fun, example_args, options)
-    from noxla import direct_tflite
+    from noxla import direct_tflite, graph
+    if graph.covers_tflite(options):  # opt-in: the graph's TFLite writer, before the direct one
+        written = graph.export_tflite(cleared, options.tflite, options.overwrite, options.on_step)
+        if written is not None:
+            return Exported(cleared.program, {"tflite": written})
     if direct_tflite.covers(options):  # a lone default .tflite: without TensorFlow if it can
         written = direct_tflite.export_direct(cleared, options.tflite, options.overwrite, options.on_step)
         if written is not None:
             return Exported(cleared.program, {"tflite": written})
     written = {}
     if options.tfjs is not None:  # from noxla's graph, without TensorFlow, where it records the program
-        from noxla import graph
         tfjs = graph.export_tfjs(cleared, fun, example_args, options)
         if tfjs is not None:
             written["tfjs"] = tfjs

@@ -1,8 +1,9 @@
 """How much of the rules noxla's graph records (issue 41, stage 1): every rule case the TF target
 accepts, recorded (``noxla.graph.lower``), replayed as real TF ops (``noxla.graph.tf_replay``) and
-compared with JAX.
+compared with JAX. With ``--tflite``: every rule case the TFLite target accepts, written by the
+graph's TFLite writer (``noxla.graph.tflite``, default mode) and run on LiteRT against JAX.
 
-    python tools/graph_coverage.py [SUBSTRING]
+    python tools/graph_coverage.py [--tflite] [SUBSTRING]
 
 Prints covered cases / all cases, the cases recorded but not matching (must be none), and the
 ``tf`` names (or uses) most often left Uncovered. tests/test_graph.py asserts the same per case.
@@ -41,15 +42,41 @@ def replay_case(case):
     return "matched"
 
 
+def tflite_case(case):
+    """As ``replay_case``, for the graph's TFLite writer on LiteRT (what ``export_tflite`` gives in
+    its default mode: the fast variants' inputs made finite)."""
+    from lowering_rules.vocabulary import Target
+    from noxla.graph.dtypes import Uncovered
+    from noxla.graph.tflite import graph_tflite_chunks
+    from noxla.preflight import full_check
+    from noxla.runtimes import run_tflite
+    from tests.differential import assert_matches, default_mode_inputs
+    program, args, expected = default_mode_inputs(case)
+    if isinstance(expected, Exception) or not full_check(program.closed_jaxpr, Target.TFLITE).ok:
+        return "rejected"
+    try:
+        data = b"".join(bytes(c) for c in graph_tflite_chunks(program))
+    except Uncovered as e:
+        return f"uncovered: {e}"
+    outs = run_tflite(data, dict(zip(program.in_names, args)))
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol,
+                   f"{case.id} [graph tflite]")
+    return "matched"
+
+
 def main() -> int:
     from lowering_rules import RULES
-    pattern = sys.argv[1] if len(sys.argv) > 1 else ""
+    argv = sys.argv[1:]
+    tflite = "--tflite" in argv
+    argv = [a for a in argv if a != "--tflite"]
+    pattern = argv[0] if argv else ""
+    run_case = tflite_case if tflite else replay_case
     cases = [c for rule in RULES.values() for c in rule.cases
              if not c.skip and pattern in c.id and c.id not in DECLARED_DIFFERENCES]
     outcomes, failures = collections.Counter(), []
     for case in cases:
         try:
-            outcome = replay_case(case)
+            outcome = run_case(case)
         except Exception as e:  # noqa: BLE001  (reported below)
             outcome = "failed"
             failures.append(f"{case.id}: {type(e).__name__}: {str(e)[:300]}")
@@ -57,7 +84,8 @@ def main() -> int:
         if outcome.startswith("uncovered"):
             outcomes[outcome] += 1
     accepted = len(cases) - outcomes["rejected"]
-    print(f"rule cases the TF target accepts: {accepted}; recorded and equal to JAX: {outcomes['matched']} "
+    print(f"rule cases the {'TFLite' if tflite else 'TF'} target accepts: {accepted}; "
+          f"{'written' if tflite else 'recorded'} and equal to JAX: {outcomes['matched']} "
           f"({100 * outcomes['matched'] / max(accepted, 1):.1f}%); uncovered: {outcomes['uncovered']}; "
           f"failed: {len(failures)}")
     for failure in failures:

@@ -9,28 +9,30 @@ this writer does not take (``covers``)."""
 from __future__ import annotations
 
 from noxla.direct_tflite import emit_gather, emit_nn  # noqa: F401  (register their emitters)
-from noxla.direct_tflite.emit import Uncovered, lower_program
-from noxla.direct_tflite.fuse import fuse
-from noxla.direct_tflite.graph import serialize
+from noxla.direct_tflite.emit import ONLY_FUSED, Uncovered, lower_program
+from noxla.graph import lone_default_tflite
+from noxla.graph.tflite.decline import decline_patterns_its_rules_shorten, decline_what_the_tf_path_does_better
+from noxla.graph.tflite.fuse import fuse
+from noxla.graph.tflite.model import serialize
 from noxla.preflight import Cleared, ExportOptions, OnStep, run_step, write_chunks
 
 __all__ = ["Uncovered", "covers", "export_direct", "tflite_chunks"]
 
 
 def covers(options: ExportOptions) -> bool:
-    """Whether an export with these options may take the direct writer: a lone default .tflite for
-    LiteRT or LiteRT.js's wasm (``strict`` keeps IEEE-exact lowerings, which only the TF path has;
-    LiteRT.js's WebGPU takes lowerings of its own)."""
-    target = options.tflite_target
-    return (set(options.wanted) == {"tflite"} and not options.strict and options.quantize is None
-            and options.polymorphic_shapes is None
-            and str(getattr(target, "value", target)) in ("tflite", "litertjs"))
+    """Whether an export with these options may take the direct writer (``graph.lone_default_tflite``)."""
+    return lone_default_tflite(options)
 
 
 def tflite_chunks(program) -> list:
     graph = lower_program(program.closed_jaxpr, program.in_names, program.out_names)
-    fuse(graph)
+    fuse(graph, ONLY_FUSED, _declined)
     return serialize(graph)
+
+
+def _declined(graph) -> None:
+    decline_what_the_tf_path_does_better(graph)
+    decline_patterns_its_rules_shorten(graph)
 
 
 def export_direct(cleared: Cleared, path: str, overwrite: bool, on_step: OnStep | None = None) -> str | None:

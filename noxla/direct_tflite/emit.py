@@ -17,7 +17,7 @@ import numpy as np
 
 from lowering_rules.jax_compat import core
 from lowering_rules.vocabulary import is_key_dtype, rule_params
-from noxla.direct_tflite.graph import Graph, Tensor, Uncovered
+from noxla.graph.tflite.model import Graph, Tensor, Uncovered, splat_as_scalar
 
 EMITTERS: dict[str, Callable] = {}
 
@@ -269,17 +269,10 @@ def select(graph: Graph, which: Tensor, if_true: Tensor, if_false: Tensor, dtype
     """``SELECT`` where the three shapes agree, else the broadcasting ``SELECT_V2``, as the
     converter writes TF's ``SelectV2``; a float constant of one value is read as a scalar, as it
     writes one (``jnp.where(x > 0, x, 0.0)``; an int32 one it keeps whole)."""
-    if_true, if_false = _splat_as_scalar(graph, if_true), _splat_as_scalar(graph, if_false)
+    if_true, if_false = splat_as_scalar(graph, if_true), splat_as_scalar(graph, if_false)
     shapes = {which.shape, if_true.shape, if_false.shape}
     shape = np.broadcast_shapes(*shapes)
     return graph.add("SELECT" if len(shapes) == 1 else "SELECT_V2", [which, if_true, if_false], shape, dtype)
-
-
-def _splat_as_scalar(graph: Graph, t: Tensor) -> Tensor:
-    if not t.is_constant or t.data.size < 2 or t.dtype != np.float32:
-        return t
-    bits = np.ascontiguousarray(t.data).reshape(-1).view(f"u{t.data.itemsize}")   # NaN and -0.0 as stored
-    return graph.constant(t.data.reshape(-1)[:1].reshape(())) if np.all(bits == bits[0]) else t
 
 
 @emitter("select_n")

@@ -9,7 +9,7 @@ import numpy as np
 from jax import lax
 
 from noxla.direct_tflite.emit import Uncovered, binary, emitter, full, out_type, permuted, reshape, select
-from noxla.direct_tflite.graph import Graph
+from noxla.graph.tflite.model import Graph
 
 _CLAMPED = {lax.GatherScatterMode.CLIP, lax.GatherScatterMode.PROMISE_IN_BOUNDS}   # XLA clamps both
 

@@ -7,16 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from noxla.direct_tflite.emit import Uncovered, emitter, full, out_type, permuted, reshape
-from noxla.direct_tflite.graph import Graph
-
-SAME, VALID = 0, 1   # schema.Padding
-
-
-def same_pads(size: int, window: int, stride: int, dilation: int = 1) -> tuple[int, int]:
-    """The padding TFLite's SAME applies on one spatial axis (the smaller half first)."""
-    out = -(-size // stride)
-    total = max((out - 1) * stride + (window - 1) * dilation + 1 - size, 0)
-    return total // 2, total - total // 2
+from noxla.graph.tflite.model import SAME, VALID, Graph, same_pads
 
 
 def window_padding(padding, sizes, windows, strides, dilations=(1, 1)) -> int | None:

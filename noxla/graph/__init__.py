@@ -8,9 +8,10 @@ import os
 from typing import Callable, Sequence
 
 from noxla.graph.dtypes import Uncovered
-from noxla.preflight import Cleared, ExportOptions, atomic_output, run_step
+from noxla.preflight import Cleared, ExportOptions, OnStep, atomic_output, run_step, write_chunks
 
-__all__ = ["ENV", "Uncovered", "enabled", "export_tfjs", "write_program_tfjs"]
+__all__ = ["ENV", "Uncovered", "covers_tflite", "enabled", "export_tfjs", "export_tflite", "lone_default_tflite",
+           "write_program_tfjs"]
 
 
 # NOXLA_TFJS_GRAPH=0 sends every TF.js export through TensorFlow's lowering and tensorflowjs's
@@ -32,6 +33,39 @@ def write_program_tfjs(program, path: str, strict: bool = False, quantize: str |
     recorded = record_program(program, strict, needs_tfjs_lowering(program))
     extra = {} if weight_shard_size_bytes is None else {"weight_shard_size_bytes": weight_shard_size_bytes}
     write_tfjs(recorded, path, quantize, **extra)
+
+
+# The TFLite writer of the graph (``noxla.graph.tflite``) is taken, where the direct writer is, only
+# when asked (NOXLA_TFLITE_GRAPH=1) until it replaces it: docs/graph.md's "TFLite writer" says what
+# it still writes with more operators than TF's path.
+TFLITE_ENV = "NOXLA_TFLITE_GRAPH"
+
+
+def lone_default_tflite(options: ExportOptions) -> bool:
+    """A lone default .tflite for LiteRT or LiteRT.js's wasm: what a writer without TensorFlow may
+    take (``strict`` keeps IEEE-exact lowerings, which only TF's path has; LiteRT.js's WebGPU takes
+    lowerings and flatbuffer passes of its own)."""
+    target = options.tflite_target
+    return (set(options.wanted) == {"tflite"} and not options.strict and options.quantize is None
+            and options.polymorphic_shapes is None
+            and str(getattr(target, "value", target)) in ("tflite", "litertjs"))
+
+
+def covers_tflite(options: ExportOptions) -> bool:
+    return os.environ.get(TFLITE_ENV) == "1" and lone_default_tflite(options)
+
+
+def export_tflite(cleared: Cleared, path: str, overwrite: bool, on_step: OnStep | None = None) -> str | None:
+    """The .tflite written at ``path`` by the graph's TFLite writer; None (nothing written) when the
+    program uses something it does not cover, which another path then exports."""
+    from noxla.graph.tflite import graph_tflite_chunks
+    try:
+        chunks = run_step(on_step, "lower+write (graph tflite)", graph_tflite_chunks, cleared.program)
+    except Uncovered as e:
+        if on_step is not None:
+            on_step(f"graph tflite writer: {e}; taking another path", 0.0)
+        return None
+    return run_step(on_step, f"write {path}", write_chunks, chunks, path, overwrite)
 
 
 def export_tfjs(cleared: Cleared, fun: Callable, example_args: Sequence, options: ExportOptions) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noxla.direct_tflite.graph import Graph, Op, Tensor, Uncovered, View
+from noxla.graph.tflite.model import Graph, Op, Tensor, Uncovered, View
 
 # Operators that run alike in another layout of their input (``noxla.tflite_reshapes``).
 _ELEMENTWISE = {"ABS", "CEIL", "COS", "EXP", "FLOOR", "GELU", "HARD_SWISH", "LOG", "LOGISTIC", "NEG", "RELU",
@@ -17,15 +17,16 @@ _ELEMENTWISE = {"ABS", "CEIL", "COS", "EXP", "FLOOR", "GELU", "HARD_SWISH", "LOG
 def decline_what_the_tf_path_does_better(graph: Graph) -> None:
     """``Uncovered`` for a fused graph the TF path would write smaller: one its rules shorten (below)
     or its own flatbuffer passes would: a reshape and its inverse around operators that run alike
-    in either layout, a squeeze before a batched product (``noxla.tflite_reshapes``), projections
+    in either layout, a squeeze of leading unit axes before a batched product (``noxla.tflite_reshapes``), projections
     of one row of one input, which it joins into one FULLY_CONNECTED (``noxla.tflite_projections``)."""
     view = View.of(graph)
-    _patterns_its_rules_shorten(view, graph)
     for op in graph.ops:
         if op.kind != "RESHAPE":
             continue
         readers = [r for r in view.read_by.get(op.out.id, []) if r is not None]
-        if any(r.kind == "BATCH_MATMUL" for r in readers) and len(op.inputs[0].shape) > len(op.out.shape):
+        a, b = op.inputs[0].shape, op.out.shape
+        if any(r.kind == "BATCH_MATMUL" for r in readers) and len(a) > len(b) \
+                and a[len(a) - len(b):] == b and all(d == 1 for d in a[:len(a) - len(b)]):
             raise Uncovered("a squeeze before a batched product, which the TF path's passes remove")
         links, t = 0, op.out
         while len(view.read_by.get(t.id, [])) == 1 and view.read_by[t.id][0] is not None:
@@ -55,11 +56,13 @@ def _behind(view: View, t: Tensor, through: set) -> list[Op]:
     return list(found.values())
 
 
-def _patterns_its_rules_shorten(view: View, graph: Graph) -> None:
+def decline_patterns_its_rules_shorten(graph: Graph) -> None:
     """Patterns the TF path's rules lower in fewer operators than their equations: rotary
     embeddings (``lowering_rules.rope``: halves or pairs of one tensor, rotated and joined), a
     slice of a join (``lowering_rules.joins`` reads the part), and a product of a repeated operand
-    (``lowering_rules.grouped_query`` reads it unrepeated)."""
+    (``lowering_rules.grouped_query`` reads it unrepeated). Only the direct writer, which lowers
+    JAX's equations itself, needs this; the graph writer writes what the rules wrote."""
+    view = View.of(graph)
     moves = {"RESHAPE", "TRANSPOSE"}
     for op in graph.ops:
         if op.kind == "CONCATENATION":

@@ -8,12 +8,11 @@ field), and MobileNetV3's x * relu6(x + 3) / 6 into HARD_SWISH. The fused operat
 the unfused ones do for every finite input (noxla's default mode; ``strict`` never comes here)."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
-from noxla.direct_tflite.decline import decline_what_the_tf_path_does_better
-from noxla.direct_tflite.emit import ONLY_FUSED, Uncovered
-from noxla.direct_tflite.emit_nn import SAME, VALID, same_pads
-from noxla.direct_tflite.graph import Graph, Op, Tensor, View
+from noxla.graph.tflite.model import SAME, VALID, Graph, Op, Tensor, Uncovered, View, same_pads
 
 _LINEAR = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}
 # A bias add after a TRANSPOSE_CONV is folded as after these (the converter does); scales are not.
@@ -23,7 +22,11 @@ _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 _REDUCERS = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN"}
 
 
-def fuse(graph: Graph) -> None:
+def fuse(graph: Graph, only_fused: frozenset = frozenset(), declined: Callable | None = None) -> None:
+    """The passes below until none applies. ``only_fused``: builtins that may not remain unfused
+    (the direct writer's EXP, LOG, RSQRT, which differ from JAX on finite inputs; the rules lower
+    those exactly, so the graph writer passes none). ``declined``: a further check of the fused graph
+    that raises ``Uncovered`` (``decline``)."""
     changed = True
     while changed:  # a rewrite can open another's pattern (a mean's reshape after its division)
         changed = False
@@ -33,10 +36,11 @@ def fuse(graph: Graph) -> None:
                 changed = True
     _drop_zero_bias(graph)
     _reciprocal_products(graph)
-    unfused = sorted({op.kind for op in graph.ops} & ONLY_FUSED)
+    unfused = sorted({op.kind for op in graph.ops} & only_fused)
     if unfused:
         raise Uncovered(f"{', '.join(unfused)} outside the patterns fused here")
-    decline_what_the_tf_path_does_better(graph)
+    if declined is not None:
+        declined(graph)
     made = graph.producers()
     if len({t.id for t in graph.outputs}) < len(graph.outputs) or any(t.id not in made for t in graph.outputs):
         # x + 0 or x * 1 as an output, or two outputs computed alike: the TF path copies them
@@ -346,25 +350,38 @@ def _operand(view: View, t: Tensor, kind: str, value: float) -> Tensor | None:
     return x if c is not None and np.isclose(c, value, rtol=1e-6, atol=0) else None
 
 
+def _gelu_forms(view: View, op: Op):
+    """(x, the 1 + tanh(...) operand) of JAX's x * (0.5 * (1 + tanh(...))) or the rules' (0.5 * x) *
+    (1 + tanh(...)) (TF's formula), for each order of ``op``'s operands."""
+    for x, gate in (op.inputs, op.inputs[::-1]):
+        half = _operand(view, gate, "MUL", 0.5)
+        yield x, half and _operand(view, half, "ADD", 1.0)
+        half_x = view.producer(x, "MUL") if view.only_reader(x) else None
+        if half_x is not None and not half_x.options["fusedActivationFunction"] and _with_scalar(half_x)[1] == 0.5:
+            yield _with_scalar(half_x)[0], _operand(view, gate, "ADD", 1.0)
+
+
 def _gelu(graph: Graph) -> bool:
     """JAX's tanh-approximated GELU, x * (0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x**3))))."""
     view = graph.view()
     for op in graph.ops:
         if op.kind != "MUL" or op.options["fusedActivationFunction"]:
             continue
-        for x, gate in (op.inputs, op.inputs[::-1]):
-            half = _operand(view, gate, "MUL", 0.5)
-            inside = half and _operand(view, half, "ADD", 1.0)
+        for x, inside in _gelu_forms(view, op):
             tanh = view.producer(inside, "TANH") if inside is not None and view.only_reader(inside) else None
             inner = tanh and _operand(view, tanh.inputs[0], "MUL", np.sqrt(2 / np.pi))
             total = view.producer(inner, "ADD") if inner is not None and view.only_reader(inner) else None
             if total is None or total.options["fusedActivationFunction"] or x not in total.inputs:
                 continue
             cubed = _operand(view, total.inputs[1] if total.inputs[0] is x else total.inputs[0], "MUL", 0.044715)
-            cube = view.producer(cubed, "MUL") if cubed is not None and view.only_reader(cubed) else None
-            square = view.producer(cube.inputs[0], "MUL") if cube is not None and cube.inputs[1] is x else None
-            if square is not None and square.inputs == [x, x] and view.only_reader(cube.inputs[0]) \
-                    and op.out.shape == x.shape and not cube.options["fusedActivationFunction"]:
+            cube = view.producer(cubed, {"MUL", "POW"}) if cubed is not None and view.only_reader(cubed) else None
+            if cube is not None and cube.kind == "POW":   # the rules' x ** 3 (TF's Pow)
+                cubes = cube.inputs[0] is x and _scalar(cube.inputs[1]) == 3
+            else:
+                square = view.producer(cube.inputs[0], "MUL") if cube is not None and cube.inputs[1] is x else None
+                cubes = square is not None and square.inputs == [x, x] and view.only_reader(cube.inputs[0]) \
+                    and not cube.options["fusedActivationFunction"]
+            if cubes and op.out.shape == x.shape:
                 op.kind, op.inputs, op.options = "GELU", [x], {"approximate": True}
                 return True
     return False
@@ -420,6 +437,8 @@ def _scale_before_product(graph: Graph) -> bool:
         if product is None or np.frexp(scale)[0] != 0.5 or not view.only_reader(x) or op.out.shape != x.shape:
             continue
         origins = [_before_moves(view, t, product) for t in product.inputs[:2]]
+        if origins[0][0] is origins[1][0]:   # x by x's transpose: scaling x would scale both
+            continue
         t, reader = min(origins, key=lambda o: int(np.prod(o[0].shape)))
         if int(np.prod(t.shape)) >= int(np.prod(x.shape)):
             continue
@@ -461,7 +480,8 @@ def _common_operators(graph: Graph) -> bool:
     written twice in a LayerNorm)."""
     seen: dict = {}
     for op in graph.ops:
-        key = (op.kind, tuple(id(t) for t in op.inputs), repr(sorted(op.options.items())), len(op.outputs))
+        key = (op.kind, tuple(id(t) for t in op.inputs), repr(sorted(op.options.items())),
+               tuple((t.shape, t.dtype.str) for t in op.outputs))   # CASTs of one tensor to two types differ
         first = seen.setdefault(key, op)
         if first is not op:
             for old, new in zip(op.outputs, first.outputs):

@@ -1,4 +1,5 @@
-"""The graph the direct writer builds: TFLite operators over tensors, before serialization.
+"""A graph of TFLite operators over tensors, before serialization: what the TFLite writer of noxla's
+graph legalizes it into (``noxla.graph.tflite.legalize``), and the direct writer emits.
 
 A tensor is a run-time value (``data is None``) or a constant; an operator names its TFLite builtin
 and keeps its options as a dict of the schema's option fields. Passes (``fuse``) rewrite the graph
@@ -11,15 +12,23 @@ import itertools
 
 import numpy as np
 
+from noxla.graph.dtypes import Uncovered
+
 _TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32", np.dtype(np.bool_): "BOOL",
           np.dtype(np.int64): "INT64", np.dtype(np.float16): "FLOAT16", np.dtype(np.int8): "INT8",
-          np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16"}
+          np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16",
+          np.dtype(np.uint32): "UINT32"}
 _ids = itertools.count()
 
 
-class Uncovered(Exception):
-    """The program uses something the direct writer does not emit (the message says what): the
-    export takes the TF path instead."""
+SAME, VALID = 0, 1   # schema.Padding
+
+
+def same_pads(size: int, window: int, stride: int, dilation: int = 1) -> tuple[int, int]:
+    """The padding TFLite's SAME applies on one spatial axis (the smaller half first)."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + (window - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
 
 
 # The run-time tensors' types: the emitters' operators are held to JAX on these only.
@@ -27,8 +36,16 @@ RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 # Booleans only where an emitter makes or reads them (comparisons, selects, a gather's in-bounds
 # mask): LiteRT's other kernels (PAD, the arithmetic) have no bool version, or one not tested here.
 BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "SELECT", "SELECT_V2",
-              "RESHAPE"}
+              "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST"}
+# uint32 only in the graph writer, where the rules move a PRNG key's words (threefry computes in int32 limbs): LiteRT's
+# kernels for these copy or convert them, as on TF's path.
+UINT32_KINDS = {"RESHAPE", "SLICE", "CONCATENATION", "CAST"}
 MAX_RANK = 6
+
+
+def _allowed(kind: str, uint32_moves: bool) -> set:
+    return RUNTIME_DTYPES | ({np.dtype(np.bool_)} if kind in BOOL_KINDS else set()) \
+        | ({np.dtype(np.uint32)} if uint32_moves and kind in UINT32_KINDS else set())
 
 
 @dataclasses.dataclass(eq=False)
@@ -57,29 +74,46 @@ class Op:
 
 
 class Graph:
-    def __init__(self):
+    def __init__(self, uint32_moves: bool = False):
+        self.uint32_moves = uint32_moves   # the graph writer's (the rules' key words); the direct writer has none
         self.ops: list[Op] = []
         self.inputs: list[Tensor] = []
         self.outputs: list[Tensor] = []
         self.in_names: list[str] = []
         self.out_names: list[str] = []
         self._view: View | None = None
+        self._int32: dict = {}
 
     def constant(self, array) -> Tensor:
         array = np.asarray(array)
         return Tensor(tuple(array.shape), array.dtype, array)
 
+    def int32(self, values) -> Tensor:
+        """An int32 constant (a shape, axes, a permutation), one tensor per value, so that operators
+        reading equal ones are recognized as the same (``fuse._common_operators``)."""
+        array = np.asarray(values, np.int32)
+        key = (array.shape, array.tobytes())
+        if key not in self._int32:
+            self._int32[key] = self.constant(array)
+        return self._int32[key]
+
     def add(self, kind: str, inputs: list, shape, dtype, **options) -> Tensor:
         shape = tuple(int(d) for d in shape)
-        allowed = RUNTIME_DTYPES | {np.dtype(np.bool_)} if kind in BOOL_KINDS else RUNTIME_DTYPES
-        if any(t is not None and not t.is_constant and t.dtype not in allowed for t in inputs) \
-                or np.dtype(dtype) not in allowed:
-            raise Uncovered(f"{kind} on {np.dtype(dtype)}")
-        if 0 in shape or len(shape) > MAX_RANK:   # LiteRT copies no empty tensors; its kernels stop at 6-D
-            raise Uncovered(f"{kind} of shape {shape}")
+        allowed = _allowed(kind, self.uint32_moves)
+        if any(t is not None and not t.is_constant and t.dtype not in allowed for t in inputs):
+            raise Uncovered(f"{kind} on {sorted({str(t.dtype) for t in inputs if t is not None})}")
+        self.check(kind, shape, dtype)
         out = Tensor(shape, np.dtype(dtype))
         self.ops.append(Op(kind, list(inputs), [out], options))
         return out
+
+    def check(self, kind: str, shape: tuple, dtype) -> None:
+        """``Uncovered`` for an output LiteRT's kernels are not held to JAX on here."""
+        allowed = _allowed(kind, self.uint32_moves)
+        if np.dtype(dtype) not in allowed:
+            raise Uncovered(f"{kind} on {np.dtype(dtype)}")
+        if 0 in shape or len(shape) > MAX_RANK:   # LiteRT copies no empty tensors; its kernels stop at 6-D
+            raise Uncovered(f"{kind} of shape {shape}")
 
     def producers(self) -> dict:
         return {t.id: op for op in self.ops for t in op.outputs}
@@ -117,6 +151,15 @@ class Graph:
                 needed.update(t.id for t in op.inputs if t is not None)
         self.ops = kept[::-1]
         self._view = None
+
+
+def splat_as_scalar(graph: Graph, t: Tensor) -> Tensor:
+    """A float constant of one value as a scalar, as the converter writes one in a select
+    (an int32 one it keeps whole)."""
+    if not t.is_constant or t.data.size < 2 or t.dtype != np.float32:
+        return t
+    bits = np.ascontiguousarray(t.data).reshape(-1).view(f"u{t.data.itemsize}")   # NaN and -0.0 as stored
+    return graph.constant(t.data.reshape(-1)[:1].reshape(())) if np.all(bits == bits[0]) else t
 
 
 class View:
@@ -237,4 +280,8 @@ _OPTIONS = {
     "CONCATENATION": "ConcatenationOptions", "GELU": "GeluOptions", "MAXIMUM": "MaximumMinimumOptions",
     "MINIMUM": "MaximumMinimumOptions", "SQUARED_DIFFERENCE": "SquaredDifferenceOptions",
     "POW": "PowOptions", "SELECT": "SelectOptions", "SELECT_V2": "SelectV2Options", "GATHER": "GatherOptions",
+    # Those only the graph writer emits (the ones with fields to write).
+    "STRIDED_SLICE": "StridedSliceOptions", "PACK": "PackOptions", "UNPACK": "UnpackOptions",
+    "SPLIT": "SplitOptions", "SPLIT_V": "SplitVOptions", "LEAKY_RELU": "LeakyReluOptions",
+    "MIRROR_PAD": "MirrorPadOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions",
 }

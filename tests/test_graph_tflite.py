@@ -1,0 +1,163 @@
+"""The TFLite writer of noxla's graph (noxla.graph.tflite): every rule case it covers and the whole
+zoo on LiteRT against JAX, its operator counts against TF's path's, and its export without
+TensorFlow (opt-in, NOXLA_TFLITE_GRAPH=1)."""
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+from lowering_rules import RULES
+from lowering_rules.vocabulary import Target
+from noxla.graph.dtypes import Uncovered
+from noxla.graph.tflite import graph_tflite_chunks
+from noxla.preflight import full_check
+from noxla.runtimes import run_tflite
+from noxla.tracing import trace
+from tests import zoo
+from tests.differential import assert_matches, default_mode_inputs, direct_tflite_bytes, grouped_cases
+
+CASES = [c for rule in RULES.values() for c in rule.cases]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = zoo.build()
+
+
+def graph_tflite_bytes(program) -> bytes:
+    return b"".join(bytes(c) for c in graph_tflite_chunks(program))
+
+
+@pytest.mark.parametrize("case", grouped_cases(CASES))
+def test_case_graph_tflite(case):
+    program, args, expected = default_mode_inputs(case)
+    if isinstance(expected, Exception) or not full_check(program.closed_jaxpr, Target.TFLITE).ok:
+        pytest.skip("JAX cannot run it or TFLite's check refuses it (tests/test_rules.py holds it to that)")
+    try:
+        data = graph_tflite_bytes(program)
+    except Uncovered as e:
+        pytest.skip(f"the graph's TFLite writer does not cover it ({e}); another path exports it")
+    outs = run_tflite(data, dict(zip(program.in_names, args)))
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol,
+                   f"{case.id} [tflite, graph]")
+    try:   # no more operators than the direct writer's, where it covers the case
+        direct = direct_tflite_bytes(program)
+    except Uncovered:
+        return
+    assert sum(_op_counts(data).values()) <= sum(_op_counts(direct).values()), (_op_counts(data), _op_counts(direct))
+
+
+def _op_counts(data) -> collections.Counter:
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.tools import flatbuffer_utils
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(data))
+    codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
+    return collections.Counter(names[codes[op.opcodeIndex]] for g in model.subgraphs for op in g.operators)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model_through_the_graph_tflite_writer_matches_jax(name):
+    model = MODELS[name]
+    args = model.inputs(2)
+    program = trace(model.fun, tuple(args))
+    outs = run_tflite(graph_tflite_bytes(program), dict(zip(program.in_names, args)))
+    expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(jax.jit(model.fun)(*args))]
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, 1e-5, 1e-5,
+                   f"{name} [tflite, graph]")
+
+
+# Where the graph writer still writes more operators than TF's path (batch 2; docs/graph.md):
+# grappler and the converter fold what the recorder keeps (a forget gate times the initial zero
+# state, a bias of the batch's shape added after a split; threefry's arithmetic on constants).
+_MORE_OPERATORS = {"lstm_classifier": "5 more (ADD 2, LOGISTIC, MUL, RESHAPE)",
+                   "sampling_vae_decoder": "9 more (FLOOR_MOD, FLOOR_DIV, PACK, UNPACK, SLICE)",
+                   "categorical_sampling_head": "8 more (FLOOR_MOD, FLOOR_DIV, PACK, UNPACK, SLICE)"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_MORE_OPERATORS[n]))
+                                  if n in _MORE_OPERATORS else n for n in sorted(MODELS)])
+def test_zoo_model_through_the_graph_has_no_more_tflite_ops_than_tf_path(name, tmp_path):
+    from noxla.export import export
+    model = MODELS[name]
+    args = model.inputs(2)
+    path = str(tmp_path / "tf_path.tflite")
+    export(model.fun, args, tflite=path)   # TF's path (noxla.export.export never takes a writer without TF)
+    with open(path, "rb") as f:
+        converted = _op_counts(f.read())
+    graph = _op_counts(graph_tflite_bytes(trace(model.fun, tuple(args))))
+    assert sum(graph.values()) <= sum(converted.values()), (graph - converted, converted - graph)
+
+
+def test_scaled_product_of_x_by_its_transpose_keeps_one_scale():
+    """The rule case symmetric_product:alpha_beta: the moved scale pass put 0.5 on both operands of
+    a @ a.T (one tensor), giving 0.25 * a @ a.T."""
+    a = np.random.default_rng(0).standard_normal((3, 2)).astype(np.float32)
+    c = np.random.default_rng(1).standard_normal((3, 3)).astype(np.float32)
+    fun = lambda a, c: jax.lax.linalg.symmetric_product(a, c, alpha=0.5, beta=2.0)  # noqa: E731
+    program = trace(fun, (a, c))
+    got = run_tflite(graph_tflite_bytes(program), dict(zip(program.in_names, (a, c))))[program.out_names[0]]
+    np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(a, c)), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("fun, x", [
+    (lambda x: x ** 2, np.array([1e20, -3.0, 2.0], np.float32)),
+    (lambda x: jax.numpy.square(x), np.array([3, -46341, 7], np.int32)),
+], ids=["pow_2_overflows_to_inf", "int32_square_wraps"])
+def test_squares_are_products(fun, x):
+    """LiteRT's POW gives the largest float where x ** 2 overflows (JAX: inf); its SQUARE has no int32
+    kernel. Both are x * x."""
+    program = trace(fun, (x,))
+    data = graph_tflite_bytes(program)
+    assert set(_op_counts(data)) == {"MUL"}
+    got = run_tflite(data, {program.in_names[0]: x})[program.out_names[0]]
+    np.testing.assert_array_equal(got, np.asarray(jax.jit(fun)(x)))
+
+
+def test_export_takes_it_when_asked_without_tensorflow(tmp_path):
+    """In a fresh process with NOXLA_TFLITE_GRAPH=1: the export of a transformer encoder (which the
+    direct writer leaves to TF) imports no TensorFlow and runs in LiteRT with JAX's result."""
+    script = textwrap.dedent(f"""
+        import sys
+        import numpy as np, jax
+        sys.path.insert(0, {ROOT!r})
+        import noxla
+        from tests import zoo
+        model = zoo.build()["transformer_encoder"]
+        (tokens,) = model.inputs(2)
+        steps = []
+        path = noxla.export_tflite(model.fun, tokens, path={str(tmp_path / "m.tflite")!r},
+                                   on_step=lambda name, s: steps.append(name))
+        assert "tensorflow" not in sys.modules, "the graph's TFLite export imported TensorFlow"
+        assert "lower+write (graph tflite)" in steps, steps
+        from noxla.runtimes import run_tflite
+        from noxla.tracing import trace
+        got = list(run_tflite(path, {{trace(model.fun, (tokens,)).in_names[0]: tokens}}).values())[0]
+        np.testing.assert_allclose(got, np.asarray(jax.jit(model.fun)(tokens)), rtol=1e-5, atol=1e-6)
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path),
+                          env=dict(os.environ, PYTHONPATH=ROOT, NOXLA_TFLITE_GRAPH="1"))
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("name", ["whisper_tiny_encoder", "vit_b16", "bert_base"])
+def test_transformer_encoder_has_no_more_operators_than_the_direct_writer_and_matches_jax(name):
+    """Whisper's, ViT's and BERT's tiny encoders (four heads of four: attention's scale 0.5, folded
+    into the query projection as the converter folds it): equal to JAX, and no more operators than
+    the direct writer, whose operators are the converter's (tests/test_direct_tflite.py)."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import real_models
+    weights, apply, example = real_models.BUILDERS[name](dict(real_models.TINY[name], heads=4),
+                                                         np.random.default_rng(0))
+    fun = lambda *args: apply(weights, *args)  # noqa: E731
+    program = trace(fun, tuple(example))
+    data = graph_tflite_bytes(program)
+    assert sum(_op_counts(data).values()) <= sum(_op_counts(direct_tflite_bytes(program)).values())
+    got = run_tflite(data, dict(zip(program.in_names, example)))[program.out_names[0]]
+    np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(*example)), rtol=1e-5, atol=2e-5)
