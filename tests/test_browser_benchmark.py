@@ -56,3 +56,34 @@ def test_report_rows_verdicts_and_failures(tmp_path):
     assert "- no_onnx, ORT-web wasm: jax2onnx: NotImplementedError: a | b" in text  # in full below
     header = next(line for line in text.splitlines() if line.startswith("| model"))
     assert header.count("|") == len(rows["fast"]) + 1
+
+
+def test_real_size_models_join_the_zoo_by_default_and_none_leaves_them_out():
+    assert bb.parse_args([]).real == ",".join(bb.REAL_DEFAULT)
+    assert "vae_decoder_64" in bb.REAL_DEFAULT
+    assert bb.parse_args(["--real", "none"]).real == "none"
+    with pytest.raises(SystemExit):
+        bb.build_models(["mlp", "no_such_model"])
+
+
+def test_the_stride_2_same_vae_form_is_one_fused_transpose_conv_per_upsampling(tmp_path):
+    """The form issue 40 measured LiteRT.js slowest on: each biased, ReLU'd stride-2 SAME
+    lax.conv_transpose is one TRANSPOSE_CONV (bias and ReLU fused, no PAD/SLICE around it, which
+    XNNPACK delegates whole), and the file computes what JAX does on LiteRT."""
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    from noxla.export import export
+    from noxla.verify import jax_outputs, relative_error
+    from tools import real_models
+    model = real_models.build(["vae_decoder_64"], tiny=True)["vae_decoder_64"]
+    path = str(tmp_path / "vae.tflite")
+    export(model.fun, model.example, tflite=path, overwrite=True)
+    interpreter = Interpreter(path)
+    ops = [op["op_name"] for op in interpreter._get_ops_details()]
+    assert ops == ["FULLY_CONNECTED", "RESHAPE", "TRANSPOSE_CONV", "TRANSPOSE_CONV", "CONV_2D", "LOGISTIC"], ops
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], model.example[0])
+    interpreter.invoke()
+    got = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    assert relative_error(np.asarray(jax_outputs(model.fun, model.example)[0]), got) < 1e-5

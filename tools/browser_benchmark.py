@@ -3,7 +3,11 @@ noxla's TF.js export on TF.js wasm and jax2onnx's ONNX export of the same functi
 onnxruntime-web wasm (the path a browser user would pick instead); optionally WebGPU for LiteRT.js
 and onnxruntime-web (SwiftShader here: correctness only, its latency means nothing for speed).
 
-    python tools/browser_benchmark.py [--models cnn,mlp] [--rounds 9] [--webgpu] [--out FILE]
+    python tools/browser_benchmark.py [--models cnn,mlp] [--real vae_decoder_64,...] [--rounds 9] [--webgpu]
+                                      [--out FILE]
+
+--models picks zoo models (tests/zoo.py, default all); --real adds tools/real_models.py models at
+full size (default: the ones a browser page runs in seconds: REAL_DEFAULT; "none" for the zoo only).
 
 Every artifact's outputs are checked against JAX first; a path that fails or differs is not timed.
 All paths of a model are then timed interleaved (tools/benchmark.py's `interleaved`): per round one
@@ -37,6 +41,9 @@ DEFAULT_OUT = os.path.join(REPO, "tools", "benchmark_results", "browser_benchmar
 DEFAULT_VENV_PYTHON = os.path.expanduser("~/.cache/noxla-bench/jax2onnx-venv/bin/python")
 DEFAULT_ORT_MODULES = os.path.expanduser("~/.cache/noxla-bench/npm/node_modules")
 ORT_WEB_VERSION, JAX2ONNX_VERSION = "1.30.0", "0.17.1"  # the versions the committed report measured
+# Real-size models a browser tab runs in a few seconds per path (ViT-B/16 and BERT-base, 350-440 MB of
+# float32 weights, take minutes per model on TF.js wasm here; they are left to --real).
+REAL_DEFAULT = ("vae_decoder_64", "keras_mobilenet_v3_small", "keras_efficientnet_b0")
 WASM_PATHS = ("LiteRT.js wasm", "TF.js wasm", "ORT-web wasm")
 WEBGPU_PATHS = ("LiteRT.js WebGPU", "ORT-web WebGPU")
 # float32 kernels on wasm agree with JAX's XLA CPU to ~1e-6 relative; WebGPU's approximate
@@ -47,6 +54,8 @@ TOLERANCE = {"wasm": 1e-4, "webgpu": 1e-3}
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", help="comma-separated zoo model names (default: all)")
+    parser.add_argument("--real", default=",".join(REAL_DEFAULT),
+                        help="comma-separated tools/real_models.py names to add ('none': zoo only)")
     parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds per model")
     parser.add_argument("--batch-ms", type=float, default=40.0,
                         help="each round's batch of runs lasts about this long for the fastest path")
@@ -131,8 +140,7 @@ def export_onnx_child(names: list[str], out: str) -> None:
     import onnx
     from jax2onnx import to_onnx
 
-    from tests import zoo
-    models, results = zoo.build(), {}
+    models, results = build_models(names), {}
     for name in names:
         path = os.path.join(out, f"{name}.onnx")
         try:
@@ -146,6 +154,18 @@ def export_onnx_child(names: list[str], out: str) -> None:
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             results[name] = {"failure": f"jax2onnx: {type(e).__name__}: {first}"}
     print(json.dumps(results))
+
+
+def build_models(names: list[str]) -> dict:
+    """Zoo models by name, then tools/real_models.py ones (full size); both give name, fun, inputs(1)."""
+    from tests import zoo
+    from tools import real_models
+    models = {n: m for n, m in zoo.build().items() if n in names}
+    real = [n for n in names if n not in models]
+    unknown = [n for n in real if n not in real_models.NAMES]
+    if unknown:
+        raise SystemExit(f"not zoo or real models: {', '.join(unknown)} (real: {', '.join(real_models.NAMES)})")
+    return {**models, **(real_models.build(real) if real else {})}
 
 
 def export_onnx(python: str, names: list[str], out: str) -> dict:
@@ -318,19 +338,20 @@ def main(argv=None) -> int:
     from noxla.runtimes import BrowserRunner
     from tests import zoo
 
-    models = zoo.build()
-    names = args.models.split(",") if args.models else list(models)
-    unknown = [n for n in names if n not in models]
-    if unknown:
-        raise SystemExit(f"not zoo models: {', '.join(unknown)} (zoo: {', '.join(models)})")
+    names = args.models.split(",") if args.models else list(zoo.build())
+    names += [] if args.real in ("", "none") else args.real.split(",")
+    models = build_models(names)
     paths = WASM_PATHS + (WEBGPU_PATHS if args.webgpu else ())
     modules = ort_modules(args.ort_modules)
     runners = {"litert": LiteRtJsRunner(), "tfjs": BrowserRunner(), "ort": ort_runner(modules) if modules else None}
     version = runners["tfjs"].request({"probe": True}).get("version", "?")
-    environment = (f"Headless {version}, `nice -n 10`, on a loaded 2-core machine. @litertjs/core 2.5.3 (JSPI build), "
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    environment = (f"Headless {version}, `nice -n {os.nice(0)}`, on a 2-core machine shared with other jobs (load "
+                   f"average {load} over 1/5/15 min at the start). @litertjs/core 2.5.3 (JSPI build), "
                    "TF.js 4.22.0 wasm backend, onnxruntime-web 1.30.0 (1 wasm thread); jax2onnx 0.17.1. "
                    f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.")
-    command = "nice -n 10 python tools/browser_benchmark.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    given = " ".join(argv if argv is not None else sys.argv[1:])
+    command = f"nice -n {os.nice(0)} python tools/browser_benchmark.py {given}"
     results: dict = {}
     try:
         with tempfile.TemporaryDirectory() as work:

@@ -10,6 +10,9 @@ sizes, for tests.
 - bert_base: 12 post-norm layers, width 768, 12 heads, 128 tokens;
 - whisper_tiny_encoder: 80x3000 log-mel frames, two 1D convolutions (the second strided), 4 layers of 384;
 - vit_b16: 224x224 image, 16x16 patches, 12 layers of 768, class token, 1000 logits;
+- vae_decoder_64: a 64-wide latent through a dense layer to 4x4x256, then four stride-2, 3x3, SAME
+  transposed convolutions (``lax.conv_transpose``, biased, ReLU) to 64x64x32 and a 3x3 convolution to an
+  RGB image (sigmoid): the decoder form issue 40 measured LiteRT.js slowest on;
 - smollm_135m_decode: one decode step of a 30-layer, 576-wide decoder (9 query and 3 key/value heads,
   RoPE, SwiGLU, RMSNorm, tied embeddings) over a 256-position KV cache that it updates.
 """
@@ -30,6 +33,7 @@ FULL = {
     "vit_b16": dict(image=224, patch=16, width=768, layers=12, heads=12, hidden=3072, classes=1000),
     "smollm_135m_decode": dict(vocab=49152, width=576, layers=30, heads=9, kv_heads=3, head_dim=64,
                                hidden=1536, context=256),
+    "vae_decoder_64": dict(latent=64, base=4, widths=(256, 128, 64, 32), out=3),
 }
 TINY = {
     "bert_base": dict(vocab=50, width=16, layers=2, heads=2, hidden=32, tokens=8),
@@ -37,6 +41,7 @@ TINY = {
     "vit_b16": dict(image=32, patch=8, width=16, layers=2, heads=2, hidden=32, classes=10),
     "smollm_135m_decode": dict(vocab=50, width=24, layers=2, heads=3, kv_heads=1, head_dim=8, hidden=32,
                                context=8),
+    "vae_decoder_64": dict(latent=8, base=2, widths=(16, 8), out=3),
 }
 
 
@@ -259,8 +264,37 @@ def _smollm_weights(c, rng):
     return p
 
 
+def vae_decoder_64(c, rng, p=None):
+    import jax
+    from jax import lax
+    p = p if p is not None else _vae_weights(c, rng)
+    dims = ("NHWC", "HWIO", "NHWC")
+
+    def apply(p, z):
+        b, w0 = c["base"], c["widths"][0]
+        x = jax.nn.relu(z @ p["dense_w"] + p["dense_b"]).reshape(1, b, b, w0)
+        for i in range(len(c["widths"])):
+            x = jax.nn.relu(lax.conv_transpose(x, p[f"up{i}_w"], (2, 2), "SAME", dimension_numbers=dims)
+                            + p[f"up{i}_b"])
+        return jax.nn.sigmoid(lax.conv_general_dilated(x, p["out_w"], (1, 1), "SAME", dimension_numbers=dims)
+                              + p["out_b"])
+    return p, apply, [rng.standard_normal((1, c["latent"])).astype(np.float32)]
+
+
+def _vae_weights(c, rng):
+    widths, b = c["widths"], c["base"]
+    p = {"dense_w": _normal(rng, (c["latent"], b * b * widths[0]), c["latent"] ** -0.5),
+         "dense_b": _normal(rng, (b * b * widths[0],), 0.02)}
+    for i, (fin, fout) in enumerate(zip(widths, [*widths[1:], widths[-1]])):
+        p[f"up{i}_w"] = _normal(rng, (3, 3, fin, fout), (9 * fin) ** -0.5)
+        p[f"up{i}_b"] = _normal(rng, (fout,), 0.02)
+    p["out_w"] = _normal(rng, (3, 3, widths[-1], c["out"]), (9 * widths[-1]) ** -0.5)
+    p["out_b"] = _normal(rng, (c["out"],), 0.02)
+    return p
+
+
 BUILDERS = {"bert_base": bert_base, "whisper_tiny_encoder": whisper_tiny_encoder, "vit_b16": vit_b16,
-            "smollm_135m_decode": smollm_135m_decode}
+            "smollm_135m_decode": smollm_135m_decode, "vae_decoder_64": vae_decoder_64}
 NAMES = [*KERAS, *BUILDERS]
 
 
