@@ -141,6 +141,7 @@ def paired_table(r: dict) -> list[str]:
     recipes |= {export_name("litert-torch", m): ANCHOR_RECIPES[m] for m in modes}
     row("recipe", text(recipes.get), ratio=lambda a, b: None)
     row("export time, fresh process (s)", export("wall_s"))
+    row("export CPU time, user + system (s)", export("cpu_s"))
     row("peak memory (MB)", export("peak_mb"))
     row(".tflite size (MB)", export("size_mb"))
     row("decode: weights read per token (MB)", lambda n: bound.get(n, {}).get("weight_bytes", 0) / 1e6 or None)
