@@ -164,8 +164,8 @@ def export_tflite(model, *args, layout: CacheLayout | None = None, cache_length:
     """The .tflite LiteRT-LM runs: a ``prefill_N`` signature per length and ``decode``, sharing weights.
     ``model, *args``: ``keras_model, path`` (with ``cache_length``), ``nnx_module, path`` or
     ``step, params, path`` (with ``layout``); see ``decoder``.
-    ``quantize``: None; "int8" or "int4" (LiteRT's quantizer, see noxla.llm_quantize); or the TFLite
-    converter's "float16" or "dynamic_int8" (see noxla.quantize). Past 2 GB of weights the file is
+    ``quantize``: None; "int8", "int4" or "int4_b32" (LiteRT's quantizer, see noxla.llm_quantize); or
+    the TFLite converter's "float16" or "dynamic_int8" (see noxla.quantize). Past 2 GB of weights the file is
     written with buffer offsets (``noxla.large_tflite``); quantized, TF's converter would have to
     hold the float weights in one GraphDef, a protobuf (2 GB at most): refused up front."""
     llm_quantize.check_mode(quantize)
