@@ -76,7 +76,7 @@ def test_quantize_modes_are_checked_and_tabled_beside_litert_torch():
                              "pair_quartiles": {"noxla / litert-torch": [0.7, 0.8]}}},
               "tokens": {"jax": [5, 6, 7, 8], "noxla": [5, 6, 7, 8], "noxla int4": [5, 6, 9, 8]}}
     table = llm_benchmark.report(result, "python3 tools/llm_benchmark.py --quantize int4")
-    assert ("| recipe | — | none | — | dynamic_wi4b32_afp32 | dynamic_wi4_afp32 | — |") in table
+    assert ("| recipe | — | none | — | dynamic_wi4c_afp32 | dynamic_wi4_afp32 | — |") in table
     # A failed export has no time, and no ratio.
     assert "| export time, fresh process (s) | 10 | 40 | 0.250 | 12 | — | — |" in table
     # The engine's ratio is the median of per-round ratios, not the ratio of the medians (0.8).
