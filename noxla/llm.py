@@ -164,12 +164,12 @@ def export_tflite(model, *args, layout: CacheLayout | None = None, cache_length:
     """The .tflite LiteRT-LM runs: a ``prefill_N`` signature per length and ``decode``, sharing weights.
     ``model, *args``: ``keras_model, path`` (with ``cache_length``), ``nnx_module, path`` or
     ``step, params, path`` (with ``layout``); see ``decoder``.
-    ``quantize``: None; "int8" or "int4" (LiteRT's quantizer, see noxla.llm_quantize); or the TFLite
-    converter's "float16" or "dynamic_int8" (see noxla.quantize). Past 2 GB of weights the file is
-    written with buffer offsets (``noxla.large_tflite``). "int8" and "int4" quantize weight by
-    weight as the file is written (noxla.llm_quantize_weights), at any size; the converter's modes
-    would have TF's converter hold the float weights in one GraphDef, a protobuf (2 GB at most):
-    refused up front past that."""
+    ``quantize``: None; "int8", "int4" or "int4_b32" (LiteRT's quantizer, see noxla.llm_quantize); or
+    the TFLite converter's "float16" or "dynamic_int8" (see noxla.quantize). Past 2 GB of weights the
+    file is written with buffer offsets (``noxla.large_tflite``). "int8", "int4" and "int4_b32"
+    quantize weight by weight as the file is written (noxla.llm_quantize_weights), at any size; the
+    converter's modes would have TF's converter hold the float weights in one GraphDef, a protobuf
+    (2 GB at most): refused up front past that."""
     llm_quantize.check_mode(quantize)
     step, params, layout, path = decoder(model, *args, layout=layout, cache_length=cache_length)
     weight_bytes = sum(int(getattr(x, "nbytes", 0)) for x in _leaves(params))

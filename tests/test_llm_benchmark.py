@@ -50,24 +50,44 @@ def test_table_holds_the_command_ratios_and_failures():
     assert "litert-torch failed:" in table and "boom" in table
 
 
-def test_quantize_modes_are_checked_and_tabled():
+def test_quantize_modes_are_checked_and_tabled_beside_litert_torch():
     import pytest
     assert llm_benchmark.parse_args(["--quantize", "int8,int4"]).quantize == ["int8", "int4"]
     with pytest.raises(SystemExit):
         llm_benchmark.parse_args(["--quantize", "int3"])
     import dataclasses
+    names = ["noxla", "litert-torch", "noxla int4", "litert-torch int4"]
     result = {"name": "tiny", "config": dataclasses.asdict(llm_benchmark.configs()["tiny"]), "params": 1e6,
               "cache": 64, "prefill": 16, "prompt": [1, 2], "max_new": 4, "load": 3.0, "threads": [1],
-              "exports": {"noxla": {"wall_s": 10.0, "peak_mb": 500.0, "size_mb": 2.0}},
-              "quantized": {"int4": {"wall_s": 12.0, "peak_mb": 600.0, "size_mb": 0.5, "forced": "3/4"}},
-              "forced_float": "4/4",
-              "engine": {1: {"noxla": {"decode_ms_per_token": 2.0}, "noxla int4": {"decode_ms_per_token": 1.0},
-                             "ratios": {"noxla int4": 0.5}}},
-              "tokens": {"jax": [5, 6, 7, 8], "noxla": [5, 6, 7, 8], "noxla int4": [5, 6, 9, 8],
-                         "noxla int4 in LiteRT-LM": [5, 6, 9, 8]}}
+              "modes": ["float32", "int4"], "prompts": [[1, 2], [1, 7]],
+              "exports": {"noxla": {"wall_s": 10.0, "peak_mb": 500.0, "size_mb": 2.0},
+                          "litert-torch": {"wall_s": 40.0, "peak_mb": 2000.0, "size_mb": 2.0},
+                          "noxla int4": {"wall_s": 12.0, "peak_mb": 600.0, "size_mb": 0.5},
+                          "litert-torch int4": {"failure": "boom", "wall_s": 1.0}},
+              "bound": {n: {"weight_bytes": 4e6 if "int4" not in n else 1e6, "cache_bytes": 1e5, "op_count": 9}
+                        for n in names},
+              "bandwidth": {"read": 2.0, "copy": 4.0, "samples": 2},
+              "agreement": {"noxla": {"leading": 8, "forced": 8, "steps": 8},
+                            "noxla int4": {"leading": 3, "forced": 6, "steps": 8}},
+              "engine": {1: {"noxla": {"decode_ms_per_token": 4.0, "prefill_ms": 1.0},
+                             "litert-torch": {"decode_ms_per_token": 5.0, "prefill_ms": 2.0},
+                             "noxla int4": {"decode_ms_per_token": 1.0, "prefill_ms": 0.5},
+                             "pair_ratios": {"noxla / litert-torch": 0.75},
+                             "pair_quartiles": {"noxla / litert-torch": [0.7, 0.8]}}},
+              "tokens": {"jax": [5, 6, 7, 8], "noxla": [5, 6, 7, 8], "noxla int4": [5, 6, 9, 8]}}
     table = llm_benchmark.report(result, "python3 tools/llm_benchmark.py --quantize int4")
-    assert "| float32 | — | 2 | 1 | 10 | 500 | 4/4 | 4/4 | — | 2 | — |" in table
-    assert "| int4 | dynamic_wi4b32_afp32 | 0.5 | 0.25 | 12 | 600 | 2/4 | 3/4 | 2/4 | 1 | 0.5 |" in table
+    assert ("| recipe | — | none | — | dynamic_wi4c_afp32 | dynamic_wi4_afp32 | — |") in table
+    # A failed export has no time, and no ratio.
+    assert "| export time, fresh process (s) | 10 | 40 | 0.250 | 12 | — | — |" in table
+    # The engine's ratio is the median of per-round ratios, not the ratio of the medians (0.8).
+    assert "| LiteRT-LM decode, 1 thread(s): ms/token | 4 | 5 | 0.750 | 1 | — | — |" in table
+    assert "| per-round decode ratios: quartiles | | | 0.700 to 0.800 | | | — |" in table
+    # 2 prompt tokens in 1 ms; the bound: 4 MB at 2 GB/s is 2 ms, and 4 ms measured is twice that.
+    assert "| LiteRT-LM prefill (2 tokens), 1 thread(s): tokens/s | 2e+03 | 1e+03 | 2.000 | 4e+03 | — | — |" in table
+    assert "| bandwidth bound: weights read / bandwidth (ms/token) | 2 | 2 | 1.000 | 0.5 | 0.5 | 1.000 |" in table
+    assert "| LiteRT-LM decode / bound | 2 | 2.5 | 0.800 | 2 | — | — |" in table
+    assert "| teacher-forced top-1 = JAX's over 2 prompts | 8/8 | — | — | 6/8 | — | — |" in table
+    assert "2 GB/s read" in table
 
 
 def test_engine_ratio_is_the_median_of_per_round_ratios_with_quartiles():

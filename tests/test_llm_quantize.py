@@ -1,5 +1,6 @@
-"""Quantized LLM exports (noxla.llm_quantize, LiteRT's quantizer): int8 and int4 blockwise weights
-in the .tflite's signature runners and in LiteRT-LM's engine, against float JAX.
+"""Quantized LLM exports (noxla.llm_quantize, LiteRT's quantizer): int8 and int4 weights per
+channel and int4 blockwise, in the .tflite's signature runners and in LiteRT-LM's engine, against
+float JAX.
 
 Bounds. The tiny Llama's random weights are chaotic by design (tests/tiny_llama.init_params: each
 layer moves the residual stream far from the token's embedding, so that greedy decoding does not
@@ -10,7 +11,8 @@ fed JAX's 32 greedy tokens predicts each next one), which scores every step on i
 - int8 (per-channel, a step of 1/127 of each output channel's largest weight): measured 30 to 32
   of 32 over 8 prompts; bound 28. A wrong scale, axis or table is near chance (1 in 96).
 - int4 in blocks of 32 (a step 18x coarser, 1/7 of each block's largest weight): measured 10 to 21
-  of 32; bound 8, still 250x chance, and far from what a broken embedding or scale gives.
+  of 32; bound 8, still 250x chance, and far from what a broken embedding or scale gives. int4 per
+  channel (this model's channels have 32 to 64 inputs, so about as fine): the same bound.
 The free-running greedy tokens are then checked exactly where they must hold: they agree with JAX
 up to the first teacher-forced disagreement (the same computation until then), and LiteRT-LM's
 engine generates the signature runners' tokens (the same kernels on the same file).
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 
 import jax
 import numpy as np
@@ -26,10 +29,13 @@ import pytest
 
 from tests import tiny_llama
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+import llm_graph  # noqa: E402  (tools/llm_graph.py: the census of a signature's weights)
+
 CONFIG = tiny_llama.Config()
 CACHE, MAX_NEW, BOS, EOS = 48, 32, 1, 2
 PROMPTS = ([BOS, 17, 42, 5, 9], [BOS, 60, 7, 33, 21, 8, 70], [BOS, 33, 8, 61])
-FORCED_BOUND = {"int8": 28, "int4": 8}
+FORCED_BOUND = {"int8": 28, "int4": 8, "int4_b32": 8}
 
 
 def _layout():
@@ -65,7 +71,7 @@ def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("llmq")
     paths = {mode: llm.export_tflite(_step, params, str(root / f"{mode or 'float'}.tflite"), layout=_layout(),
                                      prefill_lengths=(8,), quantize=mode)
-             for mode in (None, "int8", "int4")}
+             for mode in (None, "int8", "int4", "int4_b32")}
     return paths
 
 
@@ -93,7 +99,7 @@ def _weights(path: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("mode", ["int8", "int4", "int4_b32"])
 def test_quantized_llm_in_signature_runners_against_jax(exports, mode):
     from ai_edge_litert.interpreter import Interpreter
 
@@ -103,14 +109,19 @@ def test_quantized_llm_in_signature_runners_against_jax(exports, mode):
     float_signatures = Interpreter(model_path=paths[None]).get_signature_list()
     assert Interpreter(model_path=path).get_signature_list() == float_signatures
     weights, float_weights = _weights(path), _weights(paths[None])
-    stored = {"int8": "INT8", "int4": "INT4"}[mode]
+    stored = {"int8": "INT8", "int4": "INT4", "int4_b32": "INT4"}[mode]
     # Every weight quantized (the embedding too, no float copy of it left), each stored once as in
     # the float file: the tied embedding's one buffer feeds both signatures' lookups and decode's
     # logits, and prefill reads decode's copies of the layers' weights.
     assert {kind for kind, _, _ in weights.values()} == {stored}, weights
     assert sorted(len(r) for _, _, r in weights.values()) == sorted(len(r) for _, _, r in float_weights.values())
+    # The mode's granularity, in the decode signature's projections and its embedding lookup alike.
+    granularity = {"int8": "per-channel", "int4": "per-channel", "int4_b32": "blockwise(32)"}[mode]
+    forms = {kind.split(" (")[0] for kind in llm_graph.census(path)["forms"]
+             if kind.startswith(("FULLY_CONNECTED", "EMBEDDING_LOOKUP"))}
+    assert forms == {f"FULLY_CONNECTED {stored} {granularity}", f"EMBEDDING_LOOKUP {stored} {granularity}"}, forms
     float_bytes, stored_bytes = (sum(n for _, n, _ in w.values()) for w in (float_weights, weights))
-    assert stored_bytes * {"int8": 4, "int4": 8}[mode] == float_bytes, (stored_bytes, float_bytes)
+    assert stored_bytes * {"int8": 4, "int4": 8, "int4_b32": 8}[mode] == float_bytes, (stored_bytes, float_bytes)
     float_size, size = os.path.getsize(paths[None]), os.path.getsize(path)
     print(f"{mode}: {size} bytes, float {float_size}; weights {stored_bytes} bytes, float {float_bytes}")
     # The file shrinks by the weights' savings, less the scales the quantizer adds (for int8 one

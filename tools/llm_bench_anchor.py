@@ -6,7 +6,8 @@ at the top, so any venv's python runs it; each command reads a JSON request and 
         from REQUEST's .npz, saved as a HF checkpoint (safetensors + a tokenizer) as a user has
         one; also PyTorch's own greedy tokens, which check that the copy is the same model.
     <litert-torch venv>/bin/python tools/llm_bench_anchor.py export REQUEST REPLY
-        litert-torch's export_hf of that checkpoint (float32, no quantization), in a fresh process
+        litert-torch's export_hf of that checkpoint, float32 or with REQUEST's quantization recipe
+        (an ai_edge_quantizer.recipe name, export_hf's ``quantization_recipe``), in a fresh process
         so that its time and peak memory include the imports, as a user's run has them.
     <LiteRT-LM venv>/bin/python tools/llm_bench_anchor.py engine REQUEST REPLY
         prefill and decode timings of several .litertlm bundles in LiteRT-LM's engine, the bundles
@@ -66,9 +67,10 @@ def export(request: dict) -> dict:
     start = time.perf_counter()
     from litert_torch.generative.export_hf import export as export_hf
     imported = time.perf_counter()
-    # keep_temporary_files: the .tflite stays beside the bundle, for LiteRT's signature runners.
+    # keep_temporary_files: the .tflite stays beside the bundle, for LiteRT's signature runners
+    # (quantized: model_quantized.tflite, beside the float model.tflite it was made from).
     export_hf.export(request["checkpoint"], request["output"], prefill_lengths=[request["prefill"]],
-                     cache_length=request["cache_length"], quantization_recipe="none",
+                     cache_length=request["cache_length"], quantization_recipe=request.get("recipe", "none"),
                      bundle_litert_lm=request["bundle"], keep_temporary_files=True)
     return {"import_s": imported - start, "export_s": time.perf_counter() - imported}
 

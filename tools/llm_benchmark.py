@@ -14,9 +14,12 @@ against JAX's and against each other; per .tflite: prefill tokens/s and decode m
 signature runners at 1 and 4 threads; per .litertlm: prefill and decode in LiteRT-LM's engine.
 Latencies alternate the two exports round by round and report the median per-round ratio, as
 tools/benchmark.py does: the machine is shared, so ratios hold where absolute numbers do not.
-``--quantize int8,int4`` adds noxla's quantized exports (noxla.llm_quantize): their size, export
-time and memory, greedy tokens against float JAX (leading agreement, and teacher-forced: each
-step fed JAX's tokens, see tests/tiny_llama.forced_tokens) and LiteRT-LM's decode ms/token.
+``--quantize int8,int4`` adds each quantization on both sides: noxla's (noxla.llm_quantize) and
+litert-torch's export_hf with its int8 (its default) and int4 recipes (llm_report.ANCHOR_RECIPES),
+side by side: export time and memory, size, LiteRT-LM decode ms/token and prefill tokens/s, greedy
+agreement with float JAX over --prompts prompts (leading and teacher-forced), and the decode step's
+bound: its weight bytes per token (tools/llm_graph.py) over the memory bandwidth of one core,
+measured around the engine's timings (llm_graph.memory_bandwidth).
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tools"))
 from interleaving import checkout_version  # noqa: E402  (tools/ is on the path from here)
+from llm_report import ANCHOR_RECIPES, RMS_NORM_EPS, SEED, agreement, export_name, report  # noqa: E402, F401
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -44,10 +48,10 @@ ANCHOR = os.path.join(REPO, "tools", "llm_bench_anchor.py")
 # litert-torch 0.10.0 takes any torch in [2.4, 2.15); 2.13.0 resolves to the CPU wheel here
 # (without a pin pip may pick a CUDA build of several GB). TensorFlow: litert-torch 0.10.0 does not
 # declare it, but export_hf imports tensorflow.lite (model_ext/bonsai_flux2) and fails without it.
-ANCHOR_PACKAGES = ["torch==2.13.0", "litert-torch==0.10.0", "tensorflow-cpu"]
+# transformers: 5.25.0 requires kernels 0.19.1, whose use_kernelized_func refuses transformers' own
+# gemma3 module, which export_hf imports for every model (seen 2026-12-06); 5.24.0 makes kernels optional.
+ANCHOR_PACKAGES = ["torch==2.13.0", "litert-torch==0.10.0", "tensorflow-cpu", "transformers<5.25"]
 BOS, EOS = 1, 2
-RMS_NORM_EPS = 1e-6  # tests/tiny_llama.py's rms_norm; the HF config is given the same
-SEED = 2
 
 
 def configs() -> dict:
@@ -193,7 +197,8 @@ def signature_timers(path: str, threads: int, prefill: int, cache_length: int, l
 
 
 def interleaved_latencies(paths: dict, threads: int, args, lay) -> dict:
-    """{(signature kind, export): ms} and {(kind, 'ratio'): noxla / litert-torch}."""
+    """{(signature kind, export): ms}, {(kind, 'ratio'): noxla / litert-torch} and, per quantization,
+    {(kind, noxla's export, litert-torch's): their ratio}."""
     from benchmark import interleaved
     timers = {name: signature_timers(p, threads, args.prefill, args.cache, lay) for name, p in paths.items()}
     out = {}
@@ -202,8 +207,11 @@ def interleaved_latencies(paths: dict, threads: int, args, lay) -> dict:
                                  args.batch_ms, args.warmup_ms)
         for name, value in ms.items():
             out[(kind, name)] = value
-        if len(ms) == 2:
-            out[(kind, "ratio")] = ratios[tuple(paths)]
+        if ("noxla", "litert-torch") in ratios:
+            out[(kind, "ratio")] = ratios[("noxla", "litert-torch")]
+        for a, b in ratios:
+            if a.startswith("noxla") and b == a.replace("noxla", "litert-torch", 1):
+                out[(kind, a, b)] = ratios[(a, b)]
     return out
 
 
@@ -213,7 +221,7 @@ def engine_latencies(bundles: dict, threads: int, args, work: str) -> dict:
     # litert-torch's bundle names no start token (its llm_metadata holds none for this checkpoint),
     # so LiteRT-LM prepends none: its prompt carries <bos> itself, and both decode the same tokens.
     request = {"models": bundles, "threads": threads, "max_num_tokens": args.cache, "prompt": prompt,
-               "prompts": {"litert-torch": "<bos> " + prompt},
+               "prompts": {name: "<bos> " + prompt for name in bundles if name.startswith("litert-torch")},
                "max_output_tokens": args.max_new, "rounds": args.engine_rounds}
     reply, run = call_script(litertlm_bundle.engine_python(), "engine", request, work)
     if not reply:
@@ -221,8 +229,19 @@ def engine_latencies(bundles: dict, threads: int, args, work: str) -> dict:
     if "noxla" in reply and "litert-torch" in reply:
         ratios = round_ratios(reply, "noxla", "litert-torch")
         reply["decode_ratio"] = statistics.median(ratios)
-        reply["decode_ratio_quartiles"] = statistics.quantiles(ratios, n=4)[::2] if len(ratios) > 1 else ratios * 2
+        reply["decode_ratio_quartiles"] = quartiles(ratios)
+    reply["pair_ratios"], reply["pair_quartiles"] = {}, {}
+    for name in reply:
+        anchor = name.replace("noxla", "litert-torch", 1)
+        if name.startswith("noxla") and anchor in reply:
+            ratios = round_ratios(reply, name, anchor)
+            reply["pair_ratios"][f"{name} / {anchor}"] = statistics.median(ratios)
+            reply["pair_quartiles"][f"{name} / {anchor}"] = quartiles(ratios)
     return reply
+
+
+def quartiles(ratios: list[float]) -> list[float]:
+    return statistics.quantiles(ratios, n=4)[::2] if len(ratios) > 1 else ratios * 2
 
 
 def round_ratios(reply: dict, name: str, reference: str) -> list[float]:
@@ -235,124 +254,6 @@ def round_ratios(reply: dict, name: str, reference: str) -> list[float]:
 def decode_ratio(reply: dict, name: str, reference: str) -> float:
     """The median per-round ratio of two bundles' decode times."""
     return statistics.median(round_ratios(reply, name, reference))
-
-
-# --------------------------------------------------------------------------- the table
-
-def fmt(value, digits: int = 3) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
-def agreement(a: list | None, b: list | None) -> str:
-    """How many leading greedy tokens agree, of how many."""
-    if a is None or b is None:
-        return "—"
-    same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    return f"{same}/{max(len(a), len(b))}"
-
-
-def quantized_table(r: dict) -> list[str]:
-    """noxla's quantized exports beside its float one (``--quantize``)."""
-    if not r.get("quantized"):
-        return []
-    from noxla.llm_quantize import QUANTIZER_MODES
-    tokens, engine = r["tokens"], r.get("engine", {}).get(r["threads"][0], {})
-    lines = ["", f"noxla's quantized exports (LiteRT's quantizer, ai-edge-quantizer); greedy tokens of "
-             f"{r['max_new']} against float JAX; LiteRT-LM at {r['threads'][0]} thread(s), decode time "
-             f"as a median per-round ratio to the float bundle:", "",
-             "| quantize | recipe | .tflite size (MB) | of float | export time (s) | peak memory (MB) "
-             "| leading tokens = JAX's | teacher-forced = JAX's | in LiteRT-LM: leading = JAX's "
-             "| LiteRT-LM decode ms/token | decode / float |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    float_size = r["exports"].get("noxla", {}).get("size_mb")
-    for mode, q in [("float32", {**r["exports"].get("noxla", {}), "recipe": "—"}),
-                    *((m, {**q, "recipe": QUANTIZER_MODES[m][0]}) for m, q in r["quantized"].items())]:
-        name = "noxla" if mode == "float32" else f"noxla {mode}"
-        size = q.get("size_mb")
-        cells = [mode, q["recipe"], fmt(size), fmt(size / float_size if size and float_size else None),
-                 fmt(None if "failure" in q else q.get("wall_s")), fmt(None if "failure" in q else q.get("peak_mb")),
-                 agreement(tokens.get(name), tokens.get("jax")), q.get("forced", "—" if mode != "float32" else
-                                                                       r.get("forced_float", "—")),
-                 agreement(tokens.get(f"{name} in LiteRT-LM"), tokens.get("jax")),
-                 fmt(engine.get(name, {}).get("decode_ms_per_token")), fmt(engine.get("ratios", {}).get(name))]
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
-    for mode, q in r["quantized"].items():
-        if "failure" in q:
-            lines += ["", f"noxla {mode} failed:", "", "```", q["failure"][-1500:], "```"]
-    return lines
-
-
-def report(r: dict, command: str) -> str:
-    names = ["noxla", "litert-torch"]
-    c = r["config"]
-    lines = [f"# noxla.llm vs litert-torch export_hf: `{r['name']}`", "", f"Command: `{command}`", "",
-             f"noxla at {r.get('commit', 'an unrecorded commit')}.", "",
-             f"Shapes: vocab {c['vocab']}, hidden {c['hidden']}, {c['layers']} layers, {c['heads']} heads, "
-             f"{c['kv_heads']} KV heads, head_dim {c['head_dim']}, intermediate {c['ffn']}, tied embeddings, "
-             f"RoPE theta {c['rope_theta']:g}, RMSNorm eps {RMS_NORM_EPS:g}; {r['params'] / 1e6:.3g}M parameters, "
-             f"random weights (seed {SEED}), float32. Cache {r['cache']}, prefill_{r['prefill']}, prompt "
-             f"{r['prompt']}, {r['max_new']} greedy tokens. Load average at start {r['load']:.1f} (2 cores, "
-             f"shared): compare the ratios (median of per-round ratios, the two exports alternating), "
-             f"not the absolute latencies.", ""]
-    lines += ["| | " + " | ".join(names) + " | noxla / litert-torch |", "| --- | --- | --- | --- |"]
-
-    def row(label, values, ratio=None, digits=3):
-        # Ratios to three decimals: three significant digits showed 1.004 and 0.9996 both as "1".
-        shown = "—" if ratio is None else f"{ratio:.3f}"
-        lines.append(f"| {label} | " + " | ".join(fmt(v, digits) for v in values) + f" | {shown} |")
-
-    def div(a, b):
-        return a / b if a is not None and b else None
-    ex = r["exports"]
-    for label, key in (("export time, fresh process (s)", "wall_s"), ("export CPU time, user + system (s)", "cpu_s"),
-                       ("peak memory (MB)", "peak_mb")):
-        # A failed export's time is not an export time.
-        values = [None if "failure" in ex.get(n, {}) else ex.get(n, {}).get(key) for n in names]
-        row(label, values, div(*values))
-    sizes = [ex.get(n, {}).get("size_mb") for n in names]
-    row(".tflite size (MB)", sizes, div(*sizes))
-    for threads, lat in sorted(r.get("latency", {}).items()):
-        prefill = [r["prefill"] / lat[("prefill", n)] * 1e3 if ("prefill", n) in lat else None for n in names]
-        row(f"LiteRT prefill_{r['prefill']}, {threads} thread(s): tokens/s", prefill,
-            1 / lat[("prefill", "ratio")] if ("prefill", "ratio") in lat else None)
-        row(f"LiteRT decode, {threads} thread(s): ms/token", [lat.get(("decode", n)) for n in names],
-            lat.get(("decode", "ratio")))
-    for threads, eng in sorted(r.get("engine", {}).items()):
-        if "failure" in eng:
-            lines.append(f"| LiteRT-LM engine, {threads} thread(s) | failed: {eng['failure'][-200:]!r} | | |")
-            continue
-        row(f"LiteRT-LM engine prefill, {threads} thread(s): ms", [eng.get(n, {}).get("prefill_ms") for n in names])
-        row(f"LiteRT-LM engine decode, {threads} thread(s): ms/token",
-            [eng.get(n, {}).get("decode_ms_per_token") for n in names], eng.get("decode_ratio"))
-        if eng.get("decode_ratio_quartiles"):
-            low, high = eng["decode_ratio_quartiles"]
-            lines.append(f"| per-round decode ratios, {threads} thread(s): quartiles over "
-                         f"{len(eng['noxla']['decode_s'])} rounds | | | {low:.3f} to {high:.3f} |")
-    tokens = r["tokens"]
-    lines.append("| greedy tokens = JAX's (leading) | "
-                 + " | ".join(agreement(tokens.get(n), tokens.get("jax")) for n in names)
-                 + f" | each other: {agreement(tokens.get('noxla'), tokens.get('litert-torch'))} |")
-    if any(f"{n} in LiteRT-LM" in tokens for n in names):
-        lines.append("| greedy tokens in LiteRT-LM's engine = JAX's (leading) | " + " | ".join(
-            agreement(tokens.get(f"{n} in LiteRT-LM"), tokens.get("jax")) for n in names) + " | |")
-    if tokens.get("torch") is not None:
-        lines.append(f"| PyTorch (the copied weights) = JAX | | {agreement(tokens['torch'], tokens['jax'])} | |")
-    lines += quantized_table(r)
-    for n in names:
-        if "failure" in ex.get(n, {}):
-            lines += ["", f"{n} failed:", "", "```", ex[n]["failure"][-1500:], "```"]
-    lines += ["", "Export time: wall time of a fresh process, imports and loading the weights from disk "
-              "included (noxla: an .npz; litert-torch: the safetensors checkpoint); its CPU time (the load "
-              "stretches the wall time, not this). Peak memory: that "
-              "process's max RSS (getrusage). LiteRT latencies: signature runners of each .tflite, the KV "
-              "cache (zeros) copied in and out on every call, alike for both; 1 thread timed by the "
-              "thread's CPU time, 4 threads by wall time on a 2-core machine. Tokens:",
-              "", "```", json.dumps(tokens), "```", ""]
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- main
@@ -370,113 +271,153 @@ def run(args) -> dict:
     np.savez(weights, **flat_weights(params))
     # Read back when JAX generates: the exports run beside this process (1B: 4 GB of weights).
     del params
+    modes = ["float32", *args.quantize]
     r = {"name": args.config, "config": dataclasses.asdict(config), "params": parameter_count(config),
          "cache": args.cache, "prefill": args.prefill, "prompt": args.prompt, "max_new": args.max_new,
-         "load": os.getloadavg()[0], "exports": {}, "tokens": {}, "commit": checkout_version()}
+         "load": os.getloadavg()[0], "exports": {}, "tokens": {}, "commit": checkout_version(),
+         "threads": args.threads, "modes": modes, "prompts": prompts(args, config.vocab)}
     lay = layout(config, args.cache)
     base = {"config": dataclasses.asdict(config), "weights": weights, "cache_length": args.cache,
             "prefill": args.prefill}
-    paths, quantized_paths = {}, {}
-    print("noxla export ...", file=sys.stderr, flush=True)
-    noxla_tflite = os.path.join(work, "noxla.tflite")
-    reply, measured = call_script(sys.executable, "noxla-export", {**base, "output": noxla_tflite}, work)
-    r["exports"]["noxla"] = {**measured, **reply}
-    if reply:
-        r["exports"]["noxla"]["size_mb"] = os.path.getsize(noxla_tflite) / 2**20
-        paths["noxla"] = noxla_tflite
-    r["threads"], r["quantized"] = args.threads, {}
-    for mode in args.quantize:
-        print(f"noxla export, quantize={mode} ...", file=sys.stderr, flush=True)
-        path = os.path.join(work, f"noxla_{mode}.tflite")
-        reply, measured = call_script(sys.executable, "noxla-export", {**base, "output": path, "quantize": mode}, work)
-        r["quantized"][mode] = {**measured, **reply}
+    paths, bundles = {}, {}
+    for mode in modes:
+        name = export_name("noxla", mode)
+        print(f"{name} export ...", file=sys.stderr, flush=True)
+        path = os.path.join(work, name.replace(" ", "_") + ".tflite")
+        request = {**base, "output": path, **({} if mode == "float32" else {"quantize": mode})}
+        reply, measured = recorded(args, name, path, sys.executable, "noxla-export", request, work)
+        r["exports"][name] = {**measured, **reply}
         if reply:
-            r["quantized"][mode]["size_mb"] = os.path.getsize(path) / 2**20
-            quantized_paths[mode] = path
+            r["exports"][name]["size_mb"] = os.path.getsize(path) / 2**20
+            paths[name] = path
     python = None if args.no_anchor else anchor_python(args.venv_dir)
     tokenizer = os.path.join(work, "tokenizer.json")
-    from tests import tiny_llama
     tiny_llama.word_level_tokenizer(tokenizer, config.vocab)
     if python:
-        print("litert-torch checkpoint and export ...", file=sys.stderr, flush=True)
-        hf_dir, out_dir = os.path.join(work, "hf"), os.path.join(work, "litert_torch")
-        ck, ck_run = call_script(python, "checkpoint", {
-            "config": dataclasses.asdict(config), "weights": weights, "rms_norm_eps": RMS_NORM_EPS,
-            "cache_length": args.cache, "bos": BOS, "eos": EOS, "output": hf_dir, "tokenizer": tokenizer,
-            "prompt": args.prompt, "max_new": 0 if args.export_only else args.max_new}, work)
-        if not ck:
-            r["exports"]["litert-torch"] = ck_run
-        else:
-            r["tokens"]["torch"] = ck["torch_tokens"] if not args.export_only else None
-            reply, measured = call_script(python, "export", {"checkpoint": hf_dir, "output": out_dir,
-                                                             "prefill": args.prefill, "cache_length": args.cache,
-                                                             "bundle": not args.no_engine}, work)
-            r["exports"]["litert-torch"] = {**measured, **reply}
-            anchor_tflite = os.path.join(out_dir, "model.tflite")
-            if reply and os.path.exists(anchor_tflite):
-                r["exports"]["litert-torch"]["size_mb"] = os.path.getsize(anchor_tflite) / 2**20
-                paths["litert-torch"] = anchor_tflite
+        anchor_exports(r, python, modes, weights, tokenizer, paths, bundles, args, work)
     if args.export_only:
         return r
     params = nested_weights(np.load(weights))
-    r["tokens"]["jax"] = jax_greedy(config, params, args.prompt, args.max_new, args.cache)
+    jax_tokens = [jax_greedy(config, params, p, args.max_new, args.cache) for p in r["prompts"]]
+    del params
+    r["tokens"]["jax"] = jax_tokens[0]
+    r["agreement"] = {}
     for name, path in paths.items():
         try:
             r["tokens"][name] = llm.greedy_tokens(path, args.prompt, args.max_new, lay, stop_tokens=[EOS])
+            if len(modes) > 1:
+                r["agreement"][name] = agreement_over_prompts(path, r["prompts"], jax_tokens, args, lay)
         except Exception as e:  # noqa: BLE001 -- a row of the table, not a crash of the run
             r["exports"][name]["failure"] = f"greedy_tokens: {type(e).__name__}: {e}"
-    if quantized_paths:
-        quantized_tokens(r, quantized_paths, paths.get("noxla"), args, lay)
-    del params
+    if len(modes) > 1:
+        from llm_graph import census
+        r["bound"] = {name: {k: v for k, v in census(path).items() if k in ("weight_bytes", "cache_bytes", "op_count")}
+                      for name, path in paths.items()}
     r["latency"] = {}
     for threads in args.threads:
         print(f"LiteRT latencies, {threads} thread(s) ...", file=sys.stderr, flush=True)
         r["latency"][threads] = interleaved_latencies(paths, threads, args, lay)
     if not args.no_engine:
-        from noxla import litertlm_bundle
-        bundles = {}
-        llm_metadata = os.path.join(work, "llm_metadata.textproto")
-        with open(llm_metadata, "w") as f:
-            f.write(litertlm_bundle.metadata_textproto(BOS, [EOS], args.cache))
-        noxla_tflites = {**({"noxla": paths["noxla"]} if "noxla" in paths else {}),
-                         **{f"noxla {mode}": path for mode, path in quantized_paths.items()}}
-        for name, path in noxla_tflites.items():
-            bundles[name] = os.path.join(work, name.replace(" ", "_") + ".litertlm")
-            litertlm_bundle.call("build", {"tflite": path, "metadata": llm_metadata, "tokenizer": tokenizer,
-                                           "output": bundles[name]})
-        anchor_bundle = os.path.join(work, "litert_torch", "model.litertlm")
-        if os.path.exists(anchor_bundle):
-            bundles["litert-torch"] = anchor_bundle
-        r["engine"] = {}
-        for threads in args.threads:
-            print(f"LiteRT-LM engine, {threads} thread(s) ...", file=sys.stderr, flush=True)
-            r["engine"][threads] = engine_latencies(bundles, threads, args, work)
-        first = r["engine"][args.threads[0]]
-        if "noxla" in first:
-            first["ratios"] = {f"noxla {m}": decode_ratio(first, f"noxla {m}", "noxla")
-                               for m in quantized_paths if f"noxla {m}" in first}
-        for name in bundles:
-            text = r["engine"][args.threads[0]].get(name, {}).get("text")
-            if text is not None:
-                r["tokens"][f"{name} in LiteRT-LM"] = [int(t) for t in re.findall(r"t(\d+)", text)]
+        engine_runs(r, paths, bundles, tokenizer, args, work)
     return r
 
 
-def quantized_tokens(r: dict, quantized_paths: dict, float_path: str | None, args, lay) -> None:
-    """Greedy tokens of each quantized export, and how many of JAX's it predicts teacher-forced."""
+def prompts(args, vocab: int) -> list[list[int]]:
+    """``--prompt``, then ``--prompts`` - 1 more of its length: <bos> and random ids of a fixed seed."""
+    import numpy as np
+    rng = np.random.default_rng(SEED)
+    extra = [[BOS, *(int(t) for t in rng.integers(3, vocab, len(args.prompt) - 1))] for _ in range(args.prompts - 1)]
+    return [list(args.prompt), *extra]
+
+
+def agreement_over_prompts(path: str, prompt_list: list, jax_tokens: list, args, lay) -> dict:
+    """Over the prompts: leading greedy tokens equal to JAX's, and teacher-forced predictions equal."""
     from noxla import llm
     from tests import tiny_llama
-    expected = r["tokens"]["jax"]
-    for mode, path in [("float32", float_path), *quantized_paths.items()]:
-        if path is None:
-            continue
-        forced = tiny_llama.forced_tokens(path, args.prompt, expected, lay)
-        count = f"{sum(a == b for a, b in zip(forced, expected))}/{len(expected)}"
-        if mode == "float32":
-            r["forced_float"] = count
-            continue
-        r["quantized"][mode]["forced"] = count
-        r["tokens"][f"noxla {mode}"] = llm.greedy_tokens(path, args.prompt, args.max_new, lay, stop_tokens=[EOS])
+    leading = forced = steps = 0
+    for prompt, expected in zip(prompt_list, jax_tokens):
+        greedy = llm.greedy_tokens(path, prompt, args.max_new, lay, stop_tokens=[EOS])
+        same = [x == y for x, y in zip(greedy, expected)]
+        leading += same.index(False) if False in same else len(same)
+        predicted = tiny_llama.forced_tokens(path, prompt, expected, lay)
+        forced += sum(a == b for a, b in zip(predicted, expected))
+        steps += len(expected)
+    return {"leading": leading, "forced": forced, "steps": steps}
+
+
+def recorded(args, name: str, output: str, python: str, command: str, request: dict, work: str) -> tuple[dict, dict]:
+    """``call_script``'s (reply, measured run), recorded beside ``output`` in --work; with --reuse, an
+    earlier run's record of the same output instead, when that output is still there (the weights
+    are those of the fixed seed, so only a changed exporter makes an export differ)."""
+    record = os.path.join(args.work, name.replace(" ", "_") + ".export.json")
+    reuse = args.reuse == "all" or (args.reuse == "litert-torch" and not name.startswith("noxla"))
+    if reuse and os.path.exists(record) and os.path.exists(output):
+        with open(record) as f:
+            reply, measured = json.load(f)
+        return reply, {**measured, "reused": True}
+    reply, measured = call_script(python, command, request, work)
+    if reply:
+        with open(record, "w") as f:
+            json.dump([reply, measured], f)
+    return reply, measured
+
+
+def anchor_exports(r: dict, python: str, modes: list, weights: str, tokenizer: str, paths: dict, bundles: dict,
+                   args, work: str) -> None:
+    """litert-torch's checkpoint of the weights, then its export_hf per quantization."""
+    print("litert-torch checkpoint ...", file=sys.stderr, flush=True)
+    hf_dir = os.path.join(work, "hf")
+    ck, ck_run = recorded(args, "checkpoint", hf_dir, python, "checkpoint", {
+        "config": r["config"], "weights": weights, "rms_norm_eps": RMS_NORM_EPS,
+        "cache_length": args.cache, "bos": BOS, "eos": EOS, "output": hf_dir, "tokenizer": tokenizer,
+        "prompt": args.prompt, "max_new": 0 if args.export_only else args.max_new}, work)
+    if not ck:
+        r["exports"]["litert-torch"] = ck_run
+        return
+    r["tokens"]["torch"] = ck["torch_tokens"] if not args.export_only else None
+    for mode in modes:
+        name = export_name("litert-torch", mode)
+        print(f"{name} export ...", file=sys.stderr, flush=True)
+        out_dir = os.path.join(work, name.replace(" ", "_").replace("-", "_"))
+        request = {"checkpoint": hf_dir, "output": out_dir, "prefill": args.prefill, "cache_length": args.cache,
+                   "bundle": not args.no_engine, "recipe": ANCHOR_RECIPES[mode]}
+        reply, measured = recorded(args, name, out_dir, python, "export", request, work)
+        r["exports"][name] = {**measured, **reply}
+        tflite = os.path.join(out_dir, "model.tflite" if mode == "float32" else "model_quantized.tflite")
+        if reply and os.path.exists(tflite):
+            r["exports"][name]["size_mb"] = os.path.getsize(tflite) / 2**20
+            paths[name] = tflite
+        if os.path.exists(os.path.join(out_dir, "model.litertlm")):
+            bundles[name] = os.path.join(out_dir, "model.litertlm")
+
+
+def engine_runs(r: dict, paths: dict, bundles: dict, tokenizer: str, args, work: str) -> None:
+    """LiteRT-LM's engine over every bundle, the memory bandwidth measured before and after."""
+    from llm_graph import memory_bandwidth
+
+    from noxla import litertlm_bundle
+    llm_metadata = os.path.join(work, "llm_metadata.textproto")
+    with open(llm_metadata, "w") as f:
+        f.write(litertlm_bundle.metadata_textproto(BOS, [EOS], args.cache))
+    for name, path in paths.items():
+        if name.startswith("noxla"):
+            bundles[name] = os.path.join(work, name.replace(" ", "_") + ".litertlm")
+            litertlm_bundle.call("build", {"tflite": path, "metadata": llm_metadata, "tokenizer": tokenizer,
+                                           "output": bundles[name]})
+    bundles = {name: bundles[name] for name in paths if name in bundles}  # noxla's and litert-torch's alternate
+    samples = [memory_bandwidth()] if len(r["modes"]) > 1 else []
+    r["engine"] = {}
+    for threads in args.threads:
+        print(f"LiteRT-LM engine, {threads} thread(s) ...", file=sys.stderr, flush=True)
+        r["engine"][threads] = engine_latencies(bundles, threads, args, work)
+    if samples:
+        samples.append(memory_bandwidth())
+        r["bandwidth"] = {"read": max(x["read"] for x in samples), "copy": max(x["copy"] for x in samples),
+                          "samples": len(samples)}
+    for name in bundles:
+        text = r["engine"][args.threads[0]].get(name, {}).get("text")
+        if text is not None:
+            r["tokens"][f"{name} in LiteRT-LM"] = [int(t) for t in re.findall(r"t(\d+)", text)]
 
 
 def parse_args(argv=None):
@@ -485,6 +426,8 @@ def parse_args(argv=None):
     parser.add_argument("--cache", type=int, default=None, help="KV cache length (default 64 tiny, 256 otherwise)")
     parser.add_argument("--prefill", type=int, default=16)
     parser.add_argument("--prompt", type=lambda s: [int(t) for t in s.split(",")], default=[BOS, 17, 42, 5, 9, 23, 11])
+    parser.add_argument("--prompts", type=int, default=4,
+                        help="with --quantize: agreement with JAX over --prompt and this many - 1 random prompts")
     parser.add_argument("--max-new", type=int, default=16)
     parser.add_argument("--threads", type=lambda s: [int(t) for t in s.split(",")], default=[1, 4])
     parser.add_argument("--rounds", type=int, default=20)
@@ -499,6 +442,9 @@ def parse_args(argv=None):
     parser.add_argument("--no-engine", action="store_true", help="skip LiteRT-LM's engine")
     parser.add_argument("--venv-dir", default=os.path.expanduser("~/.cache/noxla-bench"))
     parser.add_argument("--work", help="keep the artifacts here (default: a fresh temporary directory)")
+    parser.add_argument("--reuse", nargs="?", const="all", choices=("all", "litert-torch"),
+                        help="take exports that an earlier run left in --work (its records of time and memory) "
+                             "instead of exporting again: all of them, or litert-torch's only")
     parser.add_argument("--append", action="store_true", help="add the table to --out instead of replacing it")
     parser.add_argument("--out", default=os.path.join(REPO, "tools", "benchmark_results", "llm_benchmark.md"))
     args = parser.parse_args(argv)
