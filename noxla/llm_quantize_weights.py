@@ -14,9 +14,9 @@ transposed. The quantized bytes (an eighth of the float ones at int4) are held u
 What changes, as in the quantizer's output for these recipes (compute in float, weights only, no
 op added): each FULLY_CONNECTED weight and EMBEDDING_LOOKUP table (a GATHER of whole rows is made
 one first, ``embedding_lookups``) of at least the recipe's ``min_weight_elements`` gets the
-integer type, its quantized bytes and its quantization parameters: int8 a scale and zero point per
-output channel; int4 a float16 scale tensor [rows, columns / 32] named ``<weight>_scales``
-(``BlockwiseQuantization``). A weight several tensors read (the signatures share theirs) is
+integer type, its quantized bytes and its quantization parameters: int8 and int4 a scale and zero
+point per output channel; int4_b32 a float16 scale tensor [rows, columns / 32] named
+``<weight>_scales`` (``BlockwiseQuantization``). A weight several tensors read (the signatures share theirs) is
 quantized once, and its scales are stored once.
 """
 from __future__ import annotations

@@ -259,3 +259,21 @@ def test_tflite_export_frees_the_lowered_graph_before_the_converter_runs(tmp_pat
     assert alive_at_conversion == [[False]]
     (out,) = run_tflite(path, {"x": x}).values()
     np.testing.assert_allclose(out, np.tanh(x @ w), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_loop_cost_exports_the_scan_unrolled_and_as_a_while_loop_both_equal_to_jax(tmp_path):
+    """tools/loop_cost.py compares two forms of one scan: they must be the forms it names (no loop
+    body when unrolled, a WHILE with its body otherwise) and both compute what JAX computes."""
+    import numpy as np
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    import loop_cost
+    from benchmark import tflite_op_counts
+    fun, tokens = loop_cost.lstm_classifier(5, 8)
+    paths = loop_cost.export_both(fun, tokens, str(tmp_path), "lstm")
+    (main_unrolled, bodies_unrolled), (main_loop, bodies_loop) = (tflite_op_counts(paths[form])
+                                                                  for form in ("unrolled", "WHILE"))
+    assert bodies_unrolled == 0 and bodies_loop > 0 and main_unrolled > main_loop
+    for form in ("unrolled", "WHILE"):
+        _, out = loop_cost.litert_timer(paths[form], tokens)
+        np.testing.assert_allclose(out, np.asarray(fun(tokens)), atol=1e-5)
