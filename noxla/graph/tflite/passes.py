@@ -178,8 +178,8 @@ def _every_nth(graph: Graph) -> bool:
             continue
         x, pads = pad.inputs[0], pad.inputs[1].data.tolist()
         padded = [a for a, (lo, hi) in enumerate(pads) if (lo, hi) != (0, 0)]
-        if len(padded) != 1 or pads[padded[0]][0] != 0:
-            continue
+        if len(padded) != 1 or pads[padded[0]][0] != 0 or len(folded.out.shape) != len(x.shape) + 1:
+            continue  # not a split of the padded axis into (kept, n)
         a = padded[0]
         kept, stride = folded.out.shape[a], folded.out.shape[a + 1]
         wanted = (*x.shape[:a], kept, stride, *x.shape[a + 1:])
