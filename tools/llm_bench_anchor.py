@@ -16,6 +16,7 @@ at the top, so any venv's python runs it; each command reads a JSON request and 
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import sys
@@ -114,5 +115,8 @@ if __name__ == "__main__":
     with open(request_path) as f:
         request = json.load(f)
     reply = {"checkpoint": checkpoint, "export": export, "engine": engine}[command](request)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_anchor import peak_mb
+    reply["peak_mb"] = peak_mb()  # this process's own peak (llm_benchmark.measured_run says why)
     with open(reply_path, "w") as f:
         json.dump(reply, f)

@@ -90,7 +90,9 @@ def nested_weights(flat) -> dict:
 # --------------------------------------------------------------------------- fresh processes
 
 def measured_run(argv: list[str], timeout: float = 7200) -> dict:
-    """Run argv; its wall time and the peak RSS of that child (os.wait4's rusage, kB on Linux)."""
+    """Run argv; its wall time, CPU time and peak RSS (os.wait4's rusage). That peak is at least this
+    process's RSS when it started the child (Linux keeps a forked child's high-water mark across
+    exec), so ``call_script`` replaces it with the peak the child reports of itself (VmHWM)."""
     start = time.perf_counter()
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out = []
@@ -120,7 +122,10 @@ def call_script(python: str, command: str, request: dict, work: str, script: str
     if run["exit"] != 0 or not os.path.exists(reply_path):
         return {}, run
     with open(reply_path) as f:
-        return json.load(f), run
+        reply = json.load(f)
+    if "peak_mb" in reply:  # the child's own VmHWM (bench_anchor.peak_mb): see measured_run
+        run["peak_mb"] = reply.pop("peak_mb")
+    return reply, run
 
 
 def noxla_export_child(request: dict) -> dict:
@@ -139,7 +144,8 @@ def noxla_export_child(request: dict) -> dict:
     step = functools.partial(tiny_llama.step, config)
     llm.export_tflite(step, params, request["output"], layout=layout(config, request["cache_length"]),
                       prefill_lengths=(request["prefill"],), quantize=request.get("quantize"), overwrite=True)
-    return {"import_s": imported - start, "export_s": time.perf_counter() - imported}
+    from bench_anchor import peak_mb
+    return {"import_s": imported - start, "export_s": time.perf_counter() - imported, "peak_mb": peak_mb()}
 
 
 # --------------------------------------------------------------------------- the anchor venv

@@ -22,10 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import tempfile
 import time
+
+from bench_anchor import peak_mb  # tools/ is this script's folder
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -73,14 +74,14 @@ def export_child(request: dict) -> dict:
     imported = time.perf_counter()
     model = backbone(request["shapes"], request.get("layers"))
     built = time.perf_counter()
-    built_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    built_peak = peak_mb()
     steps = []
 
     def on_step(name, seconds):
         # Each step of the export as it ends: its time, the RSS then and the peak so far (GB).
         if seconds is not None:
             steps.append((name, round(seconds, 2), round(_rss_gb(), 2),
-                          round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)))
+                          round(peak_mb() / 1024, 2)))
             print(*steps[-1], file=sys.stderr, flush=True)
     params = model.count_params()
     tokenizer = tiny_llama.word_level_tokenizer(os.path.join(request["work"], "tokenizer.json"),
@@ -89,7 +90,8 @@ def export_child(request: dict) -> dict:
                         start_token=BOS, stop_tokens=[EOS], prefill_lengths=(request["prefill"],),
                         quantize=request["quantize"], overwrite=True, on_step=on_step)
     return {"params": params, "import_s": imported - start, "build_s": built - imported,
-            "export_s": time.perf_counter() - built, "peak_mb_after_build": built_peak, "steps": steps}
+            "export_s": time.perf_counter() - built, "peak_mb_after_build": built_peak, "steps": steps,
+            "peak_mb": peak_mb()}
 
 
 def _rss_gb() -> float:
