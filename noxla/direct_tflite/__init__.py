@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from noxla.direct_tflite import emit_gather, emit_nn  # noqa: F401  (register their emitters)
 from noxla.direct_tflite.emit import ONLY_FUSED, Uncovered, lower_program
-from noxla.graph import lone_default_tflite
+from noxla.graph import lone_default_tflite, write_covered
 from noxla.graph.tflite.decline import decline_patterns_its_rules_shorten, decline_what_the_tf_path_does_better
 from noxla.graph.tflite.fuse import fuse
 from noxla.graph.tflite.model import serialize
-from noxla.preflight import Cleared, ExportOptions, OnStep, run_step, write_chunks
+from noxla.preflight import Cleared, ExportOptions, OnStep
 
 __all__ = ["Uncovered", "covers", "export_direct", "tflite_chunks"]
 
@@ -38,10 +38,5 @@ def _declined(graph) -> None:
 def export_direct(cleared: Cleared, path: str, overwrite: bool, on_step: OnStep | None = None) -> str | None:
     """The .tflite written at ``path`` by the direct writer; None (nothing written) when the program
     uses something it does not cover, which the TF path then exports."""
-    try:
-        chunks = run_step(on_step, "lower+convert (direct)", tflite_chunks, cleared.program)
-    except Uncovered as e:
-        if on_step is not None:
-            on_step(f"direct writer: {e}; lowering through TensorFlow", 0.0)
-        return None
-    return run_step(on_step, f"write {path}", write_chunks, chunks, path, overwrite)
+    return write_covered(cleared, path, overwrite, on_step, "lower+convert (direct)", tflite_chunks,
+                         "direct writer: {}; lowering through TensorFlow")

@@ -59,11 +59,19 @@ def export_tflite(cleared: Cleared, path: str, overwrite: bool, on_step: OnStep 
     """The .tflite written at ``path`` by the graph's TFLite writer; None (nothing written) when the
     program uses something it does not cover, which another path then exports."""
     from noxla.graph.tflite import graph_tflite_chunks
+    return write_covered(cleared, path, overwrite, on_step, "lower+write (graph tflite)", graph_tflite_chunks,
+                         "graph tflite writer: {}; taking another path")
+
+
+def write_covered(cleared: Cleared, path: str, overwrite: bool, on_step: OnStep | None, step: str,
+                  chunks_of: Callable, declined: str) -> str | None:
+    """A writer without TensorFlow (``chunks_of(program)``, raising ``Uncovered``) writing ``path``;
+    None (nothing written, and the step ``declined`` naming why) where it does not cover the program."""
     try:
-        chunks = run_step(on_step, "lower+write (graph tflite)", graph_tflite_chunks, cleared.program)
+        chunks = run_step(on_step, step, chunks_of, cleared.program)
     except Uncovered as e:
         if on_step is not None:
-            on_step(f"graph tflite writer: {e}; taking another path", 0.0)
+            on_step(declined.format(e), 0.0)
         return None
     return run_step(on_step, f"write {path}", write_chunks, chunks, path, overwrite)
 
