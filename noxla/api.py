@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
 from lowering_rules.vocabulary import Target
-from noxla.errors import ExportError
+from noxla.errors import ExportError, require_tensorflow
 from noxla.preflight import (
     DEFAULT_SHARD_BYTES,
     Exported,
@@ -61,6 +61,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
     refuse_native_serialization(native_serialization, native_serialization_platforms,
                                 native_serialization_disabled_checks)
     del enable_xla
+    require_tensorflow("noxla.convert (it returns a TF callable)")
     from noxla import gradients
     return gradients.tf_callable(fun, polymorphic_shapes, tuple(polymorphic_constraints), with_gradient, strict)
 
@@ -86,6 +87,7 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
     error, and saving skips tracing JAX's VJP (2-5x faster). ``strict``: see ``convert``.
     ``fun`` may instead be ``{signature_key: (function, example_args)}``: one SavedModel with a
     signature per key (see ``export_tflite``; without ``variables``)."""
+    require_tensorflow("a SavedModel")
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, polymorphic_shapes)
         if variables is not None or polymorphic_constraints:
