@@ -253,11 +253,10 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     the converter folded (``_outputs_of_a_constant_program``). ``infinite``: the infinite constants
     handed to the converter as inputs (``noxla.tflite_infinities``). One unpack and pack of the flatbuffer;
     with ``stubs``, the unpacked model (``ModelT``), its weights placeholders (see ``WeightStubs.attach``)."""
-    from tensorflow.lite.python import schema_py_generated as schema
-    from tensorflow.lite.tools import flatbuffer_utils
+    from noxla.tflite_schema import model_bytes, read_model, schema
     # Read from the bytes themselves: the buffers become read-only views of them, not of a copy
     # (nothing here writes into a buffer's data; sharing only re-points tensors).
-    model = flatbuffer_utils.read_model_from_bytearray(data)
+    model = read_model(data)
     main = model.subgraphs[0]
     if stubs is not None:  # the stand-ins become constants with the weights' bytes
         stubs.attach(model)
@@ -288,7 +287,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
                 options.keepNumDims = True
     if stubs is not None:
         return model
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+    return model_bytes(model)
 
 
 def _write_constant_outputs(schema, model, values: Sequence[np.ndarray]) -> None:
