@@ -2,7 +2,7 @@
 steps between a file's bytes and its unpacked objects (``ModelT``).
 
 The schema is ai-edge-litert's copy (a dependency of noxla, as its runtime), so that no pass needs
-TensorFlow (issue 41). TensorFlow's copy (``tensorflow.lite.python.schema_py_generated``) is the
+TensorFlow (issue 41). TensorFlow's copy (its ``lite.python`` package's) is the
 same schema a few fields older, but its classes are other classes: objects of the two must never
 meet in one model (the passes test option tables with ``isinstance``), so every pass takes this one.
 
