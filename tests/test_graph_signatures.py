@@ -133,3 +133,30 @@ def test_a_signature_the_graph_does_not_cover_sends_every_signature_through_tens
     assert any(s.startswith("graph tflite writer: signature write:") for s in steps), steps
     assert "convert tflite projected" in steps and "convert tflite write" in steps, steps
     _check(path, signatures, W_UP.nbytes)
+
+
+def test_a_rewrite_of_the_merged_model_gives_tf_paths_values(tmp_path, monkeypatch):
+    """``export_signatures``' ``rewrite`` (noxla.llm's int8 weights, ``quantize_weights``) runs on the
+    graph's merged model as on TF's: the same three weights quantized, the same values in LiteRT."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from noxla.export import export_signatures
+    from noxla.llm_quantize_weights import quantize_weights
+    from noxla.tracing import trace
+    outputs = {}
+    for graph in ("1", "0"):
+        monkeypatch.setenv("NOXLA_TFLITE_GRAPH", graph)
+        steps, quantized = [], []
+        path = export_signatures(DECODER, tflite=str(tmp_path / f"m{graph}.tflite"),
+                                 on_step=lambda name, seconds, steps=steps: steps.append(name),
+                                 rewrite=lambda model, stubs, quantized=quantized: quantized.append(
+                                     quantize_weights(model, stubs, "dynamic_wi8_afp32")))["tflite"]
+        assert ("lower+write decode (graph tflite)" in steps) == (graph == "1"), steps
+        assert quantized == [3], quantized
+        interpreter = Interpreter(model_path=path)
+        for key, (fun, args) in DECODER.items():
+            program = trace(fun, args)
+            outputs[graph, key] = interpreter.get_signature_runner(key)(**dict(zip(program.in_names, args)))
+    for key in DECODER:
+        for name, value in outputs["0", key].items():
+            np.testing.assert_allclose(outputs["1", key][name], value, rtol=1e-6, atol=1e-6, err_msg=f"{key}: {name}")
