@@ -165,6 +165,10 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions)
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, options.polymorphic_shapes)
         cleared_signatures = preflight_signatures(fun, options)
+        from noxla import graph_signatures
+        written = graph_signatures.export_tflite(cleared_signatures)  # where asked for and covered
+        if written is not None:
+            return Exported(next(iter(cleared_signatures.programs.values())), {"tflite": written})
         from noxla.export import export_cleared_signatures
         return export_cleared_signatures(cleared_signatures)
     cleared = preflight(fun, example_args, options)

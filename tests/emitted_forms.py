@@ -231,7 +231,7 @@ def _tfjs_form(node: dict) -> str:
 
 
 def tflite_forms(path: str) -> set[str]:
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     with open(path, "rb") as f:
         model = schema.ModelT.InitFromPackedBuf(f.read(), 0)
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}

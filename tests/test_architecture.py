@@ -23,7 +23,7 @@ PACKAGES = ("lowering_rules", "limitations", "noxla")
 NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.shape_bucket_cli": 6, "noxla.api": 5, "noxla.llm": 5,
               "noxla.verify": 3,
               "noxla.llm_keras": 4, "noxla.demo": 3, "noxla.litertjs_page": 3, "noxla.export": 4,
-              "noxla.llm_quantize": 4,
+              "noxla.llm_quantize": 4, "noxla.graph_signatures": 4,
               "noxla.tfjs_ops": 3, "noxla.preflight": 3, "noxla.gradients": 3, "noxla.lowering": 2,
               "noxla.direct_tflite": 4, "noxla.graph": 4, "noxla.graph.tfjs": 2, "noxla.graph.lower": 2,
               "noxla.graph.tflite": 2, "noxla.graph.tflite.legalize": 2,

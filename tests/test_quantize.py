@@ -68,8 +68,8 @@ def _size(path: str) -> int:
 
 def _weight_bytes(path: str) -> int:
     """The bytes of a .tflite's constant buffers."""
-    from tensorflow.lite.tools import flatbuffer_utils
-    model = flatbuffer_utils.read_model(path)
+    from noxla.tflite_schema import read_model_file
+    model = read_model_file(path)
     return sum(len(b.data) for b in model.buffers if b.data is not None)
 
 
