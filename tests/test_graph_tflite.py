@@ -71,17 +71,8 @@ def test_zoo_model_through_the_graph_tflite_writer_matches_jax(name):
                    f"{name} [tflite, graph]")
 
 
-# Where the graph writer still writes more operators than TF's path (batch 2; docs/graph.md):
-# grappler and the converter fold what the recorder keeps (a forget gate times the initial zero
-# state, a bias of the batch's shape added after a split; threefry's arithmetic on constants).
-_MORE_OPERATORS = {"lstm_classifier": "5 more (ADD 2, LOGISTIC, MUL, RESHAPE)",
-                   "sampling_vae_decoder": "9 more (FLOOR_MOD, FLOOR_DIV, PACK, UNPACK, SLICE)",
-                   "categorical_sampling_head": "8 more (FLOOR_MOD, FLOOR_DIV, PACK, UNPACK, SLICE)"}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_MORE_OPERATORS[n]))
-                                  if n in _MORE_OPERATORS else n for n in sorted(MODELS)])
+@pytest.mark.parametrize("name", sorted(MODELS))
 def test_zoo_model_through_the_graph_has_no_more_tflite_ops_than_tf_path(name, tmp_path):
     from noxla.export import export
     model = MODELS[name]

@@ -475,12 +475,15 @@ def _matvec(kernel: np.ndarray, vector: np.ndarray) -> np.ndarray:
                            for i in range(0, len(kernel), rows)])
 
 
-def _common_operators(graph: Graph) -> bool:
+def common_operators(graph: Graph) -> bool:
     """Operators that compute the same thing from the same inputs, computed once (``x - mean``
-    written twice in a LayerNorm)."""
+    written twice in a LayerNorm; a bound checked twice against one literal: small constants are
+    compared by value)."""
     seen: dict = {}
     for op in graph.ops:
-        key = (op.kind, tuple(id(t) for t in op.inputs), repr(sorted(op.options.items())),
+        inputs = tuple(("c", t.dtype.str, t.shape, t.data.tobytes()) if t is not None and t.is_constant
+                       and t.data.size <= 16 else id(t) for t in op.inputs)
+        key = (op.kind, inputs, repr(sorted(op.options.items())),
                tuple((t.shape, t.dtype.str) for t in op.outputs))   # CASTs of one tensor to two types differ
         first = seen.setdefault(key, op)
         if first is not op:
@@ -505,7 +508,7 @@ def _reciprocal_products(graph: Graph) -> None:
             op.inputs[1] = graph.constant((1 / op.inputs[1].data).astype(op.inputs[1].dtype))
 
 
-_PASSES = (_common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
+_PASSES = (common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
            _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, _log_softmax, _relu, _hard_swish,
            _activation_into_producer, _gelu, _transposes_of_transposes, _reshapes_of_reshapes,
            _scale_before_product)
