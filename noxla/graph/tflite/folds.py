@@ -9,14 +9,16 @@ writes fewer operators than the legalized rules' ops:
   one thing, computed once (``fuse.common_operators`` again, after the folds: a bound checked
   twice against one literal);
 - a FULLY_CONNECTED of a RESHAPE that only merges the leading axes reads the RESHAPE's input, as
-  the converter writes it (the kernel flattens leading axes itself).
+  the converter writes it (the kernel flattens leading axes itself);
+- an activation into its producer again (``fuse.activation_into_producer``), where ``passes`` left
+  out the RESHAPE between them (DenseGeneral's bias and ReLU after its FULLY_CONNECTED).
 
 Each computes the same values in the same order as the ops it replaces."""
 from __future__ import annotations
 
 import numpy as np
 
-from noxla.graph.tflite.fuse import common_operators
+from noxla.graph.tflite.fuse import activation_into_producer, common_operators
 from noxla.graph.tflite.model import Graph, Op
 
 _INT = {np.dtype(np.int32), np.dtype(np.uint32), np.dtype(np.bool_), np.dtype(np.int64), np.dtype(np.int8),
@@ -25,8 +27,7 @@ _ARITHMETIC = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply}
 
 
 def fold(graph: Graph) -> bool:
-    for rewrite in (_constant_operators, common_operators,
-                    _fully_connected_of_flatten):
+    for rewrite in (_constant_operators, common_operators, _fully_connected_of_flatten, activation_into_producer):
         if rewrite(graph):
             return True
     return False

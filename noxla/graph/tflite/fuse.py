@@ -1,4 +1,4 @@
-"""The fusions TFLite's converter makes, as passes over the direct writer's graph.
+"""The fusions TFLite's converter makes, as passes over the legalized graph.
 
 Each pass matches operators by what they compute and rewrites them in place: a zero pad into the
 convolution's SAME padding, a per-channel bias add or scale (batch norm) into the convolution's or
@@ -24,8 +24,8 @@ _REDUCERS = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN"}
 
 def fuse(graph: Graph, only_fused: frozenset = frozenset(), declined: Callable | None = None) -> None:
     """The passes below until none applies. ``only_fused``: builtins that may not remain unfused
-    (the direct writer's EXP, LOG, RSQRT, which differ from JAX on finite inputs; the rules lower
-    those exactly, so the graph writer passes none). ``declined``: a further check of the fused graph
+    (EXP, LOG, RSQRT lowered from JAX's primitives would differ from JAX on finite inputs; the rules
+    lower those exactly, so the graph writer passes none). ``declined``: a further check of the fused graph
     that raises ``Uncovered`` (``decline``)."""
     changed = True
     while changed:  # a rewrite can open another's pattern (a mean's reshape after its division)
@@ -283,7 +283,7 @@ def _hard_swish(graph: Graph) -> bool:
     return False
 
 
-def _activation_into_producer(graph: Graph) -> bool:
+def activation_into_producer(graph: Graph) -> bool:
     view = graph.view()
     for op in graph.ops:
         producer = view.producer(op.inputs[0], _WITH_ACTIVATION) if op.kind in _ACTIVATIONS else None
@@ -510,5 +510,5 @@ def _reciprocal_products(graph: Graph) -> None:
 
 _PASSES = (common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
            _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, _log_softmax, _relu, _hard_swish,
-           _activation_into_producer, _gelu, _transposes_of_transposes, _reshapes_of_reshapes,
+           activation_into_producer, _gelu, _transposes_of_transposes, _reshapes_of_reshapes,
            _scale_before_product)
