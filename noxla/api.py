@@ -158,9 +158,9 @@ def export(fun: Callable, example_args: Sequence, **options) -> Exported:
 def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions) -> Exported:
     """The one entry of every export (the export_* functions, the CLI, the LLM exports): the preflight
     (options, paths, trace, every output target's check; a program the check refuses is refused
-    before TensorFlow is imported, ``noxla.preflight``), then the direct writer where it covers the
-    export, noxla's graph for the TF.js model where it records the program (``noxla.graph``), else
-    the TF pipeline. ``fun`` may be ``{signature_key: (function, example_args)}``
+    before TensorFlow is imported, ``noxla.preflight``), then noxla's graph (``noxla.graph``): its
+    TFLite writer for a lone default .tflite, its TF.js writer for the TF.js model, where it records
+    the program; else the TF pipeline. ``fun`` may be ``{signature_key: (function, example_args)}``
     (``noxla.export.export_signatures``' form; ``example_args`` then empty)."""
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, options.polymorphic_shapes)
@@ -172,13 +172,9 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions)
         from noxla.export import export_cleared_signatures
         return export_cleared_signatures(cleared_signatures)
     cleared = preflight(fun, example_args, options)
-    from noxla import direct_tflite, graph
-    if graph.covers_tflite(options):  # opt-in: the graph's TFLite writer, before the direct one
+    from noxla import graph
+    if graph.covers_tflite(options):  # a lone default .tflite: without TensorFlow where the graph covers it
         written = graph.export_tflite(cleared, options.tflite, options.overwrite, options.on_step)
-        if written is not None:
-            return Exported(cleared.program, {"tflite": written})
-    if direct_tflite.covers(options):  # a lone default .tflite: without TensorFlow if it can
-        written = direct_tflite.export_direct(cleared, options.tflite, options.overwrite, options.on_step)
         if written is not None:
             return Exported(cleared.program, {"tflite": written})
     written = {}

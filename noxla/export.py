@@ -398,7 +398,7 @@ def collecting_new_objects_only(fun: Callable) -> Callable:
 def export(fun: Callable, example_args: Sequence, **options) -> Exported:
     """The TF pipeline for one function: ``ExportOptions(**options)`` (its fields are the keywords;
     an unknown one is a TypeError), the preflight, then ``export_cleared``. (``noxla.api.run`` is the
-    entry that also takes the direct writer, and noxla's graph for TF.js, where they cover the export.)"""
+    entry that also takes noxla's graph for .tflite and TF.js, where they cover the export.)"""
     return export_cleared(fun, example_args, preflight(fun, example_args, ExportOptions(**options)))
 
 

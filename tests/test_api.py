@@ -125,12 +125,12 @@ def test_failed_export_leaves_nothing_behind(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
-def test_direct_export_failing_mid_write_leaves_nothing_behind(tmp_path, monkeypatch):
-    import noxla.direct_tflite as direct
+def test_graph_tflite_export_failing_mid_write_leaves_nothing_behind(tmp_path, monkeypatch):
+    import noxla.graph.tflite as graph_tflite
 
     def failing_chunk():
         raise noxla.ExportError("disk exploded")
-    monkeypatch.setattr(direct, "tflite_chunks", lambda program: [b"TFL3" * 100, failing_chunk])
+    monkeypatch.setattr(graph_tflite, "graph_tflite_chunks", lambda program: [b"TFL3" * 100, failing_chunk])
     with pytest.raises(noxla.ExportError, match="exploded"):
         noxla.export_tflite(lambda x: jnp.sin(x), X, path=str(tmp_path / "m.tflite"))
     assert os.listdir(tmp_path) == []

@@ -26,7 +26,7 @@ def mlp(x):
 
 def _tf_path_tflite(fun, path) -> str:
     """The .tflite the TF path writes (``noxla.export.export``; ``export_tflite`` writes a program
-    like ``mlp`` without TF, noxla.direct_tflite)."""
+    like ``mlp`` without TF, noxla.graph.tflite)."""
     from noxla.export import export
     return export(fun, (X,), tflite=str(path)).written["tflite"]
 
