@@ -93,7 +93,8 @@ def test_keras_cnn_is_the_converters_graph_and_matches_jax(name, tmp_path):
     direct = direct_tflite_bytes(program)
     assert _ops(direct) == _ops(_tf_path_bytes(model.fun, model.example, tmp_path))
     got = run_tflite(direct, dict(zip(program.in_names, model.example)))[program.out_names[0]]
-    np.testing.assert_allclose(got, np.asarray(jax.jit(model.fun)(*model.example)), rtol=1e-5, atol=1e-6)
+    # Logits of O(1) (tools/real_models.py keeps activations alive): float32 rounding over 20-50 layers.
+    np.testing.assert_allclose(got, np.asarray(jax.jit(model.fun)(*model.example)), rtol=1e-5, atol=2e-5)
 
 
 @pytest.mark.parametrize("name, own", [("whisper_tiny_encoder", "CONV_2D"), ("vit_b16", "CONV_2D"),
