@@ -87,3 +87,54 @@ def test_the_stride_2_same_vae_form_is_one_fused_transpose_conv_per_upsampling(t
     interpreter.invoke()
     got = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
     assert relative_error(np.asarray(jax_outputs(model.fun, model.example)[0]), got) < 1e-5
+
+
+def _perturbed_copy(path: str, out: str) -> str:
+    """``path`` with one weight negated: the largest in magnitude of the first CONV_2D's kernel (what
+    a wrong sign or index in a writer would do to one value)."""
+    import numpy as np
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+    model = flatbuffer_utils.read_model(path)
+    graph = model.subgraphs[0]
+    convs = [op for op in graph.operators
+             if max(model.operatorCodes[op.opcodeIndex].builtinCode,
+                    model.operatorCodes[op.opcodeIndex].deprecatedBuiltinCode) == schema.BuiltinOperator.CONV_2D]
+    buffer = model.buffers[graph.tensors[convs[0].inputs[1]].buffer]
+    kernel = np.frombuffer(bytes(buffer.data), np.float32).copy()
+    kernel[np.argmax(np.abs(kernel))] *= -1
+    buffer.data = kernel.view(np.uint8)
+    flatbuffer_utils.write_model(model, out)
+    return out
+
+
+@pytest.mark.slow
+def test_keras_real_models_compute_o1_logits_so_that_a_wrong_weight_fails_the_check(tmp_path):
+    """The Keras CNNs' BatchNormalization statistics keep activations alive (tools/real_models.py
+    _calibrate_batch_norms), and they return logits: JAX's outputs are O(1), so the benchmark's
+    check (error / max(1, max |JAX|) against TOLERANCE) passes the export and fails the same file
+    with one weight negated. With Keras's initial statistics and its softmax the outputs were all
+    1e-3 +- 1e-10, and that file passed the check too."""
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    from noxla.export import export
+    from noxla.verify import jax_outputs, relative_error
+    from tools import real_models
+
+    def run(path):
+        interpreter = Interpreter(path)
+        interpreter.allocate_tensors()
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], model.example[0])
+        interpreter.invoke()
+        return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    model = real_models.build(["keras_mobilenet_v3_small"], tiny=True)["keras_mobilenet_v3_small"]
+    expected = np.asarray(jax_outputs(model.fun, model.example)[0])
+    assert 0.3 < np.max(np.abs(expected)) < 30 and np.std(expected) > 0.1, (np.max(np.abs(expected)), np.std(expected))
+    path = str(tmp_path / "m.tflite")
+    export(model.fun, model.example, tflite=path, overwrite=True)
+    right = relative_error(expected, run(path))
+    wrong = relative_error(expected, run(_perturbed_copy(path, str(tmp_path / "wrong.tflite"))))
+    print(f"max |JAX| {np.max(np.abs(expected)):.3g}, std {np.std(expected):.3g}; error {right:.2e}, "
+          f"with one weight negated {wrong:.2e}")
+    assert right < bb.TOLERANCE["wasm"] < wrong / 10, (right, wrong)

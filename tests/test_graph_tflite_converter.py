@@ -17,6 +17,7 @@ import pytest
 from noxla.graph.dtypes import Uncovered
 from noxla.runtimes import run_tflite
 from noxla.tracing import trace
+from noxla.verify import relative_error
 from tests.small_cnn import CNN_INPUT, small_cnn
 from tests.test_graph_tflite import graph_tflite_bytes
 
@@ -65,6 +66,14 @@ def test_small_cnn_is_the_converters_graph_and_matches_jax(tmp_path):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
 
 
+# Of error / max(1, max |JAX|). tools/real_models.py keeps these random networks' activations at unit
+# scale, and so at float32 they amplify rounding: JAX's own logits move by 9.9e-5 (EfficientNetB0)
+# and 5.1e-4 (ResNet50) of their scale when the weights are rounded by half an ulp, and a
+# BatchNormalization folded into a convolution rounds every weight once more. 10x that; a wrong
+# weight moves them by O(1) (tests/test_browser_benchmark.py).
+KERAS_TOLERANCE = {"keras_mobilenet_v3_small": 1e-4, "keras_efficientnet_b0": 1e-3, "keras_resnet50": 5e-3}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["keras_mobilenet_v3_small", "keras_efficientnet_b0", "keras_resnet50"])
 def test_keras_cnn_is_the_converters_graph_and_matches_jax(name, tmp_path):
@@ -75,7 +84,7 @@ def test_keras_cnn_is_the_converters_graph_and_matches_jax(name, tmp_path):
     data = graph_tflite_bytes(program)
     assert _ops(data) == _ops(_tf_path_bytes(model.fun, model.example, tmp_path))
     got = run_tflite(data, dict(zip(program.in_names, model.example)))[program.out_names[0]]
-    np.testing.assert_allclose(got, np.asarray(jax.jit(model.fun)(*model.example)), rtol=1e-5, atol=1e-6)
+    assert relative_error(np.asarray(jax.jit(model.fun)(*model.example)), got) < KERAS_TOLERANCE[name]
 
 
 @pytest.mark.parametrize("name, own, fewer", [("whisper_tiny_encoder", "CONV_2D", {("RESHAPE", "[]"): 1}),

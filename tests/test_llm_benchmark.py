@@ -108,3 +108,24 @@ def test_engine_ratio_is_the_median_of_per_round_ratios_with_quartiles():
     table = llm_benchmark.report(result, "cmd")
     assert "| LiteRT-LM engine decode, 4 thread(s): ms/token | 1.5 | 2 | 0.750 |" in table
     assert "| per-round decode ratios, 4 thread(s): quartiles over 5 rounds | | | 0.700 to 0.800 |" in table
+
+
+def test_export_only_tables_the_exports_alone_with_each_child_s_own_peak():
+    """--export-only: export time, CPU time, peak memory and size per quantization, and no rows of
+    latencies or agreement that the run did not measure."""
+    import dataclasses
+    assert llm_benchmark.parse_args(["--export-only"]).export_only
+    exports = {n: {"wall_s": 10.0, "cpu_s": 5.0, "peak_mb": 500.0, "size_mb": 2.0}
+               for n in ("noxla", "litert-torch", "noxla int8", "litert-torch int8")}
+    exports["litert-torch int8"] = {**exports["litert-torch int8"], "peak_mb": 2000.0, "reused": True}
+    result = {"name": "tiny", "config": dataclasses.asdict(llm_benchmark.configs()["tiny"]), "params": 1e6,
+              "cache": 64, "prefill": 16, "prompt": [1, 2], "max_new": 4, "load": 3.0, "threads": [1],
+              "modes": ["float32", "int8"], "prompts": [[1, 2]], "exports": exports, "tokens": {"torch": None},
+              "export_only": True}
+    table = llm_benchmark.report(result, "python3 tools/llm_benchmark.py --export-only --quantize int8")
+    assert "| peak memory (MB) | 500 | 500 | 1.000 | 500 | 2e+03 | 0.250 |" in table
+    assert "| export CPU time, user + system (s) | 5 | 5 | 1.000 | 5 | 5 | 1.000 |" in table
+    rows = [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| ")]
+    assert not [r for r in rows if any(w in r for w in ("decode", "greedy", "teacher-forced", "prefill"))], rows
+    assert "VmHWM" in table and "getrusage" not in table
+    assert "when they were made: litert-torch int8." in table

@@ -281,7 +281,8 @@ def run(args) -> dict:
     r = {"name": args.config, "config": dataclasses.asdict(config), "params": parameter_count(config),
          "cache": args.cache, "prefill": args.prefill, "prompt": args.prompt, "max_new": args.max_new,
          "load": os.getloadavg()[0], "exports": {}, "tokens": {}, "commit": checkout_version(),
-         "threads": args.threads, "modes": modes, "prompts": prompts(args, config.vocab)}
+         "threads": args.threads, "modes": modes, "prompts": prompts(args, config.vocab),
+         "export_only": args.export_only}
     lay = layout(config, args.cache)
     base = {"config": dataclasses.asdict(config), "weights": weights, "cache_length": args.cache,
             "prefill": args.prefill}

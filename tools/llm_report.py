@@ -81,9 +81,12 @@ def report(r: dict, command: str) -> str:
             lines.append(f"| per-round decode ratios, {threads} thread(s): quartiles over "
                          f"{len(eng['noxla']['decode_s'])} rounds | | | {low:.3f} to {high:.3f} |")
     tokens = r["tokens"]
-    lines.append("| greedy tokens = JAX's (leading) | "
-                 + " | ".join(agreement(tokens.get(n), tokens.get("jax")) for n in names)
-                 + f" | each other: {agreement(tokens.get('noxla'), tokens.get('litert-torch'))} |")
+    if r.get("export_only"):
+        tokens = {}  # nothing generated: no agreement rows
+    else:
+        lines.append("| greedy tokens = JAX's (leading) | "
+                     + " | ".join(agreement(tokens.get(n), tokens.get("jax")) for n in names)
+                     + f" | each other: {agreement(tokens.get('noxla'), tokens.get('litert-torch'))} |")
     if any(f"{n} in LiteRT-LM" in tokens for n in names):
         lines.append("| greedy tokens in LiteRT-LM's engine = JAX's (leading) | " + " | ".join(
             agreement(tokens.get(f"{n} in LiteRT-LM"), tokens.get("jax")) for n in names) + " | |")
@@ -95,8 +98,9 @@ def report(r: dict, command: str) -> str:
             lines += ["", f"{n} failed:", "", "```", ex[n]["failure"][-1500:], "```"]
     lines += ["", "Export time: wall time of a fresh process, imports and loading the weights from disk "
               "included (noxla: an .npz; litert-torch: the safetensors checkpoint); its CPU time (the load "
-              "stretches the wall time, not this). Peak memory: that "
-              "process's max RSS (getrusage). LiteRT latencies: signature runners of each .tflite, the KV "
+              "stretches the wall time, not this). Peak memory: that process's own high-water mark of "
+              "resident memory (Linux VmHWM, which it reports as it ends; not wait4's max RSS, which a child "
+              "inherits from the parent that started it). LiteRT latencies: signature runners of each .tflite, the KV "
               "cache (zeros) copied in and out on every call, alike for both; 1 thread timed by the "
               "thread's CPU time, 4 threads by wall time on a 2-core machine. Tokens:",
               "", "```", json.dumps(tokens), "```", ""]
@@ -144,6 +148,8 @@ def paired_table(r: dict) -> list[str]:
     row("export CPU time, user + system (s)", export("cpu_s"))
     row("peak memory (MB)", export("peak_mb"))
     row(".tflite size (MB)", export("size_mb"))
+    if r.get("export_only"):
+        return lines + _reused(r)
     row("decode: weights read per token (MB)", lambda n: bound.get(n, {}).get("weight_bytes", 0) / 1e6 or None)
     row("decode: ops", lambda n: bound.get(n, {}).get("op_count"))
     row(f"LiteRT-LM decode, {threads} thread(s): ms/token", lambda n: engine.get(n, {}).get("decode_ms_per_token"),
@@ -182,11 +188,15 @@ def paired_table(r: dict) -> list[str]:
               "(noxla.llm.greedy_tokens) against float JAX's greedy tokens, as the count of leading equal "
               "tokens, and teacher-forced (each step fed JAX's token, tests/tiny_llama.forced_tokens); the "
               "prompts: " + json.dumps(r.get("prompts", [r["prompt"]])) + "."]
+    return lines + _reused(r)
+
+
+def _reused(r: dict) -> list[str]:
     reused = [n for n, e in r["exports"].items() if e.get("reused")]
-    if reused:
-        lines += ["", f"Exports taken from an earlier run's --work (`--reuse`), with the time and memory recorded "
-                  f"when they were made: {', '.join(reused)}."]
-    return lines
+    if not reused:
+        return []
+    return ["", f"Exports taken from an earlier run's --work (`--reuse`), with the time and memory recorded "
+            f"when they were made: {', '.join(reused)}."]
 
 
 def bandwidth_text(bw: dict) -> str:

@@ -6,7 +6,8 @@ weights), or a keras.applications model on Keras 3's JAX backend (rebuilt from i
 its weights, in venvs that have Keras). ``build(tiny=True)`` gives the same architectures at toy
 sizes, for tests.
 
-- keras_mobilenet_v3_small, keras_efficientnet_b0, keras_resnet50: 224x224x3 images;
+- keras_mobilenet_v3_small, keras_efficientnet_b0, keras_resnet50: 224x224x3 images to 1000 logits, their
+  BatchNormalization statistics set from 8 images so that activations keep unit scale (``_calibrate_batch_norms``);
 - bert_base: 12 post-norm layers, width 768, 12 heads, 128 tokens;
 - whisper_tiny_encoder: 80x3000 log-mel frames, two 1D convolutions (the second strided), 4 layers of 384;
 - vit_b16: 224x224 image, 16x16 patches, 12 layers of 768, class token, 1000 logits;
@@ -24,6 +25,9 @@ from typing import Callable
 
 import numpy as np
 
+# keras.applications models' BatchNormalization statistics are those of this many images (the
+# first is the example input): see _calibrate_batch_norms.
+CALIBRATION_IMAGES = 8
 KERAS = {"keras_mobilenet_v3_small": "MobileNetV3Small", "keras_efficientnet_b0": "EfficientNetB0",
          "keras_resnet50": "ResNet50"}
 
@@ -309,9 +313,43 @@ def keras_function(class_name: str, weights: list, image: int = 224) -> Callable
     """A keras.applications model (random init replaced by ``weights``) as a function of its image."""
     os.environ.setdefault("KERAS_BACKEND", "jax")
     import keras
-    model = getattr(keras.applications, class_name)(weights=None, input_shape=(image, image, 3))
+    model = _keras_model(keras, class_name, image)
     model.set_weights(weights)
     return _stateless(model)
+
+
+def _keras_model(keras, class_name: str, image: int):
+    # Logits, not the softmax of 1000 classes: a check against JAX relative to max(1, max |JAX|)
+    # cannot see an error in probabilities of about 1e-3.
+    return getattr(keras.applications, class_name)(weights=None, input_shape=(image, image, 3),
+                                                   classifier_activation=None)
+
+
+def _calibrate_batch_norms(keras, model, images: np.ndarray) -> None:
+    """Set every BatchNormalization's moving mean and variance to the statistics of its input over
+    ``images``, layer after layer, so that at inference each normalizes to zero mean and unit
+    variance and the activations keep their scale through the network. With Keras's initial
+    statistics (mean 0, variance 1) and its Glorot-initialized kernels they shrink layer by layer:
+    MobileNetV3Small's and EfficientNetB0's logits came out about 1e-10, where no wrong export
+    shows against JAX. One training-mode call does it: with momentum 0 a BatchNormalization
+    stores the batch's own statistics, which it also normalizes that call's batch with (dropout
+    off, so that the later layers see what inference gives them)."""
+    norms = [la for la in model.layers if isinstance(la, keras.layers.BatchNormalization)]
+    dropouts = [la for la in model.layers if isinstance(la, keras.layers.Dropout)]
+    saved = [la.momentum for la in norms], [la.rate for la in dropouts]
+    for la in norms:
+        la.momentum = 0.0
+    for la in dropouts:
+        la.rate = 0.0
+    trainable = [v.value for v in model.trainable_variables]
+    other = [v.value for v in model.non_trainable_variables]
+    _, other = model.stateless_call(trainable, other, images, training=True)
+    for variable, value in zip(model.non_trainable_variables, other):
+        variable.assign(value)
+    for la, momentum in zip(norms, saved[0]):
+        la.momentum = momentum
+    for la, rate in zip(dropouts, saved[1]):
+        la.rate = rate
 
 
 def _stateless(model) -> Callable:
@@ -346,11 +384,16 @@ def build(names=None, tiny: bool = False) -> dict[str, RealModel]:
             import keras
             _seed_keras(0)
             image = 32 if tiny else 224
-            model = getattr(keras.applications, KERAS[name])(weights=None, input_shape=(image, image, 3))
+            model = _keras_model(keras, KERAS[name], image)
+            # Pixels in [0, 255], what these models take (MobileNetV3 and EfficientNet rescale them
+            # inside): standard normal values, MobileNetV3's x / 127.5 - 1 made -1 +- 0.008, which its
+            # first BatchNormalization then scaled back up by 125, float32's rounding with it.
+            images = np.random.default_rng(0).uniform(0, 255, (CALIBRATION_IMAGES, image, image, 3)).astype(np.float32)
+            _calibrate_batch_norms(keras, model, images)
             weights = {f"{i:04d}": np.asarray(w) for i, w in enumerate(model.get_weights())}
             # The model just built, not a second one: an anchor's process builds it once (``rebuild``).
             fun = _stateless(model)
-            example = [np.random.default_rng(0).standard_normal((1, image, image, 3)).astype(np.float32)]
+            example = [images[:1]]
             spec = {"kind": "keras", "class": KERAS[name], "image": image}
         else:
             weights, _, example = BUILDERS[name]((TINY if tiny else FULL)[name], np.random.default_rng(0))
