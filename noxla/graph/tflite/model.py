@@ -284,4 +284,5 @@ _OPTIONS = {
     "STRIDED_SLICE": "StridedSliceOptions", "PACK": "PackOptions", "UNPACK": "UnpackOptions",
     "SPLIT": "SplitOptions", "SPLIT_V": "SplitVOptions", "LEAKY_RELU": "LeakyReluOptions",
     "MIRROR_PAD": "MirrorPadOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions",
+    "CUMSUM": "CumsumOptions", "TOPK_V2": "TopKV2Options", "SCATTER_ND": "ScatterNdOptions",
 }
