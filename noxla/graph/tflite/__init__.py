@@ -11,6 +11,7 @@ from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better
 from noxla.graph.tflite.fuse import fuse
 from noxla.graph.tflite.legalize import legalize
 from noxla.graph.tflite.model import serialize
+from noxla.graph.tflite.outputs import copy_passthrough_outputs
 from noxla.graph.tflite.passes import simplify
 from noxla.tracing import Program
 
@@ -20,9 +21,10 @@ __all__ = ["Uncovered", "graph_tflite_chunks", "tflite_chunks_of"]
 def tflite_chunks_of(recorded: Recorded) -> list:
     """The .tflite of a recorded program, as chunks for ``noxla.large_tflite``'s writer."""
     graph = legalize(recorded)
-    fuse(graph)
+    fuse(graph, copies_outputs=True)
     simplify(graph)
     decline_what_the_tf_path_does_better(graph)
+    copy_passthrough_outputs(graph)
     return serialize(graph)
 
 

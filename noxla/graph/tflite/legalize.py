@@ -34,8 +34,10 @@ def legalizer(*ops: str):
 def legalize(recorded: Recorded) -> Graph:
     """The recorded program as TFLite operators: inputs by name in order, outputs in key order (as
     TF's path's converter writes a function's outputs)."""
+    from noxla.graph.tflite.empty import fold_empty  # it reads the legalizers
     graph = Graph(uint32_moves=True)
     values: dict = {}
+    empties: set = set()
     live = _live(recorded)
     for node in recorded.graph.nodes:
         if id(node) not in live:
@@ -50,12 +52,14 @@ def legalize(recorded: Recorded) -> Graph:
             values[(id(node), 0)] = graph.constant(node.value)
             continue
         fn = LEGALIZERS.get(node.op)
-        if fn is None:
-            raise Uncovered(f"TF op {node.op} in the TFLite writer")
         if node.functions:
             raise Uncovered(f"{node.op} (a body) in the TFLite writer")
         inputs = [values[(id(t.node), t.index)] for t in node.inputs]
-        outs = fn(graph, node, *inputs)
+        outs = fold_empty(graph, node, inputs, empties)
+        if outs is None and fn is None:
+            raise Uncovered(f"TF op {node.op} in the TFLite writer")
+        if outs is None:
+            outs = fn(graph, node, *inputs)
         for i, out in enumerate(outs if isinstance(outs, list) else [outs]):
             values[(id(node), i)] = out
     outputs = [values[(id(t.node), t.index)] for t in recorded.outputs]
