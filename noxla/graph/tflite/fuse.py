@@ -129,7 +129,8 @@ def _linear_behind(view: View, x: Tensor) -> Op | None:
     shaped = view.producer(x, "RESHAPE")
     made = shaped.inputs[0] if shaped is not None and view.only_reader(x) else x
     linear = view.producer(made, _BIASED)
-    if linear is None or not view.only_reader(made) or not view.only_reader(x) or made.shape[-1] != x.shape[-1]:
+    if linear is None or not view.only_reader(made) or not view.only_reader(x) or made.shape[-1] != x.shape[-1] \
+            or not linear.inputs[1].is_constant:   # a filter computed at run time takes no bias or scale here
         return None
     return linear
 
@@ -323,7 +324,8 @@ def _into_next_linear(graph: Graph) -> bool:
     for op in graph.ops:
         readers = view.read_by.get(op.out.id, [])
         if op.kind not in {"MUL", "ADD", "SUB"} or op.options["fusedActivationFunction"] or not readers \
-                or any(r is None or r.kind not in _LINEAR or r.inputs[0] is not op.out for r in readers) \
+                or any(r is None or r.kind not in _LINEAR or r.inputs[0] is not op.out or not r.inputs[1].is_constant
+                       for r in readers) \
                 or len(readers) > 1 and any(r.kind != "FULLY_CONNECTED" for r in readers):
             continue
         x, c = op.inputs if op.inputs[1].is_constant or op.kind == "SUB" else op.inputs[::-1]
