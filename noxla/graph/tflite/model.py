@@ -36,7 +36,7 @@ RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 # Booleans only where an emitter makes or reads them (comparisons, selects, a gather's in-bounds
 # mask): LiteRT's other kernels (PAD, the arithmetic) have no bool version, or one not tested here.
 BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "SELECT", "SELECT_V2",
-              "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST"}
+              "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST", "REDUCE_ALL"}
 # Types only the graph writer carries, each with the builtins that may read or make it (LiteRT's
 # kernels for these copy or convert them, as on TF's path): uint32, where the rules move a PRNG
 # key's words (threefry computes in int32 limbs); float16 and the narrow integers, which the rules
@@ -291,4 +291,5 @@ _OPTIONS = {
     "SPLIT": "SplitOptions", "SPLIT_V": "SplitVOptions", "LEAKY_RELU": "LeakyReluOptions",
     "MIRROR_PAD": "MirrorPadOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions",
     "CUMSUM": "CumsumOptions", "TOPK_V2": "TopKV2Options", "SCATTER_ND": "ScatterNdOptions",
+    "REDUCE_ALL": "ReducerOptions", "ARG_MAX": "ArgMaxOptions", "ARG_MIN": "ArgMinOptions",
 }
