@@ -273,9 +273,9 @@ def _pad(graph, node, x, paddings, *value):
     if node.op == "MirrorPad":
         mode = {"REFLECT": 0, "SYMMETRIC": 1}[_attr(node, "mode")]
         return _out(graph, "MIRROR_PAD", node, [x, pads], mode=mode)
-    if value:
-        fill = _static(value[0], "a pad value")
-        if not (fill == 0 and not np.signbit(fill)):   # PAD fills with +0.0
+    if value:   # PAD fills with +0.0; PADV2 reads its value, also one computed at run time
+        fill = value[0].data
+        if fill is None or not (fill == 0 and not np.signbit(fill)):
             return _out(graph, "PADV2", node, [x, pads, value[0]])
     return _out(graph, "PAD", node, [x, pads])
 
