@@ -40,9 +40,13 @@ BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQ
 # Types only the graph writer carries, each with the builtins that may read or make it (LiteRT's
 # kernels for these copy or convert them, as on TF's path): uint32, where the rules move a PRNG
 # key's words (threefry computes in int32 limbs); float16 and the narrow integers, which the rules
-# convert to float32 or int32 to compute and back (``lowering_rules.helpers.wide``).
+# convert to float32 or int32 to compute and back (``lowering_rules.helpers.wide``); int64, in which
+# the rules compare and divide uint32 values (every uint32 and their differences fit exactly).
 GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION", "CAST"},
-                      **{np.dtype(t): {"CAST", "RESHAPE", "SLICE"} for t in (np.float16, np.int8, np.uint8, np.int16)}}
+                      **{np.dtype(t): {"CAST", "RESHAPE", "SLICE"} for t in (np.float16, np.int8, np.uint8, np.int16)},
+                      np.dtype(np.int64): {"CAST", "RESHAPE", "SLICE", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
+                                           "EQUAL", "NOT_EQUAL", "FLOOR_MOD", "FLOOR_DIV", "SELECT", "SELECT_V2",
+                                           "MAXIMUM", "MINIMUM", "ADD", "SUB", "MUL"}}
 MAX_RANK = 6
 
 
