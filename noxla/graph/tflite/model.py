@@ -17,7 +17,7 @@ from noxla.graph.dtypes import Uncovered
 _TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32", np.dtype(np.bool_): "BOOL",
           np.dtype(np.int64): "INT64", np.dtype(np.float16): "FLOAT16", np.dtype(np.int8): "INT8",
           np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16",
-          np.dtype(np.uint32): "UINT32"}
+          np.dtype(np.uint32): "UINT32", np.dtype(np.uint16): "UINT16"}
 _ids = itertools.count()
 
 
@@ -43,7 +43,9 @@ BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQ
 # convert to float32 or int32 to compute and back (``lowering_rules.helpers.wide``); int64, in which
 # the rules compare and divide uint32 values (every uint32 and their differences fit exactly).
 GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION", "CAST"},
-                      **{np.dtype(t): {"CAST", "RESHAPE", "SLICE"} for t in (np.float16, np.int8, np.uint8, np.int16)},
+                      np.dtype(np.bool_): {"UNPACK"},   # LiteRT's PACK has no bool kernel
+                      **{np.dtype(t): {"CAST", "RESHAPE", "SLICE"}
+                         for t in (np.float16, np.int8, np.uint8, np.int16, np.uint16)},
                       np.dtype(np.int64): {"CAST", "RESHAPE", "SLICE", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
                                            "EQUAL", "NOT_EQUAL", "FLOOR_MOD", "FLOOR_DIV", "SELECT", "SELECT_V2",
                                            "MAXIMUM", "MINIMUM", "ADD", "SUB", "MUL"}}
