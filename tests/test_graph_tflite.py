@@ -167,3 +167,25 @@ def test_transformer_encoder_has_no_more_operators_than_the_direct_writer_and_ma
     assert sum(_op_counts(data).values()) <= sum(_op_counts(direct_tflite_bytes(program)).values())
     got = run_tflite(data, dict(zip(program.in_names, example)))[program.out_names[0]]
     np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(*example)), rtol=1e-5, atol=2e-5)
+
+
+# Rule cases whose forms this writer took from TF's path's .tflite (issue 41, stage 4): scans and
+# scatters, half floats and narrow integers moved by CAST, empty tensors folded, outputs that are
+# inputs or constants, filters computed at run time, uint32 arithmetic in int64.
+_AS_TF_PATH = ["cumsum:axis0_reverse", "cumsum:i32", "round:half_even", "slice:i8", "neg:empty",
+               "concatenate:with_empty", "dot_general:empty_contraction", "reduce_max:only_input_empty",
+               "conv_general_dilated:nhwc_hwio_strides", "add:conv_bias_relu", "atan:f32", "sign:i32",
+               "reduce_and:bool_axis1", "lt:u32_edges"]
+
+
+@pytest.mark.parametrize("case_id", _AS_TF_PATH)
+def test_case_is_written_with_the_tf_paths_operators(case_id):
+    """Written (not Uncovered), equal to JAX on LiteRT, and with the builtins TF's path's converter
+    writes for the same case, as many of each."""
+    from noxla.export import serving_function, tflite_bytes
+    (case,) = [c for c in CASES if c.id == case_id]
+    program, args, expected = default_mode_inputs(case)
+    data = graph_tflite_bytes(program)
+    outs = run_tflite(data, dict(zip(program.in_names, args)))
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol, case_id)
+    assert _op_counts(data) == _op_counts(tflite_bytes(serving_function(program, tflite=True)))
