@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.lower import Recorded, record_program
-from noxla.graph.tflite import legalize_math, legalize_nn, legalize_scans  # noqa: F401  (register their legalizers)
+from noxla.graph.tflite import empty, legalize_math, legalize_nn, legalize_scans  # noqa: F401  (register their legalizers)
 from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better
 from noxla.graph.tflite.fuse import fuse
 from noxla.graph.tflite.legalize import legalize

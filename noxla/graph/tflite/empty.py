@@ -9,7 +9,7 @@ import numpy as np
 
 from noxla.graph.core import Node
 from noxla.graph.dtypes import Uncovered
-from noxla.graph.tflite.legalize import LEGALIZERS, _dtype, _shape, _static
+from noxla.graph.tflite.legalize import FOLDS, LEGALIZERS, _dtype, _shape, _static
 from noxla.graph.tflite.model import Graph
 
 
@@ -22,7 +22,7 @@ def _identity(op: str, dtype: np.dtype):
             "Min": np.inf if floating else (info.max if info else True)}.get(op)
 
 
-def fold_empty(graph: Graph, node: Node, inputs: list, empties: set) -> list | None:
+def fold_empty(graph: Graph, node: Node, inputs: list, empties: set) -> list | None:   # one of legalize's FOLDS
     """The node's outputs where an empty tensor folds them (their ids added to ``empties``), else
     None: the node's legalizer writes it. ``Uncovered`` for another op reading a folded empty."""
     shapes = [_shape(node, i) for i in range(len(node.outputs))]
@@ -44,3 +44,5 @@ def fold_empty(graph: Graph, node: Node, inputs: list, empties: set) -> list | N
         return [graph.constant(np.full(_shape(node), value, _dtype(node)))]
     raise Uncovered(f"{node.op} of an empty tensor in the TFLite writer")
 
+
+FOLDS.append(fold_empty)

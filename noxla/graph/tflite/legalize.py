@@ -21,6 +21,9 @@ from noxla.graph.lower import Recorded
 from noxla.graph.tflite.model import SAME, VALID, Graph, Tensor, splat_as_scalar
 
 LEGALIZERS: dict[str, Callable] = {}
+# Folds tried before a node's legalizer, registered by their modules (``empty``: grappler's folds of
+# empty tensors): (graph, node, its inputs, the ids of tensors folds made) -> its outputs, or None.
+FOLDS: list[Callable] = []
 
 
 def legalizer(*ops: str):
@@ -34,10 +37,9 @@ def legalizer(*ops: str):
 def legalize(recorded: Recorded) -> Graph:
     """The recorded program as TFLite operators: inputs by name in order, outputs in key order (as
     TF's path's converter writes a function's outputs)."""
-    from noxla.graph.tflite.empty import fold_empty  # it reads the legalizers
     graph = Graph(uint32_moves=True)
     values: dict = {}
-    empties: set = set()
+    folded: set = set()
     live = _live(recorded)
     for node in recorded.graph.nodes:
         if id(node) not in live:
@@ -55,7 +57,7 @@ def legalize(recorded: Recorded) -> Graph:
         if node.functions:
             raise Uncovered(f"{node.op} (a body) in the TFLite writer")
         inputs = [values[(id(t.node), t.index)] for t in node.inputs]
-        outs = fold_empty(graph, node, inputs, empties)
+        outs = next((o for o in (fold(graph, node, inputs, folded) for fold in FOLDS) if o is not None), None)
         if outs is None and fn is None:
             raise Uncovered(f"TF op {node.op} in the TFLite writer")
         if outs is None:
