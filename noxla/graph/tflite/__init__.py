@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.lower import Recorded, record_program
-from noxla.graph.tflite import legalize_nn  # noqa: F401  (registers its legalizers)
+from noxla.graph.tflite import empty, legalize_math, legalize_nn, legalize_scans  # noqa: F401  (register their legalizers)
 from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better
 from noxla.graph.tflite.fuse import fuse
 from noxla.graph.tflite.legalize import legalize
 from noxla.graph.tflite.model import serialize
+from noxla.graph.tflite.outputs import copy_passthrough_outputs
 from noxla.graph.tflite.passes import simplify
 from noxla.tracing import Program
 
@@ -20,9 +21,10 @@ __all__ = ["Uncovered", "graph_tflite_chunks", "tflite_chunks_of"]
 def tflite_chunks_of(recorded: Recorded) -> list:
     """The .tflite of a recorded program, as chunks for ``noxla.large_tflite``'s writer."""
     graph = legalize(recorded)
-    fuse(graph)
+    fuse(graph, copies_outputs=True)
     simplify(graph)
     decline_what_the_tf_path_does_better(graph)
+    copy_passthrough_outputs(graph)
     return serialize(graph)
 
 

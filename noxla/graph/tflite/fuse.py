@@ -22,11 +22,13 @@ _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 _REDUCERS = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN"}
 
 
-def fuse(graph: Graph, only_fused: frozenset = frozenset(), declined: Callable | None = None) -> None:
+def fuse(graph: Graph, only_fused: frozenset = frozenset(), declined: Callable | None = None,
+         copies_outputs: bool = False) -> None:
     """The passes below until none applies. ``only_fused``: builtins that may not remain unfused
     (EXP, LOG, RSQRT lowered from JAX's primitives would differ from JAX on finite inputs; the rules
     lower those exactly, so the graph writer passes none). ``declined``: a further check of the fused graph
-    that raises ``Uncovered`` (``decline``)."""
+    that raises ``Uncovered`` (``decline``). ``copies_outputs``: the caller writes an output that is
+    an input or a constant as TF's path does (``outputs``)."""
     changed = True
     while changed:  # a rewrite can open another's pattern (a mean's reshape after its division)
         changed = False
@@ -42,6 +44,8 @@ def fuse(graph: Graph, only_fused: frozenset = frozenset(), declined: Callable |
     if declined is not None:
         declined(graph)
     made = graph.producers()
+    if copies_outputs:
+        return
     if len({t.id for t in graph.outputs}) < len(graph.outputs) or any(t.id not in made for t in graph.outputs):
         # x + 0 or x * 1 as an output, or two outputs computed alike: the TF path copies them
         raise Uncovered("an output that is an input, a constant or another output once simplified")
@@ -125,7 +129,8 @@ def _linear_behind(view: View, x: Tensor) -> Op | None:
     shaped = view.producer(x, "RESHAPE")
     made = shaped.inputs[0] if shaped is not None and view.only_reader(x) else x
     linear = view.producer(made, _BIASED)
-    if linear is None or not view.only_reader(made) or not view.only_reader(x) or made.shape[-1] != x.shape[-1]:
+    if linear is None or not view.only_reader(made) or not view.only_reader(x) or made.shape[-1] != x.shape[-1] \
+            or not linear.inputs[1].is_constant:   # a filter computed at run time takes no bias or scale here
         return None
     return linear
 
@@ -319,7 +324,8 @@ def _into_next_linear(graph: Graph) -> bool:
     for op in graph.ops:
         readers = view.read_by.get(op.out.id, [])
         if op.kind not in {"MUL", "ADD", "SUB"} or op.options["fusedActivationFunction"] or not readers \
-                or any(r is None or r.kind not in _LINEAR or r.inputs[0] is not op.out for r in readers) \
+                or any(r is None or r.kind not in _LINEAR or r.inputs[0] is not op.out or not r.inputs[1].is_constant
+                       for r in readers) \
                 or len(readers) > 1 and any(r.kind != "FULLY_CONNECTED" for r in readers):
             continue
         x, c = op.inputs if op.inputs[1].is_constant or op.kind == "SUB" else op.inputs[::-1]

@@ -21,6 +21,9 @@ from noxla.graph.lower import Recorded
 from noxla.graph.tflite.model import SAME, VALID, Graph, Tensor, splat_as_scalar
 
 LEGALIZERS: dict[str, Callable] = {}
+# Folds tried before a node's legalizer, registered by their modules (``empty``: grappler's folds of
+# empty tensors): (graph, node, its inputs, the ids of tensors folds made) -> its outputs, or None.
+FOLDS: list[Callable] = []
 
 
 def legalizer(*ops: str):
@@ -36,6 +39,7 @@ def legalize(recorded: Recorded) -> Graph:
     TF's path's converter writes a function's outputs)."""
     graph = Graph(uint32_moves=True)
     values: dict = {}
+    folded: set = set()
     live = _live(recorded)
     for node in recorded.graph.nodes:
         if id(node) not in live:
@@ -50,12 +54,14 @@ def legalize(recorded: Recorded) -> Graph:
             values[(id(node), 0)] = graph.constant(node.value)
             continue
         fn = LEGALIZERS.get(node.op)
-        if fn is None:
-            raise Uncovered(f"TF op {node.op} in the TFLite writer")
         if node.functions:
             raise Uncovered(f"{node.op} (a body) in the TFLite writer")
         inputs = [values[(id(t.node), t.index)] for t in node.inputs]
-        outs = fn(graph, node, *inputs)
+        outs = next((o for o in (fold(graph, node, inputs, folded) for fold in FOLDS) if o is not None), None)
+        if outs is None and fn is None:
+            raise Uncovered(f"TF op {node.op} in the TFLite writer")
+        if outs is None:
+            outs = fn(graph, node, *inputs)
         for i, out in enumerate(outs if isinstance(outs, list) else [outs]):
             values[(id(node), i)] = out
     outputs = [values[(id(t.node), t.index)] for t in recorded.outputs]
@@ -269,9 +275,9 @@ def _pad(graph, node, x, paddings, *value):
     if node.op == "MirrorPad":
         mode = {"REFLECT": 0, "SYMMETRIC": 1}[_attr(node, "mode")]
         return _out(graph, "MIRROR_PAD", node, [x, pads], mode=mode)
-    if value:
-        fill = _static(value[0], "a pad value")
-        if not (fill == 0 and not np.signbit(fill)):   # PAD fills with +0.0
+    if value:   # PAD fills with +0.0; PADV2 reads its value, also one computed at run time
+        fill = value[0].data
+        if fill is None or not (fill == 0 and not np.signbit(fill)):
             return _out(graph, "PADV2", node, [x, pads, value[0]])
     return _out(graph, "PAD", node, [x, pads])
 

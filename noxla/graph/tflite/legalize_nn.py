@@ -6,12 +6,20 @@ import numpy as np
 
 from noxla.graph.core import Node
 from noxla.graph.dtypes import Uncovered
-from noxla.graph.tflite.legalize import _attr, _dtype, _int32, _nhwc, _out, _padding, _shape, _static, legalizer
+from noxla.graph.tflite.legalize import _attr, _dtype, _int32, _nhwc, _out, _padding, _shape, legalizer, reshape
 from noxla.graph.tflite.model import VALID, Graph, Tensor
 
 
 def _zero_bias(graph: Graph, channels: int) -> Tensor:
     return graph.constant(np.zeros(channels, np.float32))
+
+
+def _filter(graph: Graph, w: Tensor, perm: tuple) -> Tensor:
+    """A filter moved to TFLite's layout: folded where it is a constant, else a TRANSPOSE at run time
+    (as the converter writes a filter computed by the program)."""
+    if w.is_constant:
+        return graph.constant(np.ascontiguousarray(np.transpose(w.data, perm)))
+    return graph.add("TRANSPOSE", [w, graph.int32(perm)], [w.shape[a] for a in perm], w.dtype)
 
 
 def _float32(node: Node) -> None:
@@ -23,16 +31,15 @@ def _float32(node: Node) -> None:
 def _conv2d(graph, node, x, w):
     _nhwc(node)
     _float32(node)
-    kernel = _static(w, "a convolution's filter")   # HWIO
-    strides, dilations = _attr(node, "strides"), _attr(node, "dilations", [1, 1, 1, 1])
+    strides, dilations = _attr(node, "strides"), _attr(node, "dilations", [1, 1, 1, 1])   # w: HWIO
     if _attr(node, "padding") == "EXPLICIT":
         pads = np.asarray(_attr(node, "explicit_paddings"), np.int32).reshape(4, 2)
         padded = tuple(s + lo + hi for s, (lo, hi) in zip(x.shape, pads))
         x, mode = graph.add("PAD", [x, graph.constant(pads)], padded, x.dtype), VALID
     else:
         mode = _padding(node)
-    ohwi = graph.constant(np.ascontiguousarray(np.transpose(kernel, (3, 0, 1, 2))))
-    return _out(graph, "CONV_2D", node, [x, ohwi, _zero_bias(graph, kernel.shape[3])], padding=mode,
+    ohwi = _filter(graph, w, (3, 0, 1, 2))
+    return _out(graph, "CONV_2D", node, [x, ohwi, _zero_bias(graph, w.shape[3])], padding=mode,
                 strideH=strides[1], strideW=strides[2], dilationHFactor=dilations[1],
                 dilationWFactor=dilations[2], fusedActivationFunction=0)
 
@@ -41,10 +48,9 @@ def _conv2d(graph, node, x, w):
 def _depthwise(graph, node, x, w):
     _nhwc(node)
     _float32(node)
-    kernel = _static(w, "a convolution's filter")   # [h, w, in, multiplier]
-    kh, kw, cin, multiplier = kernel.shape
+    kh, kw, cin, multiplier = w.shape
     strides, dilations = _attr(node, "strides"), _attr(node, "dilations", [1, 1, 1, 1])
-    weights = graph.constant(np.ascontiguousarray(kernel.reshape(1, kh, kw, cin * multiplier)))
+    weights = reshape(graph, w, (1, kh, kw, cin * multiplier))
     return _out(graph, "DEPTHWISE_CONV_2D", node, [x, weights, _zero_bias(graph, cin * multiplier)],
                 padding=_padding(node), strideH=strides[1], strideW=strides[2], dilationHFactor=dilations[1],
                 dilationWFactor=dilations[2], depthMultiplier=multiplier, fusedActivationFunction=0)
@@ -56,12 +62,11 @@ def _transpose_conv(graph, node, sizes, w, x):
     ``serialize`` writes TFLite's order."""
     _nhwc(node)
     _float32(node)
-    kernel = _static(w, "a transposed convolution's filter")   # [h, w, out, in]
-    strides, dilations = _attr(node, "strides"), _attr(node, "dilations", [1, 1, 1, 1])
+    strides, dilations = _attr(node, "strides"), _attr(node, "dilations", [1, 1, 1, 1])   # w: [h, w, out, in]
     if any(d != 1 for d in dilations):
         raise Uncovered("a dilated Conv2DBackpropInput")
-    weights = graph.constant(np.ascontiguousarray(np.transpose(kernel, (2, 0, 1, 3))))
-    return _out(graph, "TRANSPOSE_CONV", node, [x, weights, _zero_bias(graph, kernel.shape[2]),
+    weights = _filter(graph, w, (2, 0, 1, 3))
+    return _out(graph, "TRANSPOSE_CONV", node, [x, weights, _zero_bias(graph, w.shape[2]),
                                                 _int32(graph, _shape(node))],
                 padding=_padding(node), strideH=strides[1], strideW=strides[2], fusedActivationFunction=0)
 

@@ -17,7 +17,7 @@ from noxla.graph.dtypes import Uncovered
 _TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32", np.dtype(np.bool_): "BOOL",
           np.dtype(np.int64): "INT64", np.dtype(np.float16): "FLOAT16", np.dtype(np.int8): "INT8",
           np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16",
-          np.dtype(np.uint32): "UINT32"}
+          np.dtype(np.uint32): "UINT32", np.dtype(np.uint16): "UINT16"}
 _ids = itertools.count()
 
 
@@ -36,16 +36,25 @@ RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 # Booleans only where an emitter makes or reads them (comparisons, selects, a gather's in-bounds
 # mask): LiteRT's other kernels (PAD, the arithmetic) have no bool version, or one not tested here.
 BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "SELECT", "SELECT_V2",
-              "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST"}
-# uint32 only in the graph writer, where the rules move a PRNG key's words (threefry computes in int32 limbs): LiteRT's
-# kernels for these copy or convert them, as on TF's path.
-UINT32_KINDS = {"RESHAPE", "SLICE", "CONCATENATION", "CAST"}
+              "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST", "REDUCE_ALL"}
+# Types only the graph writer carries, each with the builtins that may read or make it (LiteRT's
+# kernels for these copy or convert them, as on TF's path): uint32, where the rules move a PRNG
+# key's words (threefry computes in int32 limbs); float16 and the narrow integers, which the rules
+# convert to float32 or int32 to compute and back (``lowering_rules.helpers.wide``); int64, in which
+# the rules compare and divide uint32 values (every uint32 and their differences fit exactly).
+GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION", "CAST"},
+                      np.dtype(np.bool_): {"UNPACK"},   # LiteRT's PACK has no bool kernel
+                      **{np.dtype(t): {"CAST", "RESHAPE", "SLICE"}
+                         for t in (np.float16, np.int8, np.uint8, np.int16, np.uint16)},
+                      np.dtype(np.int64): {"CAST", "RESHAPE", "SLICE", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
+                                           "EQUAL", "NOT_EQUAL", "FLOOR_MOD", "FLOOR_DIV", "SELECT", "SELECT_V2",
+                                           "MAXIMUM", "MINIMUM", "ADD", "SUB", "MUL"}}
 MAX_RANK = 6
 
 
 def _allowed(kind: str, uint32_moves: bool) -> set:
     return RUNTIME_DTYPES | ({np.dtype(np.bool_)} if kind in BOOL_KINDS else set()) \
-        | ({np.dtype(np.uint32)} if uint32_moves and kind in UINT32_KINDS else set())
+        | ({t for t, kinds in GRAPH_WRITER_KINDS.items() if kind in kinds} if uint32_moves else set())
 
 
 @dataclasses.dataclass(eq=False)
@@ -75,7 +84,7 @@ class Op:
 
 class Graph:
     def __init__(self, uint32_moves: bool = False):
-        self.uint32_moves = uint32_moves   # the rules' key words (legalize's graphs)
+        self.uint32_moves = uint32_moves   # the graph writer's types (GRAPH_WRITER_KINDS)
         self.ops: list[Op] = []
         self.inputs: list[Tensor] = []
         self.outputs: list[Tensor] = []
@@ -239,7 +248,7 @@ def serialize(graph: Graph) -> list:
         inputs = [op.inputs[i] for i in _ORDER[op.kind]] if op.kind in _ORDER else op.inputs
         entry.inputs = np.asarray([-1 if t is None else index(t) for t in inputs], np.int32)
         entry.outputs = np.asarray([index(t) for t in op.outputs], np.int32)
-        options_name = _OPTIONS.get(op.kind)
+        options_name = _OPTIONS.get(op.kind) or (_OPTIONS_WHERE_SET.get(op.kind) if op.options else None)
         if options_name is not None:
             options = getattr(schema, options_name + "T")()
             for key, value in op.options.items():
@@ -264,6 +273,9 @@ def serialize(graph: Graph) -> list:
 # Constants up to this size are compared by value and stored once (zero biases, axes, shapes);
 # larger ones (weights) are rarely equal, and comparing them would read every byte.
 _SHARED_BYTES = 1 << 16
+# Builtins whose options table is written only where the op sets one: a RESHAPE copying an output that
+# is an input has its newShape, as TF's path writes it (``noxla.webgpu_tflite.copy_passthrough_outputs``).
+_OPTIONS_WHERE_SET = {"RESHAPE": "ReshapeOptions"}
 # Builtins whose kernels LiteRT registers from a version above 1 (its register.cc).
 _VERSIONS = {"BROADCAST_TO": 2, "TRANSPOSE_CONV": 4}   # TRANSPOSE_CONV's 4: with a fused activation
 # Builtins whose inputs the graph keeps in another order (input, weights, bias first, as for the
@@ -284,4 +296,6 @@ _OPTIONS = {
     "STRIDED_SLICE": "StridedSliceOptions", "PACK": "PackOptions", "UNPACK": "UnpackOptions",
     "SPLIT": "SplitOptions", "SPLIT_V": "SplitVOptions", "LEAKY_RELU": "LeakyReluOptions",
     "MIRROR_PAD": "MirrorPadOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions",
+    "CUMSUM": "CumsumOptions", "TOPK_V2": "TopKV2Options", "SCATTER_ND": "ScatterNdOptions",
+    "REDUCE_ALL": "ReducerOptions", "ARG_MAX": "ArgMaxOptions", "ARG_MIN": "ArgMinOptions",
 }
