@@ -406,7 +406,7 @@ def _transposes_of_transposes(graph: Graph) -> bool:
     return False
 
 
-def _reshapes_of_reshapes(graph: Graph) -> bool:
+def reshapes_of_reshapes(graph: Graph) -> bool:
     """A reshape of a reshape reads the first one's input, and is dropped if it restores its shape
     (a gather's index column, made by JAX's broadcast, read as a vector), as the converter folds them."""
     view = graph.view()
@@ -475,12 +475,12 @@ def _matvec(kernel: np.ndarray, vector: np.ndarray) -> np.ndarray:
                            for i in range(0, len(kernel), rows)])
 
 
-def _common_operators(graph: Graph) -> bool:
+def common_operators(graph: Graph) -> bool:
     """Operators that compute the same thing from the same inputs, computed once (``x - mean``
     written twice in a LayerNorm)."""
     seen: dict = {}
     for op in graph.ops:
-        key = (op.kind, tuple(id(t) for t in op.inputs), repr(sorted(op.options.items())),
+        key = (op.kind, tuple(map(_identity, op.inputs)), repr(sorted(op.options.items())),
                tuple((t.shape, t.dtype.str) for t in op.outputs))   # CASTs of one tensor to two types differ
         first = seen.setdefault(key, op)
         if first is not op:
@@ -488,6 +488,15 @@ def _common_operators(graph: Graph) -> bool:
                 graph.replace_uses(old, new)
             return True
     return False
+
+
+def _identity(t: Tensor | None):
+    """What an operand is for ``common_operators``: a small constant its value (each Const node is
+    legalized into a tensor of its own: a decode step's cache writes compare one position with 0
+    per layer), any other tensor itself."""
+    if t is not None and t.is_constant and t.data.nbytes <= 64:
+        return t.dtype.str, t.shape, t.data.tobytes()
+    return id(t)
 
 
 def _drop_zero_bias(graph: Graph) -> None:
@@ -505,7 +514,7 @@ def _reciprocal_products(graph: Graph) -> None:
             op.inputs[1] = graph.constant((1 / op.inputs[1].data).astype(op.inputs[1].dtype))
 
 
-_PASSES = (_common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
+_PASSES = (common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
            _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, _log_softmax, _relu, _hard_swish,
-           _activation_into_producer, _gelu, _transposes_of_transposes, _reshapes_of_reshapes,
+           _activation_into_producer, _gelu, _transposes_of_transposes, reshapes_of_reshapes,
            _scale_before_product)

@@ -276,6 +276,13 @@ def _pad(graph, node, x, paddings, *value):
     return _out(graph, "PAD", node, [x, pads])
 
 
+@legalizer("XlaDynamicUpdateSlice")
+def _dynamic_update_slice(graph, node, x, update, indices):
+    """The rules' cache write (``noxla.graph.converter_ops``), as TF's converter legalizes it: the
+    builtin clamps the starts into the operand as XLA does."""
+    return _out(graph, "DYNAMIC_UPDATE_SLICE", node, [x, update, indices])
+
+
 @legalizer("Slice")
 def _slice(graph, node, x, begin, size):
     begin = [int(b) for b in _static(begin, "a slice's begin")]

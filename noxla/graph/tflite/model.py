@@ -90,7 +90,7 @@ class Graph:
 
     def int32(self, values) -> Tensor:
         """An int32 constant (a shape, axes, a permutation), one tensor per value, so that operators
-        reading equal ones are recognized as the same (``fuse._common_operators``)."""
+        reading equal ones are recognized as the same (``fuse.common_operators``)."""
         array = np.asarray(values, np.int32)
         key = (array.shape, array.tobytes())
         if key not in self._int32:
