@@ -65,11 +65,14 @@ def export_quantized(signatures: dict, path: str, quantize: str, *, overwrite: b
     quantized on the way (``noxla.llm_quantize_weights``: the quantizer's own functions, weight by
     weight, so that no float .tflite is made; the same quantized weights as ``quantize_tflite``
     gives, tests/test_llm_quantize.py)."""
-    from noxla.export import export_signatures
+    # Through the entry every export takes: noxla's graph writes the signatures where it covers
+    # them (no TensorFlow), the weights quantized in the merged model as on TF's path.
+    from noxla.api import run
     from noxla.llm_quantize_weights import quantize_weights
+    from noxla.preflight import ExportOptions
     recipe_name = QUANTIZER_MODES[quantize][0]
-    return export_signatures(signatures, tflite=path, overwrite=overwrite, on_step=on_step,
-                             rewrite=lambda model, stubs: quantize_weights(model, stubs, recipe_name))["tflite"]
+    return run(signatures, (), ExportOptions(tflite=path, overwrite=overwrite, on_step=on_step),
+               rewrite=lambda model, stubs: quantize_weights(model, stubs, recipe_name)).written["tflite"]
 
 
 def quantize_tflite(data: bytes, quantize: str) -> bytes:

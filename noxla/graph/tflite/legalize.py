@@ -285,6 +285,8 @@ def _dynamic_update_slice(graph, node, x, update, indices):
 
 @legalizer("Slice")
 def _slice(graph, node, x, begin, size):
+    if not begin.is_constant:   # a dynamic slice (a start clamped at run time): the converter's SLICE
+        return _out(graph, "SLICE", node, [x, begin, _int32(graph, _shape(node))])
     begin = [int(b) for b in _static(begin, "a slice's begin")]
     return _out(graph, "SLICE", node, [x, _int32(graph, begin), _int32(graph, _shape(node))])
 

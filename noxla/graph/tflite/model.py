@@ -36,7 +36,7 @@ RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 # Booleans only where an emitter makes or reads them (comparisons, selects, a gather's in-bounds
 # mask): LiteRT's other kernels (PAD, the arithmetic) have no bool version, or one not tested here.
 BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "SELECT", "SELECT_V2",
-              "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST"}
+              "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST", "TRANSPOSE", "SLICE"}
 # uint32 only in the graph writer, where the rules move a PRNG key's words (threefry computes in int32 limbs): LiteRT's
 # kernels for these copy or convert them, as on TF's path.
 UINT32_KINDS = {"RESHAPE", "SLICE", "CONCATENATION", "CAST"}
@@ -231,7 +231,9 @@ def serialize(graph: Graph) -> list:
     for t, name in zip(graph.inputs, graph.in_names):
         t.name = name
     for t, name in zip(graph.outputs, graph.out_names):
-        t.name = t.name or name
+        # An output named as an input (an LLM's kv_cache_k_0, in and out) gets a name of its own:
+        # LiteRT's quantizer keys tensors by name (the signature maps keep both names).
+        t.name = t.name or (f"{name}:out" if name in graph.in_names else name)
     sub.inputs = np.asarray([index(t) for t in graph.inputs], np.int32)
     for op in graph.ops:
         entry = schema.OperatorT()
