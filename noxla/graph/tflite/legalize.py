@@ -401,7 +401,7 @@ def _gather(graph, node, params, indices, axis):
 
 
 _REDUCERS = {"Sum": "SUM", "Mean": "MEAN", "Max": "REDUCE_MAX", "Min": "REDUCE_MIN", "Prod": "REDUCE_PROD",
-             "Any": "REDUCE_ANY"}
+             "Any": "REDUCE_ANY", "All": "REDUCE_ALL"}
 
 
 def _reducer(kind: str):

@@ -36,7 +36,8 @@ RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 # Booleans only where an emitter makes or reads them (comparisons, selects, a gather's in-bounds
 # mask): LiteRT's other kernels (PAD, the arithmetic) have no bool version, or one not tested here.
 BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "SELECT", "SELECT_V2",
-              "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST", "TRANSPOSE", "SLICE"}
+              "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "REDUCE_ALL", "CAST",
+              "TRANSPOSE", "SLICE", "BROADCAST_TO"}   # the last three: keras-hub's attention masks
 # uint32 only in the graph writer, where the rules move a PRNG key's words (threefry computes in int32 limbs): LiteRT's
 # kernels for these copy or convert them, as on TF's path.
 UINT32_KINDS = {"RESHAPE", "SLICE", "CONCATENATION", "CAST"}
@@ -286,4 +287,5 @@ _OPTIONS = {
     "STRIDED_SLICE": "StridedSliceOptions", "PACK": "PackOptions", "UNPACK": "UnpackOptions",
     "SPLIT": "SplitOptions", "SPLIT_V": "SplitVOptions", "LEAKY_RELU": "LeakyReluOptions",
     "MIRROR_PAD": "MirrorPadOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions",
+    "REDUCE_ALL": "ReducerOptions",
 }
