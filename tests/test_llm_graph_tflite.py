@@ -86,10 +86,13 @@ def exports(tmp_path_factory):
     params = tiny_llama.init_params(CONFIG)
     tokenizer = tiny_llama.word_level_tokenizer(tf_dir / "tokenizer.json", CONFIG.vocab)
     os.environ["NOXLA_TFLITE_GRAPH"] = "0"   # TF's path, in this process (restored below)
+    steps = []
     try:
         tf_paths = {mode: llm.export_tflite(_step, params, str(tf_dir / f"{mode}.tflite"), layout=_layout(),
-                                            prefill_lengths=(8,), quantize=None if mode == "float" else mode)
+                                            prefill_lengths=(8,), quantize=None if mode == "float" else mode,
+                                            on_step=lambda name, s: steps.append(name))
                     for mode in MODES}
+        assert steps.count("convert tflite decode") >= len(MODES) and not any("graph" in s for s in steps), steps
         tf_paths["litertlm"] = llm.export_litertlm(_step, params, str(tf_dir / "float.litertlm"),
                                                    tokenizer=tokenizer, layout=_layout(), start_token=BOS,
                                                    stop_tokens=[EOS], prefill_lengths=(8,))
