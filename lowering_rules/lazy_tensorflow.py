@@ -49,6 +49,17 @@ def using(backend):
         _BACKEND.reset(token)
 
 
+def xla_ops():
+    """TF's ``gen_xla_ops`` (ops a rule emits only where the TFLite converter alone reads the graph,
+    ``LoweringFor.tflite_converter``: their legalization's input form), or the installed backend's
+    recording of them (``noxla.graph.converter_ops``)."""
+    backend = _BACKEND.get()
+    if backend is not None:
+        return backend.xla_ops
+    from tensorflow.compiler.tf2xla.ops import gen_xla_ops
+    return gen_xla_ops
+
+
 def op(path: str):
     """``tf.<path>`` (``"math.add"``) as a function that looks it up when called: for the rules'
     tables of TF functions, built when the module is imported."""

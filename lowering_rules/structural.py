@@ -24,7 +24,7 @@ from lowering_rules.helpers import (
     transpose,
 )
 from lowering_rules.jax_compat import device_put_p, dim_as_value_p
-from lowering_rules.lazy_tensorflow import tf
+from lowering_rules.lazy_tensorflow import tf, xla_ops
 from lowering_rules.registry import Target, lowering
 
 
@@ -659,13 +659,13 @@ def _update_before_transpose(ctx, x, update, starts):
 
 
 def _tflite_update_slice(ctx, x, update, starts):
-    from tensorflow.compiler.tf2xla.ops import gen_xla_ops  # the converter's input form of the builtin
     narrow = all(s.dtype in _INT32_SIZED for s in starts)
     # Starts that int32 holds go as they are (the kernel clamps); wider ones are clamped first, since
     # casting them to int32 could wrap a huge start to a negative one.
     starts = ([tf.cast(s, tf.int32) for s in starts] if narrow
               else _clamped_starts(ctx, starts, ctx.avals_in[0].shape, ctx.avals_in[1].shape))
-    return gen_xla_ops.xla_dynamic_update_slice(x, update, tf.stack(starts))
+    # The converter's input form of the builtin (or the graph's recording of it, for its writer).
+    return xla_ops().xla_dynamic_update_slice(x, update, tf.stack(starts))
 
 
 @_carried("float16", "bool", *_NARROW)

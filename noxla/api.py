@@ -155,22 +155,26 @@ def export(fun: Callable, example_args: Sequence, **options) -> Exported:
     return run(fun, example_args, ExportOptions(**options))
 
 
-def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions) -> Exported:
+def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions,
+        rewrite: Callable | None = None) -> Exported:
     """The one entry of every export (the export_* functions, the CLI, the LLM exports): the preflight
     (options, paths, trace, every output target's check; a program the check refuses is refused
     before TensorFlow is imported, ``noxla.preflight``), then noxla's graph (``noxla.graph``): its
     TFLite writer for a lone default .tflite, its TF.js writer for the TF.js model, where it records
     the program; else the TF pipeline. ``fun`` may be ``{signature_key: (function, example_args)}``
-    (``noxla.export.export_signatures``' form; ``example_args`` then empty)."""
+    (``noxla.export.export_signatures``' form; ``example_args`` then empty), with ``rewrite``: its
+    ``rewrite`` of the merged .tflite (``noxla.llm_quantize``'s weight quantization)."""
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, options.polymorphic_shapes)
         cleared_signatures = preflight_signatures(fun, options)
         from noxla import graph_signatures
-        written = graph_signatures.export_tflite(cleared_signatures)  # where asked for and covered
+        written = graph_signatures.export_tflite(cleared_signatures, rewrite)  # where asked for and covered
         if written is not None:
             return Exported(next(iter(cleared_signatures.programs.values())), {"tflite": written})
         from noxla.export import export_cleared_signatures
-        return export_cleared_signatures(cleared_signatures)
+        return export_cleared_signatures(cleared_signatures, rewrite)
+    if rewrite is not None:
+        raise ExportError("rewrite is for several signatures' .tflite")
     cleared = preflight(fun, example_args, options)
     from noxla import graph
     if graph.covers_tflite(options):  # a lone default .tflite: without TensorFlow where the graph covers it

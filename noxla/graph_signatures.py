@@ -15,6 +15,7 @@ from noxla.graph.dtypes import Uncovered
 from noxla.preflight import ClearedSignatures, run_step, write_chunks
 from noxla.tflite_merge import merged_model
 from noxla.tflite_projections import join_matrix_vector_projections
+from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
 
 
 def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None) -> str | None:
@@ -28,7 +29,7 @@ def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None) -
     models = {}
     for key, program in cleared.programs.items():
         try:
-            chunks = run_step(on_step, f"lower+write {key} (graph tflite)", graph_tflite_chunks, program)
+            chunks = run_step(on_step, f"lower+write {key} (graph tflite)", graph_tflite_chunks, program, True)
         except Uncovered as e:
             if on_step is not None:
                 on_step(f"graph tflite writer: signature {key}: {e}; taking TensorFlow's path", 0.0)
@@ -38,6 +39,11 @@ def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None) -
         models[key] = b"".join(bytes(chunk) for chunk in chunks)
     merged = run_step(on_step, "merge signatures", merged_model, models)
     del models
+    # TF's path's passes on its converted signatures (``finish_tflite``), on every subgraph at once:
+    # the writer leaves to them what they remove (``passes_follow``).
+    remove_reshape_pairs(merged)
+    read_caches_in_batch_matmul(merged)
+    fold_transpose_pairs(merged)
     join_matrix_vector_projections(merged)
     if rewrite is not None:
         run_step(on_step, "rewrite", rewrite, merged, None)

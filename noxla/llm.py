@@ -178,9 +178,11 @@ def export_tflite(model, *args, layout: CacheLayout | None = None, cache_length:
                           f"converter, which takes at most 2 GiB of float weights; export unquantized "
                           f"(written with buffer offsets past 2 GiB) or quantize the weights beforehand")
     functions = signatures(step, params, layout, prefill_lengths)
+    # The entry every export takes: the same preflight and check as noxla.export_tflite's. The
+    # quantizer's modes quantize the merged model's weights (a rewrite), the converter's convert.
     if llm_quantize.uses_quantizer(quantize):
-        return llm_quantize.export_quantized(functions, path, quantize, overwrite=overwrite, on_step=on_step)
-    # The entry every export takes: the same preflight and check as noxla.export_tflite's.
+        options = ExportOptions(tflite=path, overwrite=overwrite, on_step=on_step)
+        return run(functions, (), options, rewrite=llm_quantize.weight_rewrite(quantize)).written["tflite"]
     return run(functions, (), ExportOptions(tflite=path, quantize=quantize, overwrite=overwrite,
                                             on_step=on_step)).written["tflite"]
 

@@ -60,16 +60,16 @@ def uses_quantizer(quantize: str | None) -> bool:
     return quantize in QUANTIZER_MODES
 
 
-def export_quantized(signatures: dict, path: str, quantize: str, *, overwrite: bool = False, on_step=None) -> str:
-    """``signatures`` (as noxla.llm.signatures makes them) written to ``path`` with their weights
-    quantized on the way (``noxla.llm_quantize_weights``: the quantizer's own functions, weight by
-    weight, so that no float .tflite is made; the same quantized weights as ``quantize_tflite``
-    gives, tests/test_llm_quantize.py)."""
-    from noxla.export import export_signatures
+def weight_rewrite(quantize: str):
+    """The ``rewrite(model, stubs)`` of a several-signature export (``noxla.api.run``) that
+    quantizes the merged model's weights with ``quantize``'s recipe as the file is written
+    (``noxla.llm_quantize_weights``: the quantizer's own functions, weight by weight, so that no
+    float .tflite is made; the same quantized weights as ``quantize_tflite`` gives,
+    tests/test_llm_quantize.py). Written by noxla's graph where it covers the signatures, without
+    TensorFlow, else by TF's path, the rewrite the same on either."""
     from noxla.llm_quantize_weights import quantize_weights
     recipe_name = QUANTIZER_MODES[quantize][0]
-    return export_signatures(signatures, tflite=path, overwrite=overwrite, on_step=on_step,
-                             rewrite=lambda model, stubs: quantize_weights(model, stubs, recipe_name))["tflite"]
+    return lambda model, stubs: quantize_weights(model, stubs, recipe_name)
 
 
 def quantize_tflite(data: bytes, quantize: str) -> bytes:

@@ -118,15 +118,14 @@ def test_signatures_through_the_graph_equal_jax(case, tmp_path, monkeypatch):
 
 
 def test_a_signature_the_graph_does_not_cover_sends_every_signature_through_tensorflow(tmp_path, monkeypatch):
-    """A cache write at a run-time position (a PAD of run-time paddings, not in the graph yet): the
-    step says which signature and why, and TF's path writes both, equal to JAX."""
+    """A running sum (``Cumsum``, which the graph's writer does not legalize yet): the step says
+    which signature and why, and TF's path writes both, equal to JAX."""
     monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "1")
 
-    def write(cache, x, position):
-        return {"cache": jax.lax.dynamic_update_slice(cache, x @ W_UP, (position[0], 0))}
-    signatures = {"projected": PAIR["projected"],
-                  "write": (write, (np.zeros((8, FFN), np.float32), np.ones((2, HIDDEN), np.float32),
-                                    np.array([3], np.int32)))}
+    def write(x):
+        return {"sums": jnp.cumsum(x @ W_UP, axis=0)}
+    x = RNG.standard_normal((2, HIDDEN)).astype(np.float32)
+    signatures = {"projected": PAIR["projected"], "write": (write, (x,))}
     steps = []
     path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"),
                                on_step=lambda name, seconds: steps.append(name))

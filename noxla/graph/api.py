@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from noxla.graph import control_flow, core, nn, ops
+from noxla.graph import control_flow, converter_ops, core, nn, ops
 from noxla.graph import elementwise as ew
 from noxla.graph import structural as st
 from noxla.graph.convert import convert_to_tensor
@@ -221,4 +221,5 @@ def recorder() -> Namespace:
         "dtypes": Namespace("tf.dtypes", {**DTYPES, "as_dtype": as_dtype, "DType": DType}),
         "compat": Namespace("tf.compat", {"v1": graph_ns}),
         "raw_ops": Namespace("tf.raw_ops", {"Snapshot": st.snapshot}),
+        "xla_ops": Namespace("gen_xla_ops", converter_ops.NAMESPACE),   # lazy_tensorflow.xla_ops
     })

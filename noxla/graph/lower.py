@@ -25,9 +25,12 @@ class Recorded:
     out_names: tuple[str, ...]
 
 
-def record_program(program: Program, strict: bool = False, uint32_as_int32: bool = False) -> Recorded:
+def record_program(program: Program, strict: bool = False, uint32_as_int32: bool = False,
+                   tflite_converter: bool = False) -> Recorded:
     """``program`` as a graph (static shapes). ``uint32_as_int32``: TF.js's own lowering (see
-    ``noxla.lowering.serving_function``). Raises ``Uncovered`` for anything not recorded yet."""
+    ``noxla.lowering.serving_function``). ``tflite_converter``: the lowering TF's path hands its
+    TFLite converter alone, for the graph's TFLite writer (``LoweringFor.tflite_converter``).
+    Raises ``Uncovered`` for anything not recorded yet."""
     if dim_vars(program.in_avals):
         raise Uncovered("polymorphic shapes")
     if any(a.dtype == np.dtype("V") or "float0" in str(a.dtype) for a in program.out_avals):
@@ -46,8 +49,8 @@ def record_program(program: Program, strict: bool = False, uint32_as_int32: bool
                 raise Uncovered("a complex input")
             attrs = {"dtype": ops.type_attr(dtype), "shape": {"shape": _shape_json(aval.shape)}}
             inputs.append(graph.add("Placeholder", [], attrs, [(dtype, tuple(aval.shape))], name=name).output(0))
-        lowering = Lowering(Dims(), inputs, strict=strict, lowering_for=LoweringFor(tfjs=uint32_as_int32),
-                            backend=recorder)
+        lowering_for = LoweringFor(tfjs=uint32_as_int32, tflite_converter=tflite_converter)
+        lowering = Lowering(Dims(), inputs, strict=strict, lowering_for=lowering_for, backend=recorder)
         with using(recorder):
             outs = lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, inputs)
             outs = [limb_values.materialize(o, lowering.tf_dtype(np.uint32)) for o in outs]

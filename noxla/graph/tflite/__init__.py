@@ -18,16 +18,17 @@ from noxla.tracing import Program
 __all__ = ["Uncovered", "graph_tflite_chunks", "tflite_chunks_of"]
 
 
-def tflite_chunks_of(recorded: Recorded) -> list:
-    """The .tflite of a recorded program, as chunks for ``noxla.large_tflite``'s writer."""
+def tflite_chunks_of(recorded: Recorded, passes_follow: bool = False) -> list:
+    """The .tflite of a recorded program, as chunks for ``noxla.large_tflite``'s writer.
+    ``passes_follow``: TF's path's flatbuffer passes run on the result (see ``decline``)."""
     graph = legalize(recorded)
     fuse(graph, copies_outputs=True)
     simplify(graph)
-    decline_what_the_tf_path_does_better(graph)
+    decline_what_the_tf_path_does_better(graph, passes_follow)
     copy_passthrough_outputs(graph)
     return serialize(graph)
 
 
-def graph_tflite_chunks(program: Program) -> list:
-    """``program`` recorded (the lowering TF's path converts for a shared .tflite) and written."""
-    return tflite_chunks_of(record_program(program))
+def graph_tflite_chunks(program: Program, passes_follow: bool = False) -> list:
+    """``program`` recorded (the lowering TF's path hands its TFLite converter) and written."""
+    return tflite_chunks_of(record_program(program, tflite_converter=True), passes_follow)

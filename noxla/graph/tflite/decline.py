@@ -13,11 +13,15 @@ _ELEMENTWISE = {"ABS", "CEIL", "COS", "EXP", "FLOOR", "GELU", "HARD_SWISH", "LOG
                 "SOFTMAX"}
 
 
-def decline_what_the_tf_path_does_better(graph: Graph) -> None:
+def decline_what_the_tf_path_does_better(graph: Graph, passes_follow: bool = False) -> None:
     """``Uncovered`` for a fused graph the TF path's flatbuffer passes would write smaller: a reshape
     and its inverse around operators that run alike in either layout, a squeeze of leading unit axes
     before a batched product (``noxla.tflite_reshapes``), projections of one row of one input, which
-    it joins into one FULLY_CONNECTED (``noxla.tflite_projections``)."""
+    it joins into one FULLY_CONNECTED (``noxla.tflite_projections``). ``passes_follow``: those passes
+    run on what is written here (``noxla.graph_signatures`` runs them on the merged signatures, as
+    TF's path does), so nothing is declined for them."""
+    if passes_follow:
+        return
     view = View.of(graph)
     for op in graph.ops:
         if op.kind != "RESHAPE":

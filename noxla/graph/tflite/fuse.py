@@ -412,7 +412,7 @@ def _transposes_of_transposes(graph: Graph) -> bool:
     return False
 
 
-def _reshapes_of_reshapes(graph: Graph) -> bool:
+def reshapes_of_reshapes(graph: Graph) -> bool:
     """A reshape of a reshape reads the first one's input, and is dropped if it restores its shape
     (a gather's index column, made by JAX's broadcast, read as a vector), as the converter folds them."""
     view = graph.view()
@@ -487,9 +487,7 @@ def common_operators(graph: Graph) -> bool:
     compared by value)."""
     seen: dict = {}
     for op in graph.ops:
-        inputs = tuple(("c", t.dtype.str, t.shape, t.data.tobytes()) if t is not None and t.is_constant
-                       and t.data.size <= 16 else id(t) for t in op.inputs)
-        key = (op.kind, inputs, repr(sorted(op.options.items())),
+        key = (op.kind, tuple(map(_identity, op.inputs)), repr(sorted(op.options.items())),
                tuple((t.shape, t.dtype.str) for t in op.outputs))   # CASTs of one tensor to two types differ
         first = seen.setdefault(key, op)
         if first is not op:
@@ -497,6 +495,15 @@ def common_operators(graph: Graph) -> bool:
                 graph.replace_uses(old, new)
             return True
     return False
+
+
+def _identity(t: Tensor | None):
+    """What an operand is for ``common_operators``: a small constant its value (each Const node is
+    legalized into a tensor of its own: a decode step's cache writes compare one position with 0
+    per layer), any other tensor itself."""
+    if t is not None and t.is_constant and t.data.nbytes <= 64:
+        return t.dtype.str, t.shape, t.data.tobytes()
+    return id(t)
 
 
 def _drop_zero_bias(graph: Graph) -> None:
@@ -516,5 +523,5 @@ def _reciprocal_products(graph: Graph) -> None:
 
 _PASSES = (common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
            _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, _log_softmax, _relu, _hard_swish,
-           activation_into_producer, _gelu, _transposes_of_transposes, _reshapes_of_reshapes,
+           activation_into_producer, _gelu, _transposes_of_transposes, reshapes_of_reshapes,
            _scale_before_product)

@@ -282,8 +282,17 @@ def _pad(graph, node, x, paddings, *value):
     return _out(graph, "PAD", node, [x, pads])
 
 
+@legalizer("XlaDynamicUpdateSlice")
+def _dynamic_update_slice(graph, node, x, update, indices):
+    """The rules' cache write (``noxla.graph.converter_ops``), as TF's converter legalizes it: the
+    builtin clamps the starts into the operand as XLA does."""
+    return _out(graph, "DYNAMIC_UPDATE_SLICE", node, [x, update, indices])
+
+
 @legalizer("Slice")
 def _slice(graph, node, x, begin, size):
+    if not begin.is_constant:   # a dynamic slice (a start clamped at run time): the converter's SLICE
+        return _out(graph, "SLICE", node, [x, begin, _int32(graph, _shape(node))])
     begin = [int(b) for b in _static(begin, "a slice's begin")]
     return _out(graph, "SLICE", node, [x, _int32(graph, begin), _int32(graph, _shape(node))])
 
@@ -398,7 +407,7 @@ def _gather(graph, node, params, indices, axis):
 
 
 _REDUCERS = {"Sum": "SUM", "Mean": "MEAN", "Max": "REDUCE_MAX", "Min": "REDUCE_MIN", "Prod": "REDUCE_PROD",
-             "Any": "REDUCE_ANY"}
+             "Any": "REDUCE_ANY", "All": "REDUCE_ALL"}
 
 
 def _reducer(kind: str):

@@ -36,7 +36,8 @@ RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 # Booleans only where an emitter makes or reads them (comparisons, selects, a gather's in-bounds
 # mask): LiteRT's other kernels (PAD, the arithmetic) have no bool version, or one not tested here.
 BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "SELECT", "SELECT_V2",
-              "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST", "REDUCE_ALL"}
+              "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST", "REDUCE_ALL",
+              "TRANSPOSE", "SLICE", "BROADCAST_TO"}   # the last three: keras-hub's attention masks
 # Types only the graph writer carries, each with the builtins that may read or make it (LiteRT's
 # kernels for these copy or convert them, as on TF's path): uint32, where the rules move a PRNG
 # key's words (threefry computes in int32 limbs); float16 and the narrow integers, which the rules
@@ -240,7 +241,9 @@ def serialize(graph: Graph) -> list:
     for t, name in zip(graph.inputs, graph.in_names):
         t.name = name
     for t, name in zip(graph.outputs, graph.out_names):
-        t.name = t.name or name
+        # An output named as an input (an LLM's kv_cache_k_0, in and out) gets a name of its own:
+        # LiteRT's quantizer keys tensors by name (the signature maps keep both names).
+        t.name = t.name or (f"{name}:out" if name in graph.in_names else name)
     sub.inputs = np.asarray([index(t) for t in graph.inputs], np.int32)
     for op in graph.ops:
         entry = schema.OperatorT()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from noxla.graph.tflite.folds import fold
+from noxla.graph.tflite.fuse import common_operators, reshapes_of_reshapes
 from noxla.graph.tflite.model import Graph
 from noxla.graph.tflite.zero_state import zero_state_products
 
@@ -40,7 +41,8 @@ def simplify(graph: Graph) -> None:
         changed = False
         for rewrite in (_unit_axis_transposes, _unflattened_fully_connected, _reshapes_through_chains,
                         _constant_selects, _broadcasts_into_readers, _packs_of_unpacks, _every_nth,
-                        _slices_of_slices, _scale_into_projection, fold, zero_state_products):
+                        _slices_of_slices, _scale_into_projection, reshapes_of_reshapes, common_operators,
+                        fold, zero_state_products):
             while rewrite(graph):
                 graph.prune()
                 changed = True
