@@ -118,12 +118,14 @@ def test_signatures_through_the_graph_equal_jax(case, tmp_path, monkeypatch):
 
 
 def test_a_signature_the_graph_does_not_cover_sends_every_signature_through_tensorflow(tmp_path, monkeypatch):
-    """A running sum (``Cumsum``, which the graph's writer does not legalize yet): the step says
+    """A 3-D convolution (``tf.nn.conv3d``, which noxla's graph does not record yet): the step says
     which signature and why, and TF's path writes both, equal to JAX."""
     monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "1")
 
     def write(x):
-        return {"sums": jnp.cumsum(x @ W_UP, axis=0)}
+        y = (x @ W_UP)[None, :, :, None, None]   # [1, 2, up, 1, 1]: one channel, three spatial axes
+        return {"smoothed": jax.lax.conv_general_dilated(y, jnp.ones((1, 2, 1, 1, 1)), (1, 1, 1), "VALID",
+                                                         dimension_numbers=("NDHWC", "DHWIO", "NDHWC"))}
     x = RNG.standard_normal((2, HIDDEN)).astype(np.float32)
     signatures = {"projected": PAIR["projected"], "write": (write, (x,))}
     steps = []

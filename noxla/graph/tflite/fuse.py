@@ -333,7 +333,8 @@ def _into_next_linear(graph: Graph) -> bool:
             continue
         vector = _channel_vector(c, x.shape[-1])
         if vector is None or readers[0].kind == "DEPTHWISE_CONV_2D" and c.data.size > 1 \
-                or op.kind != "MUL" and readers[0].kind != "FULLY_CONNECTED":
+                or op.kind != "MUL" and readers[0].kind != "FULLY_CONNECTED" \
+                or op.kind == "MUL" and any(_stored_elsewhere(graph, r.inputs[1], r) for r in readers):
             continue
         for linear in readers:
             kernel, bias = linear.inputs[1].data, linear.inputs[2].data
@@ -345,6 +346,15 @@ def _into_next_linear(graph: Graph) -> bool:
             linear.inputs[:3] = [x, kernel, bias]
         return True
     return False
+
+
+def _stored_elsewhere(graph: Graph, kernel: Tensor, linear: Op) -> bool:
+    """Whether another operator reads a constant equal to ``kernel`` (a tied embedding: the logits'
+    projection and the token GATHER read one matrix, stored once): scaling the kernel would store
+    the matrix twice, as TF's path keeps such a norm's MUL (tests/test_llm.py)."""
+    return any(t is not kernel and t is not None and t.is_constant and t.shape == kernel.shape
+               and t.dtype == kernel.dtype and np.array_equal(t.data, kernel.data)
+               for op in graph.ops if op is not linear for t in op.inputs)
 
 
 def _operand(view: View, t: Tensor, kind: str, value: float) -> Tensor | None:
