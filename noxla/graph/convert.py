@@ -62,7 +62,7 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None, preferred_d
             raise ValueError(f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype {value.dtype.name}")
         return value
     if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(value)):
-        raise Uncovered("a list holding tensors converted to one tensor (TF packs it)")
+        return _packed(value, dtype)
     if isinstance(value, DType) or callable(value):
         raise Uncovered(f"converting {value!r} to a tensor")
     if isinstance(value, (np.ndarray, np.generic)):
@@ -92,6 +92,17 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None, preferred_d
     if isinstance(value, (list, tuple)) and not value:
         return ops.constant(np.zeros((0,), dtype.as_numpy_dtype), dtype)
     return ops.constant(_compatible(np.asarray(value, dtype=object), dtype), dtype)
+
+
+def _packed(values, dtype) -> Tensor:
+    """A list of scalars holding tensors (run-time sizes: ``[n, 1]``), as TF's auto-packing converts
+    it: each item a tensor of the first tensor's dtype, then one Pack."""
+    from noxla.graph.structural import stack
+    tensors = [v for v in values if isinstance(v, Tensor)]
+    dtype = dtype or tensors[0].dtype
+    if any(isinstance(v, (list, tuple)) for v in values) or any(t.shape.rank != 0 for t in tensors):
+        raise Uncovered("a nested list or a list of non-scalar tensors converted to one tensor")
+    return stack([convert_to_tensor(v, dtype=dtype) for v in values], name="packed")
 
 
 def _flat(value):

@@ -39,6 +39,8 @@ def int_tensor(value, what: str) -> Tensor:
 def shape_arg(value, what: str) -> tuple[Tensor, list]:
     """A shape argument as the int32 tensor the op reads and its sizes as TF's shape inference
     knows them (ints, None where computed at run time)."""
+    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in value):
+        value = convert_to_tensor(value, dtype=I32)  # TF packs a list of sizes holding tensors
     if isinstance(value, Tensor) and value.constant is None:
         if value.dtype != I32 or value.shape.rank != 1 or value.shape.dims[0] is None:
             raise Uncovered(f"{what} computed at run time as a {value.dtype.name} {value.shape}")
@@ -148,7 +150,7 @@ def stack(values, axis=0, name="stack") -> Tensor:
     out = dims[:a] + [len(values)] + dims[a:]
     known = [ops.partial(v) for v in values] if not dims and values[0].dtype.is_integer else None
     attrs = {"N": ops.int_attr(len(values)), "T": ops.type_attr(values[0].dtype), "axis": ops.int_attr(axis)}
-    return ops.emit1("Pack", values, attrs, values[0].dtype, out, lambda *v: np.stack(v, axis=a), "stack",
+    return ops.emit1("Pack", values, attrs, values[0].dtype, out, lambda *v: np.stack(v, axis=a), name or "stack",
                      partial=known)
 
 
@@ -265,8 +267,13 @@ def range_(start, limit=None, delta=1, dtype=None, name="range") -> Tensor:
     if limit is None:
         start, limit = 0, start
     values = [v.constant if isinstance(v, Tensor) else v for v in (start, limit, delta)]
-    if any(v is None for v in values):
-        raise Uncovered("tf.range with run-time bounds")
+    if any(v is None for v in values):  # a Range op (a size known at run time)
+        bounds = [v for v in (start, limit, delta) if isinstance(v, Tensor)]
+        dtype = as_dtype(dtype or bounds[0].dtype)
+        if dtype != I32 or any(b.dtype != I32 or b.shape.rank != 0 for b in bounds):
+            raise Uncovered("tf.range with run-time bounds not int32 scalars")
+        inputs = [convert_to_tensor(v, dtype=I32) for v in (start, limit, delta)]
+        return ops.emit1("Range", inputs, {"Tidx": ops.type_attr(I32)}, I32, [None], None, name)
     if dtype is None:
         kinds = [np.asarray(v).dtype.kind for v in values]
         dtype = DTYPES["float32"] if "f" in kinds else DTYPES["int32"]
