@@ -95,14 +95,15 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None, preferred_d
 
 
 def _packed(values, dtype) -> Tensor:
-    """A list of scalars holding tensors (run-time sizes: ``[n, 1]``), as TF's auto-packing converts
-    it: each item a tensor of the first tensor's dtype, then one Pack."""
+    """A (nested) list holding tensors (run-time sizes: ``[n, 1]``), as TF's auto-packing converts
+    it: each item a tensor of the first tensor's dtype, then a Pack per list."""
     from noxla.graph.structural import stack
-    tensors = [v for v in values if isinstance(v, Tensor)]
-    dtype = dtype or tensors[0].dtype
-    if any(isinstance(v, (list, tuple)) for v in values) or any(t.shape.rank != 0 for t in tensors):
-        raise Uncovered("a nested list or a list of non-scalar tensors converted to one tensor")
-    return stack([convert_to_tensor(v, dtype=dtype) for v in values], name="packed")
+    dtype = dtype or next(v for v in _flat(values) if isinstance(v, Tensor)).dtype
+    items = [_packed(v, dtype) if isinstance(v, (list, tuple)) and any(isinstance(u, Tensor) for u in _flat(v))
+             else convert_to_tensor(v, dtype=dtype) for v in values]  # inner lists packed first, as TF's
+    if any(t.shape.dims != items[0].shape.dims for t in items):
+        raise Uncovered("a ragged list holding tensors converted to one tensor")
+    return stack(items, name="packed")
 
 
 def _flat(value):

@@ -284,8 +284,11 @@ def range_(start, limit=None, delta=1, dtype=None, name="range") -> Tensor:
 def slice_(x, begin, size, name=None) -> Tensor:
     x = convert_to_tensor(x)
     dims = _dims(x)
-    s = static_ints(size, "tf.slice's size")
     attrs = {"T": ops.type_attr(x.dtype), "Index": ops.type_attr(I32)}
+    size_tensor, s = shape_arg(size, "tf.slice's size")
+    if size_tensor.constant is None:  # TF's shape: the sizes known (not -1), the rest unknown
+        begin_tensor, _ = shape_arg(begin, "tf.slice's begin")
+        return ops.emit1("Slice", [x, begin_tensor, size_tensor], attrs, x.dtype, s, None, name)
     if isinstance(begin, Tensor) and begin.constant is None:
         # A start computed at run time (a dynamic slice): TF's shape is the size, when it is all given.
         if -1 in s or begin.dtype != I32:
@@ -293,9 +296,11 @@ def slice_(x, begin, size, name=None) -> Tensor:
         return ops.emit1("Slice", [x, begin, int_tensor(s, "size")], attrs, x.dtype, s, None, name)
     b = static_ints(begin, "tf.slice's begin")
     s = [None if d is None and ss == -1 else d - bb if ss == -1 else ss for d, bb, ss in zip(dims, b, s)]
-    index = tuple(slice(bb, bb + ss) for bb, ss in zip(b, s))
-    return ops.emit1("Slice", [x, int_tensor(b, "begin"), int_tensor(s, "size")], attrs, x.dtype, s,
-                     lambda v, _, __: v[index], name)
+    sizes = size_tensor if None in s else int_tensor(s, "size")  # -1 kept where the size is unknown
+
+    def fold(v, _, __):
+        return v[tuple(slice(bb, bb + ss) for bb, ss in zip(b, s))]
+    return ops.emit1("Slice", [x, int_tensor(b, "begin"), sizes], attrs, x.dtype, s, fold, name)
 
 
 def argmax(input, axis=None, output_type=DTYPES["int64"], name=None) -> Tensor:
@@ -457,6 +462,10 @@ def pad(x, paddings, mode="CONSTANT", constant_values=0, name=None) -> Tensor:
     x = convert_to_tensor(x)
     if str(mode).upper() != "CONSTANT":
         raise Uncovered(f"tf.pad mode {mode}")
+    if isinstance(paddings, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(paddings)):
+        paddings = convert_to_tensor(paddings, dtype=I32)  # packed, as TF converts it
+    if isinstance(paddings, Tensor) and paddings.constant is None:
+        return _run_time_pad(x, paddings, constant_values, name)
     pads = np.array(static_ints(paddings, "tf.pad's paddings"), np.int64).reshape(-1, 2)
     if (pads < 0).any():
         raise ValueError("negative paddings")
@@ -469,6 +478,26 @@ def pad(x, paddings, mode="CONSTANT", constant_values=0, name=None) -> Tensor:
     value = convert_to_tensor(constant_values, dtype=x.dtype)
     return ops.emit1("PadV2", [x, pads_tensor, value], attrs, x.dtype, out,
                      lambda v, _, c: np.pad(v, pads, constant_values=c), name)
+
+
+def _run_time_pad(x: Tensor, paddings: Tensor, constant_values, name) -> Tensor:
+    """Paddings known at run time: every size unknown, as TF's shape function leaves them."""
+    if paddings.dtype != I32 or paddings.shape.dims != (x.shape.rank, 2):
+        raise Uncovered(f"tf.pad's paddings computed at run time as {paddings.dtype.name} {paddings.shape}")
+    attrs = {"T": ops.type_attr(x.dtype), "Tpaddings": ops.type_attr(I32)}
+    out = [None] * x.shape.rank
+    if not isinstance(constant_values, Tensor) and np.ndim(constant_values) == 0 and constant_values == 0:
+        return ops.emit1("Pad", [x, paddings], attrs, x.dtype, out, None, name)
+    value = convert_to_tensor(constant_values, dtype=x.dtype)
+    return ops.emit1("PadV2", [x, paddings, value], attrs, x.dtype, out, None, name)
+
+
+def _flat(values):
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            yield from _flat(v)
+        else:
+            yield v
 
 
 def reverse(x, axis, name=None) -> Tensor:
