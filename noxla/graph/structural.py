@@ -362,9 +362,9 @@ TopK = collections.namedtuple("TopK", ["values", "indices"])  # as tf.math.top_k
 def strided_slice(x, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0,
                   shrink_axis_mask=0, var=None, name=None) -> Tensor:
     x = convert_to_tensor(x)
-    b, e = static_ints(begin, "begin"), static_ints(end, "end")
+    (begin, b), (end, e) = _bounds(begin, "begin"), _bounds(end, "end")
     s = [1] * len(b) if strides is None else static_ints(strides, "strides")
-    index = []
+    index, unknown_items = [], set()
     for i in range(len(b)):
         bit = 1 << i
         if ellipsis_mask & bit:
@@ -372,45 +372,62 @@ def strided_slice(x, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsi
         elif new_axis_mask & bit:
             index.append(None)
         elif shrink_axis_mask & bit:
-            index.append(b[i])
+            index.append(0 if b[i] is None else b[i])  # the axis goes, wherever it is indexed
         else:
-            index.append(slice(None if begin_mask & bit else b[i], None if end_mask & bit else e[i], s[i]))
+            start, stop = None if begin_mask & bit else b[i], None if end_mask & bit else e[i]
+            if None in (start, stop) and not (begin_mask & end_mask & bit):
+                unknown_items.add(i)  # bounds known at run time only: TF's shape leaves the size unknown
+            index.append(slice(start, stop, s[i]))
     index = tuple(index)
-    out = _sliced_shape(_dims(x), index)
+    out = _sliced_shape(_dims(x), index, frozenset(unknown_items))
     known = ops.partial(x) if x.shape.rank == 1 and x.dtype.is_integer else None
     if isinstance(known, list):
         known = _sliced_shape_value(known, index)
     attrs = {"T": ops.type_attr(x.dtype), "Index": ops.type_attr(I32), "begin_mask": ops.int_attr(begin_mask),
              "end_mask": ops.int_attr(end_mask), "ellipsis_mask": ops.int_attr(ellipsis_mask),
              "new_axis_mask": ops.int_attr(new_axis_mask), "shrink_axis_mask": ops.int_attr(shrink_axis_mask)}
-    inputs = [x, int_tensor(b, "begin"), int_tensor(e, "end"), int_tensor(s, "strides")]
+    inputs = [x, begin, end, int_tensor(s, "strides")]
     return ops.emit1("StridedSlice", inputs, attrs, x.dtype, out, lambda v, *_: v[index], name, partial=known)
 
 
-def _sliced_shape(dims: tuple, index: tuple) -> tuple:
+def _bounds(value, what: str) -> tuple[Tensor, list]:
+    """A slice's begin or end: the int32 tensor the op reads, and its values where constant (TF's
+    StridedSlice shape reads constant bounds only: run-time ones are all None)."""
+    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(value)):
+        value = convert_to_tensor(value, dtype=I32)
+    if isinstance(value, Tensor) and value.constant is None:
+        if value.dtype != I32 or value.shape.rank != 1 or value.shape.dims[0] is None:
+            raise Uncovered(f"tf.strided_slice's {what} computed at run time as {value.dtype.name} {value.shape}")
+        return value, [None] * value.shape.dims[0]
+    return int_tensor(static_ints(value, what), what), static_ints(value, what)
+
+
+def _sliced_shape(dims: tuple, index: tuple, unknown_items: frozenset = frozenset()) -> tuple:
     """The shape of ``x[index]`` (NumPy's basic indexing, clamping included, as StridedSlice with
-    constant bounds); a slice of an axis of unknown size is of unknown size."""
+    constant bounds); a slice of an axis of unknown size, or by the items ``unknown_items`` (their
+    bounds known at run time only), is of unknown size."""
     unknown = 2 ** 31 - 1  # stands for an unknown size, then read back as None
     try:
         out = np.broadcast_to(np.zeros((), np.int8), tuple(unknown if d is None else d for d in dims))[index].shape
     except IndexError as error:
         raise ValueError(f"strided slice {index} of {dims}: {error}") from None
-    if None not in dims:
+    if None not in dims and not unknown_items:
         return out
-    axes = iter(i for i, d in enumerate(dims))  # which input axis each output axis slices (None: a new one)
+    axes = iter(range(len(dims)))  # (item, input axis) of each output axis (input axis None: a new one)
     explicit = sum(1 for item in index if item is not None and item is not Ellipsis)
     sources = []
-    for item in index:
+    for position, item in enumerate(index):
         if item is Ellipsis:
-            sources += [next(axes) for _ in range(len(dims) - explicit)]
+            sources += [(position, next(axes)) for _ in range(len(dims) - explicit)]
         elif item is None:
-            sources.append(None)
+            sources.append((position, None))
         elif isinstance(item, slice):
-            sources.append(next(axes))
+            sources.append((position, next(axes)))
         else:
             next(axes)
-    sources += list(axes)
-    return tuple(None if a is not None and dims[a] is None else d for a, d in zip(sources, out))
+    sources += [(None, a) for a in axes]
+    return tuple(None if position in unknown_items or a is not None and dims[a] is None else d
+                 for (position, a), d in zip(sources, out))
 
 
 def _sliced_shape_value(known: list, index: tuple):
