@@ -61,8 +61,8 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None, preferred_d
         if dtype is not None and value.dtype != dtype:
             raise ValueError(f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype {value.dtype.name}")
         return value
-    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(value)):
-        return _packed(value, dtype)
+    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in flat(value)):
+        raise Uncovered("a list holding tensors converted to one tensor (sizes: noxla.graph.structural.packed)")
     if isinstance(value, DType) or callable(value):
         raise Uncovered(f"converting {value!r} to a tensor")
     if isinstance(value, (np.ndarray, np.generic)):
@@ -94,21 +94,9 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None, preferred_d
     return ops.constant(_compatible(np.asarray(value, dtype=object), dtype), dtype)
 
 
-def _packed(values, dtype) -> Tensor:
-    """A (nested) list holding tensors (run-time sizes: ``[n, 1]``), as TF's auto-packing converts
-    it: each item a tensor of the first tensor's dtype, then a Pack per list."""
-    from noxla.graph.structural import stack
-    dtype = dtype or next(v for v in _flat(values) if isinstance(v, Tensor)).dtype
-    items = [_packed(v, dtype) if isinstance(v, (list, tuple)) and any(isinstance(u, Tensor) for u in _flat(v))
-             else convert_to_tensor(v, dtype=dtype) for v in values]  # inner lists packed first, as TF's
-    if any(t.shape.dims != items[0].shape.dims for t in items):
-        raise Uncovered("a ragged list holding tensors converted to one tensor")
-    return stack(items, name="packed")
-
-
-def _flat(value):
+def flat(value):
     for v in value:
         if isinstance(v, (list, tuple)):
-            yield from _flat(v)
+            yield from flat(v)
         else:
             yield v

@@ -65,7 +65,7 @@ def conv2d(input, filters, strides, padding, data_format="NHWC", dilations=None,
     pad, explicit, pairs = _padding(padding)
     n, h, wd, c = x.shape.dims
     kh, kw, cin, cout = w.shape.dims
-    if c % cin:
+    if c is not None and c % cin:
         raise ValueError(f"Conv2D: {c} input channels, filter takes {cin}")
     out = [n, _spatial(h, kh, s[1], d[1], pad, pairs and pairs[0]),
            _spatial(wd, kw, s[2], d[2], pad, pairs and pairs[1]), cout]

@@ -7,7 +7,7 @@ import collections
 import numpy as np
 
 from noxla.graph import ops
-from noxla.graph.convert import convert_to_tensor
+from noxla.graph.convert import convert_to_tensor, flat
 from noxla.graph.core import Tensor
 from noxla.graph.dtypes import DTYPES, Uncovered, as_dtype
 
@@ -36,11 +36,22 @@ def int_tensor(value, what: str) -> Tensor:
     return ops.constant(np.array(ints[0] if scalar else ints, np.int32), I32)
 
 
+def packed(values, dtype=I32) -> Tensor:
+    """A (nested) list holding tensors (run-time sizes: ``[n, 1]``), as TF's auto-packing converts
+    it: each item a tensor of the first tensor's dtype, then a Pack per list."""
+    dtype = dtype or next(v for v in flat(values) if isinstance(v, Tensor)).dtype
+    items = [packed(v, dtype) if isinstance(v, (list, tuple)) and any(isinstance(u, Tensor) for u in flat(v))
+             else convert_to_tensor(v, dtype=dtype) for v in values]  # inner lists packed first, as TF's
+    if any(t.shape.dims != items[0].shape.dims for t in items):
+        raise Uncovered("a ragged list holding tensors converted to one tensor")
+    return stack(items, name="packed")
+
+
 def shape_arg(value, what: str) -> tuple[Tensor, list]:
     """A shape argument as the int32 tensor the op reads and its sizes as TF's shape inference
     knows them (ints, None where computed at run time)."""
     if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in value):
-        value = convert_to_tensor(value, dtype=I32)  # TF packs a list of sizes holding tensors
+        value = packed(value)  # TF packs a list of sizes holding tensors
     if isinstance(value, Tensor) and value.constant is None:
         if value.dtype != I32 or value.shape.rank != 1 or value.shape.dims[0] is None:
             raise Uncovered(f"{what} computed at run time as a {value.dtype.name} {value.shape}")
@@ -375,7 +386,7 @@ def strided_slice(x, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsi
             index.append(0 if b[i] is None else b[i])  # the axis goes, wherever it is indexed
         else:
             start, stop = None if begin_mask & bit else b[i], None if end_mask & bit else e[i]
-            if None in (start, stop) and not (begin_mask & end_mask & bit):
+            if (start is None and not begin_mask & bit) or (stop is None and not end_mask & bit):
                 unknown_items.add(i)  # bounds known at run time only: TF's shape leaves the size unknown
             index.append(slice(start, stop, s[i]))
     index = tuple(index)
@@ -393,8 +404,8 @@ def strided_slice(x, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsi
 def _bounds(value, what: str) -> tuple[Tensor, list]:
     """A slice's begin or end: the int32 tensor the op reads, and its values where constant (TF's
     StridedSlice shape reads constant bounds only: run-time ones are all None)."""
-    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(value)):
-        value = convert_to_tensor(value, dtype=I32)
+    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in flat(value)):
+        value = packed(value)
     if isinstance(value, Tensor) and value.constant is None:
         if value.dtype != I32 or value.shape.rank != 1 or value.shape.dims[0] is None:
             raise Uncovered(f"tf.strided_slice's {what} computed at run time as {value.dtype.name} {value.shape}")
@@ -479,8 +490,8 @@ def pad(x, paddings, mode="CONSTANT", constant_values=0, name=None) -> Tensor:
     x = convert_to_tensor(x)
     if str(mode).upper() != "CONSTANT":
         raise Uncovered(f"tf.pad mode {mode}")
-    if isinstance(paddings, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(paddings)):
-        paddings = convert_to_tensor(paddings, dtype=I32)  # packed, as TF converts it
+    if isinstance(paddings, (list, tuple)) and any(isinstance(v, Tensor) for v in flat(paddings)):
+        paddings = packed(paddings)  # as TF converts it
     if isinstance(paddings, Tensor) and paddings.constant is None:
         return _run_time_pad(x, paddings, constant_values, name)
     pads = np.array(static_ints(paddings, "tf.pad's paddings"), np.int64).reshape(-1, 2)
@@ -507,14 +518,6 @@ def _run_time_pad(x: Tensor, paddings: Tensor, constant_values, name) -> Tensor:
         return ops.emit1("Pad", [x, paddings], attrs, x.dtype, out, None, name)
     value = convert_to_tensor(constant_values, dtype=x.dtype)
     return ops.emit1("PadV2", [x, paddings, value], attrs, x.dtype, out, None, name)
-
-
-def _flat(values):
-    for v in values:
-        if isinstance(v, (list, tuple)):
-            yield from _flat(v)
-        else:
-            yield v
 
 
 def reverse(x, axis, name=None) -> Tensor:
