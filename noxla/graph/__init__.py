@@ -78,15 +78,14 @@ def write_covered(cleared: Cleared, path: str, overwrite: bool, on_step: OnStep 
 def export_tfjs(cleared: Cleared, fun: Callable, example_args: Sequence, options: ExportOptions) -> str | None:
     """The TF.js model written at ``options.tfjs`` from the graph; None (nothing written, and a step
     saying why) when the graph path is turned off or the program uses something the graph does not
-    record, which TF's path then exports."""
+    record, which TF's path then exports. Symbolic sizes are recorded (the model's -1 sizes).
+    """
     from noxla.graph.lower import record_program
     from noxla.graph.tfjs import write_tfjs
     from noxla.lowering_variants import needs_tfjs_lowering
     program, path, on_step = cleared.program, options.tfjs, options.on_step
     if not enabled():
         return _through_tensorflow(on_step, f"{ENV}=0")
-    if options.polymorphic_shapes is not None:
-        return _through_tensorflow(on_step, "polymorphic shapes are not recorded in noxla's graph yet")
     try:
         recorded = run_step(on_step, "lower (noxla's graph, no TensorFlow)", record_program, program,
                             options.strict, needs_tfjs_lowering(program))

@@ -18,7 +18,8 @@ def _root(graph: Graph) -> Graph:
 
 
 def _shapes_attr(tensors) -> dict:
-    return {"list": {"shape": [{"dim": [{"size": str(d)} for d in t.shape.dims]} if t.shape.dims else {}
+    return {"list": {"shape": [{"dim": [{"size": str(-1 if d is None else d)} for d in t.shape.dims]}
+                               if t.shape.dims else {}
                                for t in tensors]}}
 
 

@@ -61,8 +61,8 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None, preferred_d
         if dtype is not None and value.dtype != dtype:
             raise ValueError(f"Tensor conversion requested dtype {dtype.name} for Tensor with dtype {value.dtype.name}")
         return value
-    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(value)):
-        raise Uncovered("a list holding tensors converted to one tensor (TF packs it)")
+    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in flat(value)):
+        raise Uncovered("a list holding tensors converted to one tensor (sizes: noxla.graph.structural.packed)")
     if isinstance(value, DType) or callable(value):
         raise Uncovered(f"converting {value!r} to a tensor")
     if isinstance(value, (np.ndarray, np.generic)):
@@ -94,9 +94,9 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None, preferred_d
     return ops.constant(_compatible(np.asarray(value, dtype=object), dtype), dtype)
 
 
-def _flat(value):
+def flat(value):
     for v in value:
         if isinstance(v, (list, tuple)):
-            yield from _flat(v)
+            yield from flat(v)
         else:
             yield v

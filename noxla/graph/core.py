@@ -71,7 +71,7 @@ class TensorShape:
 
 
 class Node:
-    __slots__ = ("name", "op", "inputs", "attrs", "outputs", "value", "functions")
+    __slots__ = ("name", "op", "inputs", "attrs", "outputs", "value", "functions", "partial")
 
     def __init__(self, name: str, op: str, inputs: Sequence["Tensor"], attrs: dict,
                  outputs: Sequence[tuple[DType, tuple]], value: np.ndarray | None = None):
@@ -79,6 +79,10 @@ class Node:
         self.outputs = [(dtype, tuple(shape)) for dtype, shape in outputs]
         self.value = value  # a Const's value
         self.functions: dict[str, "Function"] = {}  # a While/If's bodies, by attribute
+        # Output 0's value where partly known (an int scalar or vector computed from shapes: ``Shape``,
+        # a slice of it, a ``Pack`` of sizes): ints, None where known only at run time. TF's shape
+        # inference reads the same (ShapeRefiner::ConstantPartialShape) to shape a Reshape or Fill.
+        self.partial = None
 
     @property
     def type(self) -> str:  # tf.Operation's name for the op type, which rules read (``t.op.type``)

@@ -83,7 +83,7 @@ def operands(x, y):
 
 def _broadcast(op, x: Tensor, y: Tensor) -> tuple:
     try:
-        return tuple(np.broadcast_shapes(tuple(x.shape.dims), tuple(y.shape.dims)))
+        return ops.broadcast_shapes(x.shape.dims, y.shape.dims)
     except ValueError:
         raise ValueError(f"{op}: incompatible shapes {x.shape} and {y.shape}") from None
 
@@ -132,7 +132,7 @@ def where(condition, x=None, y=None, name=None) -> Tensor:
     condition = convert_to_tensor(condition, dtype=DTYPES["bool"])
     x, y = operands(x, y)
     try:
-        shape = tuple(np.broadcast_shapes(tuple(condition.shape.dims), tuple(x.shape.dims), tuple(y.shape.dims)))
+        shape = ops.broadcast_shapes(condition.shape.dims, x.shape.dims, y.shape.dims)
     except ValueError:
         raise ValueError(f"SelectV2: incompatible shapes {condition.shape}, {x.shape}, {y.shape}") from None
     return ops.emit1("SelectV2", [condition, x, y], {"T": ops.type_attr(x.dtype)}, x.dtype, shape,
@@ -159,7 +159,8 @@ def cast(x, dtype, name=None) -> Tensor:
             return v.astype(dtype.as_numpy_dtype)  # wraps, as TF's integer casts do
         return v.astype(dtype.as_numpy_dtype)
     attrs = {"SrcT": ops.type_attr(x.dtype), "DstT": ops.type_attr(dtype), "Truncate": ops.bool_attr(False)}
-    return ops.emit1("Cast", [x], attrs, dtype, x.shape.dims, fold, name)
+    known = ops.partial(x) if x.dtype.is_integer and dtype.is_integer else None  # TF's partial shapes see through
+    return ops.emit1("Cast", [x], attrs, dtype, x.shape.dims, fold, name, partial=known)
 
 
 def tensor_equals(op: str, x: Tensor, y):
@@ -169,7 +170,7 @@ def tensor_equals(op: str, x: Tensor, y):
         return op == "NotEqual"
     try:
         x, y = operands(x, y)
-        np.broadcast_shapes(tuple(x.shape.dims), tuple(y.shape.dims))
+        ops.broadcast_shapes(x.shape.dims, y.shape.dims)
     except (TypeError, ValueError):
         return (x is y) == (op == "Equal")
     return compare(op, x, y, incompatible_shape_error=False)

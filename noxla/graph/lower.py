@@ -12,7 +12,7 @@ from noxla.graph import api, ops
 from noxla.graph.core import Graph, Tensor
 from noxla.graph.dtypes import Uncovered, as_dtype
 from noxla.interpreter import Lowering, lower_jaxpr
-from noxla.shapes import Dims, dim_vars
+from noxla.shapes import Dims, is_static
 from noxla.tracing import Program
 
 
@@ -27,12 +27,10 @@ class Recorded:
 
 def record_program(program: Program, strict: bool = False, uint32_as_int32: bool = False,
                    tflite_converter: bool = False) -> Recorded:
-    """``program`` as a graph (static shapes). ``uint32_as_int32``: TF.js's own lowering (see
-    ``noxla.lowering.serving_function``). ``tflite_converter``: the lowering TF's path hands its
-    TFLite converter alone, for the graph's TFLite writer (``LoweringFor.tflite_converter``).
-    Raises ``Uncovered`` for anything not recorded yet."""
-    if dim_vars(program.in_avals):
-        raise Uncovered("polymorphic shapes")
+    """``program`` as a graph (a symbolic size is None in the static shapes, computed at run time).
+    ``uint32_as_int32``: TF.js's own lowering (see ``noxla.lowering.serving_function``).
+    ``tflite_converter``: the lowering TF's path hands its TFLite converter alone, for the graph's
+    TFLite writer (``LoweringFor.tflite_converter``). Raises ``Uncovered`` for anything not recorded yet."""
     if any(a.dtype == np.dtype("V") or "float0" in str(a.dtype) for a in program.out_avals):
         raise Uncovered("a float0 output")
     graph = Graph()
@@ -48,9 +46,12 @@ def record_program(program: Program, strict: bool = False, uint32_as_int32: bool
             if dtype.is_complex:
                 raise Uncovered("a complex input")
             attrs = {"dtype": ops.type_attr(dtype), "shape": {"shape": _shape_json(aval.shape)}}
-            inputs.append(graph.add("Placeholder", [], attrs, [(dtype, tuple(aval.shape))], name=name).output(0))
+            shape = tuple(int(d) if is_static([d]) else None for d in aval.shape)
+            inputs.append(graph.add("Placeholder", [], attrs, [(dtype, shape)], name=name).output(0))
+        with using(recorder):  # symbolic sizes: read from the inputs' Shape ops when the program runs
+            dims = Dims.solve(program.in_avals, inputs)
         lowering_for = LoweringFor(tfjs=uint32_as_int32, tflite_converter=tflite_converter)
-        lowering = Lowering(Dims(), inputs, strict=strict, lowering_for=lowering_for, backend=recorder)
+        lowering = Lowering(dims, inputs, strict=strict, lowering_for=lowering_for, backend=recorder)
         with using(recorder):
             outs = lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, inputs)
             outs = [limb_values.materialize(o, lowering.tf_dtype(np.uint32)) for o in outs]
@@ -61,4 +62,4 @@ def record_program(program: Program, strict: bool = False, uint32_as_int32: bool
 
 
 def _shape_json(shape) -> dict:
-    return {"dim": [{"size": str(int(d))} for d in shape]} if len(shape) else {}
+    return {"dim": [{"size": str(int(d)) if is_static([d]) else "-1"} for d in shape]} if len(shape) else {}

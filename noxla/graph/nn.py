@@ -36,8 +36,10 @@ def _padding(padding):
     return "EXPLICIT", [v for p in pairs for v in p], pairs[1:3]
 
 
-def _spatial(size: int, k: int, stride: int, dilation: int, padding: str, pads) -> int:
+def _spatial(size: int | None, k: int, stride: int, dilation: int, padding: str, pads) -> int | None:
     span = (k - 1) * dilation + 1
+    if size is None:
+        return None
     if padding == "SAME":
         return -(-size // stride)
     if padding == "VALID":
@@ -63,7 +65,7 @@ def conv2d(input, filters, strides, padding, data_format="NHWC", dilations=None,
     pad, explicit, pairs = _padding(padding)
     n, h, wd, c = x.shape.dims
     kh, kw, cin, cout = w.shape.dims
-    if c % cin:
+    if c is not None and c % cin:
         raise ValueError(f"Conv2D: {c} input channels, filter takes {cin}")
     out = [n, _spatial(h, kh, s[1], d[1], pad, pairs and pairs[0]),
            _spatial(wd, kw, s[2], d[2], pad, pairs and pairs[1]), cout]
@@ -200,13 +202,13 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
         raise ValueError("matmul of a rank < 2 tensor")
     m, k = (ad[-1], ad[-2]) if ta else (ad[-2], ad[-1])
     k2, n = (bd[-1], bd[-2]) if tb else (bd[-2], bd[-1])
-    if k != k2:
+    if None not in (k, k2) and k != k2:
         raise ValueError(f"matmul: {ad} and {bd} do not contract")
     if len(ad) == 2 and len(bd) == 2:
         attrs = {"T": ops.type_attr(a.dtype), "transpose_a": ops.bool_attr(ta), "transpose_b": ops.bool_attr(tb),
                  "grad_a": ops.bool_attr(False), "grad_b": ops.bool_attr(False)}
         return ops.emit1("MatMul", [a, b], attrs, a.dtype, [m, n], _matmul_fold(ta, tb), name)
-    batch = list(np.broadcast_shapes(tuple(ad[:-2]), tuple(bd[:-2])))
+    batch = list(ops.broadcast_shapes(ad[:-2], bd[:-2]))
     attrs = {"T": ops.type_attr(a.dtype), "adj_x": ops.bool_attr(ta), "adj_y": ops.bool_attr(tb),
              "grad_x": ops.bool_attr(False), "grad_y": ops.bool_attr(False)}
     return ops.emit1("BatchMatMulV2", [a, b], attrs, a.dtype, [*batch, m, n], _matmul_fold(ta, tb), name)

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from noxla.graph.core import Tensor, current, recording  # noqa: F401  (recording: re-exported)
-from noxla.graph.dtypes import DType, Uncovered, as_dtype
+from noxla.graph.dtypes import DType, as_dtype
 
 FOLD_BYTES = 10 << 20  # grappler's largest folded constant (kMaxConstantSize)
 
@@ -57,9 +57,6 @@ def emit(op: str, inputs: Sequence[Tensor], attrs: dict, outputs: Sequence[tuple
          fold: Callable | None = None, name: str | None = None) -> list[Tensor]:
     """Record ``op``; folded into Consts when every input is one and ``fold`` computes it
     (``fold`` returns the output arrays, or None to leave this instance unfolded)."""
-    for _, shape in outputs:
-        if any(d is None for d in shape):
-            raise Uncovered(f"{op} with a dimension of unknown size")
     if fold is not None and all(t.constant is not None for t in inputs) and sum(
             int(np.prod(shape, dtype=np.int64)) * (dtype.size if dtype.name != "string" else 8)
             for dtype, shape in outputs) <= FOLD_BYTES:
@@ -77,9 +74,38 @@ def emit(op: str, inputs: Sequence[Tensor], attrs: dict, outputs: Sequence[tuple
     return [node.output(i) for i in range(len(outputs))]
 
 
-def emit1(op, inputs, attrs, dtype, shape, fold=None, name=None) -> Tensor:
-    return emit(op, inputs, attrs, [(dtype, tuple(shape))], None if fold is None else (lambda *v: _one(fold(*v))),
-                name)[0]
+def emit1(op, inputs, attrs, dtype, shape, fold=None, name=None, partial=None) -> Tensor:
+    """One output; ``partial``: its partly known value (``Node.partial``), kept where not folded."""
+    out = emit(op, inputs, attrs, [(dtype, tuple(shape))], None if fold is None else (lambda *v: _one(fold(*v))),
+               name)[0]
+    if partial is not None and out.constant is None:
+        out.node.partial = partial
+    return out
+
+
+def partial(t: Tensor):
+    """What is known of an int tensor's value before it runs: a Const's value, a node's ``partial``
+    (ints, None where unknown), or None (nothing known)."""
+    if t.constant is not None:
+        value = t.constant
+        return int(value) if value.ndim == 0 else [int(v) for v in value.reshape(-1)] if value.ndim == 1 else None
+    return t.node.partial if t.index == 0 else None
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The broadcast of static shapes with unknown sizes (None), as TF's shape inference makes it: a
+    1 takes the other size; an unknown size against a known one other than 1 is that one."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for sizes in zip(*[(1,) * (rank - len(s)) + tuple(s) for s in shapes]):
+        known = {d for d in sizes if d is not None and d != 1}
+        if len(known) > 1:
+            raise ValueError(f"incompatible shapes {[list(s) for s in shapes]}")
+        if known:
+            out.append(known.pop())
+        else:
+            out.append(None if None in sizes else 1)
+    return tuple(out)
 
 
 def _one(value):

@@ -7,7 +7,7 @@ import collections
 import numpy as np
 
 from noxla.graph import ops
-from noxla.graph.convert import convert_to_tensor
+from noxla.graph.convert import convert_to_tensor, flat
 from noxla.graph.core import Tensor
 from noxla.graph.dtypes import DTYPES, Uncovered, as_dtype
 
@@ -36,6 +36,30 @@ def int_tensor(value, what: str) -> Tensor:
     return ops.constant(np.array(ints[0] if scalar else ints, np.int32), I32)
 
 
+def packed(values, dtype=I32) -> Tensor:
+    """A (nested) list holding tensors (run-time sizes: ``[n, 1]``), as TF's auto-packing converts
+    it: each item a tensor of the first tensor's dtype, then a Pack per list."""
+    dtype = dtype or next(v for v in flat(values) if isinstance(v, Tensor)).dtype
+    items = [packed(v, dtype) if isinstance(v, (list, tuple)) and any(isinstance(u, Tensor) for u in flat(v))
+             else convert_to_tensor(v, dtype=dtype) for v in values]  # inner lists packed first, as TF's
+    if any(t.shape.dims != items[0].shape.dims for t in items):
+        raise Uncovered("a ragged list holding tensors converted to one tensor")
+    return stack(items, name="packed")
+
+
+def shape_arg(value, what: str) -> tuple[Tensor, list]:
+    """A shape argument as the int32 tensor the op reads and its sizes as TF's shape inference
+    knows them (ints, None where computed at run time)."""
+    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in value):
+        value = packed(value)  # TF packs a list of sizes holding tensors
+    if isinstance(value, Tensor) and value.constant is None:
+        if value.dtype != I32 or value.shape.rank != 1 or value.shape.dims[0] is None:
+            raise Uncovered(f"{what} computed at run time as a {value.dtype.name} {value.shape}")
+        known = ops.partial(value) or [None] * value.shape.dims[0]
+        return value, [None if d is None or d < 0 else d for d in known]
+    return int_tensor(value, what), static_ints(value, what)
+
+
 def _axis(axis: int, rank: int) -> int:
     if not -rank <= axis < max(rank, 1):
         raise ValueError(f"axis {axis} out of range for rank {rank}")
@@ -48,14 +72,15 @@ def _dims(x: Tensor) -> tuple:
 
 def reshape(x, shape, name=None) -> Tensor:
     x = convert_to_tensor(x)
-    sizes = static_ints(shape, "tf.reshape's shape")
-    total = int(np.prod(_dims(x), dtype=np.int64))
-    if sizes.count(-1) == 1:
-        known = int(np.prod([s for s in sizes if s != -1], dtype=np.int64))
-        sizes[sizes.index(-1)] = total // known if known else 0
-    if int(np.prod(sizes, dtype=np.int64)) != total:
+    shape_tensor, sizes = shape_arg(shape, "tf.reshape's shape")
+    sizes = [None if s == -1 else s for s in sizes]
+    empty = 0 in _dims(x)  # TF's element count of a shape with a 0 is 0, unknown sizes or not
+    if (None not in _dims(x) or empty) and sizes.count(None) == 1:  # TF infers the one size left
+        known = int(np.prod([s for s in sizes if s is not None], dtype=np.int64))
+        total = 0 if empty else int(np.prod(_dims(x), dtype=np.int64))
+        sizes[sizes.index(None)] = total // known if known else 0
+    if None not in sizes and None not in _dims(x) and np.prod(sizes, dtype=np.int64) != np.prod(_dims(x)):
         raise ValueError(f"cannot reshape {_dims(x)} to {sizes}")
-    shape_tensor = int_tensor(shape, "tf.reshape's shape")
     return ops.emit1("Reshape", [x, shape_tensor], {"T": ops.type_attr(x.dtype), "Tshape": ops.type_attr(I32)},
                      x.dtype, sizes, lambda v, s: v.reshape(sizes), name)
 
@@ -83,7 +108,9 @@ def squeeze(x, axis=None, name=None) -> Tensor:
     dims = _dims(x)
     axes = [] if axis is None else static_ints(axis, "tf.squeeze's axis")
     drop = {_axis(a, len(dims)) for a in axes} if axes else {i for i, d in enumerate(dims) if d == 1}
-    if any(dims[a] != 1 for a in drop):
+    if not axes and None in dims:
+        raise Uncovered("tf.squeeze without axes of a tensor of unknown sizes")
+    if any(dims[a] not in (1, None) for a in drop):
         raise ValueError(f"cannot squeeze axes {axes} of {dims}")
     out = [d for i, d in enumerate(dims) if i not in drop]
     return ops.emit1("Squeeze", [x], {"T": ops.type_attr(x.dtype), "squeeze_dims": ops.ints_attr(axes)},
@@ -113,10 +140,16 @@ def concat(values, axis, name="concat") -> Tensor:
     rank = len(_dims(values[0]))
     a = _axis(a, rank)
     dims = list(_dims(values[0]))
-    dims[a] = sum(_dims(v)[a] for v in values)
+    sizes = [_dims(v)[a] for v in values]
+    dims[a] = None if None in sizes else sum(sizes)
+    for i in range(rank):  # the other sizes, unknown in one operand, are known from another's
+        dims[i] = dims[i] if i == a else ops.broadcast_shapes(*[(_dims(v)[i],) for v in values])[0]
+    known = None
+    if rank == 1 and values[0].dtype.is_integer and all(isinstance(ops.partial(v), list) for v in values):
+        known = [d for v in values for d in ops.partial(v)]
     attrs = {"N": ops.int_attr(len(values)), "T": ops.type_attr(values[0].dtype), "Tidx": ops.type_attr(I32)}
     return ops.emit1("ConcatV2", [*values, int_tensor(axis, "axis")], attrs, values[0].dtype, dims,
-                     lambda *v: np.concatenate(v[:-1], axis=a), "concat")
+                     lambda *v: np.concatenate(v[:-1], axis=a), "concat", partial=known)
 
 
 def stack(values, axis=0, name="stack") -> Tensor:
@@ -126,8 +159,10 @@ def stack(values, axis=0, name="stack") -> Tensor:
     if any(_dims(v) != tuple(dims) for v in values):
         raise ValueError("tf.stack of tensors of different shapes")
     out = dims[:a] + [len(values)] + dims[a:]
+    known = [ops.partial(v) for v in values] if not dims and values[0].dtype.is_integer else None
     attrs = {"N": ops.int_attr(len(values)), "T": ops.type_attr(values[0].dtype), "axis": ops.int_attr(axis)}
-    return ops.emit1("Pack", values, attrs, values[0].dtype, out, lambda *v: np.stack(v, axis=a), "stack")
+    return ops.emit1("Pack", values, attrs, values[0].dtype, out, lambda *v: np.stack(v, axis=a), name or "stack",
+                     partial=known)
 
 
 def unstack(value, num=None, axis=0, name="unstack") -> list[Tensor]:
@@ -185,43 +220,57 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
 
 def broadcast_to(x, shape, name=None) -> Tensor:
     x = convert_to_tensor(x)
-    sizes = static_ints(shape, "tf.broadcast_to's shape")
-    out = tuple(np.broadcast_shapes(_dims(x), tuple(sizes)))
-    if list(out) != sizes:
+    shape_tensor, sizes = shape_arg(shape, "tf.broadcast_to's shape")
+    out = ops.broadcast_shapes(_dims(x), sizes)
+    if any(s is not None and s != o for s, o in zip(sizes, out)):
         raise ValueError(f"cannot broadcast {_dims(x)} to {sizes}")
-    return ops.emit1("BroadcastTo", [x, int_tensor(shape, "shape")], {"T": ops.type_attr(x.dtype),
+    return ops.emit1("BroadcastTo", [x, shape_tensor], {"T": ops.type_attr(x.dtype),
                      "Tidx": ops.type_attr(I32)}, x.dtype, sizes, lambda v, _: np.broadcast_to(v, sizes), name)
 
 
 def fill(dims, value, name=None) -> Tensor:
     value = convert_to_tensor(value)
-    sizes = static_ints(dims, "tf.fill's dims")
-    return ops.emit1("Fill", [int_tensor(dims, "dims"), value], {"T": ops.type_attr(value.dtype),
+    dims_tensor, sizes = shape_arg(dims, "tf.fill's dims")
+    return ops.emit1("Fill", [dims_tensor, value], {"T": ops.type_attr(value.dtype),
                      "index_type": ops.type_attr(I32)}, value.dtype, sizes, lambda _, v: np.full(sizes, v), name)
 
 
 def filled_like(x, fill_value, dtype=None, name=None) -> Tensor:
-    """zeros_like/ones_like: TF makes a Const of the static shape."""
+    """zeros_like/ones_like: TF makes a Const of the static shape; of a shape known only at run
+    time, ZerosLike (zeros of the same dtype) or a Fill of its Shape."""
     x = convert_to_tensor(x)
     dtype = x.dtype if dtype is None else as_dtype(dtype)
+    if None in _dims(x):
+        if fill_value == 0 and dtype == x.dtype:
+            return ops.emit1("ZerosLike", [x], {"T": ops.type_attr(dtype)}, dtype, _dims(x), None, name)
+        return fill(shape(x), convert_to_tensor(np.array(fill_value, dtype.as_numpy_dtype)))
     return ops.constant(np.full(_dims(x), fill_value, dtype.as_numpy_dtype), dtype)
 
 
 def filled_shape(shape, fill_value, dtype=DTYPES["float32"], name=None) -> Tensor:
-    """zeros/ones: a Const (TF makes one for a static shape)."""
+    """zeros/ones: a Const (TF makes one for a static shape), else a Fill."""
     dtype = as_dtype(dtype)
+    if isinstance(shape, Tensor) and shape.constant is None:
+        return fill(shape, convert_to_tensor(np.array(fill_value, dtype.as_numpy_dtype)), name)
     return ops.constant(np.full(static_ints(shape, "shape"), fill_value, dtype.as_numpy_dtype), dtype)
 
 
 def shape(x, out_type=I32, name=None) -> Tensor:
+    """A Const where every size is known (as TF's graph-mode tf.shape makes it), else a Shape op."""
     x = convert_to_tensor(x)
     out_type = as_dtype(out_type)
+    if None in _dims(x):
+        return ops.emit1("Shape", [x], {"T": ops.type_attr(x.dtype), "out_type": ops.type_attr(out_type)},
+                         out_type, [len(_dims(x))], None, name, partial=list(_dims(x)))
     return ops.constant(np.array(_dims(x), out_type.as_numpy_dtype), out_type)
 
 
 def size(x, out_type=I32, name=None) -> Tensor:
     x = convert_to_tensor(x)
     out_type = as_dtype(out_type)
+    if None in _dims(x):
+        return ops.emit1("Size", [x], {"T": ops.type_attr(x.dtype), "out_type": ops.type_attr(out_type)},
+                         out_type, [], None, name)
     return ops.constant(np.array(int(np.prod(_dims(x), dtype=np.int64)), out_type.as_numpy_dtype), out_type)
 
 
@@ -229,8 +278,13 @@ def range_(start, limit=None, delta=1, dtype=None, name="range") -> Tensor:
     if limit is None:
         start, limit = 0, start
     values = [v.constant if isinstance(v, Tensor) else v for v in (start, limit, delta)]
-    if any(v is None for v in values):
-        raise Uncovered("tf.range with run-time bounds")
+    if any(v is None for v in values):  # a Range op (a size known at run time)
+        bounds = [v for v in (start, limit, delta) if isinstance(v, Tensor)]
+        dtype = as_dtype(dtype or bounds[0].dtype)
+        if dtype != I32 or any(b.dtype != I32 or b.shape.rank != 0 for b in bounds):
+            raise Uncovered("tf.range with run-time bounds not int32 scalars")
+        inputs = [convert_to_tensor(v, dtype=I32) for v in (start, limit, delta)]
+        return ops.emit1("Range", inputs, {"Tidx": ops.type_attr(I32)}, I32, [None], None, name)
     if dtype is None:
         kinds = [np.asarray(v).dtype.kind for v in values]
         dtype = DTYPES["float32"] if "f" in kinds else DTYPES["int32"]
@@ -241,18 +295,23 @@ def range_(start, limit=None, delta=1, dtype=None, name="range") -> Tensor:
 def slice_(x, begin, size, name=None) -> Tensor:
     x = convert_to_tensor(x)
     dims = _dims(x)
-    s = static_ints(size, "tf.slice's size")
     attrs = {"T": ops.type_attr(x.dtype), "Index": ops.type_attr(I32)}
+    size_tensor, s = shape_arg(size, "tf.slice's size")
+    if size_tensor.constant is None:  # TF's shape: the sizes known (not -1), the rest unknown
+        begin_tensor, _ = shape_arg(begin, "tf.slice's begin")
+        return ops.emit1("Slice", [x, begin_tensor, size_tensor], attrs, x.dtype, s, None, name)
     if isinstance(begin, Tensor) and begin.constant is None:
         # A start computed at run time (a dynamic slice): TF's shape is the size, when it is all given.
         if -1 in s or begin.dtype != I32:
             raise Uncovered("tf.slice with a run-time start and a size of -1")
         return ops.emit1("Slice", [x, begin, int_tensor(s, "size")], attrs, x.dtype, s, None, name)
     b = static_ints(begin, "tf.slice's begin")
-    s = [d - bb if ss == -1 else ss for d, bb, ss in zip(dims, b, s)]
-    index = tuple(slice(bb, bb + ss) for bb, ss in zip(b, s))
-    return ops.emit1("Slice", [x, int_tensor(b, "begin"), int_tensor(s, "size")], attrs, x.dtype, s,
-                     lambda v, _, __: v[index], name)
+    s = [None if d is None and ss == -1 else d - bb if ss == -1 else ss for d, bb, ss in zip(dims, b, s)]
+    sizes = size_tensor if None in s else int_tensor(s, "size")  # -1 kept where the size is unknown
+
+    def fold(v, _, __):
+        return v[tuple(slice(bb, bb + ss) for bb, ss in zip(b, s))]
+    return ops.emit1("Slice", [x, int_tensor(b, "begin"), sizes], attrs, x.dtype, s, fold, name)
 
 
 def argmax(input, axis=None, output_type=DTYPES["int64"], name=None) -> Tensor:
@@ -314,9 +373,9 @@ TopK = collections.namedtuple("TopK", ["values", "indices"])  # as tf.math.top_k
 def strided_slice(x, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0,
                   shrink_axis_mask=0, var=None, name=None) -> Tensor:
     x = convert_to_tensor(x)
-    b, e = static_ints(begin, "begin"), static_ints(end, "end")
+    (begin, b), (end, e) = _bounds(begin, "begin"), _bounds(end, "end")
     s = [1] * len(b) if strides is None else static_ints(strides, "strides")
-    index = []
+    index, unknown_items = [], set()
     for i in range(len(b)):
         bit = 1 << i
         if ellipsis_mask & bit:
@@ -324,19 +383,72 @@ def strided_slice(x, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsi
         elif new_axis_mask & bit:
             index.append(None)
         elif shrink_axis_mask & bit:
-            index.append(b[i])
+            index.append(0 if b[i] is None else b[i])  # the axis goes, wherever it is indexed
         else:
-            index.append(slice(None if begin_mask & bit else b[i], None if end_mask & bit else e[i], s[i]))
+            start, stop = None if begin_mask & bit else b[i], None if end_mask & bit else e[i]
+            if (start is None and not begin_mask & bit) or (stop is None and not end_mask & bit):
+                unknown_items.add(i)  # bounds known at run time only: TF's shape leaves the size unknown
+            index.append(slice(start, stop, s[i]))
     index = tuple(index)
-    try:  # StridedSlice with constant bounds is NumPy's basic indexing, clamping included
-        out = np.broadcast_to(np.zeros((), np.int8), _dims(x))[index].shape
-    except IndexError as error:
-        raise ValueError(f"strided slice {index} of {_dims(x)}: {error}") from None
+    out = _sliced_shape(_dims(x), index, frozenset(unknown_items))
+    known = ops.partial(x) if x.shape.rank == 1 and x.dtype.is_integer else None
+    if isinstance(known, list):
+        known = _sliced_shape_value(known, index)
     attrs = {"T": ops.type_attr(x.dtype), "Index": ops.type_attr(I32), "begin_mask": ops.int_attr(begin_mask),
              "end_mask": ops.int_attr(end_mask), "ellipsis_mask": ops.int_attr(ellipsis_mask),
              "new_axis_mask": ops.int_attr(new_axis_mask), "shrink_axis_mask": ops.int_attr(shrink_axis_mask)}
-    inputs = [x, int_tensor(b, "begin"), int_tensor(e, "end"), int_tensor(s, "strides")]
-    return ops.emit1("StridedSlice", inputs, attrs, x.dtype, out, lambda v, *_: v[index], name)
+    inputs = [x, begin, end, int_tensor(s, "strides")]
+    return ops.emit1("StridedSlice", inputs, attrs, x.dtype, out, lambda v, *_: v[index], name, partial=known)
+
+
+def _bounds(value, what: str) -> tuple[Tensor, list]:
+    """A slice's begin or end: the int32 tensor the op reads, and its values where constant (TF's
+    StridedSlice shape reads constant bounds only: run-time ones are all None)."""
+    if isinstance(value, (list, tuple)) and any(isinstance(v, Tensor) for v in flat(value)):
+        value = packed(value)
+    if isinstance(value, Tensor) and value.constant is None:
+        if value.dtype != I32 or value.shape.rank != 1 or value.shape.dims[0] is None:
+            raise Uncovered(f"tf.strided_slice's {what} computed at run time as {value.dtype.name} {value.shape}")
+        return value, [None] * value.shape.dims[0]
+    return int_tensor(static_ints(value, what), what), static_ints(value, what)
+
+
+def _sliced_shape(dims: tuple, index: tuple, unknown_items: frozenset = frozenset()) -> tuple:
+    """The shape of ``x[index]`` (NumPy's basic indexing, clamping included, as StridedSlice with
+    constant bounds); a slice of an axis of unknown size, or by the items ``unknown_items`` (their
+    bounds known at run time only), is of unknown size."""
+    unknown = 2 ** 31 - 1  # stands for an unknown size, then read back as None
+    try:
+        out = np.broadcast_to(np.zeros((), np.int8), tuple(unknown if d is None else d for d in dims))[index].shape
+    except IndexError as error:
+        raise ValueError(f"strided slice {index} of {dims}: {error}") from None
+    if None not in dims and not unknown_items:
+        return out
+    axes = iter(range(len(dims)))  # (item, input axis) of each output axis (input axis None: a new one)
+    explicit = sum(1 for item in index if item is not None and item is not Ellipsis)
+    sources = []
+    for position, item in enumerate(index):
+        if item is Ellipsis:
+            sources += [(position, next(axes)) for _ in range(len(dims) - explicit)]
+        elif item is None:
+            sources.append((position, None))
+        elif isinstance(item, slice):
+            sources.append((position, next(axes)))
+        else:
+            next(axes)
+    sources += [(None, a) for a in axes]
+    return tuple(None if position in unknown_items or a is not None and dims[a] is None else d
+                 for (position, a), d in zip(sources, out))
+
+
+def _sliced_shape_value(known: list, index: tuple):
+    """A slice of a partly known int vector (a Shape's): what it is known to hold, or None."""
+    if len(index) != 1 or index[0] is Ellipsis or index[0] is None:
+        return None
+    item = index[0]
+    if isinstance(item, slice):
+        return list(np.array(known, dtype=object)[item])
+    return known[item] if -len(known) <= item < len(known) else None
 
 
 def getitem(x: Tensor, index) -> Tensor:
@@ -378,10 +490,14 @@ def pad(x, paddings, mode="CONSTANT", constant_values=0, name=None) -> Tensor:
     x = convert_to_tensor(x)
     if str(mode).upper() != "CONSTANT":
         raise Uncovered(f"tf.pad mode {mode}")
+    if isinstance(paddings, (list, tuple)) and any(isinstance(v, Tensor) for v in flat(paddings)):
+        paddings = packed(paddings)  # as TF converts it
+    if isinstance(paddings, Tensor) and paddings.constant is None:
+        return _run_time_pad(x, paddings, constant_values, name)
     pads = np.array(static_ints(paddings, "tf.pad's paddings"), np.int64).reshape(-1, 2)
     if (pads < 0).any():
         raise ValueError("negative paddings")
-    out = [d + int(p.sum()) for d, p in zip(_dims(x), pads)]
+    out = [None if d is None else d + int(p.sum()) for d, p in zip(_dims(x), pads)]
     pads_tensor = ops.constant(pads.astype(np.int32), I32)
     zero = not isinstance(constant_values, Tensor) and np.ndim(constant_values) == 0 and constant_values == 0
     attrs = {"T": ops.type_attr(x.dtype), "Tpaddings": ops.type_attr(I32)}
@@ -390,6 +506,18 @@ def pad(x, paddings, mode="CONSTANT", constant_values=0, name=None) -> Tensor:
     value = convert_to_tensor(constant_values, dtype=x.dtype)
     return ops.emit1("PadV2", [x, pads_tensor, value], attrs, x.dtype, out,
                      lambda v, _, c: np.pad(v, pads, constant_values=c), name)
+
+
+def _run_time_pad(x: Tensor, paddings: Tensor, constant_values, name) -> Tensor:
+    """Paddings known at run time: every size unknown, as TF's shape function leaves them."""
+    if paddings.dtype != I32 or paddings.shape.dims != (x.shape.rank, 2):
+        raise Uncovered(f"tf.pad's paddings computed at run time as {paddings.dtype.name} {paddings.shape}")
+    attrs = {"T": ops.type_attr(x.dtype), "Tpaddings": ops.type_attr(I32)}
+    out = [None] * x.shape.rank
+    if not isinstance(constant_values, Tensor) and np.ndim(constant_values) == 0 and constant_values == 0:
+        return ops.emit1("Pad", [x, paddings], attrs, x.dtype, out, None, name)
+    value = convert_to_tensor(constant_values, dtype=x.dtype)
+    return ops.emit1("PadV2", [x, paddings, value], attrs, x.dtype, out, None, name)
 
 
 def reverse(x, axis, name=None) -> Tensor:
@@ -402,8 +530,9 @@ def reverse(x, axis, name=None) -> Tensor:
 def tile(x, multiples, name=None) -> Tensor:
     x = convert_to_tensor(x)
     m = static_ints(multiples, "tf.tile's multiples")
+    out = [None if d is None else d * k for d, k in zip(_dims(x), m)]
     return ops.emit1("Tile", [x, int_tensor(multiples, "multiples")], {"T": ops.type_attr(x.dtype),
-                     "Tmultiples": ops.type_attr(I32)}, x.dtype, [d * k for d, k in zip(_dims(x), m)],
+                     "Tmultiples": ops.type_attr(I32)}, x.dtype, out,
                      lambda v, _: np.tile(v, m), name)
 
 

@@ -38,7 +38,7 @@ def replay(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], ar
         values: dict[tuple[int, int], object] = {(id(t.node), 0): f for t, f in zip(inputs, fed)}
         _build(graph, values)
         return [tf.identity(values[(id(t.node), t.index)]) for t in outputs]
-    signature = [tf.TensorSpec(f.shape, f.dtype) for f in feeds]
+    signature = [tf.TensorSpec(t.shape.dims, f.dtype) for t, f in zip(inputs, feeds)]  # None: a symbolic size
     return tf.function(build, input_signature=signature, autograph=False)(*feeds)
 
 

@@ -107,7 +107,8 @@ def tiles_for_broadcasting_muls(graph: Graph, kept) -> None:
         x, ones = node.inputs
         out = node.outputs[0][1]
         if (x.constant is not None or ones.node.op != "Const" or not _all(ones, 1)
-                or x.shape.dims == out or not len(x.shape.dims) == len(ones.shape.dims) == len(out)):
+                or x.shape.dims == out or not len(x.shape.dims) == len(ones.shape.dims) == len(out)
+                or None in out or None in x.shape.dims):
             continue
         multiples = np.asarray([o // i for o, i in zip(out, x.shape.dims)], dtype=np.int32)
         node.op, node.attrs = "Tile", {"T": node.attrs["T"], "Tmultiples": ops.type_attr(ops.as_dtype(np.int32))}
@@ -140,7 +141,7 @@ def add_trees_as_add_n(graph: Graph, kept) -> None:
                 stack.extend(reversed(source.inputs))
             else:
                 leaves.append(tensor)
-        if not absorbed:
+        if not absorbed or any(None in leaf.shape.dims for leaf in leaves):  # unknown sizes: left as adds
             continue
         done.update(id(n) for n in (root, *absorbed))
         by_shape: dict[tuple, list[Tensor]] = {}

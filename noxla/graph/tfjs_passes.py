@@ -102,7 +102,10 @@ def _simplified(graph: Graph, kept) -> None:
         node.inputs = [source(t) for t in node.inputs]
         if id(node) in kept:
             continue
-        same_shape = node.outputs[0][1] == node.inputs[0].shape.dims if node.inputs else False
+        # Two unknown sizes may trade places in a Reshape ((b, c) to (c, b)): equal static shapes with
+        # one unknown size at most are the same shape.
+        same_shape = (node.outputs[0][1] == node.inputs[0].shape.dims and node.outputs[0][1].count(None) < 2
+                      if node.inputs else False)
         if node.op == "Transpose" and node.inputs[1].constant is not None and list(node.inputs[1].constant) == list(
                 range(len(node.outputs[0][1]))):
             moved[(id(node), 0)] = node.inputs[0]
@@ -133,7 +136,7 @@ def _reshapes_around_unary(graph: Graph, kept) -> None:
             continue
         inner = unary.inputs[0].node
         if (inner.op != "Reshape" or readers[(id(inner), 0)] != 1 or id(inner) in kept
-                or inner.inputs[0].shape.dims != node.outputs[0][1]):
+                or inner.inputs[0].shape.dims != node.outputs[0][1] or node.outputs[0][1].count(None) > 1):
             continue
         unary.inputs = [inner.inputs[0]]
         unary.outputs = [(unary.outputs[0][0], node.outputs[0][1])]

@@ -13,6 +13,7 @@ from noxla.graph.tflite.legalize import legalize
 from noxla.graph.tflite.model import serialize
 from noxla.graph.tflite.outputs import copy_passthrough_outputs
 from noxla.graph.tflite.passes import simplify
+from noxla.shapes import dim_vars
 from noxla.tracing import Program
 
 __all__ = ["Uncovered", "graph_tflite_chunks", "tflite_chunks_of"]
@@ -31,4 +32,6 @@ def tflite_chunks_of(recorded: Recorded, passes_follow: bool = False) -> list:
 
 def graph_tflite_chunks(program: Program, passes_follow: bool = False) -> list:
     """``program`` recorded (the lowering TF's path hands its TFLite converter) and written."""
+    if dim_vars(program.in_avals):  # recorded (the TF.js writer takes them), not legalized yet
+        raise Uncovered("polymorphic shapes")
     return tflite_chunks_of(record_program(program, tflite_converter=True), passes_follow)
