@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.lower import Recorded, record_program
-from noxla.graph.tflite import legalize_nn  # noqa: F401  (registers its legalizers)
+from noxla.graph.tflite import control_flow, legalize_nn  # noqa: F401  (register their legalizers)
 from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better
 from noxla.graph.tflite.fuse import fuse
 from noxla.graph.tflite.legalize import legalize
@@ -20,10 +20,15 @@ __all__ = ["Uncovered", "graph_tflite_chunks", "tflite_chunks_of"]
 def tflite_chunks_of(recorded: Recorded) -> list:
     """The .tflite of a recorded program, as chunks for ``noxla.large_tflite``'s writer."""
     graph = legalize(recorded)
-    fuse(graph)
+    _passes(graph)
+    control_flow.optimize(graph, _passes)
+    return serialize(graph)
+
+
+def _passes(graph, body: bool = False) -> None:
+    fuse(graph, body=body)
     simplify(graph)
     decline_what_the_tf_path_does_better(graph)
-    return serialize(graph)
 
 
 def graph_tflite_chunks(program: Program) -> list:

@@ -22,11 +22,13 @@ _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 _REDUCERS = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN"}
 
 
-def fuse(graph: Graph, only_fused: frozenset = frozenset(), declined: Callable | None = None) -> None:
+def fuse(graph: Graph, only_fused: frozenset = frozenset(), declined: Callable | None = None,
+         body: bool = False) -> None:
     """The passes below until none applies. ``only_fused``: builtins that may not remain unfused
     (the direct writer's EXP, LOG, RSQRT, which differ from JAX on finite inputs; the rules lower
     those exactly, so the graph writer passes none). ``declined``: a further check of the fused graph
-    that raises ``Uncovered`` (``decline``)."""
+    that raises ``Uncovered`` (``decline``). ``body``: a While/If body, whose outputs may be its
+    inputs or constants (as the converter writes a loop's pass-through variables)."""
     changed = True
     while changed:  # a rewrite can open another's pattern (a mean's reshape after its division)
         changed = False
@@ -42,7 +44,8 @@ def fuse(graph: Graph, only_fused: frozenset = frozenset(), declined: Callable |
     if declined is not None:
         declined(graph)
     made = graph.producers()
-    if len({t.id for t in graph.outputs}) < len(graph.outputs) or any(t.id not in made for t in graph.outputs):
+    if not body and (len({t.id for t in graph.outputs}) < len(graph.outputs)
+                     or any(t.id not in made for t in graph.outputs)):
         # x + 0 or x * 1 as an output, or two outputs computed alike: the TF path copies them
         raise Uncovered("an output that is an input, a constant or another output once simplified")
 

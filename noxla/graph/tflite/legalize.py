@@ -36,9 +36,19 @@ def legalize(recorded: Recorded) -> Graph:
     TF's path's converter writes a function's outputs)."""
     graph = Graph(uint32_moves=True)
     values: dict = {}
-    live = _live(recorded)
-    for node in recorded.graph.nodes:
-        if id(node) not in live:
+    legalize_nodes(graph, recorded.graph.nodes, values, live(recorded.outputs, recorded.inputs, recorded.graph.nodes))
+    outputs = [values[(id(t.node), t.index)] for t in recorded.outputs]
+    order = sorted(range(len(outputs)), key=lambda i: recorded.out_names[i])
+    graph.outputs = [outputs[i] for i in order]
+    graph.in_names, graph.out_names = list(recorded.in_names), [recorded.out_names[i] for i in order]
+    return graph
+
+
+def legalize_nodes(graph: Graph, nodes, values: dict, live_ids: set) -> None:
+    """Each of ``nodes`` in ``live_ids`` into ``graph``; ``values``: (node id, output) -> Tensor, the
+    tensors made so far (a body's arguments, ``control_flow``)."""
+    for node in nodes:
+        if id(node) not in live_ids or (id(node), 0) in values:
             continue
         if node.op == "Placeholder":
             dtype, shape = node.outputs[0]
@@ -52,25 +62,19 @@ def legalize(recorded: Recorded) -> Graph:
         fn = LEGALIZERS.get(node.op)
         if fn is None:
             raise Uncovered(f"TF op {node.op} in the TFLite writer")
-        if node.functions:
-            raise Uncovered(f"{node.op} (a body) in the TFLite writer")
         inputs = [values[(id(t.node), t.index)] for t in node.inputs]
         outs = fn(graph, node, *inputs)
         for i, out in enumerate(outs if isinstance(outs, list) else [outs]):
             values[(id(node), i)] = out
-    outputs = [values[(id(t.node), t.index)] for t in recorded.outputs]
-    order = sorted(range(len(outputs)), key=lambda i: recorded.out_names[i])
-    graph.outputs = [outputs[i] for i in order]
-    graph.in_names, graph.out_names = list(recorded.in_names), [recorded.out_names[i] for i in order]
-    return graph
 
 
-def _live(recorded: Recorded) -> set:
-    live = {id(t.node) for t in (*recorded.outputs, *recorded.inputs)}
-    for node in reversed(recorded.graph.nodes):
-        if id(node) in live:
-            live.update(id(t.node) for t in node.inputs)
-    return live
+def live(outputs, inputs, nodes) -> set:
+    """The ids of the nodes ``outputs`` and ``inputs`` are made from."""
+    found = {id(t.node) for t in (*outputs, *inputs)}
+    for node in reversed(nodes):
+        if id(node) in found:
+            found.update(id(t.node) for t in node.inputs)
+    return found
 
 
 # ----------------------------------------------------------------------------- attributes and helpers

@@ -181,12 +181,25 @@ class View:
         return op if op is not None and op.kind in kinds else None
 
 
+def subgraphs(graph: Graph) -> list[Graph]:
+    """The While and If bodies ``graph`` names (an operator's options holding a ``Graph``), and
+    theirs, depth first: the order they are written in after the main subgraph."""
+    found = []
+    for op in graph.ops:
+        for value in op.options.values():
+            if isinstance(value, Graph):
+                found += [value, *subgraphs(value)]
+    return found
+
+
 def serialize(graph: Graph) -> list:
-    """The .tflite as chunks for ``noxla.large_tflite``'s writer (large constants are not copied)."""
+    """The .tflite as chunks for ``noxla.large_tflite``'s writer (large constants are not copied):
+    ``graph`` as the main subgraph, then the bodies it names, each a subgraph of its own."""
     from ai_edge_litert import schema_py_generated as schema
 
     from noxla.large_tflite import fits_inline, packed, serving_signature
-    weights = sum(t.data.nbytes for op in graph.ops for t in op.inputs if t is not None and t.is_constant)
+    graphs = [graph, *subgraphs(graph)]
+    weights = sum(t.data.nbytes for g in graphs for op in g.ops for t in op.inputs if t is not None and t.is_constant)
     if not fits_inline(weights):   # past 2 GB the file needs buffer offsets, which the TF path writes
         raise Uncovered(f"{weights / 2**30:.1f} GB of weights")
     builtins = vars(schema.BuiltinOperator)
@@ -194,12 +207,8 @@ def serialize(graph: Graph) -> list:
     model.version, model.description = 3, "noxla direct"
     model.buffers = [schema.BufferT()]   # buffer 0: the empty buffer every run-time tensor points at
     codes: dict = {}
-    tensors: dict = {}
-    sub = schema.SubGraphT()
-    sub.tensors, sub.operators, sub.name = [], [], "main"
-
-    shared: dict = {}    # small constants by value: one tensor each
-    buffers: dict = {}   # small constants' bytes: one buffer each, whatever their type
+    buffers: dict = {}   # small constants' bytes: one buffer each, whatever their type, in every subgraph
+    indices = {id(g): i for i, g in enumerate(graphs)}
 
     def buffer_index(data: np.ndarray) -> int:
         data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
@@ -212,6 +221,28 @@ def serialize(graph: Graph) -> list:
         if small:
             buffers[data.tobytes()] = len(model.buffers) - 1
         return len(model.buffers) - 1
+
+    model.subgraphs = [_subgraph(schema, g, "main" if g is graph else f"body{i}", codes, buffer_index, indices)
+                       for i, g in enumerate(graphs)]
+    model.operatorCodes = [None] * len(codes)
+    for kind, i in codes.items():
+        code = schema.OperatorCodeT()
+        code.builtinCode = builtins[kind]
+        code.deprecatedBuiltinCode = min(code.builtinCode, 127)  # the old field is an int8
+        code.version = _VERSIONS.get(kind, 1)
+        model.operatorCodes[i] = code
+    main = model.subgraphs[0]
+    model.signatureDefs = [serving_signature(schema, graph.in_names, main.inputs, graph.out_names, main.outputs)]
+    return packed(model)
+
+
+def _subgraph(schema, graph: Graph, name: str, codes: dict, buffer_index, indices: dict):
+    """One subgraph's tables: its tensors (small constants by value, one tensor each), operators
+    (a body named in an operator's options by its subgraph's index), inputs and outputs."""
+    tensors: dict = {}
+    shared: dict = {}
+    sub = schema.SubGraphT()
+    sub.tensors, sub.operators, sub.name = [], [], name
 
     def index(t: Tensor) -> int:
         if t.dtype not in _TYPES:
@@ -243,22 +274,12 @@ def serialize(graph: Graph) -> list:
         if options_name is not None:
             options = getattr(schema, options_name + "T")()
             for key, value in op.options.items():
-                setattr(options, key, value)
+                setattr(options, key, indices[id(value)] if isinstance(value, Graph) else value)
             entry.builtinOptionsType = getattr(schema.BuiltinOptions, options_name)
             entry.builtinOptions = options
         sub.operators.append(entry)
     sub.outputs = np.asarray([index(t) for t in graph.outputs], np.int32)
-    model.operatorCodes = [None] * len(codes)
-    for kind, i in codes.items():
-        code = schema.OperatorCodeT()
-        code.builtinCode = builtins[kind]
-        code.deprecatedBuiltinCode = min(code.builtinCode, 127)  # the old field is an int8
-        code.version = _VERSIONS.get(kind, 1)
-        model.operatorCodes[i] = code
-    model.subgraphs = [sub]
-
-    model.signatureDefs = [serving_signature(schema, graph.in_names, sub.inputs, graph.out_names, sub.outputs)]
-    return packed(model)
+    return sub
 
 
 # Constants up to this size are compared by value and stored once (zero biases, axes, shapes);
@@ -284,4 +305,5 @@ _OPTIONS = {
     "STRIDED_SLICE": "StridedSliceOptions", "PACK": "PackOptions", "UNPACK": "UnpackOptions",
     "SPLIT": "SplitOptions", "SPLIT_V": "SplitVOptions", "LEAKY_RELU": "LeakyReluOptions",
     "MIRROR_PAD": "MirrorPadOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions",
+    "WHILE": "WhileOptions", "IF": "IfOptions",   # their subgraph indices: the bodies' (``subgraphs``)
 }
