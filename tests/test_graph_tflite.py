@@ -161,3 +161,52 @@ def test_transformer_encoder_has_no_more_operators_than_the_direct_writer_and_ma
     assert sum(_op_counts(data).values()) <= sum(_op_counts(direct_tflite_bytes(program)).values())
     got = run_tflite(data, dict(zip(program.in_names, example)))[program.out_names[0]]
     np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(*example)), rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("name", ["dense_loop", pytest.param("norm_loop", marks=pytest.mark.xfail(
+    strict=True, raises=Uncovered, reason="its body's ys.at[i].set is a ScatterNd, not legalized yet"))])
+def test_loop_model_written_with_its_bodies_matches_jax_with_no_more_operators_than_tf_path(name, tmp_path):
+    """tests/test_graph.py's loop models (a data-dependent trip count: JAX keeps the While): one WHILE
+    whose cond and body are subgraphs, equal to JAX on LiteRT, and no more operators (main graph
+    and bodies) than TF's path's converter writes."""
+    from noxla.export import export
+    from tests.test_graph import LOOP_MODELS
+    fun, args = LOOP_MODELS[name]
+    program = trace(fun, args)
+    data = graph_tflite_bytes(program)
+    counts = _op_counts(data)
+    assert counts["WHILE"] == 1, counts
+    path = str(tmp_path / "tf_path.tflite")
+    export(fun, args, tflite=path)
+    with open(path, "rb") as f:
+        converted = _op_counts(f.read())
+    assert sum(counts.values()) <= sum(converted.values()), (counts - converted, converted - counts)
+    outs = run_tflite(data, dict(zip(program.in_names, args)))
+    expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(jax.jit(fun)(*args))]
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, 1e-5, 1e-5,
+                   f"{name} [tflite, graph]")
+
+
+def _swap_and_reset(a, b):
+    """Loop variables moved to each other's place and one set to a constant each trip: a body result
+    that is another variable's input or a constant."""
+    def body(c):
+        i, a, b, z = c
+        return i + 1, b, a, jax.numpy.full((3,), 2.0, np.float32)
+    return jax.lax.while_loop(lambda c: (c[0] < 3) & (jax.numpy.sum(c[1]) < 1e6), body,
+                              (0, a, b, a))[1:]
+
+
+def test_loop_variables_moved_between_places_are_copied():
+    """LiteRT's WHILE copies a body's results into its inputs one at a time: ``(b, a)`` returned as
+    the inputs themselves would read ``a`` after it was overwritten (JAX's result after an odd
+    number of trips: the two swapped)."""
+    a, b = np.array([1.0, 2.0, 3.0], np.float32), np.array([-4.0, 5.0, -6.0], np.float32)
+    program = trace(_swap_and_reset, (a, b))
+    data = graph_tflite_bytes(program)
+    assert _op_counts(data)["WHILE"] == 1
+    outs = run_tflite(data, dict(zip(program.in_names, (a, b))))
+    expected = [np.asarray(e) for e in jax.jit(_swap_and_reset)(a, b)]
+    np.testing.assert_array_equal(expected[0], b)
+    for want, n in zip(expected, program.out_names):
+        np.testing.assert_array_equal(outs[n], want)

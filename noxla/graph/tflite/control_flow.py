@@ -28,6 +28,7 @@ def _carried(graph: Graph, t: Tensor) -> Tensor:
 def _body(outer: Graph, function: Function) -> Graph:
     """``function`` as a graph of its own: its ``_Arg``s the inputs, its results the outputs."""
     body = Graph(uint32_moves=outer.uint32_moves)
+    body.name = function.name   # the subgraph's name (the recorder's: while_body, cond_true, ...)
     values: dict = {}
     for arg in function.args:
         dtype, shape = arg.node.outputs[arg.index]

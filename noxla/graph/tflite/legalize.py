@@ -282,6 +282,8 @@ def _pad(graph, node, x, paddings, *value):
 
 @legalizer("Slice")
 def _slice(graph, node, x, begin, size):
+    if not begin.is_constant:   # a dynamic_slice's start (a loop's x[i]), clamped by its rule
+        return _out(graph, "SLICE", node, [x, begin, _int32(graph, _shape(node))])
     begin = [int(b) for b in _static(begin, "a slice's begin")]
     return _out(graph, "SLICE", node, [x, _int32(graph, begin), _int32(graph, _shape(node))])
 

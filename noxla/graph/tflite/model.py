@@ -76,6 +76,7 @@ class Op:
 class Graph:
     def __init__(self, uint32_moves: bool = False):
         self.uint32_moves = uint32_moves   # the graph writer's (the rules' key words); the direct writer has none
+        self.name = "main"   # a While/If body's: its function's
         self.ops: list[Op] = []
         self.inputs: list[Tensor] = []
         self.outputs: list[Tensor] = []
@@ -222,8 +223,7 @@ def serialize(graph: Graph) -> list:
             buffers[data.tobytes()] = len(model.buffers) - 1
         return len(model.buffers) - 1
 
-    model.subgraphs = [_subgraph(schema, g, "main" if g is graph else f"body{i}", codes, buffer_index, indices)
-                       for i, g in enumerate(graphs)]
+    model.subgraphs = [_subgraph(schema, g, codes, buffer_index, indices) for g in graphs]
     model.operatorCodes = [None] * len(codes)
     for kind, i in codes.items():
         code = schema.OperatorCodeT()
@@ -236,13 +236,13 @@ def serialize(graph: Graph) -> list:
     return packed(model)
 
 
-def _subgraph(schema, graph: Graph, name: str, codes: dict, buffer_index, indices: dict):
+def _subgraph(schema, graph: Graph, codes: dict, buffer_index, indices: dict):
     """One subgraph's tables: its tensors (small constants by value, one tensor each), operators
     (a body named in an operator's options by its subgraph's index), inputs and outputs."""
     tensors: dict = {}
     shared: dict = {}
     sub = schema.SubGraphT()
-    sub.tensors, sub.operators, sub.name = [], [], name
+    sub.tensors, sub.operators, sub.name = [], [], graph.name
 
     def index(t: Tensor) -> int:
         if t.dtype not in _TYPES:
