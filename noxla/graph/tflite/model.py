@@ -38,8 +38,8 @@ RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "SELECT", "SELECT_V2",
               "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST"}
 # uint32 only in the graph writer, where the rules move a PRNG key's words (threefry computes in int32 limbs): LiteRT's
-# kernels for these copy or convert them, as on TF's path.
-UINT32_KINDS = {"RESHAPE", "SLICE", "CONCATENATION", "CAST"}
+# kernels for these copy, select or convert them, as on TF's path (a select: a key carried through a vmapped loop).
+UINT32_KINDS = {"RESHAPE", "SLICE", "CONCATENATION", "CAST", "SELECT", "SELECT_V2"}
 MAX_RANK = 6
 
 
