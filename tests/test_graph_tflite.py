@@ -210,3 +210,21 @@ def test_loop_variables_moved_between_places_are_copied():
     np.testing.assert_array_equal(expected[0], b)
     for want, n in zip(expected, program.out_names):
         np.testing.assert_array_equal(outs[n], want)
+
+
+@pytest.mark.parametrize("case_id", ["cond:several_operands_and_outputs", "while:two_output_cond_in_body",
+                                     "scan:loop_lstm_flax_rnn"])
+def test_control_flow_case_has_no_more_operators_than_tf_path(case_id, tmp_path):
+    """Rule cases with bodies (branches, a loop whose body holds a conditional, a looped LSTM scan):
+    main graph and bodies together no larger than TF's path's (every control-flow case written was
+    at most TF's path's in a one-off count, docs/graph.md)."""
+    from noxla.export import export
+    case = next(c for c in CASES if c.id == case_id)
+    program, args, _ = default_mode_inputs(case)
+    counts = _op_counts(graph_tflite_bytes(program))
+    assert counts["WHILE"] + counts["IF"] >= 1, counts
+    path = str(tmp_path / "tf_path.tflite")
+    export(case.fun, list(args), tflite=path)
+    with open(path, "rb") as f:
+        converted = _op_counts(f.read())
+    assert sum(counts.values()) <= sum(converted.values()), (counts - converted, converted - counts)
