@@ -27,7 +27,7 @@ NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.shape_bucket_cli": 6, 
               "noxla.tfjs_ops": 3, "noxla.preflight": 3, "noxla.gradients": 3, "noxla.lowering": 2,
               "noxla.direct_tflite": 4, "noxla.graph": 4, "noxla.graph.tfjs": 2, "noxla.graph.lower": 2,
               "noxla.graph.tflite": 2, "noxla.graph.tflite.legalize": 2,
-              "noxla.graph.tflite.legalize_nn": 2,
+              "noxla.graph.tflite.legalize_nn": 2, "noxla.graph.tflite.control_flow": 2,
               "noxla.lowering_variants": 2,
               "noxla.interpreter": 1}
 # What of noxla the limitations package may read: the user's source line and tracing (for cases).
