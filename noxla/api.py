@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
 from lowering_rules.vocabulary import Target
-from noxla.errors import ExportError
+from noxla.errors import ExportError, require_tensorflow
 from noxla.preflight import (
     DEFAULT_SHARD_BYTES,
     Exported,
@@ -61,6 +61,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
     refuse_native_serialization(native_serialization, native_serialization_platforms,
                                 native_serialization_disabled_checks)
     del enable_xla
+    require_tensorflow("noxla.convert (it returns a TF callable)")
     from noxla import gradients
     return gradients.tf_callable(fun, polymorphic_shapes, tuple(polymorphic_constraints), with_gradient, strict)
 
@@ -86,6 +87,7 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
     error, and saving skips tracing JAX's VJP (2-5x faster). ``strict``: see ``convert``.
     ``fun`` may instead be ``{signature_key: (function, example_args)}``: one SavedModel with a
     signature per key (see ``export_tflite``; without ``variables``)."""
+    require_tensorflow("a SavedModel")
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, polymorphic_shapes)
         if variables is not None or polymorphic_constraints:
@@ -156,23 +158,23 @@ def export(fun: Callable, example_args: Sequence, **options) -> Exported:
 def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions) -> Exported:
     """The one entry of every export (the export_* functions, the CLI, the LLM exports): the preflight
     (options, paths, trace, every output target's check; a program the check refuses is refused
-    before TensorFlow is imported, ``noxla.preflight``), then the direct writer where it covers the
-    export, noxla's graph for the TF.js model where it records the program (``noxla.graph``), else
-    the TF pipeline. ``fun`` may be ``{signature_key: (function, example_args)}``
+    before TensorFlow is imported, ``noxla.preflight``), then noxla's graph (``noxla.graph``): its
+    TFLite writer for a lone default .tflite, its TF.js writer for the TF.js model, where it records
+    the program; else the TF pipeline. ``fun`` may be ``{signature_key: (function, example_args)}``
     (``noxla.export.export_signatures``' form; ``example_args`` then empty)."""
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, options.polymorphic_shapes)
         cleared_signatures = preflight_signatures(fun, options)
+        from noxla import graph_signatures
+        written = graph_signatures.export_tflite(cleared_signatures)  # where asked for and covered
+        if written is not None:
+            return Exported(next(iter(cleared_signatures.programs.values())), {"tflite": written})
         from noxla.export import export_cleared_signatures
         return export_cleared_signatures(cleared_signatures)
     cleared = preflight(fun, example_args, options)
-    from noxla import direct_tflite, graph
-    if graph.covers_tflite(options):  # opt-in: the graph's TFLite writer, before the direct one
+    from noxla import graph
+    if graph.covers_tflite(options):  # a lone default .tflite: without TensorFlow where the graph covers it
         written = graph.export_tflite(cleared, options.tflite, options.overwrite, options.on_step)
-        if written is not None:
-            return Exported(cleared.program, {"tflite": written})
-    if direct_tflite.covers(options):  # a lone default .tflite: without TensorFlow if it can
-        written = direct_tflite.export_direct(cleared, options.tflite, options.overwrite, options.on_step)
         if written is not None:
             return Exported(cleared.program, {"tflite": written})
     written = {}

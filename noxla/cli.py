@@ -78,7 +78,7 @@ class Progress:
         elif name == self.open:
             print(f" done in {seconds:.2f}s", file=self.out, flush=True)
             self.open = None
-        else:  # a note with no start of its own (the direct writer's reason to take TF's path)
+        else:  # a note with no start of its own (the graph tflite writer's reason to take TF's path)
             print(f"{chr(10) if self.open else ''}[{name}]", file=self.out, flush=True)
 
 

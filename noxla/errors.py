@@ -35,6 +35,21 @@ class ExportError(NoxlaError):
     """Writing or converting an exported model failed."""
 
 
+class TensorFlowMissing(ExportError, ImportError):
+    """What was asked needs TensorFlow, an optional dependency (``pip install "noxla[tf]"``) that is
+    not installed: ``convert``, SavedModel, or an export noxla's own writers do not cover."""
+
+
+def tensorflow_installed() -> bool:
+    return importlib.util.find_spec("tensorflow") is not None
+
+
+def require_tensorflow(what: str) -> None:
+    """Raises ``TensorFlowMissing`` naming ``what`` (and why it needs TensorFlow) when it is not installed."""
+    if not tensorflow_installed():
+        raise TensorFlowMissing(f"{what} needs TensorFlow, which is not installed: pip install \"noxla[tf]\"")
+
+
 class QuantizationError(NoxlaError, ValueError):
     """A quantization option or its representative data is wrong (raised before any work, or by int8
     calibration when a value turns infinite or NaN on the data)."""

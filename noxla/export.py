@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from lowering_rules.vocabulary import Target
-from noxla import large_tflite, tflite_graph_passes, tflite_infinities
+from noxla import graph_signatures, large_tflite, tflite_graph_passes, tflite_infinities
 from noxla import quantize as quantization
 from noxla.demo import write_demo
 from noxla.errors import ExportError, QuantizationError
@@ -253,11 +253,10 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     the converter folded (``_outputs_of_a_constant_program``). ``infinite``: the infinite constants
     handed to the converter as inputs (``noxla.tflite_infinities``). One unpack and pack of the flatbuffer;
     with ``stubs``, the unpacked model (``ModelT``), its weights placeholders (see ``WeightStubs.attach``)."""
-    from tensorflow.lite.python import schema_py_generated as schema
-    from tensorflow.lite.tools import flatbuffer_utils
+    from noxla.tflite_schema import model_bytes, read_model, schema
     # Read from the bytes themselves: the buffers become read-only views of them, not of a copy
     # (nothing here writes into a buffer's data; sharing only re-points tensors).
-    model = flatbuffer_utils.read_model_from_bytearray(data)
+    model = read_model(data)
     main = model.subgraphs[0]
     if stubs is not None:  # the stand-ins become constants with the weights' bytes
         stubs.attach(model)
@@ -288,7 +287,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
                 options.keepNumDims = True
     if stubs is not None:
         return model
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+    return model_bytes(model)
 
 
 def _write_constant_outputs(schema, model, values: Sequence[np.ndarray]) -> None:
@@ -399,7 +398,7 @@ def collecting_new_objects_only(fun: Callable) -> Callable:
 def export(fun: Callable, example_args: Sequence, **options) -> Exported:
     """The TF pipeline for one function: ``ExportOptions(**options)`` (its fields are the keywords;
     an unknown one is a TypeError), the preflight, then ``export_cleared``. (``noxla.api.run`` is the
-    entry that also takes the direct writer, and noxla's graph for TF.js, where they cover the export.)"""
+    entry that also takes noxla's graph for .tflite and TF.js, where they cover the export.)"""
     return export_cleared(fun, example_args, preflight(fun, example_args, ExportOptions(**options)))
 
 
@@ -552,7 +551,9 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
     each with inputs named after its function's parameters and outputs after its dict keys or
     pytree paths, as a single-function export names them. In the .tflite each signature is
     converted on its own (the direct path of ``tflite_bytes``) and the models are merged into one
-    flatbuffer, where equal constants (the weights the signatures share) are stored once.
+    flatbuffer, where equal constants (the weights the signatures share) are stored once. Where
+    noxla's graph writes .tflite files (``noxla.graph.covers_tflite``) and covers every signature,
+    it writes each model instead, merged the same way (``noxla.graph_signatures``).
     ``tflite_target``: as ``export``'s. Returns {"tflite" / "saved_model": absolute path}.
     Every signature is traced and checked for every output (``preflight_signatures``, the preflight
     of a single-function export) before anything is lowered or written. ``rewrite(model, stubs)``:
@@ -560,7 +561,11 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
     placeholders its buffers may hold, or None) before it is written (noxla.llm_quantize_weights)."""
     options = ExportOptions(tflite=tflite, saved_model=saved_model, allow_flex=allow_flex, overwrite=overwrite,
                             strict=strict, quantize=quantize, tflite_target=tflite_target, on_step=on_step)
-    return export_cleared_signatures(preflight_signatures(signatures, options), rewrite).written
+    cleared = preflight_signatures(signatures, options)
+    written = graph_signatures.export_tflite(cleared, rewrite)  # noxla's graph, where asked for and covered
+    if written is not None:
+        return {"tflite": written}
+    return export_cleared_signatures(cleared, rewrite).written
 
 
 @collecting_new_objects_only

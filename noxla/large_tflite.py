@@ -59,7 +59,7 @@ def serialized(model, limit: int | None = None, stubs=None) -> list:
     unpacked ``ModelT``, is modified): one flatbuffer, or past ``limit`` the flatbuffer with
     offsets and the buffers' bytes after it. ``stubs``: the ``WeightStubs`` whose placeholders
     ``model``'s buffers hold."""
-    from tensorflow.lite.tools import flatbuffer_utils
+    from noxla.tflite_schema import model_bytes
     limit = FLATBUFFER_LIMIT if limit is None else limit
     if not needs_offsets(model, limit):
         return packed(model, stubs)
@@ -71,12 +71,12 @@ def serialized(model, limit: int | None = None, stubs=None) -> list:
             # Nonzero placeholders, so that the fields are written (a zero is a default, left out)
             # and the flatbuffer keeps its size once the real offsets are filled in.
             buffer.data, buffer.offset, buffer.size = None, 2**62, 2**62
-    size = len(flatbuffer_utils.convert_object_to_bytearray(model))
+    size = len(model_bytes(model))
     position = _aligned(size)
     for buffer, data in outside:
         buffer.offset, buffer.size = position, _size(data)
         position = _aligned(position + buffer.size)
-    head = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+    head = model_bytes(model)
     if len(head) != size or size > limit:
         raise ExportError(f"the flatbuffer's tables alone take {size} bytes, past the {limit}-byte limit")
     return list(_chunks(head, outside))
@@ -85,7 +85,7 @@ def serialized(model, limit: int | None = None, stubs=None) -> list:
 def packed(model, stubs=None) -> list:
     """The flatbuffer as chunks: the bytes of its buffers of at least ``_OUTSIDE`` bytes are left
     out of the builder and follow as their own chunks, where the builder left room for them. The
-    builder works in an anonymous mapping sized up front (``flatbuffer_utils`` grows a bytearray
+    builder works in an anonymous mapping sized up front (``flatbuffers.Builder`` grows a bytearray
     by doubling and copies the result twice: 1.5 GB above the weights for a 0.54 GB model); the
     room it leaves is never touched, so takes no memory."""
     builder = _RoomLeavingBuilder(buffer_bytes(model) + _BUILDER_ROOM, stubs)

@@ -78,19 +78,19 @@ def quantize_tflite(data: bytes, quantize: str) -> bytes:
     signatures, their tensor names and the weights they share are kept."""
     import numpy as np
     from ai_edge_quantizer import quantizer, recipe
-    from tensorflow.lite.tools import flatbuffer_utils
 
     from noxla.llm_quantize_weights import embedding_lookups
     from noxla.tflite_merge import share_constant_buffers  # noxla.errors imports the rules, and TF
-    model = flatbuffer_utils.read_model_from_bytearray(data)
+    from noxla.tflite_schema import model_bytes, read_model
+    model = read_model(data)
     _unique_tensor_names(model)
     embedding_lookups(model)
-    prepared = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+    prepared = model_bytes(model)
     del model
     recipe_name = QUANTIZER_MODES[quantize][0]
     result = quantizer.Quantizer(prepared, getattr(recipe, recipe_name)()).quantize(
         enable_progress_bar=False, enable_progress_report=False)
-    quantized = flatbuffer_utils.read_model_from_bytearray(result.quantized_model)
+    quantized = read_model(result.quantized_model)
     for buffer in quantized.buffers:
         # A large model comes back with its buffers after the flatbuffer (offset and size), which
         # the reader hands over as bytearray slices: as uint8 arrays, like inline buffers.
@@ -100,7 +100,7 @@ def quantize_tflite(data: bytes, quantize: str) -> bytes:
     # Where one weight feeds ops the recipe treats differently, the quantizer gives every tensor
     # of it a buffer of its own, also across signatures: equal buffers are joined again.
     share_constant_buffers(quantized)
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(quantized))
+    return model_bytes(quantized)
 
 
 def _unique_tensor_names(model, undo: bool = False) -> None:

@@ -31,9 +31,9 @@ def quantize_weights(model, stubs, recipe_name: str) -> int:
     ``recipe_name`` (``noxla.llm_quantize.QUANTIZER_MODES``); ``stubs``: the ``WeightStubs`` whose
     placeholders its buffers may hold, or None. Returns how many weights were quantized."""
     from ai_edge_quantizer import qtyping, recipe, recipe_manager
-    from tensorflow.lite.python import schema_py_generated as schema
 
     from noxla.tflite_merge import builtin_code
+    from noxla.tflite_schema import schema
     manager = recipe_manager.RecipeManager()
     manager.load_quantization_recipe(getattr(recipe, recipe_name)())
     embedding_lookups(model)
@@ -153,9 +153,8 @@ def embedding_lookups(model) -> None:
     (``out[i] = table[ids[i]]``) and which the quantizer's recipes quantize. EMBEDDING_LOOKUP takes
     1-D ids: ids of a higher rank (keras-hub embeds tokens [1, T]) are reshaped to [T] before it and
     the rows [T, hidden] to the GATHER's output shape after it."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
     from noxla.tflite_merge import opcode_index
+    from noxla.tflite_schema import schema
     opcodes = model.operatorCodes
     gathers = {i for i, c in enumerate(opcodes)
                if max(c.builtinCode, c.deprecatedBuiltinCode) == schema.BuiltinOperator.GATHER}

@@ -84,7 +84,7 @@ OUTPUT_KINDS = ("tflite", "tfjs", "saved_model")
 @dataclasses.dataclass(frozen=True)
 class ExportOptions:
     """Everything an export is asked for, made once from the public API's keyword arguments (an
-    unknown keyword is a TypeError here) and handed down whole: the preflight, the direct writer, the
+    unknown keyword is a TypeError here) and handed down whole: the preflight, the graph writers, the
     TF pipeline and the several-signature export read its fields; nobody renames or filters them.
 
     Outputs: ``tflite``, ``tfjs``, ``saved_model`` (paths; at least one). ``tflite_target``: where

@@ -125,11 +125,9 @@ def float_divisions(data: bytes) -> bytes:
     ops. TF 2.21's converter quantizes DIV, and LiteRT's int8 DIV refuses a divisor equal to its
     zero point ("div.cc: data[i] != zero_point"): a divisor whose calibrated range holds 0 (a
     sampling head's normalizer, a VAE's scale) failed at run time, after the export had passed."""
-    from tensorflow.lite.python import schema_py_generated as schema
-    from tensorflow.lite.tools import flatbuffer_utils
-
     from noxla.tflite_merge import builtin_code, opcode_index
-    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(data))
+    from noxla.tflite_schema import model_bytes, read_model, schema
+    model = read_model(bytearray(data))
     B, INT8, FLOAT32 = schema.BuiltinOperator, schema.TensorType.INT8, schema.TensorType.FLOAT32
 
     def float_twin(graph, index: int) -> int:
@@ -159,7 +157,7 @@ def float_divisions(data: bytes) -> bytes:
             operators += [op, operator(B.QUANTIZE, [result], [quantized_out])]
             changed = True
         graph.operators = operators
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(model)) if changed else data
+    return model_bytes(model) if changed else data
 
 
 def calibrated_int8(converter, model: bytes, debug_options) -> bytes:
@@ -186,8 +184,8 @@ def calibrated_int8(converter, model: bytes, debug_options) -> bytes:
 
 
 def _require_finite_ranges(calibrated: bytes) -> None:
-    from tensorflow.lite.tools import flatbuffer_utils
-    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(calibrated))
+    from noxla.tflite_schema import read_model
+    model = read_model(bytearray(calibrated))
     bad = [(t.name or b"").decode() for graph in model.subgraphs for t in graph.tensors
            if t.quantization is not None and any(v is not None and not np.all(np.isfinite(v))
                                                  for v in (t.quantization.min, t.quantization.max))]

@@ -166,7 +166,7 @@ def input_specs(taken: dict[str, np.ndarray]) -> list:
 def attach(model, taken: dict[str, np.ndarray]) -> None:
     """Make each taken constant's input of ``model`` (``ModelT``, unpacked; its main subgraph) a
     constant tensor holding the exact value, no longer an input."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     if not taken:
         return
     graph = model.subgraphs[0]
@@ -194,9 +194,8 @@ def _fold_reshapes(model, graph) -> set[int]:
     same bytes) and drop the op: what the converter folded before the constant was an input. A
     broadcast literal arrives as a RESHAPE of it, and LiteRT.js's WebGPU delegate runs a RESHAPE of a
     constant on wasm. Returns the outputs made constants."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
     from noxla.tflite_merge import builtin_code
+    from noxla.tflite_schema import schema
     moves = {schema.BuiltinOperator.RESHAPE, schema.BuiltinOperator.EXPAND_DIMS, schema.BuiltinOperator.SQUEEZE}
     outputs = set(graph.outputs if graph.outputs is not None else [])
     kept, folded = [], set()
@@ -223,9 +222,8 @@ def _as_scalars(model, graph, tensors: set[int]) -> None:
     broadcasts it against an operand of at least its rank, as the converter stores such a folded
     constant: a literal broadcast to (1, 1) for a select stayed (1, 1), and LiteRT.js's WebGPU
     delegate takes a constant SELECT_V2 branch only of the output's shape or a scalar."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
     from noxla.tflite_merge import builtin_code
+    from noxla.tflite_schema import schema
     names = {getattr(schema.BuiltinOperator, n) for n in _BROADCASTING}
     readers: dict[int, list] = {}
     for op in graph.operators or []:

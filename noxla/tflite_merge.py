@@ -89,8 +89,8 @@ def _equal_buffer(model, bucket: list, data: np.ndarray, buffer: int, stubs) -> 
 
 def merge_tflite(models: Mapping[str, bytes]) -> bytes:
     """``merged_model`` serialized (below the 2 GB limit)."""
-    from tensorflow.lite.tools import flatbuffer_utils
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(merged_model(models)))
+    from noxla.tflite_schema import model_bytes
+    return model_bytes(merged_model(models))
 
 
 def merged_model(models: Mapping[str, bytes], stubs=None):
@@ -99,11 +99,11 @@ def merged_model(models: Mapping[str, bytes], stubs=None):
     Subgraphs, buffers and operator codes are appended with their indices remapped; equal constant
     buffers are then shared across all signatures (``share_constant_buffers``): the weights are
     stored once."""
-    from tensorflow.lite.tools import flatbuffer_utils
+    from noxla.tflite_schema import read_model
     merged = None
     for key, data in models.items():
         # Views of the bytes, as in ``finish_tflite``.
-        model = data if stubs is not None else flatbuffer_utils.read_model_from_bytearray(data)
+        model = data if stubs is not None else read_model(data)
         if len(model.signatureDefs or []) != 1:
             raise ExportError(f"signature {key!r}: expected one signature in its converted model")
         if merged is None:
@@ -157,7 +157,7 @@ def builtin_code(model, op) -> int:
 
 def opcode_index(model, builtin: int) -> int:
     """The index of ``builtin``'s operator code in the unpacked ``model``, added if missing."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     for i, code in enumerate(model.operatorCodes):
         if max(code.builtinCode, code.deprecatedBuiltinCode) == builtin and not code.customCode:
             return i

@@ -20,10 +20,10 @@ import copy
 import math
 
 import numpy as np
-from tensorflow.lite.python import schema_py_generated as schema
 
 from noxla.tflite_merge import builtin_code, opcode_index
 from noxla.tflite_reshapes import int32_constant, static_shape
+from noxla.tflite_schema import schema
 
 
 def join_matrix_vector_projections(model, stubs=None) -> int:

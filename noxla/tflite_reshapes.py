@@ -13,9 +13,9 @@ layout is decided exactly, on its element indices, not by cases of shapes."""
 from __future__ import annotations
 
 import numpy as np
-from tensorflow.lite.python import schema_py_generated as schema
 
 from noxla.tflite_merge import buffer_holders, builtin_code
+from noxla.tflite_schema import schema
 
 _OP = schema.BuiltinOperator
 # Ops whose output element i depends on input element i only (and on the other operand's element

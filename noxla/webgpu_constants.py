@@ -15,10 +15,10 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-from tensorflow.lite.python import schema_py_generated as schema
 
 from noxla.tflite_merge import builtin_code, opcode_index
 from noxla.tflite_reshapes import int32_constant, static_shape
+from noxla.tflite_schema import schema
 
 _OP = schema.BuiltinOperator
 # Every builtin the delegate runs as an elementwise op of two operands, either of which may be constant.

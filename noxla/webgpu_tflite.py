@@ -18,7 +18,7 @@ def unfuse_transpose_conv_activations(model) -> int:
     it; returns how many. The converter fuses a following RELU into the op, which makes it version 4,
     and LiteRT.js 2.5.3's delegate takes versions up to 3 ("Max version supported: 3. Requested
     version 4"): the VAE decoder's two transposed convolutions left the GPU, and everything after them."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
 
     ops = schema.BuiltinOperator
     codes = model.operatorCodes
@@ -47,9 +47,8 @@ def _then(model, graph, op, builtin: int, suffix: bytes):
     """A new one-input operator ``builtin`` that takes over ``op``'s output, ``op`` now writing a
     fresh tensor of the same type and shape (named with ``suffix``) that it reads; returned for the
     caller to place after ``op``."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
     from noxla.tflite_merge import opcode_index  # imported here: noxla.errors imports the rules, and TF
+    from noxla.tflite_schema import schema
     out = graph.tensors[op.outputs[0]]
     middle = copy.copy(out)
     middle.name, middle.buffer = out.name + suffix, 0
@@ -68,7 +67,7 @@ def copy_passthrough_outputs(model) -> int:
     the input). In a WHILE body each carry returned at another position (a swap of two carries):
     LiteRT gave (t, t) for a body returning (t, x) twice over (x, t), reading a carry it had already
     overwritten with another (TF's own converter writes the same file)."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
 
     copied = 0
     graph = model.subgraphs[0]
@@ -97,9 +96,9 @@ def _copy(model, graph, t: int) -> int:
     polymorphic size makes the shape a SHAPE op's, read at run time: ``shape`` holds 1 there, and
     reshaping to it failed every input of another size."""
     import numpy as np
-    from tensorflow.lite.python import schema_py_generated as schema
 
     from noxla.tflite_merge import opcode_index  # imported here: noxla.errors imports the rules, and TF
+    from noxla.tflite_schema import schema
     source = graph.tensors[t]
     shape = np.asarray(source.shape, np.int32)
     dynamic = source.shapeSignature is not None and -1 in list(source.shapeSignature)
@@ -142,9 +141,8 @@ def not_equal_as_negated_equal(model) -> int:
     JAX: true), so ``x != y`` and the total order's NaN tests were wrong there: searchsorted counted
     0 keys below a NaN query, not 9. Its EQUAL and LOGICAL_NOT are exact with NaNs, and stay on the
     GPU (the delegate refuses a comparison of a tensor with itself either way: that runs on wasm)."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
     from noxla.tflite_merge import builtin_code, opcode_index
+    from noxla.tflite_schema import schema
     ops = schema.BuiltinOperator
     rewritten = 0
     for graph in model.subgraphs:

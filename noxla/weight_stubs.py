@@ -141,7 +141,7 @@ class WeightStubs:
         """Turn the stand-in inputs of ``model`` (an unpacked flatbuffer, ``ModelT``, converted from
         the graph just finished) into constants holding the real bytes, after checking that each is
         read only as ``FULLY_CONNECTED``'s weights or ``GATHER``'s params, in the stub's shape."""
-        from tensorflow.lite.python import schema_py_generated as schema
+        from noxla.tflite_schema import schema
         allowed = {(schema.BuiltinOperator.FULLY_CONNECTED, 1), (schema.BuiltinOperator.GATHER, 0)}
         graph = model.subgraphs[0]
         names = {name.encode(): m for name, m in self.inputs.items()}
@@ -281,7 +281,7 @@ def fold_constant_fully_connected(model, stubs: WeightStubs) -> None:
     a constant and the operator goes. The converter rewrites ``fc(x + c, w, b)`` (a LayerNorm's
     offset before a projection) as ``fc(x, w, fc(c, w, b))`` and folds the inner one when ``w`` is
     a constant; a stand-in left it one operator per projection (BERT-base: 45 more)."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     for graph in model.subgraphs:
         kept = []
         for op in graph.operators or []:
@@ -338,7 +338,7 @@ def fold_constant_offsets(model, stubs: WeightStubs) -> None:
     ``fc(x, w, b + c @ w.T)`` (``c`` a scalar too): what TF 2.21's converter does given the real weight (a LayerNorm's
     offset before a projection). TF 2.19's converter rewrote it with a stand-in too and left the
     inner projection of constants (``fold_constant_fully_connected``); 2.21's leaves the ADD."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     for graph in model.subgraphs:
         ops = graph.operators or []
         readers: dict = {}
@@ -441,7 +441,7 @@ def fold_constant_scales(model, stubs: WeightStubs) -> None:
     ``stubs.reassociate`` (not in strict mode: JAX rounds x * c first). The scaled weight is made when written (one
     weight at a time, ``WeightStubs.scaled``); a weight nothing reads any more is not written. A
     weight something else reads too is not scaled before the projection (a second copy of it)."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     shared = _shared_weights(model, stubs)
     for graph in model.subgraphs:
         while _fold_scales(model, graph, stubs, schema, shared):
@@ -573,7 +573,7 @@ def _new_constant(model, graph, like: int, data: np.ndarray) -> int:
     placeholder) in a new buffer; its index."""
     import copy
 
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     tensor = copy.copy(graph.tensors[like])
     tensor.name = (tensor.name or b"") + b"/folded"  # names stay unique
     buffer = schema.BufferT()

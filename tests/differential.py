@@ -126,8 +126,8 @@ class Runtimes:
         if runtime == "tflite":
             outs = run_tflite(tflite_bytes(serving_function(program, strict=strict, tflite=True)), named)
             return [outs[n] for n in program.out_names]
-        if runtime == "tflite_direct":  # noxla.direct_tflite's file (raises Uncovered where it has none)
-            outs = run_tflite(direct_tflite_bytes(program), named)
+        if runtime == "tflite_graph":  # noxla.graph.tflite's file (raises Uncovered where it has none)
+            outs = run_tflite(graph_tflite_bytes(program), named)
             return [outs[n] for n in program.out_names]
         if runtime in ("tfjs_cpu", "tfjs_wasm"):
             outs = self.tfjs.run(self.tfjs_model(program, strict, key), named, backend=runtime.split("_")[1])
@@ -207,9 +207,9 @@ class Runtimes:
         return self._graph_models[key][1]
 
 
-def direct_tflite_bytes(program: Program) -> bytes:
-    from noxla.direct_tflite import tflite_chunks
-    return b"".join(bytes(c() if callable(c) else c) for c in tflite_chunks(program))
+def graph_tflite_bytes(program: Program) -> bytes:
+    from noxla.graph.tflite import graph_tflite_chunks
+    return b"".join(bytes(c() if callable(c) else c) for c in graph_tflite_chunks(program))
 
 
 def _holds(cache, key, program) -> bool:

@@ -37,7 +37,7 @@ class Case:
     fun: Callable
     args: tuple
     tfjs: tuple[str, ...] = ()  # forms model.json must hold
-    tflite: tuple[str, ...] = ()  # forms export_tflite's .tflite must hold (most from noxla.direct_tflite)
+    tflite: tuple[str, ...] = ()  # forms export_tflite's .tflite must hold (most from noxla.graph.tflite)
     tflite_tf: tuple[str, ...] | None = None  # the TF path's .tflite (exported beside TF.js), if not ``tflite``
 
     @property
@@ -65,7 +65,7 @@ def dense_cases(shapes=((2, 8, 16), (5, 33, 7)), activations=tuple(ACTIVATIONS))
             fused = f"_FusedMatMul(ta=0,tb=0,{_fused(act)})"
             fc = f"FULLY_CONNECTED({TFLITE_ACTIVATION[act]},bias,keep)"
             cases.append(Case(f"dense_{tail}", lambda x, w=w, b=b, f=f_act: f(x @ w + b), (x,), (fused,), (fc,)))
-            # The direct writer: the vmapped W @ x is a TRANSPOSE, a BATCH_MATMUL and an ADD
+            # The graph tflite writer: the vmapped W @ x is a TRANSPOSE, a BATCH_MATMUL and an ADD
             cases.append(Case(f"vmap_linear_{tail}", lambda x, wt=wt, b=b, f=f_act: f(jax.vmap(
                 lambda v: wt @ v + b)(x)), (x,), (fused,), ("BATCH_MATMUL(adj_x=0,adj_y=0)",), (fc,)))
             # The rule's Transpose of the input weights stays a Transpose (TF's path folds it into a
@@ -120,7 +120,7 @@ def batch_matmul_cases() -> list[Case]:
             cases.append(Case(f"batch_matmul_adj{adj_x}{adj_y}_{bsz}x{i}x{j}x{k}",
                               lambda a, c, spec=spec: jnp.einsum(spec, a, c), (a, c),
                               (f"BatchMatMulV2(adj_x={adj_x},adj_y={adj_y})",),
-                              # the direct writer: a TRANSPOSE and an untransposed BATCH_MATMUL
+                              # the graph tflite writer: a TRANSPOSE and an untransposed BATCH_MATMUL
                               ("BATCH_MATMUL(adj_x=0,adj_y=0)",) + (("TRANSPOSE",) if adj_x or adj_y else ()),
                               (f"BATCH_MATMUL(adj_x={adj_x},adj_y={adj_y})",)))
     return cases
@@ -163,7 +163,7 @@ def conv_cases(activations=tuple(ACTIVATIONS), paddings=tuple(_PADDINGS), stride
 def conv1d_cases() -> list[Case]:
     """A 1-D convolution + bias (+ Relu, Relu6): TF.js's Conv2D + Squeeze + BiasAdd, fused with the
     bias moved before the Squeeze (portable_fusions' one rewrite that is not a plain fusion); the
-    activation after the Squeeze stays apart, there and in the direct writer's .tflite (the TF
+    activation after the Squeeze stays apart, there and in the graph tflite writer's .tflite (the TF
     path's fuses it)."""
     cases = []
     for act, padding, stride in (("none", "SAME", 1), ("Relu", "VALID", 2), ("Relu6", "SAME", 2)):
@@ -231,7 +231,7 @@ def _tfjs_form(node: dict) -> str:
 
 
 def tflite_forms(path: str) -> set[str]:
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     with open(path, "rb") as f:
         model = schema.ModelT.InitFromPackedBuf(f.read(), 0)
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}

@@ -37,8 +37,8 @@ TARGETS = {
     "tfgraph": ("tf", ("tf_graph",)),
     "tflite": ("tflite", ("tflite",)),
     "tfjs": ("tfjs", ("tfjs_wasm",)),
-    # noxla.direct_tflite's file, on the harnesses it covers ("uncovered": the TF path's, as "tflite").
-    "tflitedirect": ("tflite", ("tflite_direct",)),
+    # noxla.graph.tflite's file, on the harnesses it covers ("uncovered": the TF path's, as "tflite").
+    "tflitegraph": ("tflite", ("tflite_graph",)),
 }
 
 
@@ -159,14 +159,14 @@ def run_harness(name: str, target: str, run, check, event=_ignore, hp: HarnessPr
         return Outcome(name, target, "crashed", f"the check raised {type(e).__name__}: {dtype_sweep._first_line(e)}")
     if report is not None and not report.ok:
         return Outcome(name, target, "rejected", report.format())
-    if "tflite_direct" in runtimes:
-        from noxla.direct_tflite import Uncovered, tflite_chunks
+    if "tflite_graph" in runtimes:
+        from noxla.graph.tflite import Uncovered, graph_tflite_chunks
         try:
-            tflite_chunks(hp.program)
+            graph_tflite_chunks(hp.program)
         except Uncovered as e:
             return Outcome(name, target, "uncovered", str(e))
         except Exception as e:  # noqa: BLE001 - a crash of the writer after the check passed
-            return Outcome(name, target, "crashed", f"the direct writer raised {type(e).__name__}: {e}")
+            return Outcome(name, target, "crashed", f"the graph tflite writer raised {type(e).__name__}: {e}")
     problems = []
     for runtime in runtimes:
         event(runtime, [name])
@@ -197,7 +197,7 @@ def runner(target: str, scratch: str, tfjs=None):
     def check(program, runtime):
         if TARGETS[base][0] == "tf":
             return full_check(program.closed_jaxpr, Target.TF)
-        return runtimes.check(program, "tflite" if runtime == "tflite_direct" else runtime, strict=not fast)
+        return runtimes.check(program, "tflite" if runtime == "tflite_graph" else runtime, strict=not fast)
     return run, check
 
 
@@ -258,7 +258,7 @@ def summary(target: str, outcomes: Sequence[Outcome]) -> str:
             f"differed silently {counts['mismatched']}"
             + (f", differed on NaN/inf inputs (fused ops, by design) {counts['nonfinite']}"
                if counts["nonfinite"] else "")
-            + (f", not covered by the direct writer {counts['uncovered']}" if counts["uncovered"] else ""))
+            + (f", not covered by the graph tflite writer {counts['uncovered']}" if counts["uncovered"] else ""))
 
 
 def main(argv=None) -> int:

@@ -1,5 +1,5 @@
 """A small CNN with the blocks of the real-size ones, importing no TensorFlow (a fresh process exports it
-to show the direct writer never does)."""
+to show the graph tflite writer never does)."""
 from __future__ import annotations
 
 import jax

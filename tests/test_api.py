@@ -125,12 +125,12 @@ def test_failed_export_leaves_nothing_behind(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
-def test_direct_export_failing_mid_write_leaves_nothing_behind(tmp_path, monkeypatch):
-    import noxla.direct_tflite as direct
+def test_graph_tflite_export_failing_mid_write_leaves_nothing_behind(tmp_path, monkeypatch):
+    import noxla.graph.tflite as graph_tflite
 
     def failing_chunk():
         raise noxla.ExportError("disk exploded")
-    monkeypatch.setattr(direct, "tflite_chunks", lambda program: [b"TFL3" * 100, failing_chunk])
+    monkeypatch.setattr(graph_tflite, "graph_tflite_chunks", lambda program: [b"TFL3" * 100, failing_chunk])
     with pytest.raises(noxla.ExportError, match="exploded"):
         noxla.export_tflite(lambda x: jnp.sin(x), X, path=str(tmp_path / "m.tflite"))
     assert os.listdir(tmp_path) == []
@@ -278,7 +278,8 @@ def test_tflite_constants_with_equal_bytes_share_one_buffer(tmp_path):
     # own last step shares. tflite_bytes skips that step (its full unpack and pack of the model) and
     # finish_tflite shares them instead: TF's step must find nothing left to share.
     from tensorflow.lite.python.convert import deduplicate_readonly_buffers
-    from tensorflow.lite.tools import flatbuffer_utils
+
+    from noxla.tflite_schema import read_model
 
     def f(x, i):
         return x + 2.0, i + 0x40000000
@@ -286,7 +287,7 @@ def test_tflite_constants_with_equal_bytes_share_one_buffer(tmp_path):
     path = noxla.export_tflite(f, x, i, path=str(tmp_path / "m.tflite"))
     with open(path, "rb") as file:
         data = file.read()
-    graph = flatbuffer_utils.read_model_from_bytearray(bytearray(data)).subgraphs[0]
+    graph = read_model(bytearray(data)).subgraphs[0]
     constants = {graph.tensors[t].buffer for op in graph.operators for t in op.inputs if t not in graph.inputs}
     assert len(constants) == 1, constants
     assert bytes(deduplicate_readonly_buffers(data)) == data

@@ -194,7 +194,7 @@ def test_check_takes_the_webgl_sub_target_by_either_spelling():
 
 
 def test_progress_prints_a_note_that_has_no_start_of_its_own():
-    """The direct writer says why it hands a program to TensorFlow as a step with a time and no start:
+    """The graph tflite writer says why it hands a program to TensorFlow as a step with a time and no start:
     its text must show, not a bare ' done in 0.00s'."""
     import io
 
@@ -203,6 +203,6 @@ def test_progress_prints_a_note_that_has_no_start_of_its_own():
     progress = Progress(out)
     progress("trace", None)
     progress("trace", 0.5)
-    progress("direct writer: no rule for erf; lowering through TensorFlow", 0.0)
+    progress("graph tflite writer: no rule for erf; lowering through TensorFlow", 0.0)
     assert out.getvalue() == ("[trace] ... done in 0.50s\n"
-                              "[direct writer: no rule for erf; lowering through TensorFlow]\n")
+                              "[graph tflite writer: no rule for erf; lowering through TensorFlow]\n")

@@ -243,14 +243,14 @@ def test_the_fused_activations_allowed_are_those_tfjs_runs(tmp_path, activation)
         runner.close()
 
 
-# The direct .tflite writer (noxla.direct_tflite) folds constants in NumPy, or by running JAX's own
+# The graph's .tflite writer (noxla.graph.tflite) folds constants in NumPy, or by running JAX's own
 # primitive, which XLA compiles for this CPU's instruction set: its file must not change with it, nor
 # with the kernels OpenBLAS picks for the CPU (a LayerNorm's offset folded into the projections).
 _DIRECT_CHILD = """
 import hashlib, sys
 import jax, jax.numpy as jnp, numpy as np
 sys.path.insert(0, {root!r})
-from noxla.direct_tflite import tflite_chunks
+from noxla.graph.tflite import graph_tflite_chunks as tflite_chunks
 from noxla.tracing import trace
 from tests.small_cnn import CNN_INPUT, small_cnn
 c = np.linspace(-3, 3, 10, dtype=np.float32)
@@ -267,7 +267,7 @@ for fun, args in ((f, (CNN_INPUT,)), (lambda mel: apply(weights, mel), tuple(exa
 
 
 @pytest.mark.slow
-def test_the_direct_writers_file_is_the_same_whatever_instruction_set_xla_and_openblas_use():
+def test_the_graph_tflite_writers_file_is_the_same_whatever_instruction_set_xla_and_openblas_use():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     digests = set()
     # None: this CPU's own (AVX-512 here); OpenBLAS's Sandybridge kernels use AVX without FMA

@@ -24,7 +24,7 @@ from tests import emitted_forms as ef
 
 CASES = {c.name: c for c in ef.all_cases()}
 TFJS_BACKENDS = ("node_cpu", "node_wasm", "chromium_webgl", "chromium_wasm", "chromium_cpu", "chromium_webgpu")
-# *_tfpath: the .tflite of the TF path (written beside TF.js), not the direct writer's of export_tflite.
+# *_tfpath: the .tflite of the TF path (written beside TF.js), not the graph tflite writer's of export_tflite.
 TFLITE_RUNTIMES = ("litert", "litert_tfpath", "litertjs_wasm", "litertjs_wasm_tfpath", "litertjs_webgpu")
 TOLERANCE = {"node_cpu": 1e-5, "node_wasm": 1e-5, "litert": 1e-5, "litert_tfpath": 1e-5,
              "litertjs_wasm_tfpath": LITERTJS_TOLERANCE["wasm"],
@@ -35,7 +35,7 @@ _REPORT: dict = {}
 
 class Exported:
     """One case's exports and JAX's outputs: TF.js with the TF path's .tflite (one ``noxla.api.export``),
-    export_tflite's .tflite (the direct writer's where it covers the program), and, when asked, the
+    export_tflite's .tflite (the graph tflite writer's where it covers the program), and, when asked, the
     .tflite for LiteRT.js WebGPU."""
 
     def __init__(self, case: ef.Case, root):

@@ -26,7 +26,7 @@ def mlp(x):
 
 def _tf_path_tflite(fun, path) -> str:
     """The .tflite the TF path writes (``noxla.export.export``; ``export_tflite`` writes a program
-    like ``mlp`` without TF, noxla.direct_tflite)."""
+    like ``mlp`` without TF, noxla.graph.tflite)."""
     from noxla.export import export
     return export(fun, (X,), tflite=str(path)).written["tflite"]
 
@@ -157,9 +157,9 @@ def test_a_function_only_frozen_converts_as_the_tf_function_does():
     import re
 
     import jax
-    from tensorflow.lite.tools import flatbuffer_utils
 
     from noxla.export import frozen_graph_def
+    from noxla.tflite_schema import read_model
     straight = trace(mlp, (X,))
     graph_defs = [frozen_graph_def(serving_function(straight, sequenced=s))[0] for s in (False, True)]
     assert graph_defs[0] == graph_defs[1]  # (their maps serialize in no fixed order)
@@ -173,7 +173,7 @@ def test_a_function_only_frozen_converts_as_the_tf_function_does():
     program = trace(f, (X, np.int32(1)))
 
     def contents(sequenced):
-        model = flatbuffer_utils.read_model_from_bytearray(
+        model = read_model(
             bytearray(tflite_bytes(serving_function(program, sequenced=sequenced))))
         return [([(op.opcodeIndex, list(op.inputs), list(op.outputs)) for op in graph.operators],
                  [(re.sub(rb"_[0-9]+_", b"_", t.name), list(t.shape), t.type, t.buffer) for t in graph.tensors])

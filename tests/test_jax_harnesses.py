@@ -81,21 +81,21 @@ def test_harness_sample_in_tflite_and_tfjs(chunk, tfjs_runner):
     _assert_all_right(_run(names, ["tflite", "tfjs"], tfjs_runner), least_matched=0.25)
 
 
-# Slow: the direct .tflite writer (noxla.direct_tflite) on the groups it covers, the default lowering
+# Slow: the graph's .tflite writer (noxla.graph.tflite) on these groups, the default lowering
 # it stands in for. A harness it does not cover is "uncovered" (the TF path exports it).
 DIRECT_GROUPS = ("add", "sub", "mul", "div", "max", "min", "neg", "abs", "tanh", "logistic", "sqrt", "sin", "cos",
                  "floor", "ceil", "integer_pow", "reshape", "broadcast_in_dim")
 
 
 @pytest.mark.slow
-def test_harnesses_on_the_direct_writer():
+def test_harnesses_on_the_graph_tflite_writer():
     names = [n for n, h in jh.all_harnesses().items() if h.group_name in DIRECT_GROUPS]
-    outcomes = _run(names, ["tflitedirect+fast"])
+    outcomes = _run(names, ["tflitegraph+fast"])
     failures = [f"{o.name}: {o.result}\n{o.detail}" for o in outcomes
                 if o.result not in ("matched", "rejected", "invalid", "uncovered", "nonfinite")]
     assert not failures, "\n".join(failures)
     # The full run (docs/testing.md) matched 50 here: most harnesses take other dtypes than float32.
-    assert sum(o.result == "matched" for o in outcomes) >= 40, "the direct writer covered almost none"
+    assert sum(o.result == "matched" for o in outcomes) >= 40, "the graph tflite writer covered almost none"
 
 
 def test_slow_sample_covers_every_group_and_the_regressions():

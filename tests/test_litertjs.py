@@ -319,14 +319,14 @@ def test_rule_case_sample_on_wasm_and_webgpu(case):
                        floor=TOLERANCE[accelerator])
 
 
-def test_the_direct_writers_file_runs_on_litertjs_wasm(litertjs, tmp_path):
-    """A covered program exported for LiteRT.js takes noxla.direct_tflite, as for LiteRT."""
+def test_the_graph_tflite_writers_file_runs_on_litertjs_wasm(litertjs, tmp_path):
+    """A covered program exported for LiteRT.js takes noxla.graph.tflite, as for LiteRT."""
     import noxla
     from tests.small_cnn import CNN_INPUT, small_cnn
     steps = []
     path = noxla.export_tflite(small_cnn, CNN_INPUT, path=str(tmp_path / "cnn.tflite"), target="litertjs",
                                on_step=lambda name, seconds: steps.append(name))
-    assert "lower+convert (direct)" in steps, steps
+    assert "lower+write (graph tflite)" in steps, steps
     (out,) = litertjs.run(path, {"x": CNN_INPUT}, "wasm").values()
     assert relative_error(np.asarray(jax.jit(small_cnn)(CNN_INPUT)), out) <= TOLERANCE["wasm"]
 

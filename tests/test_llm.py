@@ -231,7 +231,7 @@ def test_decode_step_attention_has_no_transpose_and_rms_norm_no_reshape(tmp_path
 
 def _signature_ops(path, signature):
     """[(op name, input 0's shape, output 0's shape)] of one signature's subgraph."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     data = open(path, "rb").read()
     model = schema.Model.GetRootAsModel(data, 0)
     names = {v: k for k, v in schema.BuiltinOperator.__dict__.items() if not k.startswith("_")}
@@ -284,7 +284,7 @@ FOLD_CONFIG = tiny_llama.Config(vocab=256, hidden=128, layers=2, heads=4, kv_hea
 
 def _norm_weight_muls(path, signature, hidden) -> int:
     """The MULs of ``signature`` that read a constant of ``hidden`` floats (an RMSNorm's weight)."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     data = open(path, "rb").read()
     model = schema.Model.GetRootAsModel(data, 0)
     codes = [max(model.OperatorCodes(i).BuiltinCode(), model.OperatorCodes(i).DeprecatedBuiltinCode())

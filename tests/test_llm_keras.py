@@ -114,15 +114,13 @@ def test_gemma3_int4_litertlm_generates_in_litertlm_with_keras_hubs_tokens_teach
     of 32 over the three prompts; bound 8 as in tests/test_llm_quantize.py: int4 in blocks of 32 is
     coarse and these random weights are chaotic, but a broken table or scale is near chance, 1 in
     96); LiteRT-LM's engine generates the signature runners' tokens from the bundle."""
-    from tensorflow.lite.python import schema_py_generated as schema
-    from tensorflow.lite.tools import flatbuffer_utils
-
     from noxla import llm, llm_keras
+    from noxla.tflite_schema import read_model_file, schema
     backbone = _backbone("gemma3")
     lm = llm_keras.causal_lm(backbone)
     path = llm.export_tflite(backbone, str(tmp_path / "gemma3.tflite"), cache_length=CACHE, prefill_lengths=(8,),
                              quantize="int4")
-    model = flatbuffer_utils.read_model(path)
+    model = read_model_file(path)
     weights = {schema.BuiltinOperator.FULLY_CONNECTED: 1, schema.BuiltinOperator.EMBEDDING_LOOKUP: 1}
     kinds = set()
     for graph in model.subgraphs:

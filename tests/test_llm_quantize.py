@@ -78,9 +78,8 @@ def exports(tmp_path_factory):
 def _weights(path: str) -> dict:
     """{buffer: (tensor type name, bytes, the signatures reading it)} of the weights of
     FULLY_CONNECTED and of the embedding lookup (GATHER in float, EMBEDDING_LOOKUP quantized)."""
-    from tensorflow.lite.python import schema_py_generated as schema
-    from tensorflow.lite.tools import flatbuffer_utils
-    model = flatbuffer_utils.read_model(path)
+    from noxla.tflite_schema import read_model_file, schema
+    model = read_model_file(path)
     weight_input = {schema.BuiltinOperator.FULLY_CONNECTED: 1, schema.BuiltinOperator.EMBEDDING_LOOKUP: 1,
                     schema.BuiltinOperator.GATHER: 0}
     type_names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
@@ -160,7 +159,7 @@ def _quantized_weights(model) -> dict:
     """{signature: sorted (type, shape, bytes, scale, zero point, axis, (block size, scales' type,
     shape and bytes))} of an unpacked model's integer tensors, names left out (each export numbers
     its tensors its own way)."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     integer = (schema.TensorType.INT8, schema.TensorType.INT4)
     out = {}
     for signature in model.signatureDefs:
@@ -188,13 +187,12 @@ def test_weights_quantized_as_written_equal_the_quantizers_own(exports, mode):
     """noxla.llm quantizes weight by weight as it writes the file (noxla.llm_quantize_weights, so
     that a 1B model never exists as a float .tflite); the quantizer run on the whole float file
     gives the expected weights: the same tensors, bytes, scales and blocks in every signature."""
-    from tensorflow.lite.tools import flatbuffer_utils
-
     from noxla import llm_quantize
+    from noxla.tflite_schema import read_model, read_model_file
     with open(exports[None], "rb") as f:
-        expected = _quantized_weights(flatbuffer_utils.read_model_from_bytearray(
+        expected = _quantized_weights(read_model(
             llm_quantize.quantize_tflite(f.read(), mode)))
-    got = _quantized_weights(flatbuffer_utils.read_model(exports[mode]))
+    got = _quantized_weights(read_model_file(exports[mode]))
     assert set(got) == set(expected) == {b"prefill_8", b"decode"}
     for key, rows in expected.items():
         assert rows, key
@@ -251,9 +249,8 @@ def test_bad_llm_quantize_mode_is_refused_before_any_work(tmp_path):
 
 
 def _builtin_counts(data: bytes) -> dict:
-    from tensorflow.lite.python import schema_py_generated as schema
-    from tensorflow.lite.tools import flatbuffer_utils
-    model = flatbuffer_utils.read_model_from_bytearray(data)
+    from noxla.tflite_schema import read_model, schema
+    model = read_model(data)
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
     counts: dict = {}
     for graph in model.subgraphs:
@@ -269,11 +266,11 @@ def test_embedding_lookup_rewrite_computes_the_gathers_rows(tmp_path):
     """Only a GATHER of whole rows of a constant table becomes EMBEDDING_LOOKUP, and the float
     model computes exactly JAX's values after the rewrite (before any quantization)."""
     import jax.numpy as jnp
-    from tensorflow.lite.tools import flatbuffer_utils
 
     import noxla
     from noxla import llm_quantize_weights
     from noxla.runtimes import run_tflite
+    from noxla.tflite_schema import model_bytes, read_model_file
     table = np.random.default_rng(0).standard_normal((10, 6)).astype(np.float32)
 
     def f(ids, x):
@@ -281,9 +278,9 @@ def test_embedding_lookup_rewrite_computes_the_gathers_rows(tmp_path):
                 "of_input": jnp.take(x, ids, axis=0)}
     ids, x = np.array([3, 0, 9, 3], np.int32), np.ones((10, 2), np.float32)
     path = noxla.export_tflite(f, ids, x, path=str(tmp_path / "m.tflite"))
-    model = flatbuffer_utils.read_model(path)
+    model = read_model_file(path)
     llm_quantize_weights.embedding_lookups(model)
-    data = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+    data = model_bytes(model)
     before, after = _builtin_counts(open(path, "rb").read()), _builtin_counts(data)
     assert after.get("EMBEDDING_LOOKUP") == 1 and after["GATHER"] == before["GATHER"] - 1, (before, after)
     got = run_tflite(data, {"ids": ids, "x": x})

@@ -68,8 +68,8 @@ def _size(path: str) -> int:
 
 def _weight_bytes(path: str) -> int:
     """The bytes of a .tflite's constant buffers."""
-    from tensorflow.lite.tools import flatbuffer_utils
-    model = flatbuffer_utils.read_model(path)
+    from noxla.tflite_schema import read_model_file
+    model = read_model_file(path)
     return sum(len(b.data) for b in model.buffers if b.data is not None)
 
 
@@ -83,7 +83,7 @@ def float_exports(tmp_path_factory):
             model = MODELS[name]
             path = str(root / f"{name}.{kind}")
             # The .tflite through the TF path, which quantizing takes: the default export of a program
-            # the direct writer covers is a leaner file (no converter metadata), not the one quantized.
+            # the graph tflite writer covers is a leaner file (no converter metadata), not the one quantized.
             cache[name, kind] = (export(model.fun, model.inputs(1), tflite=path).written["tflite"] if kind == "tflite"
                                  else noxla.export_tfjs(model.fun, *model.inputs(1), path=path))
         return cache[name, kind]

@@ -254,7 +254,7 @@ def test_tflite_export_frees_the_lowered_graph_before_the_converter_runs(tmp_pat
     monkeypatch.setattr(tflite_convert, "convert_graphdef", checking_convert_graphdef)
     w = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
     x = np.ones((2, 8), np.float32)
-    # The TF path's pipeline (export_tflite writes this program without TF: noxla.direct_tflite).
+    # The TF path's pipeline (export_tflite writes this program without TF: noxla.graph.tflite).
     path = export_module.export(lambda x: jnp.tanh(x @ w), (x,), tflite=str(tmp_path / "m.tflite")).written["tflite"]
     assert alive_at_conversion == [[False]]
     (out,) = run_tflite(path, {"x": x}).values()

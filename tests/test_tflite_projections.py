@@ -40,10 +40,9 @@ def key_read_twice(x, y):  # W_K also projects another input: joined, it would b
 
 def _ops(path: str) -> dict[str, collections.Counter]:
     """Per signature key, its operators."""
-    from tensorflow.lite.python import schema_py_generated as schema
-    from tensorflow.lite.tools import flatbuffer_utils
+    from noxla.tflite_schema import read_model, schema
     with open(path, "rb") as f:
-        model = flatbuffer_utils.read_model_from_bytearray(bytearray(f.read()))
+        model = read_model(bytearray(f.read()))
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
     codes = [names[max(c.builtinCode, c.deprecatedBuiltinCode)] for c in model.operatorCodes]
     return {s.signatureKey.decode(): collections.Counter(codes[op.opcodeIndex]

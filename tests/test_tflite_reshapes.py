@@ -42,7 +42,7 @@ def test_dynamic_and_unranked_shapes_are_not_rewritten():
     # A polymorphic dimension is written as 1 in ``shape`` and -1 in ``shape_signature``: the 1
     # would let a wrong pairing pass the check. (The converter folds the pair itself in the
     # polymorphic exports tried, so this is checked on the tensor.)
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     tensor = schema.TensorT()
     tensor.shape, tensor.shapeSignature, tensor.hasRank = np.array([1, 8], np.int32), np.array([-1, 8], np.int32), True
     assert static_shape(tensor) is None
@@ -147,9 +147,9 @@ def _run(path: str, f, args, delegates: bool) -> list[np.ndarray]:
 
 
 def _unreferenced(path: str) -> int:
-    from tensorflow.lite.tools import flatbuffer_utils
+    from noxla.tflite_schema import read_model
     with open(path, "rb") as f:
-        graph = flatbuffer_utils.read_model_from_bytearray(bytearray(f.read())).subgraphs[0]
+        graph = read_model(bytearray(f.read())).subgraphs[0]
     used = set(graph.inputs) | set(graph.outputs)
     for op in graph.operators:
         used.update(op.inputs, op.outputs)

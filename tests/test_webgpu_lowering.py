@@ -18,15 +18,14 @@ pytestmark = pytest.mark.slow
 
 def _ops_and_check(fun, args, path, target):
     """The .tflite's ops (with each TRANSPOSE_CONV's version) after checking it against JAX in LiteRT."""
-    from tensorflow.lite.python import schema_py_generated as schema
-    from tensorflow.lite.tools import flatbuffer_utils
+    from noxla.tflite_schema import read_model_file, schema
     noxla.export_tflite(fun, *args, path=str(path), target=target)
     from noxla.tracing import trace
     program = trace(fun, tuple(args))
     outs = run_tflite(str(path), dict(zip(program.in_names, args)))
     for name, expected in zip(program.out_names, jax_outputs(fun, args)):
         assert outs[name].shape == expected.shape and relative_error(expected, outs[name]) <= 1e-6, (target, name)
-    model = flatbuffer_utils.read_model(str(path))
+    model = read_model_file(str(path))
     versions = {c.version for c in model.operatorCodes
                 if max(c.builtinCode, c.deprecatedBuiltinCode) == schema.BuiltinOperator.TRANSPOSE_CONV}
     shrinking = [op for op in model.subgraphs[0].operators

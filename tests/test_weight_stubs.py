@@ -163,7 +163,7 @@ def test_weights_read_with_constants_or_by_other_ops_are_not_stubbed(tmp_path):
 
 
 def test_attach_refuses_a_stand_in_read_by_another_operator():
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     stubs = weight_stubs.WeightStubs()
     stubs.real[0] = np.ones((128, 128), np.float32)
     stubs.shapes[0] = (128, 128)
@@ -199,7 +199,7 @@ def test_a_model_past_the_flatbuffer_limit_is_written_with_buffer_offsets(tmp_pa
     monkeypatch.setattr(large_tflite, "FLATBUFFER_LIMIT", large_tflite._TABLES_MARGIN + weight_bytes // 2)
     signatures = _signatures()
     path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"))
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     with open(path, "rb") as f:
         data = f.read()
     raw = schema.Model.GetRootAs(data, 0)
@@ -213,10 +213,9 @@ def test_a_model_past_the_flatbuffer_limit_is_written_with_buffer_offsets(tmp_pa
 
 def test_packed_leaves_the_buffers_out_of_the_builder_and_writes_the_same_bytes():
     """large_tflite.packed builds the flatbuffer around room for each large buffer and hands the
-    buffers over as chunks of their own: joined, the bytes flatbuffer_utils would write."""
-    from tensorflow.lite.tools import flatbuffer_utils
-
+    buffers over as chunks of their own: joined, the bytes one flatbuffer builder would write."""
     from noxla import large_tflite
+    from noxla.tflite_schema import model_bytes, read_model
     rng = np.random.default_rng(3)
     w, b = rng.standard_normal((64, 48)).astype(np.float32), rng.standard_normal(48).astype(np.float32)
 
@@ -226,8 +225,8 @@ def test_packed_leaves_the_buffers_out_of_the_builder_and_writes_the_same_bytes(
     with tempfile.TemporaryDirectory() as scratch:
         path = noxla.export_tflite(f, np.ones((2, 64), np.float32), path=os.path.join(scratch, "m.tflite"))
         with open(path, "rb") as file:
-            model = flatbuffer_utils.read_model_from_bytearray(bytearray(file.read()))
-    expected = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+            model = read_model(bytearray(file.read()))
+    expected = model_bytes(model)
     chunks = large_tflite.packed(model)
     assert any(isinstance(c, np.ndarray) and c.nbytes == w.nbytes for c in chunks), [type(c) for c in chunks]
     assert b"".join(bytes(c) for c in chunks) == expected
@@ -258,9 +257,8 @@ def test_equal_buffers_are_shared_by_their_bytes_without_digesting_every_weight(
     a bucket's second and later buffers. Kept buffers as before: a plain buffer holding a stand-in's
     transposed (or scaled) weight joins it, a buffer that agrees on every sampled byte but one
     other does not, and buffers alone in their bucket are never digested."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
     from noxla import tflite_merge
+    from noxla.tflite_schema import schema
     rng = np.random.default_rng(5)
     weight = rng.standard_normal((96, 40)).astype(np.float32)
     stubs = weight_stubs.WeightStubs()

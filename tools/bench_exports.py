@@ -41,10 +41,10 @@ def noxla_export_child(kind: str, name: str, out: str, source: str = "zoo") -> N
     start = PROCESS_START
     import noxla
     # The exporter the export will take, so that the cold column times an export after its imports:
-    # a .tflite's direct writer (no TF; a program it does not cover then imports TF within the
+    # a .tflite's graph writer (no TF; a program it does not cover then imports TF within the
     # cold export, as a user's would), TF.js's TF and converter.
     if kind == "tflite":
-        import noxla.direct_tflite  # noqa: F401
+        import noxla.graph.tflite  # noqa: F401
     else:
         import noxla.export  # noqa: F401
     export = noxla.export_tflite if kind == "tflite" else noxla.export_tfjs
@@ -182,7 +182,7 @@ def refresh_noxla_venv(python: str) -> None:
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", REPO], check=True,
                    capture_output=True)
     # The first process after a reinstall imported noxla in 2.4 s, the next ones in 0.6-0.9 s.
-    subprocess.run([python, "-c", "import noxla.direct_tflite, noxla.export"], check=True, capture_output=True)
+    subprocess.run([python, "-c", "import noxla.graph.tflite, noxla.export"], check=True, capture_output=True)
 
 
 def anchor_export(mode: str, python: str, name: str, work: str) -> dict:

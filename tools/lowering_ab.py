@@ -60,7 +60,7 @@ def export(config, params, lay, path: str, switch: str | None, prefill: int) -> 
 
 def signature_ops(path: str, key: str) -> list[str]:
     """The builtin op names of one signature's subgraph (runtimes.tflite_op_names reads the first only)."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from noxla.tflite_schema import schema
     with open(path, "rb") as f:
         model = schema.Model.GetRootAs(f.read(), 0)
     names = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}

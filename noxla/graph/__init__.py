@@ -35,9 +35,8 @@ def write_program_tfjs(program, path: str, strict: bool = False, quantize: str |
     write_tfjs(recorded, path, quantize, **extra)
 
 
-# The TFLite writer of the graph (``noxla.graph.tflite``) is taken, where the direct writer is, only
-# when asked (NOXLA_TFLITE_GRAPH=1) until it replaces it: docs/graph.md's "TFLite writer" says what
-# it still writes with more operators than TF's path.
+# The TFLite writer of the graph (``noxla.graph.tflite``) writes a lone default .tflite where it
+# covers the program; NOXLA_TFLITE_GRAPH=0 sends every .tflite through TF's path.
 TFLITE_ENV = "NOXLA_TFLITE_GRAPH"
 
 
@@ -52,7 +51,7 @@ def lone_default_tflite(options: ExportOptions) -> bool:
 
 
 def covers_tflite(options: ExportOptions) -> bool:
-    return os.environ.get(TFLITE_ENV) == "1" and lone_default_tflite(options)
+    return os.environ.get(TFLITE_ENV) != "0" and lone_default_tflite(options)
 
 
 def export_tflite(cleared: Cleared, path: str, overwrite: bool, on_step: OnStep | None = None) -> str | None:
@@ -60,7 +59,7 @@ def export_tflite(cleared: Cleared, path: str, overwrite: bool, on_step: OnStep 
     program uses something it does not cover, which another path then exports."""
     from noxla.graph.tflite import graph_tflite_chunks
     return write_covered(cleared, path, overwrite, on_step, "lower+write (graph tflite)", graph_tflite_chunks,
-                         "graph tflite writer: {}; taking another path")
+                         "graph tflite writer: {}; lowering through TensorFlow")
 
 
 def write_covered(cleared: Cleared, path: str, overwrite: bool, on_step: OnStep | None, step: str,

@@ -1,4 +1,4 @@
-"""The fusions TFLite's converter makes, as passes over the direct writer's graph.
+"""The fusions TFLite's converter makes, as passes over the legalized graph.
 
 Each pass matches operators by what they compute and rewrites them in place: a zero pad into the
 convolution's SAME padding, a per-channel bias add or scale (batch norm) into the convolution's or
@@ -25,8 +25,8 @@ _REDUCERS = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN"}
 def fuse(graph: Graph, only_fused: frozenset = frozenset(), declined: Callable | None = None,
          body: bool = False) -> None:
     """The passes below until none applies. ``only_fused``: builtins that may not remain unfused
-    (the direct writer's EXP, LOG, RSQRT, which differ from JAX on finite inputs; the rules lower
-    those exactly, so the graph writer passes none). ``declined``: a further check of the fused graph
+    (EXP, LOG, RSQRT lowered from JAX's primitives would differ from JAX on finite inputs; the rules
+    lower those exactly, so the graph writer passes none). ``declined``: a further check of the fused graph
     that raises ``Uncovered`` (``decline``). ``body``: a While/If body, whose outputs may be its
     inputs or constants (as the converter writes a loop's pass-through variables)."""
     changed = True
@@ -286,7 +286,7 @@ def _hard_swish(graph: Graph) -> bool:
     return False
 
 
-def _activation_into_producer(graph: Graph) -> bool:
+def activation_into_producer(graph: Graph) -> bool:
     view = graph.view()
     for op in graph.ops:
         producer = view.producer(op.inputs[0], _WITH_ACTIVATION) if op.kind in _ACTIVATIONS else None
@@ -478,12 +478,15 @@ def _matvec(kernel: np.ndarray, vector: np.ndarray) -> np.ndarray:
                            for i in range(0, len(kernel), rows)])
 
 
-def _common_operators(graph: Graph) -> bool:
+def common_operators(graph: Graph) -> bool:
     """Operators that compute the same thing from the same inputs, computed once (``x - mean``
-    written twice in a LayerNorm)."""
+    written twice in a LayerNorm; a bound checked twice against one literal: small constants are
+    compared by value)."""
     seen: dict = {}
     for op in graph.ops:
-        key = (op.kind, tuple(id(t) for t in op.inputs), repr(sorted(op.options.items())),
+        inputs = tuple(("c", t.dtype.str, t.shape, t.data.tobytes()) if t is not None and t.is_constant
+                       and t.data.size <= 16 else id(t) for t in op.inputs)
+        key = (op.kind, inputs, repr(sorted(op.options.items())),
                tuple((t.shape, t.dtype.str) for t in op.outputs))   # CASTs of one tensor to two types differ
         first = seen.setdefault(key, op)
         if first is not op:
@@ -508,7 +511,7 @@ def _reciprocal_products(graph: Graph) -> None:
             op.inputs[1] = graph.constant((1 / op.inputs[1].data).astype(op.inputs[1].dtype))
 
 
-_PASSES = (_common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
+_PASSES = (common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
            _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, _log_softmax, _relu, _hard_swish,
-           _activation_into_producer, _gelu, _transposes_of_transposes, _reshapes_of_reshapes,
+           activation_into_producer, _gelu, _transposes_of_transposes, _reshapes_of_reshapes,
            _scale_before_product)

@@ -1,5 +1,5 @@
 """A graph of TFLite operators over tensors, before serialization: what the TFLite writer of noxla's
-graph legalizes it into (``noxla.graph.tflite.legalize``), and the direct writer emits.
+graph legalizes it into (``noxla.graph.tflite.legalize``).
 
 A tensor is a run-time value (``data is None``) or a constant; an operator names its TFLite builtin
 and keeps its options as a dict of the schema's option fields. Passes (``fuse``) rewrite the graph
@@ -75,7 +75,7 @@ class Op:
 
 class Graph:
     def __init__(self, uint32_moves: bool = False):
-        self.uint32_moves = uint32_moves   # the graph writer's (the rules' key words); the direct writer has none
+        self.uint32_moves = uint32_moves   # the rules' key words (legalize's graphs)
         self.name = "main"   # a While/If body's: its function's
         self.ops: list[Op] = []
         self.inputs: list[Tensor] = []
@@ -91,7 +91,7 @@ class Graph:
 
     def int32(self, values) -> Tensor:
         """An int32 constant (a shape, axes, a permutation), one tensor per value, so that operators
-        reading equal ones are recognized as the same (``fuse._common_operators``)."""
+        reading equal ones are recognized as the same (``fuse.common_operators``)."""
         array = np.asarray(values, np.int32)
         key = (array.shape, array.tobytes())
         if key not in self._int32:

@@ -7,7 +7,8 @@ on TF's path) would make the graph smaller than the legalized rules' ops:
   sequence);
 - a reshape and its inverse around operators that run alike in either layout are dropped
   (``noxla.tflite_reshapes.remove_reshape_pairs`` on TF's path);
-- a select on a constant condition is the operand it selects everywhere, and a BROADCAST_TO read
+- a select on a constant condition is the operand it selects everywhere (a constant one folded),
+  and a BROADCAST_TO read
   only by operators that broadcast their operands themselves is left out, and a PACK of all an
   UNPACK's outputs in order along its axis is the UNPACK's input (the converter's folds);
 - the slice rule's every-n-th element of a non-float tensor (a PAD, a fold into (kept, stride), the
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from noxla.graph.tflite.folds import fold
 from noxla.graph.tflite.model import Graph
+from noxla.graph.tflite.zero_state import zero_state_products
 
 # Operators that run alike in another layout of their operands (each read whole, no axis named).
 _ELEMENTWISE = {"ABS", "CEIL", "COS", "EXP", "FLOOR", "GELU", "HARD_SWISH", "LOG", "LOGISTIC", "NEG", "RELU",
@@ -37,7 +40,7 @@ def simplify(graph: Graph) -> None:
         changed = False
         for rewrite in (_unit_axis_transposes, _unflattened_fully_connected, _reshapes_through_chains,
                         _constant_selects, _broadcasts_into_readers, _packs_of_unpacks, _every_nth,
-                        _slices_of_slices, _scale_into_projection):
+                        _slices_of_slices, _scale_into_projection, fold, zero_state_products):
             while rewrite(graph):
                 graph.prune()
                 changed = True
@@ -132,6 +135,10 @@ def _constant_selects(graph: Graph) -> bool:
             chosen = op.inputs[1] if which.all() else op.inputs[2]
             if chosen.shape == op.out.shape and chosen.dtype == op.out.dtype and not chosen.is_constant:
                 graph.replace_uses(op.out, chosen)
+                return True
+            if chosen.is_constant and chosen.data.size == int(np.prod(op.out.shape)) \
+                    and op.out not in graph.outputs:   # a constant (threefry's high word of an int32 seed)
+                graph.replace_uses(op.out, graph.constant(chosen.data.reshape(op.out.shape).astype(op.out.dtype)))
                 return True
     return False
 

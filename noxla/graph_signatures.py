@@ -1,0 +1,45 @@
+"""Several signatures in one .tflite written by noxla's graph (``noxla.graph.tflite``), without
+TensorFlow (issue 41): each signature's model is written from its recorded program as a lone
+export's is, and the models are merged as TF's path merges its converted ones
+(``noxla.tflite_merge.merged_model``: the weights the signatures share are stored once;
+``noxla.tflite_projections``: matrix-vector projections joined across signatures). Taken where the
+graph's writer is taken for one function (``noxla.graph.covers_tflite``) and every signature is
+covered; otherwise nothing is written and TF's path (``noxla.export.export_cleared_signatures``)
+exports all of them."""
+from __future__ import annotations
+
+from typing import Callable
+
+from noxla import graph, large_tflite
+from noxla.graph.dtypes import Uncovered
+from noxla.preflight import ClearedSignatures, run_step, write_chunks
+from noxla.tflite_merge import merged_model
+from noxla.tflite_projections import join_matrix_vector_projections
+
+
+def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None) -> str | None:
+    """The .tflite at ``cleared.options.tflite``, its signatures written by the graph; None (nothing
+    written, and a step saying why) where the graph's writer is not asked for or does not cover one
+    of them. ``rewrite(model, stubs)``: as ``noxla.export.export_signatures``' (``stubs`` None)."""
+    from noxla.graph.tflite import graph_tflite_chunks
+    options, on_step = cleared.options, cleared.options.on_step
+    if not graph.covers_tflite(options):
+        return None
+    models = {}
+    for key, program in cleared.programs.items():
+        try:
+            chunks = run_step(on_step, f"lower+write {key} (graph tflite)", graph_tflite_chunks, program)
+        except Uncovered as e:
+            if on_step is not None:
+                on_step(f"graph tflite writer: signature {key}: {e}; taking TensorFlow's path", 0.0)
+            return None
+        # One flatbuffer to unpack: the chunks joined (the writer leaves its large buffers out of
+        # its builder; below 2 GB, which it covers, they fit in one bytes object).
+        models[key] = b"".join(bytes(chunk) for chunk in chunks)
+    merged = run_step(on_step, "merge signatures", merged_model, models)
+    del models
+    join_matrix_vector_projections(merged)
+    if rewrite is not None:
+        run_step(on_step, "rewrite", rewrite, merged, None)
+    data = run_step(on_step, "serialize", large_tflite.serialized, merged)
+    return run_step(on_step, f"write {options.tflite}", write_chunks, data, options.tflite, options.overwrite)
