@@ -4,9 +4,11 @@ as TF's converter fuses them (``fuse``), and serialized (``model``). An op or fo
 raises ``Uncovered``: the export takes another path. See docs/graph.md ("TFLite writer")."""
 from __future__ import annotations
 
+import functools
+
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.lower import Recorded, record_program
-from noxla.graph.tflite import empty, legalize_math, legalize_nn, legalize_scans  # noqa: F401  (register their legalizers)
+from noxla.graph.tflite import control_flow, empty, legalize_math, legalize_nn, legalize_scans  # noqa: F401  (register their legalizers)
 from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better
 from noxla.graph.tflite.fuse import fuse
 from noxla.graph.tflite.legalize import legalize
@@ -23,11 +25,17 @@ def tflite_chunks_of(recorded: Recorded, passes_follow: bool = False) -> list:
     """The .tflite of a recorded program, as chunks for ``noxla.large_tflite``'s writer.
     ``passes_follow``: TF's path's flatbuffer passes run on the result (see ``decline``)."""
     graph = legalize(recorded)
-    fuse(graph, copies_outputs=True)
-    simplify(graph)
-    decline_what_the_tf_path_does_better(graph, passes_follow)
+    passes = functools.partial(_passes, passes_follow=passes_follow)
+    passes(graph)
+    control_flow.optimize(graph, passes)   # the same passes in each While/If body
     copy_passthrough_outputs(graph)
     return serialize(graph)
+
+
+def _passes(graph, passes_follow: bool) -> None:
+    fuse(graph)
+    simplify(graph)
+    decline_what_the_tf_path_does_better(graph, passes_follow)
 
 
 def graph_tflite_chunks(program: Program, passes_follow: bool = False) -> list:

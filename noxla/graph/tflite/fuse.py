@@ -8,11 +8,9 @@ field), and MobileNetV3's x * relu6(x + 3) / 6 into HARD_SWISH. The fused operat
 the unfused ones do for every finite input (noxla's default mode; ``strict`` never comes here)."""
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
-from noxla.graph.tflite.model import SAME, VALID, Graph, Op, Tensor, Uncovered, View, same_pads
+from noxla.graph.tflite.model import SAME, VALID, Graph, Op, Tensor, View, same_pads
 
 _LINEAR = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}
 # A bias add after a TRANSPOSE_CONV is folded as after these (the converter does); scales are not.
@@ -22,13 +20,10 @@ _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 _REDUCERS = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN"}
 
 
-def fuse(graph: Graph, only_fused: frozenset = frozenset(), declined: Callable | None = None,
-         copies_outputs: bool = False) -> None:
-    """The passes below until none applies. ``only_fused``: builtins that may not remain unfused
-    (EXP, LOG, RSQRT lowered from JAX's primitives would differ from JAX on finite inputs; the rules
-    lower those exactly, so the graph writer passes none). ``declined``: a further check of the fused graph
-    that raises ``Uncovered`` (``decline``). ``copies_outputs``: the caller writes an output that is
-    an input or a constant as TF's path does (``outputs``)."""
+def fuse(graph: Graph) -> None:
+    """The passes below until none applies (EXP, LOG and RSQRT are written where the rules emit
+    them: the rules lowered them exactly). An output that is an input or a constant once simplified
+    is the writer's to copy (``outputs``; a body's, ``control_flow``)."""
     changed = True
     while changed:  # a rewrite can open another's pattern (a mean's reshape after its division)
         changed = False
@@ -38,17 +33,6 @@ def fuse(graph: Graph, only_fused: frozenset = frozenset(), declined: Callable |
                 changed = True
     _drop_zero_bias(graph)
     _reciprocal_products(graph)
-    unfused = sorted({op.kind for op in graph.ops} & only_fused)
-    if unfused:
-        raise Uncovered(f"{', '.join(unfused)} outside the patterns fused here")
-    if declined is not None:
-        declined(graph)
-    made = graph.producers()
-    if copies_outputs:
-        return
-    if len({t.id for t in graph.outputs}) < len(graph.outputs) or any(t.id not in made for t in graph.outputs):
-        # x + 0 or x * 1 as an output, or two outputs computed alike: the TF path copies them
-        raise Uncovered("an output that is an input, a constant or another output once simplified")
 
 
 def _scalar(t: Tensor) -> float | None:

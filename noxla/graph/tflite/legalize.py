@@ -39,10 +39,20 @@ def legalize(recorded: Recorded) -> Graph:
     TF's path's converter writes a function's outputs)."""
     graph = Graph(uint32_moves=True)
     values: dict = {}
-    folded: set = set()
-    live = _live(recorded)
-    for node in recorded.graph.nodes:
-        if id(node) not in live:
+    legalize_nodes(graph, recorded.graph.nodes, values, live(recorded.outputs, recorded.inputs, recorded.graph.nodes))
+    outputs = [values[(id(t.node), t.index)] for t in recorded.outputs]
+    order = sorted(range(len(outputs)), key=lambda i: recorded.out_names[i])
+    graph.outputs = [outputs[i] for i in order]
+    graph.in_names, graph.out_names = list(recorded.in_names), [recorded.out_names[i] for i in order]
+    return graph
+
+
+def legalize_nodes(graph: Graph, nodes, values: dict, live_ids: set) -> None:
+    """Each of ``nodes`` in ``live_ids`` into ``graph``; ``values``: (node id, output) -> Tensor, the
+    tensors made so far (a body's arguments, ``control_flow``)."""
+    folded: set = set()   # the tensors FOLDS made
+    for node in nodes:
+        if id(node) not in live_ids or (id(node), 0) in values:
             continue
         if node.op == "Placeholder":
             dtype, shape = node.outputs[0]
@@ -54,8 +64,6 @@ def legalize(recorded: Recorded) -> Graph:
             values[(id(node), 0)] = graph.constant(node.value)
             continue
         fn = LEGALIZERS.get(node.op)
-        if node.functions:
-            raise Uncovered(f"{node.op} (a body) in the TFLite writer")
         inputs = [values[(id(t.node), t.index)] for t in node.inputs]
         outs = next((o for o in (fold(graph, node, inputs, folded) for fold in FOLDS) if o is not None), None)
         if outs is None and fn is None:
@@ -64,19 +72,15 @@ def legalize(recorded: Recorded) -> Graph:
             outs = fn(graph, node, *inputs)
         for i, out in enumerate(outs if isinstance(outs, list) else [outs]):
             values[(id(node), i)] = out
-    outputs = [values[(id(t.node), t.index)] for t in recorded.outputs]
-    order = sorted(range(len(outputs)), key=lambda i: recorded.out_names[i])
-    graph.outputs = [outputs[i] for i in order]
-    graph.in_names, graph.out_names = list(recorded.in_names), [recorded.out_names[i] for i in order]
-    return graph
 
 
-def _live(recorded: Recorded) -> set:
-    live = {id(t.node) for t in (*recorded.outputs, *recorded.inputs)}
-    for node in reversed(recorded.graph.nodes):
-        if id(node) in live:
-            live.update(id(t.node) for t in node.inputs)
-    return live
+def live(outputs, inputs, nodes) -> set:
+    """The ids of the nodes ``outputs`` and ``inputs`` are made from."""
+    found = {id(t.node) for t in (*outputs, *inputs)}
+    for node in reversed(nodes):
+        if id(node) in found:
+            found.update(id(t.node) for t in node.inputs)
+    return found
 
 
 # ----------------------------------------------------------------------------- attributes and helpers
@@ -291,7 +295,7 @@ def _dynamic_update_slice(graph, node, x, update, indices):
 
 @legalizer("Slice")
 def _slice(graph, node, x, begin, size):
-    if not begin.is_constant:   # a dynamic slice (a start clamped at run time): the converter's SLICE
+    if not begin.is_constant:   # a dynamic_slice's start (a loop's x[i]), clamped by its rule
         return _out(graph, "SLICE", node, [x, begin, _int32(graph, _shape(node))])
     begin = [int(b) for b in _static(begin, "a slice's begin")]
     return _out(graph, "SLICE", node, [x, _int32(graph, begin), _int32(graph, _shape(node))])

@@ -43,7 +43,8 @@ BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQ
 # key's words (threefry computes in int32 limbs); float16 and the narrow integers, which the rules
 # convert to float32 or int32 to compute and back (``lowering_rules.helpers.wide``); int64, in which
 # the rules compare and divide uint32 values (every uint32 and their differences fit exactly).
-GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION", "CAST"},
+GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION", "CAST",
+                                             "SELECT", "SELECT_V2"},   # a key carried through a vmapped loop
                       np.dtype(np.bool_): {"UNPACK"},   # LiteRT's PACK has no bool kernel
                       **{np.dtype(t): {"CAST", "RESHAPE", "SLICE"}
                          for t in (np.float16, np.int8, np.uint8, np.int16, np.uint16)},
@@ -86,6 +87,7 @@ class Op:
 class Graph:
     def __init__(self, uint32_moves: bool = False):
         self.uint32_moves = uint32_moves   # the graph writer's types (GRAPH_WRITER_KINDS)
+        self.name = "main"   # a While/If body's: its function's
         self.ops: list[Op] = []
         self.inputs: list[Tensor] = []
         self.outputs: list[Tensor] = []
@@ -191,12 +193,25 @@ class View:
         return op if op is not None and op.kind in kinds else None
 
 
+def subgraphs(graph: Graph) -> list[Graph]:
+    """The While and If bodies ``graph`` names (an operator's options holding a ``Graph``), and
+    theirs, depth first: the order they are written in after the main subgraph."""
+    found = []
+    for op in graph.ops:
+        for value in op.options.values():
+            if isinstance(value, Graph):
+                found += [value, *subgraphs(value)]
+    return found
+
+
 def serialize(graph: Graph) -> list:
-    """The .tflite as chunks for ``noxla.large_tflite``'s writer (large constants are not copied)."""
+    """The .tflite as chunks for ``noxla.large_tflite``'s writer (large constants are not copied):
+    ``graph`` as the main subgraph, then the bodies it names, each a subgraph of its own."""
     from ai_edge_litert import schema_py_generated as schema
 
     from noxla.large_tflite import fits_inline, packed, serving_signature
-    weights = sum(t.data.nbytes for op in graph.ops for t in op.inputs if t is not None and t.is_constant)
+    graphs = [graph, *subgraphs(graph)]
+    weights = sum(t.data.nbytes for g in graphs for op in g.ops for t in op.inputs if t is not None and t.is_constant)
     if not fits_inline(weights):   # past 2 GB the file needs buffer offsets, which the TF path writes
         raise Uncovered(f"{weights / 2**30:.1f} GB of weights")
     builtins = vars(schema.BuiltinOperator)
@@ -204,12 +219,8 @@ def serialize(graph: Graph) -> list:
     model.version, model.description = 3, "noxla direct"
     model.buffers = [schema.BufferT()]   # buffer 0: the empty buffer every run-time tensor points at
     codes: dict = {}
-    tensors: dict = {}
-    sub = schema.SubGraphT()
-    sub.tensors, sub.operators, sub.name = [], [], "main"
-
-    shared: dict = {}    # small constants by value: one tensor each
-    buffers: dict = {}   # small constants' bytes: one buffer each, whatever their type
+    buffers: dict = {}   # small constants' bytes: one buffer each, whatever their type, in every subgraph
+    indices = {id(g): i for i, g in enumerate(graphs)}
 
     def buffer_index(data: np.ndarray) -> int:
         data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
@@ -222,6 +233,27 @@ def serialize(graph: Graph) -> list:
         if small:
             buffers[data.tobytes()] = len(model.buffers) - 1
         return len(model.buffers) - 1
+
+    model.subgraphs = [_subgraph(schema, g, codes, buffer_index, indices) for g in graphs]
+    model.operatorCodes = [None] * len(codes)
+    for kind, i in codes.items():
+        code = schema.OperatorCodeT()
+        code.builtinCode = builtins[kind]
+        code.deprecatedBuiltinCode = min(code.builtinCode, 127)  # the old field is an int8
+        code.version = _VERSIONS.get(kind, 1)
+        model.operatorCodes[i] = code
+    main = model.subgraphs[0]
+    model.signatureDefs = [serving_signature(schema, graph.in_names, main.inputs, graph.out_names, main.outputs)]
+    return packed(model)
+
+
+def _subgraph(schema, graph: Graph, codes: dict, buffer_index, indices: dict):
+    """One subgraph's tables: its tensors (small constants by value, one tensor each), operators
+    (a body named in an operator's options by its subgraph's index), inputs and outputs."""
+    tensors: dict = {}
+    shared: dict = {}
+    sub = schema.SubGraphT()
+    sub.tensors, sub.operators, sub.name = [], [], graph.name
 
     def index(t: Tensor) -> int:
         if t.dtype not in _TYPES:
@@ -255,22 +287,12 @@ def serialize(graph: Graph) -> list:
         if options_name is not None:
             options = getattr(schema, options_name + "T")()
             for key, value in op.options.items():
-                setattr(options, key, value)
+                setattr(options, key, indices[id(value)] if isinstance(value, Graph) else value)
             entry.builtinOptionsType = getattr(schema.BuiltinOptions, options_name)
             entry.builtinOptions = options
         sub.operators.append(entry)
     sub.outputs = np.asarray([index(t) for t in graph.outputs], np.int32)
-    model.operatorCodes = [None] * len(codes)
-    for kind, i in codes.items():
-        code = schema.OperatorCodeT()
-        code.builtinCode = builtins[kind]
-        code.deprecatedBuiltinCode = min(code.builtinCode, 127)  # the old field is an int8
-        code.version = _VERSIONS.get(kind, 1)
-        model.operatorCodes[i] = code
-    model.subgraphs = [sub]
-
-    model.signatureDefs = [serving_signature(schema, graph.in_names, sub.inputs, graph.out_names, sub.outputs)]
-    return packed(model)
+    return sub
 
 
 # Constants up to this size are compared by value and stored once (zero biases, axes, shapes);
@@ -301,4 +323,5 @@ _OPTIONS = {
     "MIRROR_PAD": "MirrorPadOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions",
     "CUMSUM": "CumsumOptions", "TOPK_V2": "TopKV2Options", "SCATTER_ND": "ScatterNdOptions",
     "REDUCE_ALL": "ReducerOptions", "ARG_MAX": "ArgMaxOptions", "ARG_MIN": "ArgMinOptions",
+    "WHILE": "WhileOptions", "IF": "IfOptions",   # their subgraph indices: the bodies' (``subgraphs``)
 }
