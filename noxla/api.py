@@ -15,6 +15,8 @@ from noxla.preflight import (
     full_check,
     preflight,
     preflight_signatures,
+    run_step,
+    write_chunks,
 )
 from noxla.tracing import check_callable, trace
 
@@ -168,32 +170,46 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions,
         _check_signatures_call(example_args, options.polymorphic_shapes)
         cleared_signatures = preflight_signatures(fun, options)
         from noxla import graph_signatures
-        written = graph_signatures.export_tflite(cleared_signatures, rewrite)  # where asked for and covered
+        why: list[str] = []
+        written = graph_signatures.export_tflite(cleared_signatures, rewrite, why)  # where asked for and covered
         if written is not None:
             return Exported(next(iter(cleared_signatures.programs.values())), {"tflite": written})
+        _require_tensorflow_for(why)
         from noxla.export import export_cleared_signatures
         return export_cleared_signatures(cleared_signatures, rewrite)
     if rewrite is not None:
         raise ExportError("rewrite is for several signatures' .tflite")
     cleared = preflight(fun, example_args, options)
     from noxla import graph
-    if graph.covers_tflite(options):  # a lone default .tflite: without TensorFlow where the graph covers it
-        written = graph.export_tflite(cleared, options.tflite, options.overwrite, options.on_step)
-        if written is not None:
-            return Exported(cleared.program, {"tflite": written})
+    if options.saved_model is not None:   # before anything is written
+        require_tensorflow("A SavedModel")
+    why: list[str] = []   # what noxla's graph does not take, and why: TF's path writes it
+    chunks = graph.tflite_chunks(cleared, why) if options.tflite is not None else None
+    if chunks is None and options.tflite is not None:
+        _require_tensorflow_for(why)
     written = {}
     if options.tfjs is not None:  # from noxla's graph, without TensorFlow, where it records the program
-        tfjs = graph.export_tfjs(cleared, fun, example_args, options)
-        if tfjs is not None:
+        tfjs = graph.export_tfjs(cleared, fun, example_args, options, why)
+        if tfjs is None:
+            _require_tensorflow_for(why)
+        else:
             written["tfjs"] = tfjs
-            if set(options.wanted) == {"tfjs"}:
-                return Exported(cleared.program, written)
-            options = dataclasses.replace(options, tfjs=None)
-            cleared = dataclasses.replace(cleared, targets={k: v for k, v in cleared.targets.items() if k != "tfjs"},
-                                          options=options)
+    if chunks is not None:
+        written["tflite"] = run_step(options.on_step, f"write {options.tflite}", write_chunks, chunks,
+                                     options.tflite, options.overwrite)
+    rest = {kind: None for kind in written}
+    if set(options.wanted) == set(rest):
+        return Exported(cleared.program, written)
+    options = dataclasses.replace(options, **rest)
+    cleared = dataclasses.replace(cleared, targets={k: v for k, v in cleared.targets.items() if k not in rest},
+                                  options=options)
     from noxla.export import export_cleared
     exported = export_cleared(fun, example_args, cleared)
     return Exported(exported.program, {**exported.written, **written})
+
+
+def _require_tensorflow_for(why: list[str]) -> None:
+    require_tensorflow(f"This export ({'; '.join(why)})")
 
 
 def _check_signatures_call(example_args, polymorphic_shapes) -> None:

@@ -18,19 +18,25 @@ from noxla.tflite_projections import join_matrix_vector_projections
 from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
 
 
-def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None) -> str | None:
+def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
+                  why: list[str] | None = None) -> str | None:
     """The .tflite at ``cleared.options.tflite``, its signatures written by the graph; None (nothing
-    written, and a step saying why) where the graph's writer is not asked for or does not cover one
-    of them. ``rewrite(model, stubs)``: as ``noxla.export.export_signatures``' (``stubs`` None)."""
+    written, and a step saying why, also appended to ``why``) where the graph's writer is not asked
+    for or does not cover one of them. ``rewrite(model, stubs)``: as
+    ``noxla.export.export_signatures``' (``stubs`` None)."""
     from noxla.graph.tflite import graph_tflite_chunks
     options, on_step = cleared.options, cleared.options.on_step
+    why = [] if why is None else why
     if not graph.covers_tflite(options):
+        reason = graph.why_tflite_needs_tensorflow(options)
+        why.append(reason or "a SavedModel")
         return None
     models = {}
     for key, program in cleared.programs.items():
         try:
             chunks = run_step(on_step, f"lower+write {key} (graph tflite)", graph_tflite_chunks, program, True)
         except Uncovered as e:
+            why.append(f"signature {key}: the graph tflite writer does not cover {e}")
             if on_step is not None:
                 on_step(f"graph tflite writer: signature {key}: {e}; taking TensorFlow's path", 0.0)
             return None

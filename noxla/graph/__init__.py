@@ -8,10 +8,10 @@ import os
 from typing import Callable, Sequence
 
 from noxla.graph.dtypes import Uncovered
-from noxla.preflight import Cleared, ExportOptions, OnStep, atomic_output, run_step, write_chunks
+from noxla.preflight import Cleared, ExportOptions, atomic_output, run_step
 
-__all__ = ["ENV", "Uncovered", "covers_tflite", "enabled", "export_tfjs", "export_tflite", "lone_default_tflite",
-           "write_program_tfjs"]
+__all__ = ["ENV", "Uncovered", "covers_tflite", "enabled", "export_tfjs", "tflite_chunks",
+           "why_tflite_needs_tensorflow", "write_program_tfjs"]
 
 
 # NOXLA_TFJS_GRAPH=0 sends every TF.js export through TensorFlow's lowering and tensorflowjs's
@@ -40,52 +40,59 @@ def write_program_tfjs(program, path: str, strict: bool = False, quantize: str |
 TFLITE_ENV = "NOXLA_TFLITE_GRAPH"
 
 
-def lone_default_tflite(options: ExportOptions) -> bool:
-    """A lone default .tflite for LiteRT or LiteRT.js's wasm: what a writer without TensorFlow may
-    take (``strict`` keeps IEEE-exact lowerings, which only TF's path has; LiteRT.js's WebGPU takes
-    lowerings and flatbuffer passes of its own)."""
-    target = options.tflite_target
-    return (set(options.wanted) == {"tflite"} and not options.strict and options.quantize is None
-            and options.polymorphic_shapes is None
-            and str(getattr(target, "value", target)) in ("tflite", "litertjs"))
+def why_tflite_needs_tensorflow(options: ExportOptions) -> str | None:
+    """None where the graph's TFLite writer may take the .tflite (LiteRT or LiteRT.js's wasm, not
+    strict, not quantized, static shapes), else why TF's path takes it: ``strict`` keeps IEEE-exact
+    lowerings, which only TF's path has; the quantized modes are TF's converter's; LiteRT.js's
+    WebGPU takes lowerings and flatbuffer passes of its own."""
+    target = str(getattr(options.tflite_target, "value", options.tflite_target))
+    if os.environ.get(TFLITE_ENV) == "0":
+        return f"{TFLITE_ENV}=0"
+    if options.strict:
+        return "strict=True (its IEEE-exact lowerings)"
+    if options.quantize is not None:
+        return f"quantize={options.quantize!r} (TF's converter)"
+    if options.polymorphic_shapes is not None:
+        return "polymorphic shapes (recorded, not written as .tflite yet)"
+    if target not in ("tflite", "litertjs"):
+        return f"the {target} target"
+    return None
 
 
 def covers_tflite(options: ExportOptions) -> bool:
-    return os.environ.get(TFLITE_ENV) != "0" and lone_default_tflite(options)
+    """A lone .tflite the graph's TFLite writer may take (several signatures: ``noxla.graph_signatures``)."""
+    return set(options.wanted) == {"tflite"} and why_tflite_needs_tensorflow(options) is None
 
 
-def export_tflite(cleared: Cleared, path: str, overwrite: bool, on_step: OnStep | None = None) -> str | None:
-    """The .tflite written at ``path`` by the graph's TFLite writer; None (nothing written) when the
-    program uses something it does not cover, which another path then exports."""
+def tflite_chunks(cleared: Cleared, why: list[str]) -> list | None:
+    """The .tflite's chunks from the graph's TFLite writer (nothing written yet); None where TF's
+    path must write it, with the reason appended to ``why`` and given as a step."""
     from noxla.graph.tflite import graph_tflite_chunks
-    return write_covered(cleared, path, overwrite, on_step, "lower+write (graph tflite)", graph_tflite_chunks,
-                         "graph tflite writer: {}; lowering through TensorFlow")
+    on_step = cleared.options.on_step
+    reason = why_tflite_needs_tensorflow(cleared.options)
+    if reason is None:
+        try:
+            return run_step(on_step, "lower+write (graph tflite)", graph_tflite_chunks, cleared.program)
+        except Uncovered as e:
+            reason = f"the graph tflite writer does not cover {e}"
+    why.append(f"tflite: {reason}")
+    if on_step is not None:
+        on_step(f"graph tflite writer: {reason}; lowering through TensorFlow", 0.0)
+    return None
 
 
-def write_covered(cleared: Cleared, path: str, overwrite: bool, on_step: OnStep | None, step: str,
-                  chunks_of: Callable, declined: str) -> str | None:
-    """A writer without TensorFlow (``chunks_of(program)``, raising ``Uncovered``) writing ``path``;
-    None (nothing written, and the step ``declined`` naming why) where it does not cover the program."""
-    try:
-        chunks = run_step(on_step, step, chunks_of, cleared.program)
-    except Uncovered as e:
-        if on_step is not None:
-            on_step(declined.format(e), 0.0)
-        return None
-    return run_step(on_step, f"write {path}", write_chunks, chunks, path, overwrite)
-
-
-def export_tfjs(cleared: Cleared, fun: Callable, example_args: Sequence, options: ExportOptions) -> str | None:
+def export_tfjs(cleared: Cleared, fun: Callable, example_args: Sequence, options: ExportOptions,
+                why: list[str]) -> str | None:
     """The TF.js model written at ``options.tfjs`` from the graph; None (nothing written, and a step
-    saying why) when the graph path is turned off or the program uses something the graph does not
-    record, which TF's path then exports. Symbolic sizes are recorded (the model's -1 sizes).
-    """
+    saying why, also appended to ``why``) when the graph path is turned off or the program uses
+    something the graph does not record, which TF's path then exports. Symbolic sizes are
+    recorded (the model's -1 sizes)."""
     from noxla.graph.lower import record_program
     from noxla.graph.tfjs import write_tfjs
     from noxla.lowering_variants import needs_tfjs_lowering
     program, path, on_step = cleared.program, options.tfjs, options.on_step
     if not enabled():
-        return _through_tensorflow(on_step, f"{ENV}=0")
+        return _through_tensorflow(on_step, f"{ENV}=0", why)
     try:
         recorded = run_step(on_step, "lower (noxla's graph, no TensorFlow)", record_program, program,
                             options.strict, needs_tfjs_lowering(program))
@@ -96,10 +103,11 @@ def export_tfjs(cleared: Cleared, fun: Callable, example_args: Sequence, options
                 from noxla.demo import write_demo
                 write_demo(scratch, fun, program, example_args)
     except Uncovered as e:
-        return _through_tensorflow(on_step, f"noxla's graph does not record {e}")
+        return _through_tensorflow(on_step, f"noxla's graph does not record {e}", why)
     return os.path.abspath(path)
 
 
-def _through_tensorflow(on_step, reason: str) -> None:
+def _through_tensorflow(on_step, reason: str, why: list[str]) -> None:
+    why.append(f"tfjs: {reason}")
     run_step(on_step, f"tfjs through TensorFlow: {reason}", lambda: None)
     return None

@@ -103,7 +103,10 @@ def _attr(node: Node, key: str, default=None):
 
 
 def _shape(node: Node, index: int = 0) -> tuple:
-    return tuple(int(d) for d in node.outputs[index][1])
+    shape = node.outputs[index][1]
+    if any(d is None for d in shape):   # a size the recorder could not infer statically
+        raise Uncovered(f"{node.op} of a size known only at run time in the TFLite writer")
+    return tuple(int(d) for d in shape)
 
 
 def _dtype(node: Node, index: int = 0) -> np.dtype:
