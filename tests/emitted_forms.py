@@ -65,9 +65,9 @@ def dense_cases(shapes=((2, 8, 16), (5, 33, 7)), activations=tuple(ACTIVATIONS))
             fused = f"_FusedMatMul(ta=0,tb=0,{_fused(act)})"
             fc = f"FULLY_CONNECTED({TFLITE_ACTIVATION[act]},bias,keep)"
             cases.append(Case(f"dense_{tail}", lambda x, w=w, b=b, f=f_act: f(x @ w + b), (x,), (fused,), (fc,)))
-            # The graph tflite writer: the vmapped W @ x is a TRANSPOSE, a BATCH_MATMUL and an ADD
+            # The vmapped W @ x: a FULLY_CONNECTED of the weight as it is, from either path
             cases.append(Case(f"vmap_linear_{tail}", lambda x, wt=wt, b=b, f=f_act: f(jax.vmap(
-                lambda v: wt @ v + b)(x)), (x,), (fused,), ("BATCH_MATMUL(adj_x=0,adj_y=0)",), (fc,)))
+                lambda v: wt @ v + b)(x)), (x,), (fused,), (fc,)))
             # The rule's Transpose of the input weights stays a Transpose (TF's path folds it into a
             # MatMul(tb=1) and then leaves that unfused: TF.js's wasm computes it wrong fused).
             cases.append(Case(f"input_weights_{tail}", lambda x, wt, b, f=f_act: f(x @ wt.T + b), (x, wt, b),
@@ -82,8 +82,7 @@ def wasm_regression_cases() -> list[Case]:
     for out, inp, batch in ((10, 256, 2), (16, 8, 2), (48, 16, 2), (4, 16, 3)):
         wt, b, x = _rand((out, inp), 5), _rand((out,), 6), _rand((batch, inp), 7)
         cases.append(Case(f"wasm_regression_{out}x{inp}_batch{batch}", lambda x, wt=wt, b=b: jax.vmap(
-            lambda v: wt @ v + b)(x), (x,), ("_FusedMatMul(ta=0,tb=0,BiasAdd)",), ("BATCH_MATMUL(adj_x=0,adj_y=0)",),
-            ("FULLY_CONNECTED(NONE,bias,keep)",)))
+            lambda v: wt @ v + b)(x), (x,), ("_FusedMatMul(ta=0,tb=0,BiasAdd)",), ("FULLY_CONNECTED(NONE,bias,keep)",)))
     return cases
 
 

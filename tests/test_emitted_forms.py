@@ -9,6 +9,7 @@ backend's error per case as JSON (the table in docs/testing.md).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -24,13 +25,28 @@ from tests import emitted_forms as ef
 
 CASES = {c.name: c for c in ef.all_cases()}
 TFJS_BACKENDS = ("node_cpu", "node_wasm", "chromium_webgl", "chromium_wasm", "chromium_cpu", "chromium_webgpu")
-# *_tfpath: the .tflite of the TF path (written beside TF.js), not the graph tflite writer's of export_tflite.
+# *_tfpath: the .tflite of the TF path (NOXLA_TFLITE_GRAPH=0), not the graph tflite writer's of export_tflite.
 TFLITE_RUNTIMES = ("litert", "litert_tfpath", "litertjs_wasm", "litertjs_wasm_tfpath", "litertjs_webgpu")
 TOLERANCE = {"node_cpu": 1e-5, "node_wasm": 1e-5, "litert": 1e-5, "litert_tfpath": 1e-5,
              "litertjs_wasm_tfpath": LITERTJS_TOLERANCE["wasm"],
              **{f"chromium_{b}": t for b, t in runtimes.BROWSER_TOLERANCE.items()},
              **{f"litertjs_{a}": t for a, t in LITERTJS_TOLERANCE.items()}}
 _REPORT: dict = {}
+
+
+@contextlib.contextmanager
+def _tf_path_tflite():
+    """NOXLA_TFLITE_GRAPH=0 while it lasts: the .tflite from TF's path (the TF.js model still from
+    noxla's graph, NOXLA_TFJS_GRAPH)."""
+    before = os.environ.get("NOXLA_TFLITE_GRAPH")
+    os.environ["NOXLA_TFLITE_GRAPH"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["NOXLA_TFLITE_GRAPH"]
+        else:
+            os.environ["NOXLA_TFLITE_GRAPH"] = before
 
 
 class Exported:
@@ -43,8 +59,9 @@ class Exported:
         self.named = dict(zip(trace(case.fun, case.args).in_names, case.args))
         self.expected = jax_outputs(case.fun, case.args)
         assert len(self.expected) == 1, case.name
-        both = noxla_api.export(case.fun, case.args, tfjs=str(root / f"{case.name}_js"),
-                                tflite=str(root / f"{case.name}_tf.tflite"))
+        with _tf_path_tflite():
+            both = noxla_api.export(case.fun, case.args, tfjs=str(root / f"{case.name}_js"),
+                                    tflite=str(root / f"{case.name}_tf.tflite"))
         self.tfjs, self.tflite_tf = both.written["tfjs"], both.written["tflite"]
         self.tflite = noxla.export_tflite(case.fun, *case.args, path=str(root / f"{case.name}.tflite"))
         self._webgpu = None
