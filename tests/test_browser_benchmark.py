@@ -93,9 +93,9 @@ def _perturbed_copy(path: str, out: str) -> str:
     """``path`` with one weight negated: the largest in magnitude of the first CONV_2D's kernel (what
     a wrong sign or index in a writer would do to one value)."""
     import numpy as np
-    from tensorflow.lite.python import schema_py_generated as schema
-    from tensorflow.lite.tools import flatbuffer_utils
-    model = flatbuffer_utils.read_model(path)
+
+    from noxla.tflite_schema import model_bytes, read_model_file, schema
+    model = read_model_file(path)
     graph = model.subgraphs[0]
     convs = [op for op in graph.operators
              if max(model.operatorCodes[op.opcodeIndex].builtinCode,
@@ -104,7 +104,8 @@ def _perturbed_copy(path: str, out: str) -> str:
     kernel = np.frombuffer(bytes(buffer.data), np.float32).copy()
     kernel[np.argmax(np.abs(kernel))] *= -1
     buffer.data = kernel.view(np.uint8)
-    flatbuffer_utils.write_model(model, out)
+    with open(out, "wb") as f:
+        f.write(model_bytes(model))
     return out
 
 
