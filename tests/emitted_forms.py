@@ -98,14 +98,13 @@ def transposed_lhs_cases() -> list[Case]:
 
 
 def fc_keep_dims_cases() -> list[Case]:
-    """A rank-3 input through a dense layer, with and without a bias: FULLY_CONNECTED with keepNumDims
-    (and without, from the TF path)."""
+    """A rank-3 input through a dense layer, with and without a bias: FULLY_CONNECTED with keepNumDims;
+    a rank-2 slice of it: without (either path)."""
     w, b, x = _rand((12, 6), 11), _rand((6,), 12), _rand((2, 5, 12), 13)
     return [Case("fc_rank3_bias_relu", lambda x: jax.nn.relu(x @ w + b), (x,), (),
                  ("FULLY_CONNECTED(RELU,bias,keep)",)),
             Case("fc_rank3_nobias", lambda x: x @ w, (x,), (), ("FULLY_CONNECTED(NONE,keep)",)),
-            Case("fc_rank2_nobias", lambda x: x[0] @ w, (x,), (), ("FULLY_CONNECTED(NONE,keep)",),
-                 ("FULLY_CONNECTED(NONE)",))]
+            Case("fc_rank2_nobias", lambda x: x[0] @ w, (x,), (), ("FULLY_CONNECTED(NONE)",))]
 
 
 def batch_matmul_cases() -> list[Case]:
@@ -119,9 +118,7 @@ def batch_matmul_cases() -> list[Case]:
             cases.append(Case(f"batch_matmul_adj{adj_x}{adj_y}_{bsz}x{i}x{j}x{k}",
                               lambda a, c, spec=spec: jnp.einsum(spec, a, c), (a, c),
                               (f"BatchMatMulV2(adj_x={adj_x},adj_y={adj_y})",),
-                              # the graph tflite writer: a TRANSPOSE and an untransposed BATCH_MATMUL
-                              ("BATCH_MATMUL(adj_x=0,adj_y=0)",) + (("TRANSPOSE",) if adj_x or adj_y else ()),
-                              (f"BATCH_MATMUL(adj_x={adj_x},adj_y={adj_y})",)))
+                              (f"BATCH_MATMUL(adj_x={adj_x},adj_y={adj_y})",)))   # either path
     return cases
 
 
