@@ -3,7 +3,7 @@ TensorFlow (issue 41): each signature's model is written from its recorded progr
 export's is, and the models are merged as TF's path merges its converted ones
 (``noxla.tflite_merge.merged_model``: the weights the signatures share are stored once;
 ``noxla.tflite_projections``: matrix-vector projections joined across signatures). Taken where the
-graph's writer is taken for one function (``noxla.graph.covers_tflite``) and every signature is
+graph's writer is asked for (``noxla.graph.covers_signatures``) and every signature is
 covered; otherwise nothing is written and TF's path (``noxla.export.export_cleared_signatures``)
 exports all of them."""
 from __future__ import annotations
@@ -27,9 +27,9 @@ def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
     from noxla.graph.tflite import graph_tflite_chunks
     options, on_step = cleared.options, cleared.options.on_step
     why = [] if why is None else why
-    if not graph.covers_tflite(options):
+    if not graph.covers_signatures(options):
         reason = graph.why_tflite_needs_tensorflow(options)
-        why.append(reason or "a SavedModel")
+        why.append(reason or ("a SavedModel" if options.saved_model is not None else f"{graph.TFLITE_ENV} unset"))
         return None
     models = {}
     for key, program in cleared.programs.items():

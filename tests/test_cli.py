@@ -25,9 +25,9 @@ def noxla(*args, cwd):
 def test_export_with_no_function_exports_and_verifies_the_builtin_example(tmp_path):
     result = noxla("export", "--tflite", "ex.tflite", "--tfjs", "ex_js", "--saved-model", "ex_sm", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    # The TF.js model from noxla's graph (the default), the others through TensorFlow.
-    for step in ("[trace]", "[lower (noxla's graph, no TensorFlow)]", "[write tfjs ex_js]", "[lower]",
-                 "[convert tflite]", "[write ex.tflite]", "[convert+write saved_model ex_sm]", "[verify]"):
+    # The .tflite and the TF.js model from noxla's graph (the default), the SavedModel through TensorFlow.
+    for step in ("[trace]", "[lower+write (graph tflite)]", "[lower (noxla's graph, no TensorFlow)]",
+                 "[write tfjs ex_js]", "[write ex.tflite]", "[convert+write saved_model ex_sm]", "[verify]"):
         assert step in result.stdout
     assert (tmp_path / "ex.tflite").is_file() and (tmp_path / "ex_js" / "model.json").is_file()
     assert (tmp_path / "ex_sm" / "saved_model.pb").is_file()

@@ -64,6 +64,15 @@ def covers_tflite(options: ExportOptions) -> bool:
     return set(options.wanted) == {"tflite"} and why_tflite_needs_tensorflow(options) is None
 
 
+def covers_signatures(options: ExportOptions) -> bool:
+    """Several signatures (LLM decoders, shape buckets) from the graph: asked for (NOXLA_TFLITE_GRAPH=1)
+    or TensorFlow not installed. Not the default yet: TF's path's weight stand-ins, cache layouts and
+    reshape passes are what the LLM tests hold (their graph forms: tests/test_llm_graph_tflite.py)."""
+    from noxla.errors import tensorflow_installed
+    asked = os.environ.get(TFLITE_ENV) == "1" or not tensorflow_installed()
+    return asked and covers_tflite(options)
+
+
 def tflite_chunks(cleared: Cleared, why: list[str]) -> list | None:
     """The .tflite's chunks from the graph's TFLite writer (nothing written yet); None where TF's
     path must write it, with the reason appended to ``why`` and given as a step."""

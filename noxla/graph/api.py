@@ -199,12 +199,19 @@ core.OPERATORS.update({
 
 
 def _set_shape(tensor: Tensor, shape) -> None:
-    """tf.Tensor.set_shape: a graph tensor's shape is static, so only a check that ``shape`` fits it."""
+    """tf.Tensor.set_shape: a check that ``shape`` fits the tensor's, and a size the recorder left
+    unknown (None) refined to ``shape``'s, as TF's shape inference refines it (a loop's carry)."""
     dims = getattr(shape, "dims", shape)
     if dims is None:
         return
-    if len(dims) != tensor.ndim or any(d is not None and d != e for d, e in zip(dims, tensor.shape.dims)):
-        raise ValueError(f"Tensor's shape {list(tensor.shape.dims)} is not compatible with {list(dims)}")
+    dims = [getattr(d, "value", d) for d in dims]
+    known = tensor.shape.dims
+    if len(dims) != tensor.ndim or any(d is not None and e is not None and d != e for d, e in zip(dims, known)):
+        raise ValueError(f"Tensor's shape {list(known)} is not compatible with {list(dims)}")
+    refined = tuple(e if e is not None else d for d, e in zip(dims, known))
+    if refined != tuple(known):
+        dtype, _ = tensor.node.outputs[tensor.index]
+        tensor.node.outputs[tensor.index] = (dtype, refined)
 
 
 core.TENSOR_METHODS.setdefault("set_shape", _set_shape)
