@@ -12,6 +12,7 @@ from the storage step of each mode, with a margin for error accumulating through
   random inputs (a step of range / 255 per tensor, through every layer): 0.1, except in INT8_BOUNDS.
 """
 import os
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -84,8 +85,9 @@ def float_exports(tmp_path_factory):
             path = str(root / f"{name}.{kind}")
             # The .tflite through the TF path, which quantizing takes: the default export of a program
             # the graph tflite writer covers is a leaner file (no converter metadata), not the one quantized.
-            cache[name, kind] = (export(model.fun, model.inputs(1), tflite=path).written["tflite"] if kind == "tflite"
-                                 else noxla.export_tfjs(model.fun, *model.inputs(1), path=path))
+            with mock.patch.dict(os.environ, {"NOXLA_TFLITE_GRAPH": "0"}):   # TF's path, as said
+                cache[name, kind] = (export(model.fun, model.inputs(1), tflite=path).written["tflite"]
+                                     if kind == "tflite" else noxla.export_tfjs(model.fun, *model.inputs(1), path=path))
         return cache[name, kind]
     return get
 
