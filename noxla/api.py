@@ -162,8 +162,9 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions,
     """The one entry of every export (the export_* functions, the CLI, the LLM exports): the preflight
     (options, paths, trace, every output target's check; a program the check refuses is refused
     before TensorFlow is imported, ``noxla.preflight``), then noxla's graph (``noxla.graph``): its
-    TFLite writer for a lone default .tflite, its TF.js writer for the TF.js model, where it records
-    the program; else the TF pipeline. ``fun`` may be ``{signature_key: (function, example_args)}``
+    TFLite writer for a default .tflite, its TF.js writer for the TF.js model, where it records the
+    program; else the TF pipeline for what is left (without TensorFlow: ``TensorFlowMissing``,
+    naming why, before anything is written). ``fun`` may be ``{signature_key: (function, example_args)}``
     (``noxla.export.export_signatures``' form; ``example_args`` then empty), with ``rewrite``: its
     ``rewrite`` of the merged .tflite (``noxla.llm_quantize``'s weight quantization)."""
     if isinstance(fun, Mapping):
