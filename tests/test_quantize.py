@@ -37,9 +37,12 @@ INT8_BOUNDS = {
     "categorical_sampling_head": None,
 }
 # int8 models that may outgrow the float one: LiteRT has no int8 kernel for some of their ops, which
-# stay float between a quantize and a dequantize op (the LSTM's unrolled gates; measured 1.30), or
-# the weights are too few for int8 to pay for the scales it adds (mobilenet_block; 1.29).
-INT8_MAY_GROW = {"lstm_classifier": 1.35, "mobilenet_block": 1.35}
+# stay float between a quantize and a dequantize op (the LSTM's unrolled gates), or
+# the weights are too few for int8 to pay for the scales it adds (mobilenet_block; 1.29). TF 2.21's
+# int8 quantizer is not deterministic on the LSTM: repeated exports in one process write 74,920 or
+# 75,520 bytes (1.35 or 1.36 of the float file), as it runs one gate's SPLIT in int8 or in float
+# between a DEQUANTIZE and three QUANTIZEs.
+INT8_MAY_GROW = {"lstm_classifier": 1.37, "mobilenet_block": 1.35}
 TFJS_BOUNDS = {"float16": 1e-2, "uint16": 1e-2, "uint8": 0.1}
 # Below this float size the weights are a few hundred values: quantization metadata (per-tensor
 # scales, TF.js manifest entries) can outweigh the savings, and dynamic_int8 leaves tensors under
