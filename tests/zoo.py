@@ -320,25 +320,27 @@ def _categorical_sampling_head() -> Callable:
     return sample
 
 
-def build() -> dict[str, ZooModel]:
+def build(names=None) -> dict[str, ZooModel]:
+    """The zoo's models, or only those ``names`` names: each is built (its weights initialized) only
+    when asked for, so that a benchmark's fresh process exporting one model does not build thirteen."""
     f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
-    models = [
-        ZooModel("mlp", _nnx(MLP(nnx.Rngs(0))), ((64,),), (f32,)),
-        ZooModel("cnn", _linen(CNN(), np.zeros((1, 28, 28, 1), f32)), ((28, 28, 1),), (f32,)),
-        ZooModel("resnet_block", _linen(ResNetBlock(), np.zeros((1, 16, 16, 8), f32), True),
-                 ((16, 16, 8),), (f32,)),
-        ZooModel("mobilenet_block", _linen(MobileNetBlock(), np.zeros((1, 16, 16, 8), f32), True),
-                 ((16, 16, 8),), (f32,)),
-        ZooModel("lstm_classifier", _linen(LSTMClassifier(), np.zeros((1, 12), i32)), ((12,),), (i32,)),
-        ZooModel("transformer_encoder", _nnx(TransformerEncoder(nnx.Rngs(0))), ((16,),), (i32,)),
-        ZooModel("log_mel_audio_classifier", _linen(AudioClassifier(), np.zeros((1, 4000), f32)),
-                 ((4000,),), (f32,)),
-        ZooModel("mobilenet_v2", _linen(MobileNetV2Stack(), np.zeros((1, 32, 32, 3), f32), True),
-                 ((32, 32, 3),), (f32,)),
-        ZooModel("vae_decoder", _linen(VAEDecoder(), np.zeros((1, 16), f32)), ((16,),), (f32,)),
-        ZooModel("unet", _linen(UNet(), np.zeros((1, 32, 32, 3), f32)), ((32, 32, 3),), (f32,)),
-        ZooModel("llama", _linen(Llama(), np.zeros((1, 16), i32)), ((16,),), (i32,)),
-        ZooModel("sampling_vae_decoder", _sampling_vae_decoder(), ((),), (i32,)),
-        ZooModel("categorical_sampling_head", _categorical_sampling_head(), ((24,), ()), (f32, i32)),
-    ]
-    return {m.name: m for m in models}
+    makers = {
+        "mlp": lambda: (_nnx(MLP(nnx.Rngs(0))), ((64,),), (f32,)),
+        "cnn": lambda: (_linen(CNN(), np.zeros((1, 28, 28, 1), f32)), ((28, 28, 1),), (f32,)),
+        "resnet_block": lambda: (_linen(ResNetBlock(), np.zeros((1, 16, 16, 8), f32), True),
+                                 ((16, 16, 8),), (f32,)),
+        "mobilenet_block": lambda: (_linen(MobileNetBlock(), np.zeros((1, 16, 16, 8), f32), True),
+                                    ((16, 16, 8),), (f32,)),
+        "lstm_classifier": lambda: (_linen(LSTMClassifier(), np.zeros((1, 12), i32)), ((12,),), (i32,)),
+        "transformer_encoder": lambda: (_nnx(TransformerEncoder(nnx.Rngs(0))), ((16,),), (i32,)),
+        "log_mel_audio_classifier": lambda: (_linen(AudioClassifier(), np.zeros((1, 4000), f32)),
+                                             ((4000,),), (f32,)),
+        "mobilenet_v2": lambda: (_linen(MobileNetV2Stack(), np.zeros((1, 32, 32, 3), f32), True),
+                                 ((32, 32, 3),), (f32,)),
+        "vae_decoder": lambda: (_linen(VAEDecoder(), np.zeros((1, 16), f32)), ((16,),), (f32,)),
+        "unet": lambda: (_linen(UNet(), np.zeros((1, 32, 32, 3), f32)), ((32, 32, 3),), (f32,)),
+        "llama": lambda: (_linen(Llama(), np.zeros((1, 16), i32)), ((16,),), (i32,)),
+        "sampling_vae_decoder": lambda: (_sampling_vae_decoder(), ((),), (i32,)),
+        "categorical_sampling_head": lambda: (_categorical_sampling_head(), ((24,), ()), (f32, i32)),
+    }
+    return {name: ZooModel(name, *make()) for name, make in makers.items() if names is None or name in names}

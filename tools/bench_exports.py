@@ -53,7 +53,7 @@ def noxla_export_child(kind: str, name: str, out: str, source: str = "zoo") -> N
     if source == "zoo":
         sys.path.append(REPO)  # tests.zoo, after site-packages: a venv's installed noxla comes first
         from tests import zoo
-        model = zoo.build()[name]
+        model = zoo.build([name])[name]   # this model only, as the anchors load theirs
     else:
         import real_models
         model = real_models.build([name], tiny=source == "tiny")[name]
