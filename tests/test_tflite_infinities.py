@@ -42,11 +42,15 @@ def test_int8_keeps_the_operand_order_of_a_transposed_difference(tmp_path):
     np.testing.assert_allclose(got, np.asarray(fun(x)), atol=0.1 * 6)  # int8 steps of range / 255
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("fun, sample", [
+# int8 calibration data on which a value is infinite (also tests/test_tflite_quantize.py's).
+INFINITE_CALIBRATIONS = pytest.mark.parametrize("fun, sample", [
     (lambda x: x * 2.0 + 1.0, np.array([[np.inf, 1.0, -1.0]], np.float32)),
     (lambda x: jnp.log(jnp.abs(x)) * 2.0, np.array([[0.0, 1.0, -1.0]], np.float32)),
 ], ids=["infinite_sample", "log_of_zero"])
+
+
+@pytest.mark.slow
+@INFINITE_CALIBRATIONS
 def test_int8_calibration_on_an_infinite_value_is_refused(fun, sample, tmp_path):
     # TF's quantizer got an infinite scale and the process died (SIGSEGV) after "scale out of expressed
     # type range"; now the export raises, naming the value. (LiteRT's quantizer, the default where it

@@ -11,7 +11,6 @@ import sys
 import textwrap
 from unittest import mock
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -22,6 +21,7 @@ from noxla.graph import why_tflite_needs_tensorflow
 from noxla.preflight import ExportOptions
 from noxla.runtimes import run_tflite
 from tests import zoo
+from tests.test_tflite_infinities import INFINITE_CALIBRATIONS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = zoo.build()
@@ -149,10 +149,7 @@ def test_tensor_names_shared_across_subgraphs_are_kept():
 
 @needs_quantizer
 @pytest.mark.slow
-@pytest.mark.parametrize("fun, sample", [
-    (lambda x: x * 2.0 + 1.0, np.array([[np.inf, 1.0, -1.0]], np.float32)),
-    (lambda x: jnp.log(jnp.abs(x)) * 2.0, np.array([[0.0, 1.0, -1.0]], np.float32)),
-], ids=["infinite_sample", "log_of_zero"])
+@INFINITE_CALIBRATIONS
 def test_int8_leaves_ops_on_infinite_values_float(fun, sample, tmp_path):
     # An int8 range must be finite: an op that reads or writes an infinite value on the samples stays
     # float (TF's converter refuses such data instead, tests/test_tflite_infinities.py), so the
