@@ -42,8 +42,6 @@ from noxla.quantize import float_divisions
 ENV = "NOXLA_TFLITE_QUANTIZER"
 INSTALL = 'pip install "noxla[llm]"'
 SIGNATURE = "serving_default"   # the graph's writer's one signature (large_tflite.serving_signature)
-# LiteRT's warning that keeping every tensor is for debugging: calibrating is what it is for.
-_PRESERVE_ALL_TENSORS = "Warning: Enabling `experimental_preserve_all_tensors`"
 
 
 def installed() -> bool:
@@ -77,17 +75,20 @@ def quantized(chunks: list, quantize: str, samples: Callable | None) -> bytes:
     del model
     manager = _recipe(quantize)
     calibration = None
-    if quantize == "int8":
-        inputs = _input_names(float_model)
-        dataset = [dict(zip(inputs, sample)) for sample in samples()]
-        _keep_float(manager, float_model, _non_finite_tensors(float_model, dataset))
-        calibration = _calibrated(float_model, dataset, manager)
-    if calibration == {}:   # every op the recipe would quantize stays float (``_keep_float``)
-        data = float_model
-    else:
-        tool = quantizer.Quantizer(bytearray(float_model), manager.get_quantization_recipe())
-        data = bytes(tool.quantize(calibration, enable_progress_bar=False, enable_progress_report=False)
-                     .quantized_model)
+    with warnings.catch_warnings():
+        # LiteRT's warning that keeping every tensor is for debugging: calibrating is what it is for.
+        warnings.filterwarnings("ignore", "Warning: Enabling `experimental_preserve_all_tensors`")
+        if quantize == "int8":
+            inputs = _input_names(float_model)
+            dataset = [dict(zip(inputs, sample)) for sample in samples()]
+            _keep_float(manager, float_model, _non_finite_tensors(float_model, dataset))
+            calibration = _calibrated(float_model, dataset, manager)
+        if calibration == {}:   # every op the recipe would quantize stays float (``_keep_float``)
+            data = float_model
+        else:
+            tool = quantizer.Quantizer(bytearray(float_model), manager.get_quantization_recipe())
+            data = bytes(tool.quantize(calibration, enable_progress_bar=False, enable_progress_report=False)
+                         .quantized_model)
     if names:
         model = read_model(bytearray(data))
         _restore_tensor_names(model, names)
@@ -121,20 +122,16 @@ def _calibrated(float_model: bytes, dataset: list, manager) -> dict:
     on how a reduction was split."""
     from ai_edge_quantizer import calibrator
     from ai_edge_quantizer.utils import qsv_utils
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", _PRESERVE_ALL_TENSORS)
-        calibration = calibrator.Calibrator(bytearray(float_model), num_threads=1,
-                                            qsv_update_func=qsv_utils.min_max_update)
-        calibration.calibrate({SIGNATURE: dataset}, manager)
+    calibration = calibrator.Calibrator(bytearray(float_model), num_threads=1,
+                                        qsv_update_func=qsv_utils.min_max_update)
+    calibration.calibrate({SIGNATURE: dataset}, manager)
     return calibration.get_model_qsvs()
 
 
 def _non_finite_tensors(float_model: bytes, dataset: list) -> set[str]:
     """The main graph's tensors that took an infinite or NaN value on some sample (in LiteRT)."""
     from ai_edge_litert.interpreter import Interpreter
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", _PRESERVE_ALL_TENSORS)
-        interpreter = Interpreter(model_content=float_model, experimental_preserve_all_tensors=True, num_threads=1)
+    interpreter = Interpreter(model_content=float_model, experimental_preserve_all_tensors=True, num_threads=1)
     runner = interpreter.get_signature_runner(SIGNATURE)
     found = set()
     for sample in dataset:
