@@ -27,6 +27,9 @@ def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
     from noxla.graph.tflite import graph_tflite_chunks
     options, on_step = cleared.options, cleared.options.on_step
     why = [] if why is None else why
+    if options.quantize is not None:  # LiteRT's quantizer takes a lone signature's file (noxla.tflite_quantize)
+        why.append(f"quantize={options.quantize!r} with several signatures (TF's converter)")
+        return None
     if not graph.covers_signatures(options):
         reason = graph.why_tflite_needs_tensorflow(options)
         why.append(reason or ("a SavedModel" if options.saved_model is not None else f"{graph.TFLITE_ENV} unset"))

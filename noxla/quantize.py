@@ -1,5 +1,9 @@
 """Quantized exports: the TFLite converter's post-training modes and TF.js's weight quantization,
-configured from noxla's export options.
+configured from noxla's export options, and the checks of those options every path shares.
+
+Where LiteRT's quantizer is installed and noxla's graph writes the float .tflite, the quantizer
+quantizes it in the same three modes, without TensorFlow (``noxla.tflite_quantize``); TF's converter
+(``configure_tflite``) quantizes the rest.
 
 TFLite (``quantize=``):
 - ``"float16"``: weights stored as float16, dequantized at load (half the size).

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import noxla
-from noxla.export import export
+from noxla import tflite_quantize
+from noxla.errors import tensorflow_installed
 from noxla.runtimes import run_tflite
 from noxla.tracing import trace
 from noxla.verify import jax_outputs
@@ -29,20 +30,30 @@ pytestmark = pytest.mark.slow
 
 TFLITE_BOUNDS = {"float16": 1e-2, "dynamic_int8": 0.1, "int8": 0.1}
 CALIBRATION_SAMPLES = 16
-INT8_BOUNDS = {
-    # Attention scores, softmax and RMSNorm each in int8 per tensor (measured 0.22).
-    "llama": 0.3,
+_INT8_SAMPLING = {
     # One token drawn from int8 logits: a logit that moves by a step can draw another token, an
     # all-or-nothing difference no error bound describes (the logits' own error is cnn-like).
     "categorical_sampling_head": None,
 }
+# {quantizer: {model: bound}}, measured in session 25 (tests/zoo.py, LiteRT's quantizer against TF's converter).
+INT8_BOUNDS = {
+    # Attention scores, softmax and RMSNorm each in int8 per tensor (measured 0.22 through TF's
+    # converter, 0.21 through LiteRT's quantizer).
+    "tf": {"llama": 0.3, **_INT8_SAMPLING},
+    "litert": {"llama": 0.3, **_INT8_SAMPLING},
+}
 # int8 models that may outgrow the float one: LiteRT has no int8 kernel for some of their ops, which
 # stay float between a quantize and a dequantize op (the LSTM's unrolled gates), or
-# the weights are too few for int8 to pay for the scales it adds (mobilenet_block; 1.29). TF 2.21's
-# int8 quantizer is not deterministic on the LSTM: repeated exports in one process write 74,920 or
-# 75,520 bytes (1.35 or 1.36 of the float file), as it runs one gate's SPLIT in int8 or in float
-# between a DEQUANTIZE and three QUANTIZEs.
-INT8_MAY_GROW = {"lstm_classifier": 1.37, "mobilenet_block": 1.35}
+# the weights are too few for int8 to pay for the scales it adds (mobilenet_block; 1.29 of TF's float
+# file, 1.28 of the graph's). TF 2.21's int8 quantizer is not deterministic on the LSTM: repeated
+# exports in one process write 74,920 or 75,520 bytes (1.35 or 1.36 of TF's float file), as it runs
+# one gate's SPLIT in int8 or in float between a DEQUANTIZE and three QUANTIZEs. LiteRT's quantizer
+# writes 73,168 bytes every time, 1.67 of the graph's float file (43,808 bytes: TF's has the
+# converter's metadata).
+INT8_MAY_GROW = {
+    "tf": {"lstm_classifier": 1.37, "mobilenet_block": 1.35},
+    "litert": {"lstm_classifier": 1.7, "mobilenet_block": 1.3},
+}
 TFJS_BOUNDS = {"float16": 1e-2, "uint16": 1e-2, "uint8": 0.1}
 # Below this float size the weights are a few hundred values: quantization metadata (per-tensor
 # scales, TF.js manifest entries) can outweigh the savings, and dynamic_int8 leaves tensors under
@@ -83,41 +94,58 @@ def float_exports(tmp_path_factory):
     cache = {}
 
     def get(name: str, kind: str) -> str:
+        """``kind``: "tflite" (the graph's file, which LiteRT's quantizer quantizes), "tf_tflite" (TF's
+        path's, which its converter quantizes: a file with the converter's metadata) or "tfjs"."""
         if (name, kind) not in cache:
             model = MODELS[name]
             path = str(root / f"{name}.{kind}")
-            # The .tflite through the TF path, which quantizing takes: the default export of a program
-            # the graph tflite writer covers is a leaner file (no converter metadata), not the one quantized.
-            with mock.patch.dict(os.environ, {"NOXLA_TFLITE_GRAPH": "0"}):   # TF's path, as said
-                cache[name, kind] = (export(model.fun, model.inputs(1), tflite=path).written["tflite"]
-                                     if kind == "tflite" else noxla.export_tfjs(model.fun, *model.inputs(1), path=path))
+            args = model.inputs(1)
+            from noxla.export import export  # TF's pipeline
+            cache[name, kind] = (export(model.fun, args, tflite=path).written["tflite"] if kind == "tf_tflite"
+                                 else noxla.export_tflite(model.fun, *args, path=path) if kind == "tflite"
+                                 else noxla.export_tfjs(model.fun, *args, path=path))
         return cache[name, kind]
     return get
 
 
+# Who quantizes: LiteRT's quantizer (the default where it is installed, noxla.tflite_quantize) or TF's
+# converter (NOXLA_TFLITE_QUANTIZER=tf), held to the same bounds.
+QUANTIZERS = {"litert": "quantize {mode} (LiteRT's quantizer)", "tf": "NOXLA_TFLITE_QUANTIZER=tf"}
+
+
+@pytest.mark.parametrize("quantizer", list(QUANTIZERS))
 @pytest.mark.parametrize("mode", list(TFLITE_BOUNDS))
 @pytest.mark.parametrize("name", sorted(MODELS))
-def test_tflite_quantized(name, mode, float_exports, tmp_path):
+def test_tflite_quantized(name, mode, quantizer, float_exports, tmp_path):
+    if quantizer == "tf" and not tensorflow_installed():
+        pytest.skip("TF's converter: TensorFlow is not installed")
+    if quantizer == "litert" and not tflite_quantize.installed():
+        pytest.skip('LiteRT\'s quantizer is not installed (pip install "noxla[llm]")')
     model = MODELS[name]
     args = model.inputs(1)
     samples = model.calibration_samples(CALIBRATION_SAMPLES) if mode == "int8" else None
-    path = noxla.export_tflite(model.fun, *args, path=str(tmp_path / "q.tflite"), quantize=mode,
-                               representative_data=samples)
+    steps = []
+    with mock.patch.dict(os.environ, {tflite_quantize.ENV: quantizer}):
+        path = noxla.export_tflite(model.fun, *args, path=str(tmp_path / "q.tflite"), quantize=mode,
+                                   representative_data=samples, on_step=lambda step, seconds: steps.append(step))
+    assert any(QUANTIZERS[quantizer].format(mode=mode) in step for step in steps), steps
     program = trace(model.fun, args)
     error = _error(jax_outputs(model.fun, args), run_tflite(path, dict(zip(program.in_names, args))),
                    program.out_names)
-    size, float_size = _size(path), _size(float_exports(name, "tflite"))
-    print(f"{name} tflite {mode}: {size / 1024:.1f} KiB ({size / float_size:.2f} of float), error {error:.2e}")
-    if mode == "int8" and name in INT8_MAY_GROW:
-        assert size <= INT8_MAY_GROW[name] * float_size, (size, float_size)
+    float_path = float_exports(name, "tflite" if quantizer == "litert" else "tf_tflite")
+    size, float_size = _size(path), _size(float_path)
+    print(f"{name} tflite {mode} [{quantizer}]: {size / 1024:.1f} KiB ({size / float_size:.2f} of float), "
+          f"error {error:.2e}")
+    if mode == "int8" and name in INT8_MAY_GROW[quantizer]:
+        assert size <= INT8_MAY_GROW[quantizer][name] * float_size, (size, float_size)
     elif float_size < SMALL_MODEL_BYTES:
         # A few hundred weights: the file is mostly operators and tensor names, which TF 2.21's
         # converter writes longer for a quantized graph (mobilenet_block float16: 2,796 bytes against
         # 2,428); what quantizing must shrink is the weights.
-        _assert_smaller(_weight_bytes(path), _weight_bytes(float_exports(name, "tflite")))
+        _assert_smaller(_weight_bytes(path), _weight_bytes(float_path))
     else:
         _assert_smaller(size, float_size)
-    bound = INT8_BOUNDS.get(name, TFLITE_BOUNDS[mode]) if mode == "int8" else TFLITE_BOUNDS[mode]
+    bound = INT8_BOUNDS[quantizer].get(name, TFLITE_BOUNDS[mode]) if mode == "int8" else TFLITE_BOUNDS[mode]
     assert bound is None or error <= bound, error
 
 

@@ -42,16 +42,19 @@ TFLITE_ENV = "NOXLA_TFLITE_GRAPH"
 
 def why_tflite_needs_tensorflow(options: ExportOptions) -> str | None:
     """None where the graph's TFLite writer may take the .tflite (LiteRT or LiteRT.js's wasm, not
-    strict, not quantized, static shapes), else why TF's path takes it: ``strict`` keeps IEEE-exact
-    lowerings, which only TF's path has; the quantized modes are TF's converter's; LiteRT.js's
+    strict, static shapes, quantized only by LiteRT's quantizer), else why TF's path takes it: ``strict``
+    keeps IEEE-exact lowerings, which only TF's path has; TF's converter's quantized modes; LiteRT.js's
     WebGPU takes lowerings and flatbuffer passes of its own."""
     target = str(getattr(options.tflite_target, "value", options.tflite_target))
     if os.environ.get(TFLITE_ENV) == "0":
         return f"{TFLITE_ENV}=0"
     if options.strict:
         return "strict=True (its IEEE-exact lowerings)"
-    if options.quantize is not None:
-        return f"quantize={options.quantize!r} (TF's converter)"
+    if options.quantize is not None:   # LiteRT's quantizer quantizes the graph's file (noxla.tflite_quantize)
+        from noxla.tflite_quantize import why_tensorflow_quantizes
+        reason = why_tensorflow_quantizes(options.quantize)
+        if reason is not None:
+            return f"quantize={options.quantize!r} ({reason})"
     if options.polymorphic_shapes is not None:
         return "polymorphic shapes (recorded, not written as .tflite yet)"
     if target not in ("tflite", "litertjs"):
@@ -81,9 +84,15 @@ def tflite_chunks(cleared: Cleared, why: list[str]) -> list | None:
     reason = why_tflite_needs_tensorflow(cleared.options)
     if reason is None:
         try:
-            return run_step(on_step, "lower+write (graph tflite)", graph_tflite_chunks, cleared.program)
+            chunks = run_step(on_step, "lower+write (graph tflite)", graph_tflite_chunks, cleared.program)
         except Uncovered as e:
             reason = f"the graph tflite writer does not cover {e}"
+        else:
+            if cleared.options.quantize is None:
+                return chunks
+            from noxla.tflite_quantize import quantized
+            return [run_step(on_step, f"quantize {cleared.options.quantize} (LiteRT's quantizer)", quantized, chunks,
+                             cleared.options.quantize, cleared.samples)]
     why.append(f"tflite: {reason}")
     if on_step is not None:
         on_step(f"graph tflite writer: {reason}; lowering through TensorFlow", 0.0)
