@@ -53,7 +53,7 @@ def check_mode(quantize: str | None) -> None:
         raise QuantizationError(f"LLM quantize={quantize!r}: expected one of {described}, "
                                 f"{', '.join(map(repr, CONVERTER_MODES))} (the TFLite converter's), or None")
     if importlib.util.find_spec("ai_edge_quantizer") is None:
-        raise QuantizationError(f"LLM quantize={quantize!r} uses LiteRT's quantizer: pip install ai-edge-quantizer")
+        raise QuantizationError(f"LLM quantize={quantize!r} uses LiteRT's quantizer: pip install \"noxla[quantize]\"")
 
 
 def uses_quantizer(quantize: str | None) -> bool:

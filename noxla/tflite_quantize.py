@@ -40,7 +40,7 @@ from noxla.quantize import float_divisions
 # NOXLA_TFLITE_QUANTIZER=tf: TF's converter quantizes every .tflite (the oracle, and the way around a
 # quantizer bug); unset or "litert": LiteRT's quantizer, where it is installed.
 ENV = "NOXLA_TFLITE_QUANTIZER"
-INSTALL = 'pip install "noxla[llm]"'
+INSTALL = 'pip install "noxla[quantize]"'
 SIGNATURE = "serving_default"   # the graph's writer's one signature (large_tflite.serving_signature)
 
 

@@ -68,7 +68,7 @@ def test_without_the_quantizer_tf_converter_quantizes_and_the_reason_names_the_e
     options = ExportOptions(tflite="m.tflite", quantize="int8")
     with mock.patch.object(tflite_quantize, "installed", return_value=False):
         reason = why_tflite_needs_tensorflow(options)
-    assert "TF's converter" in reason and 'pip install "noxla[llm]"' in reason, reason
+    assert "TF's converter" in reason and 'pip install "noxla[quantize]"' in reason, reason
 
 
 def _run_without(tmp_path, blocked: list[str], body: str) -> str:
@@ -121,7 +121,7 @@ def test_without_tensorflow_or_the_quantizer_the_error_names_both_extras(tmp_pat
         try:
             noxla.export_tflite(lambda x: x * 2.0, x, path={str(tmp_path / "m.tflite")!r}, quantize="float16")
         except TensorFlowMissing as e:
-            assert 'pip install "noxla[llm]"' in str(e) and 'pip install "noxla[tf]"' in str(e), e
+            assert 'pip install "noxla[quantize]"' in str(e) and 'pip install "noxla[tf]"' in str(e), e
         else:
             raise AssertionError("no TensorFlowMissing")
         assert not os.listdir({str(tmp_path)!r}), os.listdir({str(tmp_path)!r})
