@@ -45,17 +45,12 @@ def why_tflite_needs_tensorflow(options: ExportOptions) -> str | None:
     strict, not quantized, static shapes), else why TF's path takes it: ``strict`` keeps IEEE-exact
     lowerings, which only TF's path has; the quantized modes are TF's converter's; LiteRT.js's
     WebGPU takes lowerings and flatbuffer passes of its own."""
-    target = str(getattr(options.tflite_target, "value", options.tflite_target))
     if os.environ.get(TFLITE_ENV) == "0":
         return f"{TFLITE_ENV}=0"
-    if options.strict:
-        return "strict=True (its IEEE-exact lowerings)"
     if options.quantize is not None:
         return f"quantize={options.quantize!r} (TF's converter)"
     if options.polymorphic_shapes is not None:
         return "polymorphic shapes (recorded, not written as .tflite yet)"
-    if target not in ("tflite", "litertjs"):
-        return f"the {target} target"
     return None
 
 
@@ -76,12 +71,14 @@ def covers_signatures(options: ExportOptions) -> bool:
 def tflite_chunks(cleared: Cleared, why: list[str]) -> list | None:
     """The .tflite's chunks from the graph's TFLite writer (nothing written yet); None where TF's
     path must write it, with the reason appended to ``why`` and given as a step."""
+    from lowering_rules.vocabulary import Target
     from noxla.graph.tflite import graph_tflite_chunks
     on_step = cleared.options.on_step
     reason = why_tflite_needs_tensorflow(cleared.options)
     if reason is None:
         try:
-            return run_step(on_step, "lower+write (graph tflite)", graph_tflite_chunks, cleared.program)
+            return run_step(on_step, "lower+write (graph tflite)", graph_tflite_chunks, cleared.program,
+                            strict=cleared.options.strict, webgpu=cleared.targets["tflite"] == Target.LITERTJS_WEBGPU)
         except Uncovered as e:
             reason = f"the graph tflite writer does not cover {e}"
     why.append(f"tflite: {reason}")
