@@ -39,7 +39,10 @@ class Passes:
 
 
 def _without(passes_: tuple, left_out: frozenset) -> tuple:
-    return tuple(p for p in passes_ if p not in left_out)
+    """``passes_`` but ``left_out``, each replaced by its part that changes no value where it has
+    one (``fuse.EXACT_PART``)."""
+    return tuple(fuse.EXACT_PART[p] if p in left_out else p for p in passes_
+                 if p not in left_out or p in fuse.EXACT_PART)
 
 
 def _webgpu_flatbuffer_passes() -> tuple:

@@ -84,18 +84,16 @@ def _channel_vector(t: Tensor, channels: int) -> np.ndarray | None:
 
 
 def _bias_into_linear(graph: Graph) -> bool:
-    """A per-channel add after a convolution or product, into its bias: the kernel adds the bias
-    to its sum of products (another order of one sum, whose order no kernel fixes)."""
-    return _affine_into_linear(graph, {"ADD", "SUB"})
+    """``_affine_into_linear``'s adds alone: the kernel adds the bias to its sum of products
+    (another order of one sum, whose order no kernel fixes); a scale rounds otherwise (each weight
+    is scaled, not each sum)."""
+    return _affine_into_linear(graph, frozenset({"ADD", "SUB"}))
 
 
-def _scale_into_linear(graph: Graph) -> bool:
-    """A per-channel scale after a convolution or product, into its weights and bias (rounded
-    otherwise: each weight is scaled, not each sum)."""
-    return _affine_into_linear(graph, {"MUL", "DIV"})
-
-
-def _affine_into_linear(graph: Graph, kinds: set) -> bool:
+def _affine_into_linear(graph: Graph, kinds: frozenset = frozenset({"ADD", "SUB", "MUL", "DIV"})) -> bool:
+    """A per-channel add or scale after a convolution or product, into its bias and weights (a
+    batch norm's offset, scale and shift folded in the order they come, before an activation is
+    fused into the last: one pass, not one per kind)."""
     view = graph.view()
     for op in graph.ops:
         if op.kind not in kinds or op.options.get("fusedActivationFunction"):
@@ -533,7 +531,7 @@ def _reciprocal_products(graph: Graph) -> None:
 
 # The fusions, in the order they are tried, and the rewrites made once after them.
 FUSIONS = (common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
-           _bias_into_linear, _scale_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, log_softmax,
+           _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, log_softmax,
            _relu, _hard_swish, activation_into_producer, _gelu, _transposes_of_transposes, reshapes_of_reshapes,
            _scale_before_product)
 FINISH = (_drop_zero_bias, _reciprocal_products)
@@ -542,8 +540,10 @@ FINISH = (_drop_zero_bias, _reciprocal_products)
 # HARD_SWISH; an offset folded into the next product's bias), over- or underflowing
 # elsewhere (a power-of-two scale moved before a product), another NaN, infinity or zero's sign
 # (SOFTMAX and LOG_SOFTMAX of a row with inf, RELU of NaN, x + 0 of -0). The rest move or share
-# values, add a bias inside the sum it follows (``_bias_into_linear``, as TF's converter does in
-# strict mode too), or compute x / c as JAX does (``_reciprocal_products``: XLA divides by a
+# values, add a bias inside the sum it follows (``EXACT_PART``'s ``_bias_into_linear``, as TF's
+# converter does in strict mode too), or compute x / c as JAX does (``_reciprocal_products``: XLA divides by a
 # constant as a product by its reciprocal, measured bit for bit, and x / 1e-39 is inf in JAX too).
-CHANGES_VALUES = frozenset({_mean, _identity_arithmetic, _scale_into_linear, _into_next_linear, _softmax,
+CHANGES_VALUES = frozenset({_mean, _identity_arithmetic, _affine_into_linear, _into_next_linear, _softmax,
                             log_softmax, _relu, _hard_swish, _gelu, _scale_before_product})
+# The part of such a pass that changes none, made in its place where it is left out.
+EXACT_PART = {_affine_into_linear: _bias_into_linear}
