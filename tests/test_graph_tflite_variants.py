@@ -165,3 +165,26 @@ def test_zoo_model_for_webgpu_through_the_graph_runs_on_litertjs_webgpu(name, li
     graph = _op_counts(path.read_bytes())
     assert sum(graph.values()) <= sum(_op_counts(converted).values()), (graph - _op_counts(converted),
                                                                          _op_counts(converted) - graph)
+
+
+@pytest.mark.slow
+def test_webgpu_file_takes_the_flatbuffer_passes_the_delegate_needs(litertjs, tmp_path):
+    """What the WebGPU delegate computes wrong unless TF's path's WebGPU passes ran
+    (tests/test_litertjs.py: test_not_equal_with_nan_on_webgpu, test_constant_operands_on_webgpu),
+    in the graph's WebGPU file: ``x != y`` with NaNs, ``x + w`` with a constant w of the result's
+    shape (the delegate read its first row only). Both on the GPU, as JAX."""
+    from noxla.litertjs import TOLERANCE
+    rng = np.random.default_rng(0)
+    w = rng.uniform(0.5, 1.5, (3, 4)).astype(np.float32)
+    x = np.array([np.nan, 1.0, np.nan, -np.inf, np.inf, 0.0, 2.0], np.float32)
+    y = np.array([np.nan, np.nan, 1.0, np.nan, np.nan, 0.0, 3.0], np.float32)
+    cases = {"not_equal": (lambda x, y: (x != y).astype(jnp.float32), (x, y)),
+             "constant": (lambda x: x + w, (rng.uniform(0.5, 1.5, (3, 4)).astype(np.float32),))}
+    for name, (fun, args) in cases.items():
+        program = trace(fun, args)
+        path = tmp_path / f"{name}.tflite"
+        path.write_bytes(_bytes(program, webgpu=True))
+        outs, info = litertjs.run_timed(str(path), dict(zip(program.in_names, args)), "webgpu")
+        assert info["placement"]["fullyAccelerated"], (name, info["placement"])
+        assert_matches([np.asarray(jax.jit(fun)(*args))], [outs[n] for n in program.out_names], program.out_names,
+                       where=f"{name} [litertjs_webgpu, graph]", floor=TOLERANCE["webgpu"])
