@@ -188,3 +188,20 @@ def test_webgpu_file_takes_the_flatbuffer_passes_the_delegate_needs(litertjs, tm
         assert info["placement"]["fullyAccelerated"], (name, info["placement"])
         assert_matches([np.asarray(jax.jit(fun)(*args))], [outs[n] for n in program.out_names], program.out_names,
                        where=f"{name} [litertjs_webgpu, graph]", floor=TOLERANCE["webgpu"])
+
+
+@pytest.mark.parametrize("options, graph_takes", [({"strict": True}, True), ({"target": "litertjs-webgpu"}, False)],
+                         ids=["strict", "webgpu"])
+def test_several_signatures_strict_from_the_graph_webgpu_through_tf_path(options, graph_takes, tmp_path,
+                                                                         monkeypatch):
+    """With NOXLA_TFLITE_GRAPH=1 several strict signatures are written by the graph's strict variant
+    (the merge's passes are TF's path's strict ones too); several for WebGPU go through TF's path,
+    whose merge skips the passes WebGPU's file must not have."""
+    from tests.test_graph_signatures import PAIR, W_DOWN, W_UP, _check
+    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "1")
+    steps = []
+    path = str(tmp_path / "m.tflite")
+    noxla.export_tflite(PAIR, path=path, on_step=lambda name, s: steps.append(name), **options)
+    declined = any(s.startswith("graph tflite writer: ") for s in steps)
+    assert declined != graph_takes and ("lower+write scaled (graph tflite)" in steps), steps
+    _check(path, PAIR, W_UP.nbytes + W_DOWN.nbytes)
