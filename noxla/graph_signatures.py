@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from lowering_rules.vocabulary import Target
 from noxla import graph, large_tflite
 from noxla.graph.dtypes import Uncovered
 from noxla.preflight import ClearedSignatures, run_step, write_chunks
@@ -37,7 +38,8 @@ def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
     models = {}
     for key, program in cleared.programs.items():
         try:
-            chunks = run_step(on_step, f"lower+write {key} (graph tflite)", graph_tflite_chunks, program, True)
+            chunks = run_step(on_step, f"lower+write {key} (graph tflite)", graph_tflite_chunks, program, True,
+                              strict=options.strict, webgpu=cleared.targets.get("tflite") == Target.LITERTJS_WEBGPU)
         except Uncovered as e:
             why.append(f"signature {key}: the graph tflite writer does not cover {e}")
             if on_step is not None:

@@ -36,10 +36,12 @@ def unfuse_transpose_conv_activations(model) -> int:
             activation = getattr(ops, _ACTIVATION_OPS[options.fusedActivationFunction])
             options.fusedActivationFunction = 0
             new_ops.append(_then(model, graph, op, activation, b"/before_activation"))
-            if code.version == 4:  # the version a fused activation asks for; 3 takes the bias input
-                code.version = 3
             rewritten += 1
         graph.operators = new_ops
+    for code in codes:  # none fuses an activation now: 4 is the version that asks for one (noxla's
+        # graph writer gives every TRANSPOSE_CONV 4); 3 takes the bias input
+        if max(code.builtinCode, code.deprecatedBuiltinCode) == ops.TRANSPOSE_CONV and code.version == 4:
+            code.version = 3
     return rewritten
 
 

@@ -148,12 +148,11 @@ def test_export_tflite_writes_it_without_tensorflow(tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize("options", [{"strict": True}, {}], ids=["strict", "NOXLA_TFLITE_GRAPH=0"])
-def test_what_the_graph_writer_does_not_take_goes_through_tensorflow(options, tmp_path, monkeypatch):
-    if not options:
-        monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "0")
+def test_what_the_graph_writer_does_not_take_goes_through_tensorflow(tmp_path, monkeypatch):
+    # strict and WebGPU files are the graph's too (tests/test_graph_tflite_variants.py)
+    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "0")
     steps = []
-    path = noxla.export_tflite(small_cnn, CNN_INPUT, path=str(tmp_path / "m.tflite"), **options,
+    path = noxla.export_tflite(small_cnn, CNN_INPUT, path=str(tmp_path / "m.tflite"),
                                on_step=lambda name, s: steps.append(name))
     assert os.path.exists(path) and steps and "lower+write (graph tflite)" not in steps, steps
 

@@ -1,6 +1,8 @@
 """The .tflite exported for LiteRT.js's WebGPU delegate (``target="litertjs-webgpu"``): the ops the
 delegate refuses are replaced by exact alternatives, which LiteRT matches JAX with, while the
-default .tflite keeps its leaner ops. tests/test_litertjs.py runs both on WebGPU in Chromium."""
+default .tflite keeps its leaner ops; from noxla's graph (the default) and from TF's path
+(``NOXLA_TFLITE_GRAPH=0``). tests/test_litertjs.py runs TF's path's files on WebGPU in Chromium,
+tests/test_graph_tflite_variants.py the graph's."""
 from __future__ import annotations
 
 import jax
@@ -16,10 +18,13 @@ from noxla.verify import jax_outputs, relative_error
 pytestmark = pytest.mark.slow
 
 
-def _ops_and_check(fun, args, path, target):
-    """The .tflite's ops (with each TRANSPOSE_CONV's version) after checking it against JAX in LiteRT."""
+def _ops_and_check(fun, args, path, target, writer):
+    """The .tflite's ops (with each TRANSPOSE_CONV's version) after checking it against JAX in LiteRT,
+    and that ``writer`` wrote it."""
     from noxla.tflite_schema import read_model_file, schema
-    noxla.export_tflite(fun, *args, path=str(path), target=target)
+    steps = []
+    noxla.export_tflite(fun, *args, path=str(path), target=target, on_step=lambda name, s: steps.append(name))
+    assert ("lower+write (graph tflite)" in steps) == (writer == "graph"), steps
     from noxla.tracing import trace
     program = trace(fun, tuple(args))
     outs = run_tflite(str(path), dict(zip(program.in_names, args)))
@@ -52,34 +57,46 @@ def _embed_and_scan(table, tokens):
     return carry, ys
 
 
-def test_webgpu_export_replaces_the_ops_the_delegate_refuses(tmp_path):
+@pytest.fixture(params=["graph", "tf_path"])
+def writer(request, monkeypatch):
+    """Which writer takes the .tflite: noxla's graph, or TF's path (``NOXLA_TFLITE_GRAPH=0``)."""
+    if request.param == "tf_path":
+        monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "0")
+    else:
+        monkeypatch.delenv("NOXLA_TFLITE_GRAPH", raising=False)
+    return request.param
+
+
+def test_webgpu_export_replaces_the_ops_the_delegate_refuses(tmp_path, writer):
     rng = np.random.default_rng(0)
     z = rng.standard_normal((1, 4, 4, 3)).astype(np.float32)
     decoder = _Decoder()
     # A nonzero bias: the converter fuses the RELU only into a TRANSPOSE_CONV that adds one.
     params = jax.tree.map(lambda a: a + 0.1, decoder.init(jax.random.PRNGKey(0), z))
     fun = lambda z: decoder.apply(params, z)  # noqa: E731
-    default, default_versions, _, _ = _ops_and_check(fun, [z], tmp_path / "d.tflite", "tflite")
-    webgpu, webgpu_versions, _, _ = _ops_and_check(fun, [z], tmp_path / "w.tflite", "litertjs-webgpu")
+    default, default_versions, _, _ = _ops_and_check(fun, [z], tmp_path / "d.tflite", "tflite", writer)
+    webgpu, webgpu_versions, _, _ = _ops_and_check(fun, [z], tmp_path / "w.tflite", "litertjs-webgpu", writer)
     assert "LOG_SOFTMAX" in default and "LOG_SOFTMAX" not in webgpu
     # No activation fused into the TRANSPOSE_CONV: version 4 is the one with it (3 takes a bias input).
-    # This decoder's uneven SAME crop is VALID + STRIDED_SLICE there, the bias and RELU in the ADD after
-    # the crop (version 1), which the delegate runs.
+    # This decoder's uneven SAME crop is VALID + a slice there (TF's converter's STRIDED_SLICE, the
+    # graph's SLICE of unit strides), the bias and RELU in the ADD after the crop (version 1), which
+    # the delegate runs (tests/test_graph_tflite_variants.py runs the graph's there).
     assert default_versions == {4} and max(webgpu_versions) < 4
-    assert "STRIDED_SLICE" in webgpu and "STRIDED_SLICE" not in default
+    crop = "SLICE" if writer == "graph" else "STRIDED_SLICE"
+    assert crop in webgpu and crop not in default
 
     table = rng.standard_normal((10, 5)).astype(np.float32)
     tokens = rng.integers(0, 10, (2, 6)).astype(np.int32)
     default, _, default_shrinking, default_2d = _ops_and_check(_embed_and_scan, [table, tokens],
-                                                               tmp_path / "d2.tflite", "tflite")
+                                                               tmp_path / "d2.tflite", "tflite", writer)
     webgpu, _, webgpu_shrinking, webgpu_2d = _ops_and_check(_embed_and_scan, [table, tokens],
-                                                            tmp_path / "w2.tflite", "litertjs")
+                                                            tmp_path / "w2.tflite", "litertjs", writer)
     assert (default, default_shrinking, default_2d) == (webgpu, webgpu_shrinking, webgpu_2d)  # litertjs: same graph
     # An unrolled scan's rows come from one UNPACK in every .tflite (one op where there was one
     # STRIDED_SLICE per step; the delegate refuses those), the 2-D embedding GATHER only in WebGPU's.
     assert default_shrinking == 0 and "UNPACK" in default and default_2d == 1
     webgpu, _, webgpu_shrinking, webgpu_2d = _ops_and_check(_embed_and_scan, [table, tokens],
-                                                            tmp_path / "w3.tflite", "litertjs-webgpu")
+                                                            tmp_path / "w3.tflite", "litertjs-webgpu", writer)
     assert webgpu_shrinking == 0 and webgpu_2d == 0 and "UNPACK" in webgpu
     # The default keeps its single GATHER: the flattened one costs two RESHAPEs on the CPU.
     assert default.count("GATHER") == webgpu.count("GATHER") == 1
@@ -96,7 +113,7 @@ def test_webgpu_target_is_checked_up_front(tmp_path):
         noxla.export_tflite(f, x, path=str(tmp_path / "flex.tflite"), target="litertjs", allow_flex=True)
 
 
-def test_cli_tflite_target(tmp_path, capfd):
+def test_cli_tflite_target(tmp_path, capfd, writer):
     from noxla.cli import main
     for target, path in (("tflite", tmp_path / "d.tflite"), ("litertjs-webgpu", tmp_path / "w.tflite")):
         assert main(["export", "--tflite", str(path), "--tflite-target", target]) == 0, capfd.readouterr().out

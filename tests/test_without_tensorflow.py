@@ -74,12 +74,12 @@ def test_what_needs_tensorflow_says_so_and_writes_nothing(tmp_path):
             else:
                 raise AssertionError("no TensorFlowMissing")
         assert not os.path.exists({str(tmp_path / "sm")!r})
-        # What the graph does not cover yet (a 3-D convolution), or options only TF's path takes
-        # (strict): refused before anything is written, naming why; the other format not written.
+        # What the graph does not cover yet (a 3-D convolution): refused before anything is
+        # written, naming why; the other format not written.
         conv3d = lambda x: jax.lax.conv_general_dilated(x, np.ones((1, 2, 1, 1, 1), np.float32), (1, 1, 1),
                                                         "VALID", dimension_numbers=("NDHWC", "DHWIO", "NDHWC"))
         x5 = np.ones((1, 2, 3, 1, 1), np.float32)
-        for fun, args, options, why in [(conv3d, x5, {{}}, "conv3d"), (f, x, {{"strict": True}}, "strict=True")]:
+        for fun, args, options, why in [(conv3d, x5, {{}}, "conv3d")]:
             try:
                 api.export(fun, (args,), tflite={str(tmp_path / "m.tflite")!r},
                            tfjs={str(tmp_path / "m_tfjs")!r}, **options)
@@ -88,6 +88,10 @@ def test_what_needs_tensorflow_says_so_and_writes_nothing(tmp_path):
             else:
                 raise AssertionError("no TensorFlowMissing")
             assert not os.listdir({str(tmp_path)!r}), os.listdir({str(tmp_path)!r})
+        # strict (IEEE-exact lowerings): both formats from the graph
+        written = api.export(f, (x,), tflite={str(tmp_path / "st.tflite")!r}, tfjs={str(tmp_path / "st_tfjs")!r},
+                             strict=True).written
+        assert set(written) == {{"tflite", "tfjs"}}, written
         # Several signatures through the graph, without TensorFlow
         g = lambda x: x @ np.ones((3, 2), np.float32)
         path = noxla.export_tflite({{"a": (g, (x,)), "b": (g, (x[:1],))}}, path={str(tmp_path / "s.tflite")!r})

@@ -41,15 +41,11 @@ TFLITE_ENV = "NOXLA_TFLITE_GRAPH"
 
 
 def why_tflite_needs_tensorflow(options: ExportOptions) -> str | None:
-    """None where the graph's TFLite writer may take the .tflite (LiteRT or LiteRT.js's wasm, not
-    strict, static shapes, quantized only by LiteRT's quantizer), else why TF's path takes it: ``strict``
-    keeps IEEE-exact lowerings, which only TF's path has; TF's converter's quantized modes; LiteRT.js's
-    WebGPU takes lowerings and flatbuffer passes of its own."""
-    target = str(getattr(options.tflite_target, "value", options.tflite_target))
+    """None where the graph's TFLite writer may take the .tflite (every target and ``strict``, each
+    with its declared passes: ``noxla.graph.tflite.VARIANTS``; static shapes; quantized only by
+    LiteRT's quantizer), else why TF's path takes it."""
     if os.environ.get(TFLITE_ENV) == "0":
         return f"{TFLITE_ENV}=0"
-    if options.strict:
-        return "strict=True (its IEEE-exact lowerings)"
     if options.quantize is not None:   # LiteRT's quantizer quantizes the graph's file (noxla.tflite_quantize)
         from noxla.tflite_quantize import why_tensorflow_quantizes
         reason = why_tensorflow_quantizes(options.quantize)
@@ -57,8 +53,6 @@ def why_tflite_needs_tensorflow(options: ExportOptions) -> str | None:
             return f"quantize={options.quantize!r} ({reason})"
     if options.polymorphic_shapes is not None:
         return "polymorphic shapes (recorded, not written as .tflite yet)"
-    if target not in ("tflite", "litertjs"):
-        return f"the {target} target"
     return None
 
 
@@ -79,12 +73,15 @@ def covers_signatures(options: ExportOptions) -> bool:
 def tflite_chunks(cleared: Cleared, why: list[str]) -> list | None:
     """The .tflite's chunks from the graph's TFLite writer (nothing written yet); None where TF's
     path must write it, with the reason appended to ``why`` and given as a step."""
+    from lowering_rules.vocabulary import Target
     from noxla.graph.tflite import graph_tflite_chunks
     on_step = cleared.options.on_step
     reason = why_tflite_needs_tensorflow(cleared.options)
     if reason is None:
         try:
-            chunks = run_step(on_step, "lower+write (graph tflite)", graph_tflite_chunks, cleared.program)
+            chunks = run_step(on_step, "lower+write (graph tflite)", graph_tflite_chunks, cleared.program,
+                              strict=cleared.options.strict,
+                              webgpu=cleared.targets["tflite"] == Target.LITERTJS_WEBGPU)
         except Uncovered as e:
             reason = f"the graph tflite writer does not cover {e}"
         else:

@@ -26,11 +26,12 @@ class Recorded:
 
 
 def record_program(program: Program, strict: bool = False, uint32_as_int32: bool = False,
-                   tflite_converter: bool = False) -> Recorded:
+                   tflite_converter: bool = False, webgpu: bool = False) -> Recorded:
     """``program`` as a graph (a symbolic size is None in the static shapes, computed at run time).
     ``uint32_as_int32``: TF.js's own lowering (see ``noxla.lowering.serving_function``).
     ``tflite_converter``: the lowering TF's path hands its TFLite converter alone, for the graph's
-    TFLite writer (``LoweringFor.tflite_converter``). Raises ``Uncovered`` for anything not recorded yet."""
+    TFLite writer (``LoweringFor.tflite_converter``). ``webgpu``: for LiteRT.js's WebGPU delegate
+    (``LoweringFor.webgpu``). Raises ``Uncovered`` for anything not recorded yet."""
     if any(a.dtype == np.dtype("V") or "float0" in str(a.dtype) for a in program.out_avals):
         raise Uncovered("a float0 output")
     graph = Graph()
@@ -50,7 +51,7 @@ def record_program(program: Program, strict: bool = False, uint32_as_int32: bool
             inputs.append(graph.add("Placeholder", [], attrs, [(dtype, shape)], name=name).output(0))
         with using(recorder):  # symbolic sizes: read from the inputs' Shape ops when the program runs
             dims = Dims.solve(program.in_avals, inputs)
-        lowering_for = LoweringFor(tfjs=uint32_as_int32, tflite_converter=tflite_converter)
+        lowering_for = LoweringFor(tfjs=uint32_as_int32, tflite_converter=tflite_converter, webgpu=webgpu)
         lowering = Lowering(dims, inputs, strict=strict, lowering_for=lowering_for, backend=recorder)
         with using(recorder):
             outs = lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, inputs)

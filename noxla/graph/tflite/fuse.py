@@ -5,7 +5,9 @@ convolution's SAME padding, a per-channel bias add or scale (batch norm) into th
 product's weights and bias, reductions kept at rank, sum / count into MEAN, JAX's softmax into
 SOFTMAX, max(x, 0) and min(., 6) into RELU/RELU6 (fused into their producer when it has the
 field), and MobileNetV3's x * relu6(x + 3) / 6 into HARD_SWISH. The fused operators compute what
-the unfused ones do for every finite input (noxla's default mode; ``strict`` never comes here)."""
+the unfused ones do for every finite input up to rounding; ``CHANGES_VALUES`` names those that change
+a value against the unfused operators' IEEE arithmetic for some input (a strict export leaves them
+out: ``noxla.graph.tflite.VARIANTS``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,19 +22,20 @@ _ACTIVATIONS = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 _REDUCERS = {"SUM", "MEAN", "REDUCE_MAX", "REDUCE_MIN"}
 
 
-def fuse(graph: Graph) -> None:
-    """The passes below until none applies (EXP, LOG and RSQRT are written where the rules emit
-    them: the rules lowered them exactly). An output that is an input or a constant once simplified
-    is the writer's to copy (``outputs``; a body's, ``control_flow``)."""
+def fuse(graph: Graph, fusions: tuple, finish: tuple) -> None:
+    """``fusions`` (of ``FUSIONS``) until none applies, then each of ``finish`` (of ``FINISH``) once
+    (EXP, LOG and RSQRT are written where the rules emit them: the rules lowered them exactly). An
+    output that is an input or a constant once simplified is the writer's to copy (``outputs``; a
+    body's, ``control_flow``)."""
     changed = True
     while changed:  # a rewrite can open another's pattern (a mean's reshape after its division)
         changed = False
-        for rewrite in _PASSES:
+        for rewrite in fusions:
             while rewrite(graph):
                 graph.prune()
                 changed = True
-    _drop_zero_bias(graph)
-    _reciprocal_products(graph)
+    for rewrite in finish:
+        rewrite(graph)
 
 
 def _scalar(t: Tensor) -> float | None:
@@ -80,10 +83,20 @@ def _channel_vector(t: Tensor, channels: int) -> np.ndarray | None:
     return np.broadcast_to(t.data.reshape(-1).astype(np.float32), (channels,))
 
 
-def _affine_into_linear(graph: Graph) -> bool:
+def _bias_into_linear(graph: Graph) -> bool:
+    """``_affine_into_linear``'s adds alone: the kernel adds the bias to its sum of products
+    (another order of one sum, whose order no kernel fixes); a scale rounds otherwise (each weight
+    is scaled, not each sum)."""
+    return _affine_into_linear(graph, frozenset({"ADD", "SUB"}))
+
+
+def _affine_into_linear(graph: Graph, kinds: frozenset = frozenset({"ADD", "SUB", "MUL", "DIV"})) -> bool:
+    """A per-channel add or scale after a convolution or product, into its bias and weights (a
+    batch norm's offset, scale and shift folded in the order they come, before an activation is
+    fused into the last: one pass, not one per kind)."""
     view = graph.view()
     for op in graph.ops:
-        if op.kind not in {"ADD", "SUB", "MUL", "DIV"} or op.options.get("fusedActivationFunction"):
+        if op.kind not in kinds or op.options.get("fusedActivationFunction"):
             continue
         for i, (x, c) in enumerate((op.inputs, op.inputs[::-1])):
             linear = _linear_behind(view, x)
@@ -204,7 +217,7 @@ def _softmax(graph: Graph) -> bool:
     return False
 
 
-def _log_softmax(graph: Graph) -> bool:
+def log_softmax(graph: Graph) -> bool:
     """(x - max(x)) - log(sum(exp(x - max(x)))) over the last axis, JAX's log_softmax."""
     view = graph.view()
     for op in graph.ops:
@@ -508,14 +521,29 @@ def _drop_zero_bias(graph: Graph) -> None:
 
 
 def _reciprocal_products(graph: Graph) -> None:
-    """x / c as x * (1 / c) for a constant c, as the converter writes it (within an ulp of x / c)."""
+    """x / c as x * (1 / c) for a constant c, as the converter writes it and XLA computes it."""
     for op in graph.ops:
         if op.kind == "DIV" and op.inputs[1].is_constant and op.inputs[1].dtype.kind == "f":
             op.kind = "MUL"
-            op.inputs[1] = graph.constant((1 / op.inputs[1].data).astype(op.inputs[1].dtype))
+            with np.errstate(over="ignore", divide="ignore"):   # inf, as XLA's reciprocal
+                op.inputs[1] = graph.constant((1 / op.inputs[1].data).astype(op.inputs[1].dtype))
 
 
-_PASSES = (common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
-           _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, _log_softmax, _relu, _hard_swish,
-           activation_into_producer, _gelu, _transposes_of_transposes, reshapes_of_reshapes,
+# The fusions, in the order they are tried, and the rewrites made once after them.
+FUSIONS = (common_operators, _mean, _identity_arithmetic, _reduction_of_ones, _pad_into_convolution,
+           _affine_into_linear, _into_next_linear, _keep_reduced_dims, _softmax, log_softmax,
+           _relu, _hard_swish, activation_into_producer, _gelu, _transposes_of_transposes, reshapes_of_reshapes,
            _scale_before_product)
+FINISH = (_drop_zero_bias, _reciprocal_products)
+# Those that change a value against the unfused operators' IEEE arithmetic for some input: rounded
+# otherwise (a scale or mean's division folded into weights or a kernel's own formula: MEAN, GELU,
+# HARD_SWISH; an offset folded into the next product's bias), over- or underflowing
+# elsewhere (a power-of-two scale moved before a product), another NaN, infinity or zero's sign
+# (SOFTMAX and LOG_SOFTMAX of a row with inf, RELU of NaN, x + 0 of -0). The rest move or share
+# values, add a bias inside the sum it follows (``EXACT_PART``'s ``_bias_into_linear``, as TF's
+# converter does in strict mode too), or compute x / c as JAX does (``_reciprocal_products``: XLA divides by a
+# constant as a product by its reciprocal, measured bit for bit, and x / 1e-39 is inf in JAX too).
+CHANGES_VALUES = frozenset({_mean, _identity_arithmetic, _affine_into_linear, _into_next_linear, _softmax,
+                            log_softmax, _relu, _hard_swish, _gelu, _scale_before_product})
+# The part of such a pass that changes none, made in its place where it is left out.
+EXACT_PART = {_affine_into_linear: _bias_into_linear}

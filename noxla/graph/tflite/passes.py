@@ -18,7 +18,9 @@ on TF's path) would make the graph smaller than the legalized rules' ops:
   reshapes and transposes between, is folded into the projection's weights and bias (exact: the
   converter folds it too).
 
-Each moves no value: the same elements are computed in the same order."""
+Each moves no value (the same elements are computed in the same order) but those in
+``CHANGES_VALUES``: the scale folded into weights under- or overflows where a weight is tiny or
+huge, and the zero state's fold turns ``-0`` into ``+0`` (``zero_state``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -35,14 +37,12 @@ _ROWS = {"SOFTMAX", "LOG_SOFTMAX"}
 _BINARY = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "POW", "SQUARED_DIFFERENCE", "FLOOR_DIV", "FLOOR_MOD"}
 
 
-def simplify(graph: Graph) -> None:
+def simplify(graph: Graph, rewrites: tuple) -> None:
+    """``rewrites`` (of ``SIMPLIFY``) until none applies."""
     changed = True
     while changed:
         changed = False
-        for rewrite in (_unit_axis_transposes, _unflattened_fully_connected, _reshapes_through_chains,
-                        _constant_selects, _broadcasts_into_readers, _packs_of_unpacks, _every_nth,
-                        _slices_of_slices, _scale_into_projection, reshapes_of_reshapes, common_operators,
-                        fold, zero_state_products):
+        for rewrite in rewrites:
             while rewrite(graph):
                 graph.prune()
                 changed = True
@@ -254,3 +254,9 @@ def _scale_into_projection(graph: Graph) -> bool:
         graph.replace_uses(op.out, t)
         return True
     return False
+
+
+SIMPLIFY = (_unit_axis_transposes, _unflattened_fully_connected, _reshapes_through_chains, _constant_selects,
+            _broadcasts_into_readers, _packs_of_unpacks, _every_nth, _slices_of_slices, _scale_into_projection,
+            reshapes_of_reshapes, common_operators, fold, zero_state_products)
+CHANGES_VALUES = frozenset({_scale_into_projection, zero_state_products})

@@ -1,0 +1,207 @@
+"""The graph's TFLite writer's strict and WebGPU variants (``noxla.graph.tflite.VARIANTS``): strict
+files keep JAX's NaN/inf semantics and IEEE arithmetic (the strict rule cases on LiteRT, as
+tests/test_rules.py holds TF's path's strict file), the WebGPU file runs on LiteRT.js's WebGPU
+delegate in headless Chromium, and both are the default export for their options."""
+from __future__ import annotations
+
+import collections
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import noxla
+from lowering_rules.vocabulary import Target
+from noxla.graph.dtypes import Uncovered
+from noxla.graph.tflite import graph_tflite_chunks
+from noxla.preflight import full_check
+from noxla.runtimes import run_tflite
+from noxla.tracing import trace
+from tests import zoo
+from tests.differential import assert_matches, grouped_cases, traced
+from tests.small_cnn import CNN_INPUT, small_cnn
+from tests.test_rules import STRICT_CASES
+
+MODELS = zoo.build()
+
+
+def _bytes(program, strict: bool = False, webgpu: bool = False) -> bytes:
+    return b"".join(bytes(c() if callable(c) else c)
+                    for c in graph_tflite_chunks(program, strict=strict, webgpu=webgpu))
+
+
+def _op_counts(data) -> collections.Counter:
+    from noxla.tflite_merge import builtin_code
+    from noxla.tflite_schema import read_model, schema
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    model = read_model(data)
+    return collections.Counter(names[builtin_code(model, op)] for g in model.subgraphs for op in g.operators or [])
+
+
+@pytest.mark.parametrize("case", grouped_cases(STRICT_CASES))
+def test_strict_case_through_the_graph_matches_jax(case):
+    """tests/test_rules.py's strict cases (test_case_strict), written by the graph's strict variant."""
+    program, args, expected = traced(case)
+    if isinstance(expected, Exception) or not full_check(program.closed_jaxpr, Target.TFLITE).ok:
+        pytest.skip("JAX cannot run it or TFLite's check refuses it (tests/test_rules.py holds it to that)")
+    try:
+        data = _bytes(program, strict=True)
+    except Uncovered as e:
+        pytest.skip(f"the graph's TFLite writer does not cover it ({e}); TF's path exports it")
+    outs = run_tflite(data, dict(zip(program.in_names, args)))
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol,
+                   f"{case.id} [tflite, graph, strict]")
+
+
+def test_strict_division_by_a_constant_is_jax_s_product_by_its_reciprocal():
+    """XLA computes x / c, c a constant, as x * (1 / c): an ulp off IEEE division for some x, and inf
+    where 1 / c overflows. The strict file keeps that fold (as TF's path's does): JAX's values, bit
+    for bit, the infinities included."""
+    x = np.random.default_rng(0).standard_normal((4096, 3)).astype(np.float32)
+    x[0] = 1e-10
+    c = np.array([3.0, 7.0, 1e-39], np.float32)
+    fun = lambda x: x / c  # noqa: E731
+    program = trace(fun, (x,))
+    expected = np.asarray(jax.jit(fun)(x))
+    with np.errstate(over="ignore"):
+        assert not np.array_equal(expected, x / c) and np.isinf(expected[0, 2])   # the test's premise
+    strict = _bytes(program, strict=True)
+    assert set(_op_counts(strict)) == {"MUL"}
+    np.testing.assert_array_equal(run_tflite(strict, {"x": x})[program.out_names[0]], expected)
+
+
+def _head(x, w):
+    h = jax.nn.relu(x @ w * 0.5)
+    return jax.nn.log_softmax(h, axis=-1), jnp.mean(h, axis=-1), jax.nn.softmax(h, axis=-1)
+
+
+def test_strict_file_keeps_nan_and_inf_as_jax():
+    """NaN and inf rows through a product, relu, mean, softmax and log_softmax: the default file
+    fuses them (SOFTMAX, LOG_SOFTMAX, MEAN, the scale in the weights) and may differ from JAX there;
+    the strict file equals JAX, NaNs where JAX has them."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((4, 6)).astype(np.float32)
+    x = rng.standard_normal((4, 4)).astype(np.float32)
+    x[1, 2], x[2, 0], x[3, 1] = np.nan, np.inf, -np.inf
+    fun = lambda x: _head(x, w)  # noqa: E731
+    program = trace(fun, (x,))
+    default, strict = _op_counts(_bytes(program)), _op_counts(_bytes(program, strict=True))
+    assert {"SOFTMAX", "LOG_SOFTMAX", "MEAN"} <= set(default), default
+    assert not {"SOFTMAX", "LOG_SOFTMAX", "MEAN", "RELU"} & set(strict), strict
+    outs = run_tflite(_bytes(program, strict=True), {"x": x})
+    expected = [np.asarray(e) for e in jax.jit(fun)(x)]
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, 1e-6, 1e-6, "strict head")
+
+
+@pytest.mark.parametrize("target", ["tflite", "litertjs-webgpu"])
+@pytest.mark.parametrize("strict", [False, True], ids=["default", "strict"])
+def test_export_takes_the_graph_for_strict_and_webgpu(target, strict, tmp_path):
+    steps = []
+    path = noxla.export_tflite(small_cnn, CNN_INPUT, path=str(tmp_path / "m.tflite"), strict=strict, target=target,
+                               on_step=lambda name, s: steps.append(name))
+    assert "lower+write (graph tflite)" in steps, steps
+    (got,) = run_tflite(path, {"x": CNN_INPUT}).values()
+    np.testing.assert_allclose(got, np.asarray(jax.jit(small_cnn)(CNN_INPUT)), rtol=1e-5, atol=1e-6)
+
+
+def _tf_path(model, args, tmp_path, **options) -> bytes:
+    from noxla.export import export
+    path = str(tmp_path / "tf_path.tflite")
+    export(model.fun, args, tflite=path, **options)   # TF's path (noxla.export.export takes no graph writer)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model_strict_through_the_graph_matches_jax(name, tmp_path):
+    model = MODELS[name]
+    args = model.inputs(2)
+    program = trace(model.fun, tuple(args))
+    try:
+        data = _bytes(program, strict=True)
+    except Uncovered as e:   # transformer_encoder's strict lowering squeezes before a batched product
+        pytest.skip(f"the graph's strict file declines it ({e}); TF's path exports it")
+    outs = run_tflite(data, dict(zip(program.in_names, args)))
+    expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(jax.jit(model.fun)(*args))]
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, 1e-5, 1e-5,
+                   f"{name} [tflite, graph, strict]")
+
+
+@pytest.fixture(scope="module")
+def litertjs():
+    from tests.litertjs_harness import runner
+    return runner()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model_for_webgpu_through_the_graph_runs_on_litertjs_webgpu(name, litertjs, tmp_path):
+    """Each zoo model WebGPU's check accepts, written by the graph's WebGPU variant, equals JAX on
+    LiteRT.js's WebGPU delegate (SwiftShader in this Chromium), every op it leaves on wasm a declared
+    fallback, and has no more operators than TF's path's WebGPU file."""
+    from limitations.engine import check_jaxpr
+    from limitations.targets import declared_fallback
+    from noxla.litertjs import TOLERANCE
+    from noxla.verify import jax_outputs, relative_error
+    model = MODELS[name]
+    args = model.inputs(1)
+    program = trace(model.fun, tuple(args))
+    report = check_jaxpr(program.closed_jaxpr, Target.LITERTJS_WEBGPU)
+    if not report.ok:
+        assert all(v.declared for v in report.violations), report.format()
+        pytest.skip("WebGPU's declared limitations refuse it (tests/test_litertjs.py holds it to that)")
+    path = tmp_path / "graph.tflite"
+    path.write_bytes(_bytes(program, webgpu=True))
+    assert "webgpu" in litertjs.accelerators()
+    outs, info = litertjs.run_timed(str(path), dict(zip(program.in_names, args)), "webgpu")
+    for n, e in zip(program.out_names, jax_outputs(model.fun, args)):
+        assert outs[n].shape == e.shape and relative_error(e, outs[n]) <= TOLERANCE["webgpu"], (name, n)
+    undeclared = {(u["op"], u["reason"]) for u in info["placement"]["unsupported"]
+                  if declared_fallback(u["op"], u["reason"]) is None}
+    assert not undeclared, undeclared
+    converted = _tf_path(model, args, tmp_path, tflite_target=Target.LITERTJS_WEBGPU)
+    graph = _op_counts(path.read_bytes())
+    assert sum(graph.values()) <= sum(_op_counts(converted).values()), (graph - _op_counts(converted),
+                                                                         _op_counts(converted) - graph)
+
+
+@pytest.mark.slow
+def test_webgpu_file_takes_the_flatbuffer_passes_the_delegate_needs(litertjs, tmp_path):
+    """What the WebGPU delegate computes wrong unless TF's path's WebGPU passes ran
+    (tests/test_litertjs.py: test_not_equal_with_nan_on_webgpu, test_constant_operands_on_webgpu),
+    in the graph's WebGPU file: ``x != y`` with NaNs, ``x + w`` with a constant w of the result's
+    shape (the delegate read its first row only). Both on the GPU, as JAX."""
+    from noxla.litertjs import TOLERANCE
+    rng = np.random.default_rng(0)
+    w = rng.uniform(0.5, 1.5, (3, 4)).astype(np.float32)
+    x = np.array([np.nan, 1.0, np.nan, -np.inf, np.inf, 0.0, 2.0], np.float32)
+    y = np.array([np.nan, np.nan, 1.0, np.nan, np.nan, 0.0, 3.0], np.float32)
+    cases = {"not_equal": (lambda x, y: (x != y).astype(jnp.float32), (x, y)),
+             "constant": (lambda x: x + w, (rng.uniform(0.5, 1.5, (3, 4)).astype(np.float32),))}
+    for name, (fun, args) in cases.items():
+        program = trace(fun, args)
+        path = tmp_path / f"{name}.tflite"
+        path.write_bytes(_bytes(program, webgpu=True))
+        outs, info = litertjs.run_timed(str(path), dict(zip(program.in_names, args)), "webgpu")
+        assert info["placement"]["fullyAccelerated"], (name, info["placement"])
+        assert_matches([np.asarray(jax.jit(fun)(*args))], [outs[n] for n in program.out_names], program.out_names,
+                       where=f"{name} [litertjs_webgpu, graph]", floor=TOLERANCE["webgpu"])
+
+
+@pytest.mark.parametrize("options, graph_takes", [({"strict": True}, True), ({"target": "litertjs-webgpu"}, False)],
+                         ids=["strict", "webgpu"])
+def test_several_signatures_strict_from_the_graph_webgpu_through_tf_path(options, graph_takes, tmp_path,
+                                                                         monkeypatch):
+    """With NOXLA_TFLITE_GRAPH=1 several strict signatures are written by the graph's strict variant
+    (the merge's passes are TF's path's strict ones too); several for WebGPU go through TF's path,
+    whose merge skips the passes WebGPU's file must not have."""
+    from tests.test_graph_signatures import PAIR, W_DOWN, W_UP, _check
+    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "1")
+    steps = []
+    path = str(tmp_path / "m.tflite")
+    noxla.export_tflite(PAIR, path=path, on_step=lambda name, s: steps.append(name), **options)
+    declined = any(s.startswith("graph tflite writer: ") for s in steps)
+    assert declined != graph_takes and ("lower+write scaled (graph tflite)" in steps), steps
+    _check(path, PAIR, W_UP.nbytes + W_DOWN.nbytes)
