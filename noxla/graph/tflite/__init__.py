@@ -8,7 +8,7 @@ import functools
 
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.lower import Recorded, record_program
-from noxla.graph.tflite import control_flow, empty, legalize_math, legalize_nn, legalize_scans  # noqa: F401  (register their legalizers)
+from noxla.graph.tflite import control_flow, empty, legalize_math, legalize_more, legalize_nn, legalize_scans  # noqa: F401  (register their legalizers)
 from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better
 from noxla.graph.tflite.fuse import fuse
 from noxla.graph.tflite.legalize import legalize
@@ -33,6 +33,7 @@ def tflite_chunks_of(recorded: Recorded, passes_follow: bool = False) -> list:
 
 
 def _passes(graph, passes_follow: bool) -> None:
+    graph.prune()   # what only a folded empty tensor read (``empty``, ``legalize_more``)
     fuse(graph)
     simplify(graph)
     decline_what_the_tf_path_does_better(graph, passes_follow)
