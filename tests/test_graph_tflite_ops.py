@@ -40,12 +40,21 @@ WRITTEN = {
     "div:softmax_axis0_3d": "SOFTMAX",
     "atan2:broadcast_rows": "ATAN2",           # tf.broadcast_dynamic_shape of known shapes, folded
     "pad:crop_into_other_side": "PADV2",       # a PadV2 of an empty slice by a run-time value
+    # Types LiteRT's kernels move (model.GRAPH_WRITER_KINDS), each checked on LiteRT first.
+    "tile:bool": "TILE",
+    "dynamic_update_slice:bool": "DYNAMIC_UPDATE_SLICE",
+    "dynamic_update_slice:f16": "DYNAMIC_UPDATE_SLICE",
+    "dynamic_update_slice:i8": "DYNAMIC_UPDATE_SLICE",
+    "pad:u8_zero_fill_interior": "PAD",
+    "cond:f16": "IF",                          # float16 branch values, copied as they are
+    "while:vmapped_f16_i8_carries": "WHILE",   # float16 and int8 loop variables
 }
 # Those the converter writes with the same operators (TF's path), as many of each.
 AS_TF_PATH = ["broadcast_in_dim:f16", "select_n:one_case_f16_batched", "mul:u32_wraps", "mul:u32_hash_literal",
               "iota_2x32_shape:matrix", "concatenate:bool", "stack:bool", "reduce:or_body_bool",
               "conv_general_dilated:3d_ndhwc", "abs:complex", "sub:log_softmax_axis1_3d", "div:softmax_axis0_3d",
-              "atan2:broadcast_rows", "pad:crop_into_other_side"]
+              "atan2:broadcast_rows", "pad:crop_into_other_side", "tile:bool", "dynamic_update_slice:bool",
+              "dynamic_update_slice:f16", "dynamic_update_slice:i8"]
 
 
 def _written(case_id):
@@ -103,3 +112,10 @@ def test_is_inf_reads_an_exact_infinity():
     counts, got = _run(fun, x, y)
     assert {"ABS", "EQUAL"} <= set(counts), counts
     np.testing.assert_array_equal(got, np.asarray(jax.jit(fun)(x, y)))
+
+
+def test_uint32_words_are_stacked_as_they_are():
+    a, b = _U32_EDGES
+    counts, got = _run(lambda a, b: jax.numpy.stack([a, b, a], axis=1), a, b)
+    assert counts == {"PACK": 1}, counts
+    np.testing.assert_array_equal(got, np.stack([a, b, a], axis=1))
