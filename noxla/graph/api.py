@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from noxla.graph import control_flow, converter_ops, core, nn, ops
 from noxla.graph import elementwise as ew
 from noxla.graph import structural as st
@@ -136,6 +138,14 @@ def _uncovered(name):
     return fail
 
 
+def _broadcast_dynamic_shape(shape_x, shape_y):
+    """TF's BroadcastArgs of two shapes known when recorded: folded, as grappler folds it."""
+    x, y = convert_to_tensor(shape_x), convert_to_tensor(shape_y)
+    if x.constant is None or y.constant is None:
+        raise Uncovered("tf.broadcast_dynamic_shape of sizes known only at run time")
+    return ops.constant(np.array(np.broadcast_shapes(tuple(x.constant), tuple(y.constant)), x.constant.dtype))
+
+
 class _NoVariable:
     """``tf.Variable`` for ``isinstance`` checks: a recorded graph holds none."""
 
@@ -172,7 +182,8 @@ _TOP = {name: _MATH[name] for name in (
 _NN = {"relu": nn.relu, "relu6": nn.relu6, "elu": nn.elu, "leaky_relu": nn.leaky_relu, "gelu": nn.gelu,
        "sigmoid": _unary("Sigmoid"), "tanh": _unary("Tanh"), "softmax": nn.softmax, "log_softmax": nn.log_softmax,
        "bias_add": nn.bias_add, "conv2d": nn.conv2d, "depthwise_conv2d": nn.depthwise_conv2d,
-       "conv2d_transpose": nn.conv2d_transpose, "max_pool2d": nn.max_pool2d, "avg_pool2d": nn.avg_pool2d}
+       "conv2d_transpose": nn.conv2d_transpose, "max_pool2d": nn.max_pool2d, "avg_pool2d": nn.avg_pool2d,
+       "conv3d": nn.conv3d}
 _LINALG = {"matmul": nn.matmul}
 _ARRAY = {
     "where": ew.where, "cast": ew.cast, "constant": _constant, "convert_to_tensor": convert_to_tensor,
@@ -184,6 +195,7 @@ _ARRAY = {
     "size": st.size,
     "range": st.range_, "slice": st.slice_, "strided_slice": st.strided_slice, "pad": st.pad,
     "reverse": st.reverse, "tile": st.tile, "clip_by_value": _clip_by_value, "matmul": nn.matmul,
+    "bitcast": ew.bitcast, "broadcast_dynamic_shape": _broadcast_dynamic_shape,
     "get_static_value": _get_static_value, "executing_eagerly": _executing_eagerly, "name_scope": _name_scope,
     "as_dtype": as_dtype, "DType": DType, "Tensor": Tensor, "Variable": _NoVariable, "TensorShape": TensorShape,
 }

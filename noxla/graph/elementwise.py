@@ -163,6 +163,19 @@ def cast(x, dtype, name=None) -> Tensor:
     return ops.emit1("Cast", [x], attrs, dtype, x.shape.dims, fold, name, partial=known)
 
 
+def bitcast(input, type, name=None) -> Tensor:
+    """``tf.bitcast`` between types of one size (the rules read a float32's or a float16's bits): the
+    shape kept. Between sizes TF's Bitcast adds or drops a last axis: not recorded."""
+    from noxla.graph.dtypes import as_dtype
+    dtype, x = as_dtype(type), convert_to_tensor(input)
+    if x.dtype.size != dtype.size or "bfloat16" in (x.dtype.name, dtype.name) or x.dtype.is_complex \
+            or dtype.is_complex or x.dtype.is_bool or dtype.is_bool:
+        raise Uncovered(f"tf.bitcast from {x.dtype.name} to {dtype.name}")
+    attrs = {"T": ops.type_attr(x.dtype), "type": ops.type_attr(dtype)}
+    return ops.emit1("Bitcast", [x], attrs, dtype, x.shape.dims,
+                     lambda v: np.array(v).view(dtype.as_numpy_dtype), name)   # np.array: a contiguous copy, 0-D kept
+
+
 def tensor_equals(op: str, x: Tensor, y):
     """``x == y`` / ``x != y`` as TF 2's tensors compute them: elementwise (Equal/NotEqual without the
     shape error) when ``y`` converts to ``x``'s dtype and the shapes broadcast, else identity."""

@@ -9,7 +9,7 @@ from noxla.graph.convert import convert_to_tensor
 from noxla.graph.core import Tensor
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.elementwise import binary, unary
-from noxla.graph.structural import I32, static_ints
+from noxla.graph.structural import I32, static_ints, transpose
 
 
 def _four(value, what: str) -> list[int]:
@@ -96,6 +96,27 @@ def depthwise_conv2d(input, filter, strides, padding, data_format=None, dilation
     return ops.emit1("DepthwiseConv2dNative", [x, w], attrs, x.dtype, out, None, name)
 
 
+def conv3d(input, filters, strides, padding, data_format="NDHWC", dilations=None, name=None) -> Tensor:
+    if data_format not in (None, "NDHWC"):
+        raise Uncovered(f"data_format {data_format}")
+    x, w = convert_to_tensor(input), convert_to_tensor(filters)
+    _float(x, "Conv3D")
+    s = static_ints(strides, "strides")
+    d = [1] * 5 if dilations is None else static_ints(dilations, "dilations")
+    if len(s) != 5 or len(d) != 5 or not isinstance(padding, str) or padding.upper() not in ("SAME", "VALID"):
+        raise Uncovered("tf.nn.conv3d with strides or dilations not of 5 values, or explicit padding")
+    pad = padding.upper()
+    n, *spatial, c = x.shape.dims
+    *window, cin, cout = w.shape.dims
+    if c is not None and c != cin:
+        raise Uncovered("a grouped Conv3D")
+    out = [n, *(_spatial(size, k, s[1 + a], d[1 + a], pad, None) for a, (size, k) in enumerate(zip(spatial, window))),
+           cout]
+    attrs = {"T": ops.type_attr(x.dtype), "strides": ops.ints_attr(s), "padding": ops.str_attr(pad),
+             "data_format": ops.str_attr("NDHWC"), "dilations": ops.ints_attr(d)}
+    return ops.emit1("Conv3D", [x, w], attrs, x.dtype, out, None, name)
+
+
 def conv2d_transpose(input, filters, output_shape, strides, padding="SAME", data_format="NHWC", dilations=None,
                      name=None) -> Tensor:
     _check_nhwc(data_format)
@@ -154,8 +175,11 @@ def bias_add(value, bias, data_format=None, name=None) -> Tensor:
 def _last_axis(op: str, logits, axis) -> Tensor:
     x = convert_to_tensor(logits)
     _float(x, op)
-    if axis is not None and axis not in (-1, x.shape.rank - 1):
-        raise Uncovered(f"{op} over an axis other than the last (TF transposes)")
+    rank = x.shape.rank
+    if axis is not None and axis % rank != rank - 1:   # TF swaps the axis with the last and back
+        perm = list(range(rank))
+        perm[axis % rank], perm[-1] = perm[-1], perm[axis % rank]
+        return transpose(_last_axis(op, transpose(x, perm), None), perm)
     return ops.emit1(op, [x], {"T": ops.type_attr(x.dtype)}, x.dtype, x.shape.dims, None, None)
 
 

@@ -13,7 +13,18 @@ from typing import Callable
 
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.lower import Recorded, record_program
-from noxla.graph.tflite import control_flow, empty, fuse, legalize_math, legalize_nn, legalize_scans, passes  # noqa: F401  (register their legalizers)
+
+# control_flow and the legalize_* modules register their legalizers when imported.
+from noxla.graph.tflite import (  # noqa: F401
+    control_flow,
+    empty,
+    fuse,
+    legalize_math,
+    legalize_more,
+    legalize_nn,
+    legalize_scans,
+    passes,
+)
 from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better
 from noxla.graph.tflite.legalize import legalize
 from noxla.graph.tflite.model import serialize
@@ -94,6 +105,7 @@ def tflite_chunks_of(recorded: Recorded, passes_follow: bool = False, variant_na
 
 
 def _passes(graph, chosen: Passes, passes_follow: bool) -> None:
+    graph.prune()   # what only a folded empty tensor read (``empty``, ``legalize_more``)
     fuse.fuse(graph, chosen.fusions, chosen.finish)
     passes.simplify(graph, chosen.simplify)
     decline_what_the_tf_path_does_better(graph, passes_follow)

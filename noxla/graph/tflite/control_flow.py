@@ -13,13 +13,14 @@ import numpy as np
 from noxla.graph.core import Function, Node
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.tflite.legalize import legalize_nodes, legalizer, live
-from noxla.graph.tflite.model import MAX_RANK, RUNTIME_DTYPES, Graph, Op, Tensor, subgraphs
+from noxla.graph.tflite.model import GRAPH_WRITER_KINDS, MAX_RANK, RUNTIME_DTYPES, Graph, Op, Tensor, subgraphs
 
 
 def _carried(graph: Graph, t: Tensor) -> Tensor:
-    """``t`` as a loop variable or branch value: of a type LiteRT's WHILE and IF copy and the
-    kernels around them are held to JAX on (uint32: a PRNG key's words, moved only)."""
-    allowed = RUNTIME_DTYPES | {np.dtype(np.bool_)} | ({np.dtype(np.uint32)} if graph.uint32_moves else set())
+    """``t`` as a loop variable or branch value: of a type LiteRT's WHILE and IF copy (byte for
+    byte, whatever the type) and the kernels around them are held to JAX on (``model``'s
+    GRAPH_WRITER_KINDS: uint32, a PRNG key's words; float16 and int8, moved and cast)."""
+    allowed = RUNTIME_DTYPES | {np.dtype(np.bool_)} | (set(GRAPH_WRITER_KINDS) if graph.uint32_moves else set())
     if t.dtype not in allowed or 0 in t.shape or len(t.shape) > MAX_RANK:
         raise Uncovered(f"a loop variable or branch value of {t.dtype} {t.shape}")
     return t

@@ -37,17 +37,20 @@ RUNTIME_DTYPES = {np.dtype(np.float32), np.dtype(np.int32)}
 # mask): LiteRT's other kernels (PAD, the arithmetic) have no bool version, or one not tested here.
 BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL", "SELECT", "SELECT_V2",
               "RESHAPE", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "REDUCE_ANY", "CAST", "REDUCE_ALL",
-              "TRANSPOSE", "SLICE", "BROADCAST_TO"}   # the last three: keras-hub's attention masks
+              "TRANSPOSE", "SLICE", "BROADCAST_TO",   # the last three: keras-hub's attention masks
+              "CONCATENATION", "TILE", "DYNAMIC_UPDATE_SLICE"}   # a bool PACK is a CONCATENATION (``legalize_more``)
 # Types only the graph writer carries, each with the builtins that may read or make it (LiteRT's
 # kernels for these copy or convert them, as on TF's path): uint32, where the rules move a PRNG
 # key's words (threefry computes in int32 limbs); float16 and the narrow integers, which the rules
 # convert to float32 or int32 to compute and back (``lowering_rules.helpers.wide``); int64, in which
 # the rules compare and divide uint32 values (every uint32 and their differences fit exactly).
 GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION", "CAST",
-                                             "SELECT", "SELECT_V2"},   # a key carried through a vmapped loop
+                                             "SELECT", "SELECT_V2",   # a key carried through a vmapped loop
+                                             "STRIDED_SLICE", "PACK", "MUL"},   # MUL: LiteRT's wraps (uint32_t)
                       np.dtype(np.bool_): {"UNPACK"},   # LiteRT's PACK has no bool kernel
-                      **{np.dtype(t): {"CAST", "RESHAPE", "SLICE"}
-                         for t in (np.float16, np.int8, np.uint8, np.int16, np.uint16)},
+                      **{np.dtype(t): {"CAST", "RESHAPE", "SLICE", "BITCAST",   # BITCAST: a float16's bits
+                                       "DYNAMIC_UPDATE_SLICE"} | ({"PAD"} if t != np.uint16 else set())
+                         for t in (np.float16, np.int8, np.uint8, np.int16, np.uint16)},   # LiteRT's PAD: no uint16
                       np.dtype(np.int64): {"CAST", "RESHAPE", "SLICE", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
                                            "EQUAL", "NOT_EQUAL", "FLOOR_MOD", "FLOOR_DIV", "SELECT", "SELECT_V2",
                                            "MAXIMUM", "MINIMUM", "ADD", "SUB", "MUL"}}
@@ -323,5 +326,6 @@ _OPTIONS = {
     "MIRROR_PAD": "MirrorPadOptions", "REDUCE_PROD": "ReducerOptions", "REDUCE_ANY": "ReducerOptions",
     "CUMSUM": "CumsumOptions", "TOPK_V2": "TopKV2Options", "SCATTER_ND": "ScatterNdOptions",
     "REDUCE_ALL": "ReducerOptions", "ARG_MAX": "ArgMaxOptions", "ARG_MIN": "ArgMinOptions",
+    "CONV_3D": "Conv3DOptions",
     "WHILE": "WhileOptions", "IF": "IfOptions",   # their subgraph indices: the bodies' (``subgraphs``)
 }
