@@ -74,12 +74,10 @@ def test_what_needs_tensorflow_says_so_and_writes_nothing(tmp_path):
             else:
                 raise AssertionError("no TensorFlowMissing")
         assert not os.path.exists({str(tmp_path / "sm")!r})
-        # What the graph does not cover yet (a 3-D convolution): refused before anything is
-        # written, naming why; the other format not written.
-        conv3d = lambda x: jax.lax.conv_general_dilated(x, np.ones((1, 2, 1, 1, 1), np.float32), (1, 1, 1),
-                                                        "VALID", dimension_numbers=("NDHWC", "DHWIO", "NDHWC"))
-        x5 = np.ones((1, 2, 3, 1, 1), np.float32)
-        for fun, args, options, why in [(conv3d, x5, {{}}, "conv3d")]:
+        # What the graph does not cover yet (a bfloat16 rounding: neither writer takes bfloat16):
+        # refused before anything is written, naming why; the other format not written.
+        rounded = lambda x: x.astype(jax.numpy.bfloat16).astype(np.float32) * 2
+        for fun, args, options, why in [(rounded, x, {{}}, "bfloat16")]:
             try:
                 api.export(fun, (args,), tflite={str(tmp_path / "m.tflite")!r},
                            tfjs={str(tmp_path / "m_tfjs")!r}, **options)
