@@ -13,6 +13,8 @@ builtins cannot return complex values and TF.js's wasm backend has no complex te
 """
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,6 +22,7 @@ from jax import lax
 
 from lowering_rules.cases import c64, case, f32, i8, i32
 from lowering_rules.complex_values import ComplexPair, part_dtype
+from lowering_rules.helpers import is_inf
 from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.registry import (
     COMPONENTWISE,
@@ -64,14 +67,25 @@ def multiply(x: ComplexPair, y: ComplexPair) -> ComplexPair:
     return ComplexPair(a * c - b * d, a * d + b * c)
 
 
+@functools.cache
+def _infinite_part_wins() -> bool:
+    """Whether this JAX's |inf + NaN i| is inf (C99's hypot: JAX 0.12) or NaN (JAX 0.10)."""
+    return bool(np.isinf(jnp.abs(lax.complex(np.float32(np.inf), np.float32(np.nan)))))
+
+
 def hypot(a, b):
     """|a + bi| without overflow or underflow in the squares (as XLA computes complex abs)."""
-    big, small = tf.maximum(tf.abs(a), tf.abs(b)), tf.minimum(tf.abs(a), tf.abs(b))
+    abs_a, abs_b = tf.abs(a), tf.abs(b)
+    big, small = tf.maximum(abs_a, abs_b), tf.minimum(abs_a, abs_b)
     safe = tf.where(big > 0, big, tf.ones_like(big))
     ratio = small / safe
     result = big * tf.sqrt(1.0 + ratio * ratio)
-    # An infinite part makes |z| infinite even when the other part is NaN.
-    return tf.where(tf.math.is_inf(big), big, result)
+    # A part not finite: NaN where either is NaN, else inf, as the parts' sum is. Not left to the
+    # MAXIMUM/MINIMUM above: LiteRT's drop a NaN operand (|NaN + 1i| was sqrt(2) on LiteRT).
+    result = tf.where(tf.logical_and(tf.math.is_finite(a), tf.math.is_finite(b)), result, abs_a + abs_b)
+    if _infinite_part_wins():   # then an infinite part makes |z| inf even where the other is NaN
+        result = tf.where(is_inf(a), abs_a, tf.where(is_inf(b), abs_b, result))
+    return result
 
 
 def divide(x: ComplexPair, y: ComplexPair) -> ComplexPair:
@@ -246,7 +260,11 @@ add_complex(lax.abs_p, lower_abs,
             case("complex", lambda a, b: jnp.abs(_z(a, b)), f32(3, 4), f32(3, 4)),
             case("complex_huge", lambda a, b: jnp.abs(_z(a, b)),
                  np.array([3e30, 0.0, -1e-30, 4e-30, 0.0], np.float32),
-                 np.array([4e30, 0.0, 1e-30, -3e-30, -2.0], np.float32)))
+                 np.array([4e30, 0.0, 1e-30, -3e-30, -2.0], np.float32)),
+            # Every pairing of NaN, inf, -inf and a finite part: JAX 0.10 and 0.12 differ on |inf + NaN i|.
+            case("complex_nonfinite", lambda a, b: jnp.abs(_z(a, b)),
+                 np.array([np.nan, 1.0, np.inf, np.nan, -np.inf, np.nan, np.inf, -np.inf, 3e38], np.float32),
+                 np.array([1.0, np.nan, np.nan, -np.inf, 2.0, np.nan, np.inf, 0.0, 1e38], np.float32)))
 add_complex(lax.sign_p, lower_sign,
             case("complex", _parts_of(lambda a, b: jnp.sign(_z(a, b))),
                  np.array([3.0, 0.0, -1.0, 0.0], np.float32), np.array([4.0, 0.0, 1.0, -2.0], np.float32)))
