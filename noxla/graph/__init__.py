@@ -52,8 +52,6 @@ def why_tflite_needs_tensorflow(options: ExportOptions) -> str | None:
         return "strict=True (its IEEE-exact lowerings)"
     if options.quantize is not None:
         return f"quantize={options.quantize!r} (TF's converter)"
-    if options.polymorphic_shapes is not None:
-        return "polymorphic shapes (recorded, not written as .tflite yet)"
     if target not in ("tflite", "litertjs"):
         return f"the {target} target"
     return None

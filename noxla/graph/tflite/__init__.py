@@ -8,14 +8,13 @@ import functools
 
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.lower import Recorded, record_program
-from noxla.graph.tflite import control_flow, empty, legalize_math, legalize_nn, legalize_scans  # noqa: F401  (register their legalizers)
+from noxla.graph.tflite import control_flow, empty, legalize_math, legalize_nn, legalize_scans, legalize_shapes  # noqa: F401  (register their legalizers)
 from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better
 from noxla.graph.tflite.fuse import fuse
 from noxla.graph.tflite.legalize import legalize
 from noxla.graph.tflite.model import serialize
 from noxla.graph.tflite.outputs import copy_passthrough_outputs
 from noxla.graph.tflite.passes import simplify
-from noxla.shapes import dim_vars
 from noxla.tracing import Program
 
 __all__ = ["Uncovered", "graph_tflite_chunks", "tflite_chunks_of"]
@@ -39,7 +38,6 @@ def _passes(graph, passes_follow: bool) -> None:
 
 
 def graph_tflite_chunks(program: Program, passes_follow: bool = False) -> list:
-    """``program`` recorded (the lowering TF's path hands its TFLite converter) and written."""
-    if dim_vars(program.in_avals):  # recorded (the TF.js writer takes them), not legalized yet
-        raise Uncovered("polymorphic shapes")
+    """``program`` recorded (the lowering TF's path hands its TFLite converter) and written; symbolic
+    sizes as the converter writes a tf.function's None sizes (``legalize_shapes``)."""
     return tflite_chunks_of(record_program(program, tflite_converter=True), passes_follow)

@@ -25,7 +25,7 @@ import numpy as np
 
 from noxla.graph.tflite.folds import fold
 from noxla.graph.tflite.fuse import common_operators, reshapes_of_reshapes
-from noxla.graph.tflite.model import Graph
+from noxla.graph.tflite.model import Graph, broadcast_shape, shape_constant
 from noxla.graph.tflite.zero_state import zero_state_products
 
 # Operators that run alike in another layout of their operands (each read whole, no axis named).
@@ -56,7 +56,7 @@ def _unit_axis_transposes(graph: Graph) -> bool:
         perm = [int(a) for a in op.inputs[1].data]
         moved = [a for a in perm if op.inputs[0].shape[a] != 1]
         if moved == sorted(moved):
-            op.kind, op.inputs, op.options = "RESHAPE", [op.inputs[0], graph.int32(op.out.shape)], {}
+            op.kind, op.inputs, op.options = "RESHAPE", [op.inputs[0], shape_constant(graph, op.out.shape)], {}
             return True
     return False
 
@@ -152,7 +152,7 @@ def _broadcasts_into_readers(graph: Graph) -> bool:
         if not readers or any(r is None or r.kind not in _BROADCASTING | {"SELECT"} for r in readers):
             continue
         x = op.inputs[0]
-        if any(np.broadcast_shapes(*(x.shape if i is op.out else i.shape for i in r.inputs)) != r.out.shape
+        if any(broadcast_shape(*(x.shape if i is op.out else i.shape for i in r.inputs)) != r.out.shape
                for r in readers):
             continue
         for r in readers:
