@@ -112,22 +112,20 @@ def _poly_cases():
 @pytest.mark.slow
 @pytest.mark.parametrize("case", grouped_cases(_poly_cases()))
 def test_polymorphic_case_through_the_graph_tflite_matches_jax_at_two_sizes(case):
-    """Each polymorphic rule case the writer covers, at its own sizes and with each symbolic size
-    grown by 1 (tests/test_graph.py's sizes for the TF.js writer), on LiteRT against JAX."""
-    from lowering_rules.vocabulary import Target
-    from noxla.preflight import full_check
+    """Each polymorphic rule case the writer covers, at its own sizes (``tools.graph_coverage``'s
+    check) and with each symbolic size grown by 1 (tests/test_graph.py's sizes for the TF.js
+    writer), on LiteRT against JAX."""
     from noxla.verify import jax_outputs
     from tests.differential import assert_matches, default_mode_inputs
     from tests.test_graph import SIZE_STEPS, _inputs_at
-    program, args, expected = default_mode_inputs(case)
-    if isinstance(expected, Exception) or not full_check(program.closed_jaxpr, Target.TFLITE).ok:
-        pytest.skip("JAX cannot run it or TFLite's check refuses it: nothing to write")
-    try:
-        data = graph_tflite_bytes(program)
-    except Uncovered as e:
-        pytest.skip(f"the graph's TFLite writer does not cover it ({e}); TF's path exports it")
-    for step in SIZE_STEPS[:2]:
-        sized = _inputs_at(program, args, step)
-        outs = run_tflite(data, dict(zip(program.in_names, sized)))
-        assert_matches(jax_outputs(case.fun, sized), [outs[n] for n in program.out_names], program.out_names,
-                       case.atol, case.rtol, where=f"{case.id} [graph tflite, sizes +{step}]")
+    from tools.graph_coverage import tflite_case
+    outcome = tflite_case(case)
+    if outcome != "matched":
+        pytest.skip(f"{outcome}: TF's path exports it" if outcome.startswith("uncovered")
+                    else "JAX cannot run it or TFLite's check refuses it: nothing to write")
+    program, args, _ = default_mode_inputs(case)
+    data = graph_tflite_bytes(program)
+    sized = _inputs_at(program, args, SIZE_STEPS[1])
+    outs = run_tflite(data, dict(zip(program.in_names, sized)))
+    assert_matches(jax_outputs(case.fun, sized), [outs[n] for n in program.out_names], program.out_names,
+                   case.atol, case.rtol, where=f"{case.id} [graph tflite, sizes +{SIZE_STEPS[1]}]")
