@@ -36,6 +36,8 @@ PROGRAMS = {
     "pad": (lambda x: jnp.pad(x, ((1, 2), (0, 1))), ["(b, 3)"], [_x(2, 3)], [_x(4, 3)]),
     "slices": (lambda x: x[1:] - x[:-1], ["(b, 3)"], [_x(3, 3)], [_x(6, 3)]),
     "dense": (lambda x: jnp.tanh(x @ W + 0.5), ["(b, 3)"], [_x(2, 3)], [_x(9, 3)]),
+    # rows b * 2 flattened for the FULLY_CONNECTED and unflattened after: it reads x as it is
+    "dense_over_rows": (lambda x: jax.nn.relu(x @ W + 0.5), ["(b, 2, 3)"], [_x(1, 2, 3)], [_x(5, 2, 3)]),
     "reductions": (lambda x: (jnp.mean(x, axis=0), jnp.sum(x), jnp.max(x, axis=1)), ["(b, 3)"], [_x(2, 3)],
                    [_x(5, 3)]),
     "full": (lambda x: x * jnp.full((x.shape[0], 1), 3.0, jnp.float32), ["(b, 3)"], [_x(2, 3)], [_x(4, 3)]),

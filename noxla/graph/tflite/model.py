@@ -82,7 +82,8 @@ BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQ
 # convert to float32 or int32 to compute and back (``lowering_rules.helpers.wide``); int64, in which
 # the rules compare and divide uint32 values (every uint32 and their differences fit exactly).
 GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION", "CAST",
-                                             "SELECT", "SELECT_V2"},   # a key carried through a vmapped loop
+                                             "SELECT", "SELECT_V2",   # a key carried through a vmapped loop
+                                             "STRIDED_SLICE"},   # a key's words sliced at a run-time size
                       np.dtype(np.bool_): {"UNPACK"},   # LiteRT's PACK has no bool kernel
                       **{np.dtype(t): {"CAST", "RESHAPE", "SLICE"}
                          for t in (np.float16, np.int8, np.uint8, np.int16, np.uint16)},
