@@ -42,8 +42,8 @@ TFLITE_ENV = "NOXLA_TFLITE_GRAPH"
 
 def why_tflite_needs_tensorflow(options: ExportOptions) -> str | None:
     """None where the graph's TFLite writer may take the .tflite (every target and ``strict``, each
-    with its declared passes: ``noxla.graph.tflite.VARIANTS``; static shapes; quantized only by
-    LiteRT's quantizer), else why TF's path takes it."""
+    with its declared passes: ``noxla.graph.tflite.VARIANTS``; symbolic sizes too; quantized
+    only by LiteRT's quantizer), else why TF's path takes it."""
     if os.environ.get(TFLITE_ENV) == "0":
         return f"{TFLITE_ENV}=0"
     if options.quantize is not None:   # LiteRT's quantizer quantizes the graph's file (noxla.tflite_quantize)
@@ -51,8 +51,6 @@ def why_tflite_needs_tensorflow(options: ExportOptions) -> str | None:
         reason = why_tensorflow_quantizes(options.quantize)
         if reason is not None:
             return f"quantize={options.quantize!r} ({reason})"
-    if options.polymorphic_shapes is not None:
-        return "polymorphic shapes (recorded, not written as .tflite yet)"
     return None
 
 

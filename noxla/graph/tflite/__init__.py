@@ -23,13 +23,13 @@ from noxla.graph.tflite import (  # noqa: F401
     legalize_more,
     legalize_nn,
     legalize_scans,
+    legalize_shapes,
     passes,
 )
 from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better
 from noxla.graph.tflite.legalize import legalize
 from noxla.graph.tflite.model import serialize
 from noxla.graph.tflite.outputs import copy_passthrough_outputs
-from noxla.shapes import dim_vars
 from noxla.tracing import Program
 
 __all__ = ["VARIANTS", "Passes", "Uncovered", "graph_tflite_chunks", "tflite_chunks_of", "variant"]
@@ -124,9 +124,8 @@ def _flatbuffer_passes(chunks: list, rewrites: tuple) -> list:
 def graph_tflite_chunks(program: Program, passes_follow: bool = False, strict: bool = False,
                         webgpu: bool = False) -> list:
     """``program`` recorded (the lowering TF's path hands its TFLite converter; ``strict``: its
-    IEEE-exact lowerings; ``webgpu``: for LiteRT.js's WebGPU delegate) and written."""
-    if dim_vars(program.in_avals):  # recorded (the TF.js writer takes them), not legalized yet
-        raise Uncovered("polymorphic shapes")
+    IEEE-exact lowerings; ``webgpu``: for LiteRT.js's WebGPU delegate) and written; symbolic sizes
+    as the converter writes a tf.function's None sizes (``legalize_shapes``)."""
     if webgpu and passes_follow:   # the merge of several signatures runs the default file's passes
         raise Uncovered("several signatures for LiteRT.js's WebGPU")
     recorded = record_program(program, strict, tflite_converter=True, webgpu=webgpu)

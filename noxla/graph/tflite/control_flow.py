@@ -13,7 +13,17 @@ import numpy as np
 from noxla.graph.core import Function, Node
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.tflite.legalize import legalize_nodes, legalizer, live
-from noxla.graph.tflite.model import GRAPH_WRITER_KINDS, MAX_RANK, RUNTIME_DTYPES, Graph, Op, Tensor, subgraphs
+from noxla.graph.tflite.model import (
+    GRAPH_WRITER_KINDS,
+    MAX_RANK,
+    RUNTIME_DTYPES,
+    Graph,
+    Op,
+    Tensor,
+    dims,
+    shape_of,
+    subgraphs,
+)
 
 
 def _carried(graph: Graph, t: Tensor) -> Tensor:
@@ -33,7 +43,7 @@ def _body(outer: Graph, function: Function) -> Graph:
     values: dict = {}
     for arg in function.args:
         dtype, shape = arg.node.outputs[arg.index]
-        t = _carried(outer, Tensor(tuple(int(d) for d in shape), np.dtype(dtype.as_numpy_dtype)))
+        t = _carried(outer, Tensor(dims(shape), np.dtype(dtype.as_numpy_dtype)))
         body.inputs.append(t)
         values[(id(arg.node), arg.index)] = t
     nodes = function.graph.nodes
@@ -43,7 +53,7 @@ def _body(outer: Graph, function: Function) -> Graph:
 
 
 def _results(node: Node) -> list[Tensor]:
-    return [Tensor(tuple(int(d) for d in shape), np.dtype(dtype.as_numpy_dtype)) for dtype, shape in node.outputs]
+    return [Tensor(dims(shape), np.dtype(dtype.as_numpy_dtype)) for dtype, shape in node.outputs]
 
 
 @legalizer("StatelessWhile", "While")
@@ -82,7 +92,7 @@ def _copy_moved(body: Graph) -> None:
     returned as they are would read ``a`` after it was overwritten."""
     for i, t in enumerate(body.outputs):
         if any(t is x for j, x in enumerate(body.inputs) if j != i):
-            body.outputs[i] = body.add("RESHAPE", [t, body.int32(t.shape)], t.shape, t.dtype)
+            body.outputs[i] = body.add("RESHAPE", [t, shape_of(body, t)], t.shape, t.dtype)
 
 
 def _agree(op: Op) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noxla.graph.tflite.model import Graph, Uncovered, View
+from noxla.graph.tflite.model import Graph, Uncovered, View, unknown
 
 # Operators that run alike in another layout of their input (``noxla.tflite_reshapes``).
 _ELEMENTWISE = {"ABS", "CEIL", "COS", "EXP", "FLOOR", "GELU", "HARD_SWISH", "LOG", "LOGISTIC", "NEG", "RELU",
@@ -42,6 +42,7 @@ def decline_what_the_tf_path_does_better(graph: Graph, passes_follow: bool = Fal
     rows: dict = {}
     for op in graph.ops:
         if op.kind == "FULLY_CONNECTED":
-            rows.setdefault(op.inputs[0].id, []).append(int(np.prod(op.inputs[0].shape[:-1])))
+            lead = op.inputs[0].shape[:-1]   # rows known only at run time: not one row here
+            rows.setdefault(op.inputs[0].id, []).append(None if unknown(lead) else int(np.prod(lead)))
     if any(len(r) > 1 and 1 in r for r in rows.values()):
         raise Uncovered("projections of one row of one input, which the TF path joins")

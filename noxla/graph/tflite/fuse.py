@@ -174,7 +174,8 @@ def _mean(graph: Graph) -> bool:
         total = view.producer(op.inputs[0], set(_AVERAGES)) if op.kind == "DIV" else None
         if total is None or not view.only_reader(op.inputs[0]) or op.options["fusedActivationFunction"]:
             continue
-        if _scalar(op.inputs[1]) == _count(total) and op.out.shape == total.out.shape:
+        count = _scalar(op.inputs[1])   # None: a count computed at run time (a polymorphic size's)
+        if count is not None and count == _count(total) and op.out.shape == total.out.shape:
             total.kind = _AVERAGES[total.kind]
             _take_output(total, op)
             return True

@@ -18,7 +18,7 @@ import numpy as np
 from noxla.graph.core import Node
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.lower import Recorded
-from noxla.graph.tflite.model import SAME, VALID, Graph, Tensor, splat_as_scalar
+from noxla.graph.tflite.model import SAME, VALID, Graph, Tensor, dims, splat_as_scalar
 
 LEGALIZERS: dict[str, Callable] = {}
 # Folds tried before a node's legalizer, registered by their modules (``empty``: grappler's folds of
@@ -56,7 +56,7 @@ def legalize_nodes(graph: Graph, nodes, values: dict, live_ids: set) -> None:
             continue
         if node.op == "Placeholder":
             dtype, shape = node.outputs[0]
-            t = Tensor(tuple(shape), np.dtype(dtype.as_numpy_dtype), name=node.name)
+            t = Tensor(dims(shape), np.dtype(dtype.as_numpy_dtype), name=node.name)
             graph.inputs.append(t)
             values[(id(node), 0)] = t
             continue
@@ -103,10 +103,10 @@ def _attr(node: Node, key: str, default=None):
 
 
 def _shape(node: Node, index: int = 0) -> tuple:
-    shape = node.outputs[index][1]
-    if any(d is None for d in shape):   # a size the recorder could not infer statically
-        raise Uncovered(f"{node.op} of a size known only at run time in the TFLite writer")
-    return tuple(int(d) for d in shape)
+    """The output's shape, ``DYNAMIC`` where the recorder left a size unknown: a legalizer that
+    computes with such a size raises ``Uncovered`` (``model.RunTimeSize``); ``legalize_shapes``
+    writes the ops that read sizes at run time."""
+    return dims(node.outputs[index][1])
 
 
 def _dtype(node: Node, index: int = 0) -> np.dtype:

@@ -4,7 +4,11 @@ graph legalizes it into (``noxla.graph.tflite.legalize``).
 A tensor is a run-time value (``data is None``) or a constant; an operator names its TFLite builtin
 and keeps its options as a dict of the schema's option fields. Passes (``fuse``) rewrite the graph
 in place; ``serialize`` turns it into the flatbuffer LiteRT reads, with the ``serving_default``
-signature the TF path writes (inputs by name in order, outputs by name in key order)."""
+signature the TF path writes (inputs by name in order, outputs by name in key order).
+
+A size known only at run time (a polymorphic program's symbolic size: the recorder's None) is a
+``RunTimeSize``; it is written as the converter writes a tf.function's None size: 1 in the
+tensor's ``shape``, -1 in its ``shapeSignature``."""
 from __future__ import annotations
 
 import dataclasses
@@ -22,6 +26,40 @@ _ids = itertools.count()
 
 
 SAME, VALID = 0, 1   # schema.Padding
+
+
+class RunTimeSize:
+    """A size known only at run time. Equal only to itself: ``DYNAMIC`` stands for every size the
+    recorder left unknown, so shapes it inferred equal are equal at run time where the passes
+    compare them (operands of one operator: JAX's elementwise operands have equal symbolic shapes,
+    and a reshape keeps the element count, so one unknown size among known ones is determined). A
+    reshape's output of several unknown sizes gets fresh ones, equal to no other size. Computing
+    with one (arithmetic, ordering, ``int``) raises ``Uncovered``: a pass that needs the value
+    cannot decide, and the program takes TF's path rather than crash or guess."""
+
+    def _refuse(self, *args):
+        raise Uncovered("a size known only at run time, where the TFLite writer needs its value")
+
+    __int__ = __index__ = __float__ = __bool__ = __neg__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __floordiv__ = __rfloordiv__ = __truediv__ = __rtruediv__ = __mod__ = __rmod__ = _refuse
+    __lt__ = __le__ = __gt__ = __ge__ = _refuse
+
+    def __repr__(self) -> str:
+        return "?"
+
+
+DYNAMIC = RunTimeSize()
+
+
+def dims(shape) -> tuple:
+    """A recorded static shape (None where unknown) as the model's (``DYNAMIC`` there)."""
+    return tuple(DYNAMIC if d is None else d if isinstance(d, RunTimeSize) else int(d) for d in shape)
+
+
+def unknown(shape) -> int:
+    """How many of ``shape``'s sizes are known only at run time."""
+    return sum(isinstance(d, RunTimeSize) for d in shape)
 
 
 def same_pads(size: int, window: int, stride: int, dilation: int = 1) -> tuple[int, int]:
@@ -113,9 +151,10 @@ class Graph:
         return self._int32[key]
 
     def add(self, kind: str, inputs: list, shape, dtype, **options) -> Tensor:
-        shape = tuple(int(d) for d in shape)
+        shape = dims(shape)
         allowed = _allowed(kind, self.uint32_moves)
-        if any(t is not None and not t.is_constant and t.dtype not in allowed for t in inputs):
+        reads = inputs if kind != "SHAPE" else []   # SHAPE reads its input's sizes only, of any type
+        if any(t is not None and not t.is_constant and t.dtype not in allowed for t in reads):
             raise Uncovered(f"{kind} on {sorted({str(t.dtype) for t in inputs if t is not None})}")
         self.check(kind, shape, dtype)
         out = Tensor(shape, np.dtype(dtype))
@@ -166,6 +205,39 @@ class Graph:
                 needed.update(t.id for t in op.inputs if t is not None)
         self.ops = kept[::-1]
         self._view = None
+
+
+def broadcast_shape(*shapes) -> tuple | None:
+    """``np.broadcast_shapes`` of shapes that may hold unknown sizes: an unknown size broadcasts
+    against 1 or itself (a JAX program's operands broadcast no other way); None where that does
+    not decide it (an unknown size against another, or against a known one)."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for sizes in zip(*((1,) * (rank - len(s)) + tuple(s) for s in shapes)):
+        kept = {d for d in sizes if isinstance(d, RunTimeSize) or d != 1}
+        if len(kept) > 1:
+            if unknown(kept):
+                return None
+            raise ValueError(f"shapes {shapes} do not broadcast")
+        out.append(next(iter(kept), 1))
+    return tuple(out)
+
+
+def shape_constant(graph: Graph, shape) -> Tensor:
+    """A RESHAPE's shape operand for ``shape``: -1 where its one unknown size is (the element count
+    determines it at run time); ``Uncovered`` for several unknown sizes, which only a shape computed
+    at run time gives."""
+    if unknown(shape) > 1:
+        raise Uncovered("a reshape to several sizes known only at run time in the TFLite writer")
+    return graph.int32([-1 if isinstance(d, RunTimeSize) else d for d in shape])
+
+
+def shape_of(graph: Graph, t: Tensor) -> Tensor:
+    """``t``'s shape as an int32 vector: a constant, or a SHAPE of ``t`` where a size is known only
+    at run time (as the converter reads a tf.shape of a None size)."""
+    if not unknown(t.shape):
+        return graph.int32(t.shape)
+    return graph.add("SHAPE", [t], (len(t.shape),), np.int32, outType=2)   # schema.TensorType.INT32
 
 
 def splat_as_scalar(graph: Graph, t: Tensor) -> Tensor:
@@ -265,7 +337,9 @@ def _subgraph(schema, graph: Graph, codes: dict, buffer_index, indices: dict):
             t = shared.setdefault((t.dtype.str, t.shape, t.data.tobytes()), t)
         if t.id not in tensors:
             entry = schema.TensorT()
-            entry.shape = np.asarray(t.shape, np.int32)
+            entry.shape = np.asarray([1 if isinstance(d, RunTimeSize) else d for d in t.shape], np.int32)
+            if unknown(t.shape):
+                entry.shapeSignature = np.asarray([-1 if isinstance(d, RunTimeSize) else d for d in t.shape], np.int32)
             entry.type = getattr(schema.TensorType, _TYPES[t.dtype])
             entry.name = t.name or f"t{len(tensors)}"
             entry.buffer = buffer_index(t.data) if t.is_constant else 0
@@ -327,5 +401,6 @@ _OPTIONS = {
     "CUMSUM": "CumsumOptions", "TOPK_V2": "TopKV2Options", "SCATTER_ND": "ScatterNdOptions",
     "REDUCE_ALL": "ReducerOptions", "ARG_MAX": "ArgMaxOptions", "ARG_MIN": "ArgMinOptions",
     "CONV_3D": "Conv3DOptions",
+    "SHAPE": "ShapeOptions", "SQUEEZE": "SqueezeOptions",
     "WHILE": "WhileOptions", "IF": "IfOptions",   # their subgraph indices: the bodies' (``subgraphs``)
 }

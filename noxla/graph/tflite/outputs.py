@@ -6,7 +6,7 @@ with its exact value (``_write_constant_outputs``)."""
 from __future__ import annotations
 
 from noxla.graph.dtypes import Uncovered
-from noxla.graph.tflite.model import Graph
+from noxla.graph.tflite.model import Graph, shape_of, unknown
 
 
 def copy_passthrough_outputs(graph: Graph) -> None:
@@ -15,5 +15,5 @@ def copy_passthrough_outputs(graph: Graph) -> None:
     inputs = {t.id for t in graph.inputs}
     for i, t in enumerate(graph.outputs):
         if t.id in inputs:
-            graph.outputs[i] = graph.add("RESHAPE", [t, graph.int32(t.shape)], t.shape, t.dtype,
-                                         newShape=[int(d) for d in t.shape])
+            static = {} if unknown(t.shape) else {"newShape": [int(d) for d in t.shape]}   # else a SHAPE's
+            graph.outputs[i] = graph.add("RESHAPE", [t, shape_of(graph, t)], t.shape, t.dtype, **static)

@@ -27,7 +27,7 @@ import numpy as np
 
 from noxla.graph.tflite.folds import fold
 from noxla.graph.tflite.fuse import common_operators, reshapes_of_reshapes
-from noxla.graph.tflite.model import Graph
+from noxla.graph.tflite.model import Graph, broadcast_shape, shape_constant, unknown
 from noxla.graph.tflite.zero_state import zero_state_products
 
 # Operators that run alike in another layout of their operands (each read whole, no axis named).
@@ -56,7 +56,7 @@ def _unit_axis_transposes(graph: Graph) -> bool:
         perm = [int(a) for a in op.inputs[1].data]
         moved = [a for a in perm if op.inputs[0].shape[a] != 1]
         if moved == sorted(moved):
-            op.kind, op.inputs, op.options = "RESHAPE", [op.inputs[0], graph.int32(op.out.shape)], {}
+            op.kind, op.inputs, op.options = "RESHAPE", [op.inputs[0], shape_constant(graph, op.out.shape)], {}
             return True
     return False
 
@@ -78,10 +78,11 @@ def _unflattened_fully_connected(graph: Graph) -> bool:
         leads = [x.shape[:-1]] if x.shape[-1] == k else []   # the flatten dropped (once nothing reads it)
         if view.only_reader(op.inputs[0]):   # a reader dropped, the flatten reshaping to [*lead, k]
             leads += [r.out.shape[:-1] for r in readers if r.out.shape[-1:] == (units,)]
-        lead = next((lead for lead in leads if lead and int(np.prod(lead)) == rows), None)
+        # (the element counts of the reshapes make an unknown lead's product ``rows``)
+        lead = next((lead for lead in leads if lead and (unknown(lead) or int(np.prod(lead)) == rows)), None)
         if lead is None:
             continue
-        op.inputs[0] = x if x.shape == (*lead, k) else graph.add("RESHAPE", [x, graph.int32((*lead, k))],
+        op.inputs[0] = x if x.shape == (*lead, k) else graph.add("RESHAPE", [x, shape_constant(graph, (*lead, k))],
                                                                   (*lead, k), x.dtype)
         if op.inputs[0] is not x:   # made after ``op``: moved before it
             graph.ops.insert(graph.ops.index(op), graph.ops.pop())
@@ -152,7 +153,7 @@ def _broadcasts_into_readers(graph: Graph) -> bool:
         if not readers or any(r is None or r.kind not in _BROADCASTING | {"SELECT"} for r in readers):
             continue
         x = op.inputs[0]
-        if any(np.broadcast_shapes(*(x.shape if i is op.out else i.shape for i in r.inputs)) != r.out.shape
+        if any(broadcast_shape(*(x.shape if i is op.out else i.shape for i in r.inputs)) != r.out.shape
                for r in readers):
             continue
         for r in readers:

@@ -1,0 +1,132 @@
+"""Polymorphic programs through the graph's TFLite writer (noxla.graph.tflite.legalize_shapes): symbolic
+sizes written as TF's converter writes a tf.function's None sizes (1 in a tensor's shape, -1 in its
+shape signature), the rules' run-time shape arithmetic as LiteRT builtins, and the file run on LiteRT
+at several sizes (``noxla.runtimes.run_tflite``: each input resized, then allocated) against JAX."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import noxla
+from noxla.graph.dtypes import Uncovered
+from noxla.graph.tflite.model import DYNAMIC, RunTimeSize, broadcast_shape
+from noxla.runtimes import run_tflite
+from noxla.tracing import trace
+from tests.differential import graph_tflite_bytes, grouped_cases
+
+W = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+
+
+def _x(*shape):
+    return np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+
+
+# (fun, polymorphic shapes, inputs at the traced sizes, inputs at other sizes)
+PROGRAMS = {
+    "elementwise": (lambda x: jnp.sin(x) * 2 + x, ["(b, 3)"], [_x(2, 3)], [_x(5, 3)]),
+    "reshape_one_unknown": (lambda x: x.reshape(x.shape[0], 2, -1), ["(b, 6)"], [_x(2, 6)], [_x(7, 6)]),
+    # (b, c) -> (b*c,) -> (c, b): the second reshape restores no shape, though both read "(?, ?)"
+    "reshape_swapped_sizes": (lambda x: x.reshape(-1).reshape(x.shape[1], x.shape[0]) * 2, ["(b, c)"],
+                              [_x(2, 3)], [_x(4, 5)]),
+    "iota": (lambda x: x + jnp.arange(x.shape[0], dtype=jnp.float32)[:, None], ["(b, 3)"], [_x(2, 3)], [_x(6, 3)]),
+    "concatenate_zeros_like": (lambda x: jnp.concatenate([x, jnp.zeros_like(x)], 0), ["(b, 3)"], [_x(2, 3)],
+                               [_x(5, 3)]),
+    "pad": (lambda x: jnp.pad(x, ((1, 2), (0, 1))), ["(b, 3)"], [_x(2, 3)], [_x(4, 3)]),
+    "slices": (lambda x: x[1:] - x[:-1], ["(b, 3)"], [_x(3, 3)], [_x(6, 3)]),
+    "dense": (lambda x: jnp.tanh(x @ W + 0.5), ["(b, 3)"], [_x(2, 3)], [_x(9, 3)]),
+    # rows b * 2 flattened for the FULLY_CONNECTED and unflattened after: it reads x as it is
+    "dense_over_rows": (lambda x: jax.nn.relu(x @ W + 0.5), ["(b, 2, 3)"], [_x(1, 2, 3)], [_x(5, 2, 3)]),
+    "reductions": (lambda x: (jnp.mean(x, axis=0), jnp.sum(x), jnp.max(x, axis=1)), ["(b, 3)"], [_x(2, 3)],
+                   [_x(5, 3)]),
+    "full": (lambda x: x * jnp.full((x.shape[0], 1), 3.0, jnp.float32), ["(b, 3)"], [_x(2, 3)], [_x(4, 3)]),
+    "two_inputs": (lambda x, y: jnp.concatenate([x, y], 1).sum(0) + y.shape[1], ["(b, n)", "(b, 2*n)"],
+                   [_x(2, 1), _x(2, 2)], [_x(3, 2), _x(3, 4)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_polymorphic_program_written_from_the_graph_matches_jax_at_two_sizes(name):
+    fun, shapes, args, other = PROGRAMS[name]
+    program = trace(fun, tuple(args), shapes)
+    data = graph_tflite_bytes(program)
+    for inputs in (args, other):
+        outs = run_tflite(data, dict(zip(program.in_names, inputs)))
+        expected = jax.tree_util.tree_leaves(jax.jit(fun)(*inputs))
+        for out_name, want in zip(program.out_names, expected):
+            np.testing.assert_allclose(outs[out_name], np.asarray(want), rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{name} at {[a.shape for a in inputs]}")
+
+
+def _signatures(path: str) -> list:
+    from ai_edge_litert.interpreter import Interpreter
+    interpreter = Interpreter(model_path=path)
+    runner = interpreter.get_signature_runner()
+    details = [*runner.get_input_details().items(), *runner.get_output_details().items()]
+    return [(name, list(d["shape"]), list(d["shape_signature"])) for name, d in sorted(details)]
+
+
+def test_export_takes_the_graph_and_writes_the_converters_shapes_and_signatures(tmp_path, monkeypatch):
+    """The default export of a polymorphic program is the graph's, its inputs and outputs shaped as
+    TF's path (its converter) shapes them: 1 in ``shape``, -1 in ``shape_signature``."""
+    fun, shapes, args, other = PROGRAMS["two_inputs"]
+    steps = []
+    graph_path = noxla.export_tflite(fun, *args, path=str(tmp_path / "graph.tflite"), polymorphic_shapes=shapes,
+                                     on_step=lambda name, s: steps.append(name))
+    assert "lower+write (graph tflite)" in steps, steps
+    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "0")
+    tf_path = noxla.export_tflite(fun, *args, path=str(tmp_path / "tf.tflite"), polymorphic_shapes=shapes)
+    assert _signatures(graph_path) == _signatures(tf_path)
+    assert _signatures(graph_path) == [("output", [1], [-1]), ("x", [1, 1], [-1, -1]), ("y", [1, 1], [-1, -1])]
+    program = trace(fun, tuple(args), shapes)
+    outs = run_tflite(graph_path, dict(zip(program.in_names, other)))
+    np.testing.assert_allclose(outs[program.out_names[0]], np.asarray(jax.jit(fun)(*other)), rtol=1e-5)
+
+
+def test_an_input_returned_unchanged_is_copied_at_its_run_time_shape():
+    fun = lambda x: (x, x * 2)  # noqa: E731
+    program = trace(fun, (_x(2, 3),), ["(b, 3)"])
+    outs = run_tflite(graph_tflite_bytes(program), {program.in_names[0]: _x(5, 3)})
+    np.testing.assert_array_equal(outs[program.out_names[0]], _x(5, 3))
+
+
+def test_a_size_known_only_at_run_time_is_never_computed_with():
+    """A pass that needs an unknown size's value raises Uncovered (the export takes TF's path) instead
+    of crashing or guessing; it equals only itself, and a reshape's fresh sizes equal no other."""
+    for compute in (lambda: DYNAMIC + 1, lambda: 2 * DYNAMIC, lambda: int(DYNAMIC), lambda: DYNAMIC > 1,
+                    lambda: np.prod((DYNAMIC, 3)), lambda: np.zeros((DYNAMIC, 3)),
+                    lambda: np.asarray((DYNAMIC, 3), np.int32), lambda: min(DYNAMIC, 4)):
+        with pytest.raises(Uncovered, match="known only at run time"):
+            compute()
+    assert (DYNAMIC, 3) == (DYNAMIC, 3) and DYNAMIC != 1 and 0 not in (DYNAMIC, 3)
+    assert (RunTimeSize(), 3) != (RunTimeSize(), 3)
+    assert broadcast_shape((DYNAMIC, 3), (1, 3)) == (DYNAMIC, 3) == broadcast_shape((3,), (DYNAMIC, 1))
+    assert broadcast_shape((DYNAMIC, 3), (RunTimeSize(), 3)) is None and broadcast_shape((DYNAMIC,), (4,)) is None
+
+
+def _poly_cases():
+    from tests.test_graph import POLY_CASES
+    return POLY_CASES
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", grouped_cases(_poly_cases()))
+def test_polymorphic_case_through_the_graph_tflite_matches_jax_at_two_sizes(case):
+    """Each polymorphic rule case the writer covers, at its own sizes (``tools.graph_coverage``'s
+    check) and with each symbolic size grown by 1 (tests/test_graph.py's sizes for the TF.js
+    writer), on LiteRT against JAX."""
+    from noxla.verify import jax_outputs
+    from tests.differential import assert_matches, default_mode_inputs
+    from tests.test_graph import SIZE_STEPS, _inputs_at
+    from tools.graph_coverage import tflite_case
+    outcome = tflite_case(case)
+    if outcome != "matched":
+        pytest.skip(f"{outcome}: TF's path exports it" if outcome.startswith("uncovered")
+                    else "JAX cannot run it or TFLite's check refuses it: nothing to write")
+    program, args, _ = default_mode_inputs(case)
+    data = graph_tflite_bytes(program)
+    sized = _inputs_at(program, args, SIZE_STEPS[1])
+    outs = run_tflite(data, dict(zip(program.in_names, sized)))
+    assert_matches(jax_outputs(case.fun, sized), [outs[n] for n in program.out_names], program.out_names,
+                   case.atol, case.rtol, where=f"{case.id} [graph tflite, sizes +{SIZE_STEPS[1]}]")
