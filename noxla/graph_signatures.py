@@ -34,7 +34,8 @@ def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
     models = {}
     for key, program in cleared.programs.items():
         try:
-            chunks = run_step(on_step, f"lower+write {key} (graph tflite)", graph_tflite_chunks, program, True)
+            chunks = run_step(on_step, f"lower+write {key} (graph tflite)", graph_tflite_chunks, program, True,
+                              True)
         except Uncovered as e:
             why.append(f"signature {key}: the graph tflite writer does not cover {e}")
             if on_step is not None:
@@ -47,8 +48,10 @@ def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
     del models
     # TF's path's passes on its converted signatures (``finish_tflite``), on every subgraph at once:
     # the writer leaves to them what they remove (``passes_follow``).
-    remove_reshape_pairs(merged)
-    read_caches_in_batch_matmul(merged)
+    # Until neither finds more: reading a squeezed cache grows the scores by a unit axis, where the
+    # graph's mask (not reshaped, as the converter does) then pairs the reshapes around the softmax.
+    while remove_reshape_pairs(merged) + read_caches_in_batch_matmul(merged):
+        pass
     fold_transpose_pairs(merged)
     join_matrix_vector_projections(merged)
     if rewrite is not None:

@@ -15,6 +15,7 @@ from noxla.graph.tflite.legalize import legalize
 from noxla.graph.tflite.model import serialize
 from noxla.graph.tflite.outputs import copy_passthrough_outputs
 from noxla.graph.tflite.passes import simplify
+from noxla.lowering_variants import needs_tflite_lowering
 from noxla.shapes import dim_vars
 from noxla.tracing import Program
 
@@ -38,8 +39,12 @@ def _passes(graph, passes_follow: bool) -> None:
     decline_what_the_tf_path_does_better(graph, passes_follow)
 
 
-def graph_tflite_chunks(program: Program, passes_follow: bool = False) -> list:
-    """``program`` recorded (the lowering TF's path hands its TFLite converter) and written."""
+def graph_tflite_chunks(program: Program, passes_follow: bool = False, converter_lowering: bool | None = None) -> list:
+    """``program`` recorded in the lowering TF's path hands its TFLite converter and written:
+    ``converter_lowering`` (``LoweringFor.tflite_converter``; TF's path lowers every signature of
+    several so), by default where the program needs it (``needs_tflite_lowering``), as a lone one."""
     if dim_vars(program.in_avals):  # recorded (the TF.js writer takes them), not legalized yet
         raise Uncovered("polymorphic shapes")
-    return tflite_chunks_of(record_program(program, tflite_converter=True), passes_follow)
+    if converter_lowering is None:
+        converter_lowering = needs_tflite_lowering(program)
+    return tflite_chunks_of(record_program(program, tflite_converter=converter_lowering), passes_follow)

@@ -263,6 +263,7 @@ def _subgraph(schema, graph: Graph, codes: dict, buffer_index, indices: dict):
         if t.id not in tensors:
             entry = schema.TensorT()
             entry.shape = np.asarray(t.shape, np.int32)
+            entry.hasRank = True   # every shape is static here; as the converter writes them (a scalar too)
             entry.type = getattr(schema.TensorType, _TYPES[t.dtype])
             entry.name = t.name or f"t{len(tensors)}"
             entry.buffer = buffer_index(t.data) if t.is_constant else 0
