@@ -172,7 +172,7 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions,
         cleared_signatures = preflight_signatures(fun, options)
         from noxla import graph_signatures
         why: list[str] = []
-        written = graph_signatures.export_tflite(cleared_signatures, rewrite, why)  # where asked for and covered
+        written = graph_signatures.export_tflite(cleared_signatures, rewrite, why)  # by default, where covered
         if written is not None:
             return Exported(next(iter(cleared_signatures.programs.values())), {"tflite": written})
         _require_tensorflow_for(why)

@@ -551,9 +551,10 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
     each with inputs named after its function's parameters and outputs after its dict keys or
     pytree paths, as a single-function export names them. In the .tflite each signature is
     converted on its own (the direct path of ``tflite_bytes``) and the models are merged into one
-    flatbuffer, where equal constants (the weights the signatures share) are stored once. Where
-    noxla's graph writes .tflite files (``noxla.graph.covers_tflite``) and covers every signature,
-    it writes each model instead, merged the same way (``noxla.graph_signatures``).
+    flatbuffer, where equal constants (the weights the signatures share) are stored once. By
+    default noxla's graph writes each model instead (``noxla.graph.covers_signatures``: a .tflite
+    alone, not strict, not TF's quantizer, NOXLA_TFLITE_GRAPH not 0), merged the same way, where it
+    covers every signature (``noxla.graph_signatures``).
     ``tflite_target``: as ``export``'s. Returns {"tflite" / "saved_model": absolute path}.
     Every signature is traced and checked for every output (``preflight_signatures``, the preflight
     of a single-function export) before anything is lowered or written. ``rewrite(model, stubs)``:
@@ -562,7 +563,7 @@ def export_signatures(signatures: Signatures, *, tflite: str | None = None, save
     options = ExportOptions(tflite=tflite, saved_model=saved_model, allow_flex=allow_flex, overwrite=overwrite,
                             strict=strict, quantize=quantize, tflite_target=tflite_target, on_step=on_step)
     cleared = preflight_signatures(signatures, options)
-    written = graph_signatures.export_tflite(cleared, rewrite)  # noxla's graph, where asked for and covered
+    written = graph_signatures.export_tflite(cleared, rewrite)  # noxla's graph, where it may and covers them
     if written is not None:
         return {"tflite": written}
     return export_cleared_signatures(cleared, rewrite).written

@@ -2,10 +2,10 @@
 TensorFlow (issue 41): each signature's model is written from its recorded program as a lone
 export's is, and the models are merged as TF's path merges its converted ones
 (``noxla.tflite_merge.merged_model``: the weights the signatures share are stored once;
-``noxla.tflite_projections``: matrix-vector projections joined across signatures). Taken where the
-graph's writer is asked for (``noxla.graph.covers_signatures``) and every signature is
-covered; otherwise nothing is written and TF's path (``noxla.export.export_cleared_signatures``)
-exports all of them."""
+``noxla.tflite_projections``: matrix-vector projections joined across signatures). Taken by default
+(``noxla.graph.covers_signatures``: not with NOXLA_TFLITE_GRAPH=0, strict, TF's quantizer or a
+SavedModel) where every signature is covered; otherwise nothing is written and TF's path
+(``noxla.export.export_cleared_signatures``) exports all of them."""
 from __future__ import annotations
 
 from typing import Callable
@@ -22,8 +22,8 @@ from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_mat
 def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
                   why: list[str] | None = None) -> str | None:
     """The .tflite at ``cleared.options.tflite``, its signatures written by the graph; None (nothing
-    written, and a step saying why, also appended to ``why``) where the graph's writer is not asked
-    for or does not cover one of them. ``rewrite(model, stubs)``: as
+    written, and a step saying why, also appended to ``why``) where the graph's writer may not
+    take the file or does not cover one of its signatures. ``rewrite(model, stubs)``: as
     ``noxla.export.export_signatures``' (``stubs`` None)."""
     from noxla.graph.tflite import graph_tflite_chunks
     options, on_step = cleared.options, cleared.options.on_step
@@ -33,13 +33,14 @@ def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
         return None
     if not graph.covers_signatures(options):
         reason = graph.why_tflite_needs_tensorflow(options)
-        why.append(reason or ("a SavedModel" if options.saved_model is not None else f"{graph.TFLITE_ENV} unset"))
+        why.append(reason or "a SavedModel asked for")
         return None
     models = {}
     for key, program in cleared.programs.items():
         try:
             chunks = run_step(on_step, f"lower+write {key} (graph tflite)", graph_tflite_chunks, program, True,
-                              strict=options.strict, webgpu=cleared.targets.get("tflite") == Target.LITERTJS_WEBGPU)
+                              strict=options.strict, webgpu=cleared.targets.get("tflite") == Target.LITERTJS_WEBGPU,
+                              converter_lowering=True)
         except Uncovered as e:
             why.append(f"signature {key}: the graph tflite writer does not cover {e}")
             if on_step is not None:
@@ -52,8 +53,10 @@ def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
     del models
     # TF's path's passes on its converted signatures (``finish_tflite``), on every subgraph at once:
     # the writer leaves to them what they remove (``passes_follow``).
-    remove_reshape_pairs(merged)
-    read_caches_in_batch_matmul(merged)
+    # Until neither finds more: reading a squeezed cache grows the scores by a unit axis, where the
+    # graph's mask (not reshaped, as the converter does) then pairs the reshapes around the softmax.
+    while remove_reshape_pairs(merged) + read_caches_in_batch_matmul(merged):
+        pass
     fold_transpose_pairs(merged)
     join_matrix_vector_projections(merged)
     if rewrite is not None:

@@ -21,6 +21,8 @@ quantized once, and its scales are stored once.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 _ROWS_BYTES = 64 * 2**20  # float bytes quantized at a time
@@ -43,13 +45,12 @@ def quantize_weights(model, stubs, recipe_name: str) -> int:
     done: dict[int, tuple] = {}  # buffer -> (tensor type, quantization params, scales buffer or None, buffer)
     for graph in model.subgraphs:
         scales_tensors: dict[int, int] = {}  # scales buffer -> this graph's tensor of it
+        own_tensors: dict[int, int] = {}  # a tensor also read as a float -> its weight readers' copy
         for index, op in enumerate(graph.operators or []):
             kind = kinds.get(builtin_code(model, op))
             if kind is None or op.inputs is None or len(op.inputs) < 2 or op.inputs[1] < 0:
                 continue
             tensor = graph.tensors[op.inputs[1]]
-            if (id(graph), op.inputs[1]) in read_otherwise:
-                continue
             data = model.buffers[tensor.buffer].data if tensor.buffer > 0 else None
             if tensor.type != schema.TensorType.FLOAT32 or data is None or len(data) == 0:
                 continue
@@ -62,6 +63,14 @@ def quantize_weights(model, stubs, recipe_name: str) -> int:
                 info = qtyping.OpInfo(op=op, op_name=kind, subgraph_op_index=index, op_quant_config=config)
                 done[tensor.buffer] = _quantized(model, tensor, _weight(data, stubs, tensor.shape), info, schema,
                                                  own_buffer=tensor.buffer in float_buffers)
+            if (id(graph), op.inputs[1]) in read_otherwise:
+                # TF's converter writes a tensor per reader, noxla's graph one per constant: the
+                # weight's readers get a tensor of their own, on the quantized buffer.
+                if op.inputs[1] not in own_tensors:
+                    graph.tensors.append(copy.copy(tensor))
+                    own_tensors[op.inputs[1]] = len(graph.tensors) - 1
+                op.inputs[1] = own_tensors[op.inputs[1]]
+                tensor = graph.tensors[op.inputs[1]]
             tensor_type, params, scales_buffer, tensor.buffer = done[tensor.buffer]
             tensor.type = tensor_type
             tensor.quantization = _params_here(params, scales_buffer, graph, scales_tensors, tensor, schema)
@@ -70,8 +79,9 @@ def quantize_weights(model, stubs, recipe_name: str) -> int:
 
 def _read_otherwise(model, kinds: set, builtin_code) -> tuple[set, set]:
     """The tensors (as ``(id(graph), index)``) that some op reads other than as the weight of one
-    of ``kinds`` (or a signature returns), and the buffers any such tensor holds. Such a tensor stays float; a quantized
-    tensor on such a buffer gets a buffer of its own (as the quantizer does), the float one kept."""
+    of ``kinds`` (or a signature returns), and the buffers any such tensor holds. Such a tensor stays float (its
+    weight readers read a copy); a quantized tensor on such a buffer gets a buffer of its own (as the
+    quantizer does), the float one kept."""
     other = set()
     for graph in model.subgraphs:
         for op in graph.operators or []:

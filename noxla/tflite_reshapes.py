@@ -39,10 +39,12 @@ _ANY_KERNEL_RANK = 4
 def remove_reshape_pairs(model) -> int:
     """Rewrite every ``RESHAPE (a -> b); chain; RESHAPE (-> a)`` in ``model``'s subgraphs so the
     chain runs on the first reshape's input and writes the last reshape's output, until none is
-    left. The chain: ops each the only reader of the previous output, unary or binary elementwise
-    (the other operand any tensor whose broadcast pairs the same elements in ``a``), a softmax if
-    the shape it ran in ends in ``a``'s last length, or more reshapes (none restoring ``a``);
-    float32/int32 only, static shapes only. Returns the number of reshapes removed."""
+    left; a last reshape to ``a`` without its leading unit axes stays, reading the chain's output
+    (``read_caches_in_batch_matmul`` removes it before a batched product). The chain: ops each the
+    only reader of the previous output, unary or binary elementwise (the other operand any tensor
+    whose broadcast pairs the same elements in ``a``), a softmax if the shape it ran in ends in
+    ``a``'s last length, or more reshapes (none restoring ``a``); float32/int32 only, static shapes
+    only. Returns the number of reshapes removed."""
     removed = 0
     for graph in model.subgraphs:
         orphans: set[int] = set()
@@ -273,7 +275,7 @@ def _rewrite_pass(model, graph, orphans: set[int]) -> int:
         found = _chain(model, graph, ops, readers, pinned, j)
         if found is None:
             continue
-        links, reshapes = found
+        links, reshapes, squeezes = found
         if touched.intersection(k for k, _ in links) or touched.intersection(reshapes):
             continue
         source = op.inputs[0]
@@ -283,16 +285,23 @@ def _rewrite_pass(model, graph, orphans: set[int]) -> int:
         for k, read in links:
             ops[k].inputs = [int(value) if t == read else int(t) for t in ops[k].inputs]
             value = ops[k].outputs[0]
-        for k, _ in links[:-1]:
+        for k, _ in links if squeezes else links[:-1]:
             tensor = graph.tensors[ops[k].outputs[0]]
             tensor.shape = np.array(shape, dtype=np.int32)
             tensor.shapeSignature = None if signature is None else np.array(signature, dtype=np.int32)
-        # The chain's last op writes the last reshape's output: its name, and its place among the
-        # graph's outputs if it is one, stay.
         last = links[-1][0]
-        orphans.add(ops[last].outputs[0])
-        orphans.update(t for k in reshapes for t in [*ops[k].inputs, *ops[k].outputs])
-        ops[last].outputs = [int(ops[reshapes[-1]].outputs[0])]
+        if squeezes:  # the last reshape stays, squeezing the chain's output (read_caches_in_batch_matmul's form)
+            end = ops[reshapes[-1]]
+            orphans.update(t for k in reshapes[:-1] for t in [*ops[k].inputs, *ops[k].outputs])
+            orphans.add(end.inputs[0])
+            end.inputs = [int(ops[last].outputs[0]), *(int(t) for t in end.inputs[1:])]
+            reshapes = reshapes[:-1]
+        else:
+            # The chain's last op writes the last reshape's output: its name, and its place among
+            # the graph's outputs if it is one, stay.
+            orphans.add(ops[last].outputs[0])
+            orphans.update(t for k in reshapes for t in [*ops[k].inputs, *ops[k].outputs])
+            ops[last].outputs = [int(ops[reshapes[-1]].outputs[0])]
         touched.update(k for k, _ in links)
         touched.update(reshapes)
         drop.update(reshapes)
@@ -301,10 +310,12 @@ def _rewrite_pass(model, graph, orphans: set[int]) -> int:
     return len(drop)
 
 
-def _chain(model, graph, ops, readers, pinned, first) -> tuple[list, list[int]] | None:
+def _chain(model, graph, ops, readers, pinned, first) -> tuple[list, list[int], bool] | None:
     """After the RESHAPE ``ops[first]``: the chain's elementwise ops (index, the tensor it reads
-    the chain's value from) and the chain's reshapes (``first``, any between the ops, and, last,
-    the one that restores the first's input shape); None if they do not form the pattern."""
+    the chain's value from), the chain's reshapes (``first``, any between the ops, and, last,
+    the one that restores the first's input shape or that shape without its leading unit axes),
+    and whether the last one drops them (noxla's graph writes the reshape back and the squeeze
+    before a batched product as one); None if they do not form the pattern."""
     reshape = ops[first]
     source, current = reshape.inputs[0], reshape.outputs[0]
     a = static_shape(graph.tensors[source])
@@ -324,8 +335,12 @@ def _chain(model, graph, ops, readers, pinned, first) -> tuple[list, list[int]] 
                 return None
             reshapes.append(j)
             current = op.outputs[0]
-            if static_shape(graph.tensors[current]) == a:
-                return (links, reshapes) if links else None
+            c = static_shape(graph.tensors[current])
+            if c == a:
+                return (links, reshapes, False) if links else None
+            if links and c is not None and len(c) < len(a) and a[len(a) - len(c):] == c \
+                    and all(d == 1 for d in a[:len(a) - len(c)]):
+                return links, reshapes, True
             continue
         if len(a) > max(len(b), _ANY_KERNEL_RANK) or not _elementwise_here(model, graph, op, code, current, a, b):
             return None

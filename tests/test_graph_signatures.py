@@ -1,5 +1,5 @@
-"""Several signatures in one .tflite written by noxla's graph (``noxla.graph_signatures``): where
-the graph's TFLite writer is asked for (NOXLA_TFLITE_GRAPH=1) and covers every signature, each
+"""Several signatures in one .tflite written by noxla's graph (``noxla.graph_signatures``): by
+default (NOXLA_TFLITE_GRAPH=0: TF's path), where the graph's TFLite writer covers every signature, each
 one equals JAX in LiteRT's signature runners, the weights they share are stored once, and the
 export imports no TensorFlow; where it covers one signature only, TF's path writes them all."""
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _check(path: str, signatures: dict, weight_bytes: int) -> None:
 
 
 def test_two_signatures_through_the_graph_equal_jax_and_store_shared_weights_once_without_tensorflow(tmp_path):
-    """In a fresh process with NOXLA_TFLITE_GRAPH=1: prefill and decode steps that share an embedding
+    """In a fresh process, by default (NOXLA_TFLITE_GRAPH unset): prefill and decode steps that share an embedding
     (also their output projection) and an MLP, written by the graph and merged, without TensorFlow."""
     path = str(tmp_path / "decoder.tflite")
     script = textwrap.dedent(f"""
@@ -86,7 +86,8 @@ def test_two_signatures_through_the_graph_equal_jax_and_store_shared_weights_onc
         print(steps)
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=str(tmp_path),
-                          env=dict(os.environ, PYTHONPATH=ROOT, NOXLA_TFLITE_GRAPH="1"))
+                          env={**{k: v for k, v in os.environ.items() if k != "NOXLA_TFLITE_GRAPH"},
+                               "PYTHONPATH": ROOT})
     assert proc.returncode == 0, proc.stderr[-3000:]
     steps = proc.stdout.strip().splitlines()[-1]
     assert "lower+write prefill_8 (graph tflite)" in steps and "lower+write decode (graph tflite)" in steps, steps
@@ -97,8 +98,8 @@ def test_two_signatures_through_the_graph_equal_jax_and_store_shared_weights_onc
 @pytest.mark.parametrize("case", ["pair", "buckets"])
 def test_signatures_through_the_graph_equal_jax(case, tmp_path, monkeypatch):
     """Two functions sharing a weight (one also reading it as a constant operand), and a function's
-    shape buckets (noxla.shape_buckets: one signature per size)."""
-    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "1")
+    shape buckets (noxla.shape_buckets: one signature per size); by default."""
+    monkeypatch.delenv("NOXLA_TFLITE_GRAPH", raising=False)
     steps = []
     path = str(tmp_path / "m.tflite")
     on_step = lambda name, seconds: steps.append(name)  # noqa: E731
@@ -120,7 +121,7 @@ def test_signatures_through_the_graph_equal_jax(case, tmp_path, monkeypatch):
 def test_a_signature_the_graph_does_not_cover_sends_every_signature_through_tensorflow(tmp_path, monkeypatch):
     """A 3-D convolution (``tf.nn.conv3d``, which noxla's graph does not record yet): the step says
     which signature and why, and TF's path writes both, equal to JAX."""
-    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "1")
+    monkeypatch.delenv("NOXLA_TFLITE_GRAPH", raising=False)
 
     def write(x):
         y = (x @ W_UP)[None, :, :, None, None]   # [1, 2, up, 1, 1]: one channel, three spatial axes

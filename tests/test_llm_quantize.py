@@ -318,10 +318,13 @@ def test_quantizing_past_the_quantizers_inline_size(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_weight_also_read_as_a_float_keeps_its_float_buffer(tmp_path):
+@pytest.mark.parametrize("graph", ["1", "0"], ids=["graph", "tf_path"])
+def test_a_weight_also_read_as_a_float_keeps_its_float_buffer(graph, tmp_path, monkeypatch):
     """One table as a FULLY_CONNECTED weight and as a column GATHER's params (not a lookup of rows,
     so not quantized): the weight gets an int4 buffer of its own and the gather reads the float
-    table as before (quantized in place, the file did not even load: a float tensor on int4 bytes)."""
+    table as before (quantized in place, the file did not even load: a float tensor on int4 bytes).
+    TF's converter gives each reader a tensor on the shared buffer; noxla's graph one tensor both read."""
+    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", graph)
     import jax.numpy as jnp
 
     from noxla import llm_quantize_weights
@@ -337,7 +340,10 @@ def test_a_weight_also_read_as_a_float_keeps_its_float_buffer(tmp_path):
 
     def rewrite(model, stubs):
         counts.append(llm_quantize_weights.quantize_weights(model, stubs, "dynamic_wi4b32_afp32"))
-    path = export_signatures({"f": (f, args)}, tflite=str(tmp_path / "m.tflite"), rewrite=rewrite)["tflite"]
+    steps = []
+    path = export_signatures({"f": (f, args)}, tflite=str(tmp_path / "m.tflite"), rewrite=rewrite,
+                             on_step=lambda name, seconds: steps.append(name))["tflite"]
+    assert ("lower+write f (graph tflite)" in steps) == (graph == "1"), steps
     assert counts == [1]
     got, want = run_tflite(path, {"ids": args[0], "x": args[1]}), f(*args)
     np.testing.assert_array_equal(got["columns"], np.asarray(want["columns"]))

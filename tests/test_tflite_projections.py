@@ -13,6 +13,7 @@ import pytest
 
 import noxla
 import noxla.export
+import noxla.graph_signatures
 
 RNG = np.random.default_rng(0)
 HIDDEN = 64
@@ -52,8 +53,9 @@ def _ops(path: str) -> dict[str, collections.Counter]:
 
 def _export(target, args, path, monkeypatch, joined: bool) -> str:
     with monkeypatch.context() as patch:
-        if not joined:
-            patch.setattr(noxla.export, "join_matrix_vector_projections", lambda model, stubs=None: 0)
+        if not joined:   # TF's path's call and the graph's (several signatures, by default)
+            for module in (noxla.export, noxla.graph_signatures):
+                patch.setattr(module, "join_matrix_vector_projections", lambda model, stubs=None: 0)
         if isinstance(target, dict):
             return str(noxla.export_tflite(target, path=path, overwrite=True))
         return str(noxla.export_tflite(target, *args, path=path, overwrite=True))
@@ -90,9 +92,12 @@ def test_decode_projections_are_joined(fun, fc_before, fc_after, tmp_path, monke
 
 
 @pytest.mark.slow
-def test_prefill_reads_the_joined_weight(tmp_path, monkeypatch):
+@pytest.mark.parametrize("graph", ["1", "0"], ids=["graph", "tf_path"])
+def test_prefill_reads_the_joined_weight(graph, tmp_path, monkeypatch):
     """A decode step joins its projections; the prefill's, with 8 rows, then read the joined
-    weight too: each weight is stored once, as without the join."""
+    weight too: each weight is stored once, as without the join. On noxla's graph (the default
+    for several signatures) and on TF's path, which join the merged model alike."""
+    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", graph)
     x1, x8 = (RNG.standard_normal((n, HIDDEN)).astype(np.float32) for n in (1, 8))
     signatures = {"prefill_8": (step, (x8,)), "decode": (step, (x1,))}
     before = _export(signatures, None, str(tmp_path / "without.tflite"), monkeypatch, joined=False)

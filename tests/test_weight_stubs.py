@@ -1,5 +1,7 @@
-"""Several signatures converted with their large weights as stand-ins (noxla.weight_stubs): the
-converter never sees the weights' bytes, and the .tflite still computes what JAX computes."""
+"""Several signatures converted on TF's path (NOXLA_TFLITE_GRAPH=0) with their large weights as
+stand-ins (noxla.weight_stubs): the converter never sees the weights' bytes, and the .tflite still
+computes what JAX computes. By default noxla's graph writes them and no converter runs: its own
+test of what the stand-ins are for (each weight stored once, JAX's values) is here too."""
 from __future__ import annotations
 
 import os
@@ -40,6 +42,30 @@ def _signatures():
     return out
 
 
+def _tied_embedding():
+    """keras-hub's tied embedding (below), and its weights."""
+    rng = np.random.default_rng(2)
+    table = (rng.standard_normal((1024, 64)) / 8).astype(np.float32)
+    w = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
+
+    def f(ids):
+        x = jnp.take(table, ids, axis=0) @ w
+        return {"logits": jnp.matmul(x, jnp.transpose(table))}
+    return {"decode": (f, (rng.integers(0, 1024, (1, 3)).astype(np.int32),))}, (table, w)
+
+
+def _einsum_dense():
+    """keras's EinsumDense kernels (below), and its weights."""
+    rng = np.random.default_rng(3)
+    wq = (rng.standard_normal((64, 8, 32)) / 8).astype(np.float32)
+    wo = (rng.standard_normal((8, 32, 64)) / 8).astype(np.float32)
+
+    def f(x):
+        q = jnp.einsum("btd,dhk->bthk", x, wq)
+        return {"y": jnp.einsum("bthk,hkd->btd", jnp.tanh(q), wo)}
+    return {"decode": (f, (rng.standard_normal((1, 3, 64)).astype(np.float32),))}, (wq, wo)
+
+
 def _check_against_jax(path, signatures):
     from ai_edge_litert.interpreter import Interpreter
 
@@ -54,7 +80,10 @@ def _check_against_jax(path, signatures):
 
 
 def _graph_sizes(monkeypatch) -> list:
-    """The sizes of the GraphDefs handed to TF's converter from now on (the list fills as it runs)."""
+    """The sizes of the GraphDefs handed to TF's converter from now on (the list fills as it runs),
+    on TF's path: stand-ins are its converter's machinery. noxla's graph, which takes several
+    signatures by default, hands no converter anything (test_the_graph_stores_the_weights_once_...)."""
+    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "0")
     from tensorflow.lite.python import convert
     sizes = []
     original = convert.convert_graphdef
@@ -88,14 +117,7 @@ def test_a_tied_embedding_read_through_a_transpose_goes_to_the_converter_as_a_st
     table went to the converter as a real constant (Gemma 3 1B's, 1.2 GB, took a conversion past
     14 GB); now as stand-ins only, stored once, and the values are JAX's."""
     graph_bytes = _graph_sizes(monkeypatch)
-    rng = np.random.default_rng(2)
-    table = (rng.standard_normal((1024, 64)) / 8).astype(np.float32)
-    w = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
-
-    def f(ids):
-        x = jnp.take(table, ids, axis=0) @ w
-        return {"logits": jnp.matmul(x, jnp.transpose(table))}
-    signatures = {"decode": (f, (rng.integers(0, 1024, (1, 3)).astype(np.int32),))}
+    signatures, (table, w) = _tied_embedding()
     path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"))
     assert max(graph_bytes) < table.nbytes / 5, (graph_bytes, table.nbytes)
     _check_against_jax(path, signatures)
@@ -109,14 +131,7 @@ def test_einsum_dense_kernels_reshaped_to_matrices_go_to_the_converter_as_stand_
     Reshape: stand-ins of the reshaped matrices (noxla.weight_stub_readers), not real constants
     (Qwen 3 0.6B's attention, 0.7 GB, took its export to 12.5 GB); the values are JAX's."""
     graph_bytes = _graph_sizes(monkeypatch)
-    rng = np.random.default_rng(3)
-    wq = (rng.standard_normal((64, 8, 32)) / 8).astype(np.float32)
-    wo = (rng.standard_normal((8, 32, 64)) / 8).astype(np.float32)
-
-    def f(x):
-        q = jnp.einsum("btd,dhk->bthk", x, wq)
-        return {"y": jnp.einsum("bthk,hkd->btd", jnp.tanh(q), wo)}
-    signatures = {"decode": (f, (rng.standard_normal((1, 3, 64)).astype(np.float32),))}
+    signatures, (wq, _) = _einsum_dense()
     path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"))
     assert max(graph_bytes) < wq.nbytes / 5, (graph_bytes, wq.nbytes)
     _check_against_jax(path, signatures)
@@ -132,6 +147,7 @@ def test_a_weight_the_converter_changes_is_converted_from_its_real_bytes(tmp_pat
         calls.append(1)
         raise weight_stubs.StubMismatch("as if the converter had folded a weight")
     monkeypatch.setattr(weight_stubs.WeightStubs, "attach", changed_once)
+    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "0")   # stand-ins are TF's path's converter machinery
     signatures = _signatures()
     path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"),
                                on_step=lambda name, seconds: steps.append(name))
@@ -141,9 +157,10 @@ def test_a_weight_the_converter_changes_is_converted_from_its_real_bytes(tmp_pat
 
 
 @pytest.mark.slow
-def test_weights_read_with_constants_or_by_other_ops_are_not_stubbed(tmp_path):
+def test_weights_read_with_constants_or_by_other_ops_are_not_stubbed(tmp_path, monkeypatch):
     """A MatMul of two constants is folded by the converter, and an Add reads its weight as is:
     those weights go to the converter as they are, the others as stand-ins, and all come out right."""
+    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "0")   # stand-ins are TF's path's converter machinery
     rng = np.random.default_rng(1)
     w_folded, w_added, w_matmul = (rng.standard_normal((128, 128)).astype(np.float32) for _ in range(3))
     ones = np.ones((2, 128), np.float32)
@@ -160,6 +177,30 @@ def test_weights_read_with_constants_or_by_other_ops_are_not_stubbed(tmp_path):
                                on_step=lambda name, seconds: steps.append(name))
     assert not any("stubbed" in s for s in steps), steps
     _check_against_jax(path, signatures)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["llama", "tied_embedding", "einsum_dense"])
+def test_the_graph_hands_no_converter_the_weights_and_stores_each_once(case, tmp_path):
+    """The default path of several signatures, noxla's graph, what the stand-ins give TF's path: no
+    converter sees a weight (none runs), the file holds each weight once (the tied embedding not a
+    transposed second time, the EinsumDense kernels once as matrices), and the values are JAX's."""
+    from noxla.tflite_schema import read_model_file
+    if case == "llama":
+        signatures = _signatures()
+        weights = jax.tree_util.tree_leaves(PARAMS)
+    else:
+        signatures, weights = _tied_embedding() if case == "tied_embedding" else _einsum_dense()
+    weight_bytes = sum(np.asarray(x).nbytes for x in weights)
+    steps = []
+    path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"),
+                               on_step=lambda name, seconds: steps.append(name))
+    assert all(f"lower+write {key} (graph tflite)" in steps for key in signatures), steps
+    assert not any(s.startswith("convert tflite") for s in steps), steps
+    _check_against_jax(path, signatures)
+    large = [bytes(b.data) for b in read_model_file(path).buffers if b.data is not None and len(b.data) >= 4096]
+    assert len(set(large)) == len(large), "a weight stored twice"
+    assert abs(os.path.getsize(path) - weight_bytes) < 0.1 * weight_bytes, (os.path.getsize(path), weight_bytes)
 
 
 def test_attach_refuses_a_stand_in_read_by_another_operator():

@@ -60,12 +60,10 @@ def covers_tflite(options: ExportOptions) -> bool:
 
 
 def covers_signatures(options: ExportOptions) -> bool:
-    """Several signatures (LLM decoders, shape buckets) from the graph: asked for (NOXLA_TFLITE_GRAPH=1)
-    or TensorFlow not installed. Not the default yet: TF's path's weight stand-ins, cache layouts and
-    reshape passes are what the LLM tests hold (their graph forms: tests/test_llm_graph_tflite.py)."""
-    from noxla.errors import tensorflow_installed
-    asked = os.environ.get(TFLITE_ENV) == "1" or not tensorflow_installed()
-    return asked and covers_tflite(options)
+    """Several signatures (LLM decoders, shape buckets) from the graph, as a lone .tflite: by
+    default, where the graph's TFLite writer may take the file (``covers_tflite``; NOXLA_TFLITE_GRAPH=0
+    sends them through TF's path). Its forms against TF's path's: tests/test_llm_graph_tflite.py."""
+    return covers_tflite(options)
 
 
 def tflite_chunks(cleared: Cleared, why: list[str]) -> list | None:

@@ -30,6 +30,7 @@ from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better
 from noxla.graph.tflite.legalize import legalize
 from noxla.graph.tflite.model import serialize
 from noxla.graph.tflite.outputs import copy_passthrough_outputs
+from noxla.lowering_variants import needs_tflite_lowering
 from noxla.tracing import Program
 
 __all__ = ["VARIANTS", "Passes", "Uncovered", "graph_tflite_chunks", "tflite_chunks_of", "variant"]
@@ -122,11 +123,15 @@ def _flatbuffer_passes(chunks: list, rewrites: tuple) -> list:
 
 
 def graph_tflite_chunks(program: Program, passes_follow: bool = False, strict: bool = False,
-                        webgpu: bool = False) -> list:
-    """``program`` recorded (the lowering TF's path hands its TFLite converter; ``strict``: its
-    IEEE-exact lowerings; ``webgpu``: for LiteRT.js's WebGPU delegate) and written; symbolic sizes
-    as the converter writes a tf.function's None sizes (``legalize_shapes``)."""
+                        webgpu: bool = False, converter_lowering: bool | None = None) -> list:
+    """``program`` recorded and written: ``strict``, its IEEE-exact lowerings; ``webgpu``, for
+    LiteRT.js's WebGPU delegate; ``converter_lowering`` (``LoweringFor.tflite_converter``), the
+    lowering TF's path hands its TFLite converter (every signature of several), by default where the
+    program needs it (``needs_tflite_lowering``), as TF's path lowers a lone one. Symbolic sizes as
+    the converter writes a tf.function's None sizes (``legalize_shapes``)."""
     if webgpu and passes_follow:   # the merge of several signatures runs the default file's passes
         raise Uncovered("several signatures for LiteRT.js's WebGPU")
-    recorded = record_program(program, strict, tflite_converter=True, webgpu=webgpu)
+    if converter_lowering is None:
+        converter_lowering = needs_tflite_lowering(program)
+    recorded = record_program(program, strict, tflite_converter=converter_lowering, webgpu=webgpu)
     return tflite_chunks_of(recorded, passes_follow, variant(strict, webgpu))

@@ -2,7 +2,7 @@
 
 Each pass matches operators by what they compute and rewrites them in place: a zero pad into the
 convolution's SAME padding, a per-channel bias add or scale (batch norm) into the convolution's or
-product's weights and bias, reductions kept at rank, sum / count into MEAN, JAX's softmax into
+product's weights and bias, reductions kept at rank, a window average, JAX's softmax into
 SOFTMAX, max(x, 0) and min(., 6) into RELU/RELU6 (fused into their producer when it has the
 field), and MobileNetV3's x * relu6(x + 3) / 6 into HARD_SWISH. The fused operators compute what
 the unfused ones do for every finite input up to rounding; ``CHANGES_VALUES`` names those that change
@@ -158,7 +158,10 @@ def _keep_reduced_dims(graph: Graph) -> bool:
 
 
 # A sum, and what it becomes divided by the count of what it sums.
-_AVERAGES = {"SUM": "MEAN", "SUM_POOL_2D": "AVERAGE_POOL_2D"}
+# Not SUM / count as MEAN: the rules write jnp.mean as MEAN, but as SUM and a division in the
+# lowering for the converter alone (an LLM's, lowering_rules/fusion.py's ``mean``: LiteRT-LM ran its
+# RMSNorms' MEANs slower), which TF's path keeps a SUM.
+_AVERAGES = {"SUM_POOL_2D": "AVERAGE_POOL_2D"}
 
 
 def _count(total: Op) -> int:
@@ -168,7 +171,7 @@ def _count(total: Op) -> int:
 
 
 def _mean(graph: Graph) -> bool:
-    """sum / count as MEAN, a window sum / its window size as AVERAGE_POOL_2D (flax's avg_pool)."""
+    """A window sum / its window size as AVERAGE_POOL_2D (flax's avg_pool)."""
     view = graph.view()
     for op in graph.ops:
         total = view.producer(op.inputs[0], set(_AVERAGES)) if op.kind == "DIV" else None

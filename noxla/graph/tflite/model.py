@@ -340,6 +340,7 @@ def _subgraph(schema, graph: Graph, codes: dict, buffer_index, indices: dict):
             entry.shape = np.asarray([1 if isinstance(d, RunTimeSize) else d for d in t.shape], np.int32)
             if unknown(t.shape):
                 entry.shapeSignature = np.asarray([-1 if isinstance(d, RunTimeSize) else d for d in t.shape], np.int32)
+            entry.hasRank = True   # as the converter writes them (a scalar too)
             entry.type = getattr(schema.TensorType, _TYPES[t.dtype])
             entry.name = t.name or f"t{len(tensors)}"
             entry.buffer = buffer_index(t.data) if t.is_constant else 0
