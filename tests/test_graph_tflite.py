@@ -31,6 +31,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = zoo.build()
 
 
+def _declared_on_tflite(case) -> bool:
+    """A difference from JAX its rule declares for TFLite (top_k's signed NaNs are TF.js's alone)."""
+    declared = (targets for targets, _ in RULES[case.primitive].differs)
+    return case.id in DECLARED_DIFFERENCES and any(Target.TFLITE in targets for targets in declared)
+
+
 @pytest.mark.parametrize("case", grouped_cases(CASES))
 def test_case_graph_tflite(case):
     program, args, expected = default_mode_inputs(case)
@@ -41,7 +47,7 @@ def test_case_graph_tflite(case):
     except Uncovered as e:
         pytest.skip(f"the graph's TFLite writer does not cover it ({e}); another path exports it")
     outs = run_tflite(data, dict(zip(program.in_names, args)))
-    if case.id in DECLARED_DIFFERENCES:   # a rule's declared difference from JAX (tests/test_rules.py) shows here too
+    if _declared_on_tflite(case):   # a rule's declared difference from JAX (tests/test_rules.py) shows here too
         with pytest.raises(AssertionError, match="(?i)not equal"):
             assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol,
                            case.id)

@@ -131,7 +131,7 @@ def graph_tflite_chunks(program: Program, passes_follow: bool = False, strict: b
     the converter writes a tf.function's None sizes (``legalize_shapes``)."""
     if webgpu and passes_follow:   # the merge of several signatures runs the default file's passes
         raise Uncovered("several signatures for LiteRT.js's WebGPU")
-    if converter_lowering is None:
-        converter_lowering = needs_tflite_lowering(program)
+    if converter_lowering is None:   # strict: its sums and divisions as written (no MEAN, as before)
+        converter_lowering = strict or needs_tflite_lowering(program)
     recorded = record_program(program, strict, tflite_converter=converter_lowering, webgpu=webgpu)
     return tflite_chunks_of(recorded, passes_follow, variant(strict, webgpu))
