@@ -17,6 +17,7 @@ from noxla.preflight import ClearedSignatures, run_step, write_chunks
 from noxla.tflite_merge import merged_model
 from noxla.tflite_projections import join_matrix_vector_projections
 from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
+from noxla.weight_stubs import WeightStubs
 
 
 def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
@@ -25,7 +26,7 @@ def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
     written, and a step saying why, also appended to ``why``) where the graph's writer may not
     take the file or does not cover one of its signatures. ``rewrite(model, stubs)``: as
     ``noxla.export.export_signatures``' (``stubs`` None)."""
-    from noxla.graph.tflite import graph_tflite_chunks
+    from noxla.graph.tflite import graph_tflite_model
     options, on_step = cleared.options, cleared.options.on_step
     why = [] if why is None else why
     if options.quantize is not None:  # LiteRT's quantizer takes a lone signature's file (noxla.tflite_quantize)
@@ -35,21 +36,21 @@ def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
         reason = graph.why_tflite_needs_tensorflow(options)
         why.append(reason or "a SavedModel asked for")
         return None
+    # The signatures' large weights as placeholders, each made when written (or quantized by
+    # ``rewrite``): one array read by every signature is held once, not copied per signature.
+    stubs = WeightStubs()
     models = {}
     for key, program in cleared.programs.items():
         try:
-            chunks = run_step(on_step, f"lower+write {key} (graph tflite)", graph_tflite_chunks, program, True,
-                              strict=options.strict, webgpu=cleared.targets.get("tflite") == Target.LITERTJS_WEBGPU,
-                              converter_lowering=True)
+            models[key] = run_step(on_step, f"lower+write {key} (graph tflite)", graph_tflite_model, program, stubs,
+                                   strict=options.strict,
+                                   webgpu=cleared.targets.get("tflite") == Target.LITERTJS_WEBGPU)
         except Uncovered as e:
             why.append(f"signature {key}: the graph tflite writer does not cover {e}")
             if on_step is not None:
                 on_step(f"graph tflite writer: signature {key}: {e}; taking TensorFlow's path", 0.0)
             return None
-        # One flatbuffer to unpack: the chunks joined (the writer leaves its large buffers out of
-        # its builder; below 2 GB, which it covers, they fit in one bytes object).
-        models[key] = b"".join(bytes(chunk) for chunk in chunks)
-    merged = run_step(on_step, "merge signatures", merged_model, models)
+    merged = run_step(on_step, "merge signatures", merged_model, models, stubs)
     del models
     # TF's path's passes on its converted signatures (``finish_tflite``), on every subgraph at once:
     # the writer leaves to them what they remove (``passes_follow``).
@@ -58,8 +59,8 @@ def export_tflite(cleared: ClearedSignatures, rewrite: Callable | None = None,
     while remove_reshape_pairs(merged) + read_caches_in_batch_matmul(merged):
         pass
     fold_transpose_pairs(merged)
-    join_matrix_vector_projections(merged)
+    join_matrix_vector_projections(merged, stubs)
     if rewrite is not None:
-        run_step(on_step, "rewrite", rewrite, merged, None)
-    data = run_step(on_step, "serialize", large_tflite.serialized, merged)
+        run_step(on_step, "rewrite", rewrite, merged, stubs)
+    data = run_step(on_step, "serialize", large_tflite.serialized, merged, stubs=stubs)
     return run_step(on_step, f"write {options.tflite}", write_chunks, data, options.tflite, options.overwrite)

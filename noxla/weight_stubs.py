@@ -164,6 +164,20 @@ class WeightStubs:
             graph.tensors[t].buffer = len(model.buffers)
             model.buffers.append(buffer)
 
+    def hold(self, array: np.ndarray) -> np.ndarray:
+        """The placeholder of a constant that noxla's graph writes (``noxla.graph.tflite.model``),
+        ``array`` as the flatbuffer stores it, maybe a view (a weight transposed): its bytes made
+        when written. The same memory in the same layout, whichever signature reads it, has one
+        placeholder, and ``array`` is kept alive, so that its address names it."""
+        key = ("held", array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
+        marker = self._markers.get(key)
+        if marker is None:
+            marker = len(self.real)
+            self._markers[key] = marker
+            self.real[marker] = array
+            self.shapes[marker] = tuple(array.shape)
+        return self._placeholder(marker)
+
     def _placeholder(self, marker: int) -> np.ndarray:
         """A buffer's data standing for the weight's bytes until they are written
         (``noxla.large_tflite.serialized``): as many bytes, all of them one zero in memory."""

@@ -28,12 +28,13 @@ from noxla.graph.tflite import (  # noqa: F401
 )
 from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better
 from noxla.graph.tflite.legalize import legalize
-from noxla.graph.tflite.model import serialize
+from noxla.graph.tflite.model import model_of, serialize
 from noxla.graph.tflite.outputs import copy_passthrough_outputs
 from noxla.lowering_variants import needs_tflite_lowering
 from noxla.tracing import Program
 
-__all__ = ["VARIANTS", "Passes", "Uncovered", "graph_tflite_chunks", "tflite_chunks_of", "variant"]
+__all__ = ["VARIANTS", "Passes", "Uncovered", "graph_tflite_chunks", "graph_tflite_model", "tflite_chunks_of",
+           "tflite_model_of", "variant"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,13 +97,27 @@ def tflite_chunks_of(recorded: Recorded, passes_follow: bool = False, variant_na
     ``VARIANTS[variant_name]``'s passes. ``passes_follow``: TF's path's flatbuffer passes run on the
     result (see ``decline``)."""
     chosen = VARIANTS[variant_name]
+    chunks = serialize(_written_graph(recorded, chosen, passes_follow))
+    return chunks if chosen.flatbuffer is None else _flatbuffer_passes(chunks, chosen.flatbuffer())
+
+
+def tflite_model_of(recorded: Recorded, stubs, variant_name: str = "default"):
+    """The unpacked .tflite (``ModelT``) of one of several signatures, whose merge runs TF's path's
+    flatbuffer passes (``passes_follow``); its large weights ``stubs``' placeholders
+    (``model.model_of``), so that the signatures hold no copies of them."""
+    chosen = VARIANTS[variant_name]
+    if chosen.flatbuffer is not None:
+        raise Uncovered(f"several signatures for the {variant_name} variant")
+    return model_of(_written_graph(recorded, chosen, True), stubs)
+
+
+def _written_graph(recorded: Recorded, chosen: Passes, passes_follow: bool):
     graph = legalize(recorded)
     run = functools.partial(_passes, chosen=chosen, passes_follow=passes_follow or not chosen.decline)
     run(graph)
     control_flow.optimize(graph, run)   # the same passes in each While/If body
     copy_passthrough_outputs(graph)
-    chunks = serialize(graph)
-    return chunks if chosen.flatbuffer is None else _flatbuffer_passes(chunks, chosen.flatbuffer())
+    return graph
 
 
 def _passes(graph, chosen: Passes, passes_follow: bool) -> None:
@@ -113,10 +128,12 @@ def _passes(graph, chosen: Passes, passes_follow: bool) -> None:
 
 
 def _flatbuffer_passes(chunks: list, rewrites: tuple) -> list:
-    """``rewrites`` on the model ``chunks`` hold (the writer covers files below 2 GB: one bytes object)."""
+    """``rewrites`` on the model ``chunks`` hold (read back whole: a file below 2 GB)."""
     from noxla import large_tflite
     from noxla.tflite_schema import read_model
-    model = read_model(b"".join(bytes(c() if callable(c) else c) for c in chunks))
+    if sum(len(c) if isinstance(c, (bytes, memoryview)) else c.nbytes for c in chunks) > large_tflite.FLATBUFFER_LIMIT:
+        raise Uncovered("a file past 2 GB for the WebGPU variants' passes")
+    model = read_model(b"".join(bytes(c) for c in chunks))
     for rewrite in rewrites:
         rewrite(model)
     return large_tflite.serialized(model)
@@ -135,3 +152,12 @@ def graph_tflite_chunks(program: Program, passes_follow: bool = False, strict: b
         converter_lowering = strict or needs_tflite_lowering(program)
     recorded = record_program(program, strict, tflite_converter=converter_lowering, webgpu=webgpu)
     return tflite_chunks_of(recorded, passes_follow, variant(strict, webgpu))
+
+
+def graph_tflite_model(program: Program, stubs, strict: bool = False, webgpu: bool = False):
+    """One of several signatures recorded and written, unpacked (``tflite_model_of``), in the
+    lowering TF's path hands its converter for several signatures."""
+    if webgpu:   # the merge of several signatures runs the default file's passes
+        raise Uncovered("several signatures for LiteRT.js's WebGPU")
+    recorded = record_program(program, strict, tflite_converter=True, webgpu=webgpu)
+    return tflite_model_of(recorded, stubs, variant(strict, webgpu))

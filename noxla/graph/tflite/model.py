@@ -280,15 +280,22 @@ def subgraphs(graph: Graph) -> list[Graph]:
 
 
 def serialize(graph: Graph) -> list:
-    """The .tflite as chunks for ``noxla.large_tflite``'s writer (large constants are not copied):
-    ``graph`` as the main subgraph, then the bodies it names, each a subgraph of its own."""
+    """The .tflite as chunks for ``noxla.large_tflite``'s writer (large constants are not copied;
+    past 2 GB the buffers follow the flatbuffer at offsets, as LiteRT reads a large model)."""
+    from noxla.large_tflite import serialized
+    return serialized(model_of(graph))
+
+
+def model_of(graph: Graph, stubs=None):
+    """The unpacked .tflite (``ModelT``): ``graph`` as the main subgraph, then the bodies it names,
+    each a subgraph of its own. ``stubs`` (a ``noxla.weight_stubs.WeightStubs``): each large float32
+    constant's buffer holds its placeholder, its bytes made when written (a transposed weight, held
+    as a view of the caller's, is copied one weight at a time), and one array read by several
+    signatures is one placeholder (``WeightStubs.hold``). Tensor names are bytes, as a read file's."""
     from ai_edge_litert import schema_py_generated as schema
 
-    from noxla.large_tflite import fits_inline, packed, serving_signature
+    from noxla.large_tflite import serving_signature
     graphs = [graph, *subgraphs(graph)]
-    weights = sum(t.data.nbytes for g in graphs for op in g.ops for t in op.inputs if t is not None and t.is_constant)
-    if not fits_inline(weights):   # past 2 GB the file needs buffer offsets, which the TF path writes
-        raise Uncovered(f"{weights / 2**30:.1f} GB of weights")
     builtins = vars(schema.BuiltinOperator)
     model = schema.ModelT()
     model.version, model.description = 3, "noxla direct"
@@ -298,15 +305,19 @@ def serialize(graph: Graph) -> list:
     indices = {id(g): i for i, g in enumerate(graphs)}
 
     def buffer_index(data: np.ndarray) -> int:
-        data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        small = data.nbytes <= _SHARED_BYTES
-        if small and data.tobytes() in buffers:
-            return buffers[data.tobytes()]
+        if stubs is not None and stubs.takes(data):
+            data = stubs.hold(data)
+            key = ("held", id(data))
+        else:
+            data = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+            key = data.tobytes() if data.nbytes <= _SHARED_BYTES else None
+        if key is not None and key in buffers:
+            return buffers[key]
         buffer = schema.BufferT()
         buffer.data = data
         model.buffers.append(buffer)
-        if small:
-            buffers[data.tobytes()] = len(model.buffers) - 1
+        if key is not None:
+            buffers[key] = len(model.buffers) - 1
         return len(model.buffers) - 1
 
     model.subgraphs = [_subgraph(schema, g, codes, buffer_index, indices) for g in graphs]
@@ -319,7 +330,7 @@ def serialize(graph: Graph) -> list:
         model.operatorCodes[i] = code
     main = model.subgraphs[0]
     model.signatureDefs = [serving_signature(schema, graph.in_names, main.inputs, graph.out_names, main.outputs)]
-    return packed(model)
+    return model
 
 
 def _subgraph(schema, graph: Graph, codes: dict, buffer_index, indices: dict):
@@ -342,7 +353,7 @@ def _subgraph(schema, graph: Graph, codes: dict, buffer_index, indices: dict):
                 entry.shapeSignature = np.asarray([-1 if isinstance(d, RunTimeSize) else d for d in t.shape], np.int32)
             entry.hasRank = True   # as the converter writes them (a scalar too)
             entry.type = getattr(schema.TensorType, _TYPES[t.dtype])
-            entry.name = t.name or f"t{len(tensors)}"
+            entry.name = (t.name or f"t{len(tensors)}").encode()
             entry.buffer = buffer_index(t.data) if t.is_constant else 0
             tensors[t.id] = len(sub.tensors)
             sub.tensors.append(entry)
