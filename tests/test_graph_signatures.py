@@ -4,6 +4,7 @@ one equals JAX in LiteRT's signature runners, the weights they share are stored 
 export imports no TensorFlow; where it covers one signature only, TF's path writes them all."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -160,3 +161,56 @@ def test_a_rewrite_of_the_merged_model_gives_tf_paths_values(tmp_path, monkeypat
     for key in DECODER:
         for name, value in outputs["0", key].items():
             np.testing.assert_allclose(outputs["1", key][name], value, rtol=1e-6, atol=1e-6, err_msg=f"{key}: {name}")
+
+
+def _operators(path: str) -> dict:
+    """{signature key: its subgraph's operator count} (While/If bodies are not made here)."""
+    from noxla.tflite_schema import read_model_file
+    model = read_model_file(path)
+    return {s.signatureKey.decode(): len(model.subgraphs[s.subgraphIndex].operators) for s in model.signatureDefs}
+
+
+def _tf_path(signatures: dict, path: str, monkeypatch, **options) -> str | None:
+    """TF's path's file of the same export (None without TensorFlow)."""
+    from noxla.errors import tensorflow_installed
+    if not tensorflow_installed():
+        return None
+    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "0")
+    steps = []
+    noxla.export_tflite(signatures, path=path, on_step=lambda name, s: steps.append(name), **options)
+    monkeypatch.delenv("NOXLA_TFLITE_GRAPH")
+    assert all(f"convert tflite {key}" in steps for key in signatures), steps
+    return path
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ai_edge_quantizer") is None, reason="ai-edge-quantizer is not installed")
+@pytest.mark.parametrize("mode", ["float16", "dynamic_int8"])
+def test_quantized_signatures_through_the_graph_and_litert_s_quantizer(mode, tmp_path, monkeypatch):
+    """float16 and dynamic_int8 of several signatures (noxla.llm's converter modes among them): the
+    graph's merged file quantized by LiteRT's quantizer, each signature within tests/test_quantize.py's
+    bound of JAX, each shared weight stored once, and no more operators per signature than TF's
+    path's file (TF's converter quantizing each signature)."""
+    from noxla.tflite_quantize import ENV
+    from noxla.tracing import trace
+    from tests.test_quantize import TFLITE_BOUNDS, _error
+    monkeypatch.delenv("NOXLA_TFLITE_GRAPH", raising=False)
+    monkeypatch.delenv(ENV, raising=False)
+    steps = []
+    path = noxla.export_tflite(DECODER, path=str(tmp_path / "q.tflite"), quantize=mode,
+                               on_step=lambda name, s: steps.append(name))
+    assert all(f"lower+write {key} (graph tflite)" in steps for key in DECODER), steps
+    assert f"quantize {mode} (LiteRT's quantizer)" in steps and not any("convert tflite" in s for s in steps), steps
+    from ai_edge_litert.interpreter import Interpreter
+    interpreter = Interpreter(model_path=path)
+    for key, (fun, args) in DECODER.items():
+        program = trace(fun, args)
+        got = interpreter.get_signature_runner(key)(**dict(zip(program.in_names, args)))
+        expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(jax.jit(fun)(*args))]
+        assert _error(expected, got, program.out_names) <= TFLITE_BOUNDS[mode], key
+    large = [bytes(b.data) for b in read_model_file(path).buffers if b.data is not None and len(b.data) >= 1024]
+    assert len(set(large)) == len(large), "a large buffer stored twice"
+    assert os.path.getsize(path) < 0.6 * WEIGHT_BYTES, os.path.getsize(path)
+    tf_path = _tf_path(DECODER, str(tmp_path / "tf.tflite"), monkeypatch, quantize=mode)
+    if tf_path is not None:
+        graph, tf = _operators(path), _operators(tf_path)
+        assert all(graph[key] <= tf[key] for key in DECODER), (graph, tf)

@@ -77,3 +77,19 @@ def test_projection_of_a_slice_reads_it_unflattened():
 def test_one_comparison_with_equal_literals():
     ops = _written(lambda x: (x < 5.0) & (x * 2 > 1) | (x < 5.0 + 0 * 1), np.arange(8, dtype=np.float32))
     assert ops["LESS"] == 1, ops
+
+
+def test_or_of_false_and_and_of_true_are_the_other_operand():
+    """The strict relu's ``isnan(x) | isnan(0)`` (the recorder folds ``isnan(0)`` to false), and
+    ``x | false``, ``x & true`` written out: no LOGICAL_OR or LOGICAL_AND left (grappler folds them
+    on TF's path), NaN kept as JAX keeps it."""
+    from noxla.graph.tflite import graph_tflite_chunks
+    x = np.array([[np.nan, -1.0, 2.0], [np.inf, -np.inf, 0.0]], np.float32)
+    for fun, strict in ((jax.nn.relu, True),
+                        (lambda x: ((x > 0) | jnp.zeros(x.shape, bool)) & jnp.ones(x.shape, bool), False)):
+        program = trace(fun, (x,))
+        data = b"".join(bytes(c() if callable(c) else c) for c in graph_tflite_chunks(program, strict=strict))
+        ops = _op_counts(data)
+        assert not {"LOGICAL_OR", "LOGICAL_AND"} & set(ops), ops
+        (got,) = run_tflite(data, {program.in_names[0]: x}).values()
+        np.testing.assert_array_equal(got, np.asarray(jax.jit(fun)(x)))

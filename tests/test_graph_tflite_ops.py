@@ -40,6 +40,8 @@ WRITTEN = {
     "div:softmax_axis0_3d": "SOFTMAX",
     "atan2:broadcast_rows": "ATAN2",           # tf.broadcast_dynamic_shape of known shapes, folded
     "pad:crop_into_other_side": "PADV2",       # a PadV2 of an empty slice by a run-time value
+    "split:empty_piece": "SPLIT_V",            # of the non-empty pieces, the empty one a constant
+    "dynamic_update_slice:empty_update": "RESHAPE",   # its operand (an input: the output's copy)
     # Types LiteRT's kernels move (model.GRAPH_WRITER_KINDS), each checked on LiteRT first.
     "tile:bool": "TILE",
     "dynamic_update_slice:bool": "DYNAMIC_UPDATE_SLICE",
@@ -54,7 +56,9 @@ AS_TF_PATH = ["broadcast_in_dim:f16", "select_n:one_case_f16_batched", "mul:u32_
               "iota_2x32_shape:matrix", "concatenate:bool", "stack:bool", "reduce:or_body_bool",
               "conv_general_dilated:3d_ndhwc", "abs:complex", "sub:log_softmax_axis1_3d", "div:softmax_axis0_3d",
               "atan2:broadcast_rows", "pad:crop_into_other_side", "tile:bool", "dynamic_update_slice:bool",
-              "dynamic_update_slice:f16", "dynamic_update_slice:i8"]
+              "dynamic_update_slice:f16", "dynamic_update_slice:i8", "split:empty_piece"]
+# dynamic_update_slice:empty_update: TF's path writes 6 operators (its DYNAMIC_UPDATE_SLICE of the
+# empty update, which LiteRT runs, the starts' SLICEs and PACK, 2 RESHAPEs); the graph its operand.
 
 
 def _written(case_id):

@@ -113,16 +113,28 @@ def _tf_path(model, args, tmp_path, **options) -> bytes:
         return f.read()
 
 
+def _logical_ops_of_a_constant(data) -> int:
+    """LOGICAL_OR and LOGICAL_AND operators reading a constant (grappler folds them on TF's path)."""
+    from noxla.tflite_merge import builtin_code
+    from noxla.tflite_schema import read_model, schema
+    model = read_model(data)
+    logical = {schema.BuiltinOperator.LOGICAL_OR, schema.BuiltinOperator.LOGICAL_AND}
+    return sum(builtin_code(model, op) in logical and any(model.buffers[g.tensors[t].buffer].data is not None
+                                                          for t in op.inputs)
+               for g in model.subgraphs for op in g.operators or [])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_zoo_model_strict_through_the_graph_matches_jax(name, tmp_path):
+    """Every zoo model written strict (transformer_encoder's squeeze before a batched product with
+    TF's path's passes run on the file), equal to JAX, no LOGICAL_OR or LOGICAL_AND of a constant
+    left (the strict relu's ``isnan(x) | isnan(0)``: mobilenet_v2's file had 18)."""
     model = MODELS[name]
     args = model.inputs(2)
     program = trace(model.fun, tuple(args))
-    try:
-        data = _bytes(program, strict=True)
-    except Uncovered as e:   # transformer_encoder's strict lowering squeezes before a batched product
-        pytest.skip(f"the graph's strict file declines it ({e}); TF's path exports it")
+    data = _bytes(program, strict=True)
+    assert _logical_ops_of_a_constant(data) == 0
     outs = run_tflite(data, dict(zip(program.in_names, args)))
     expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(jax.jit(model.fun)(*args))]
     assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, 1e-5, 1e-5,
@@ -190,18 +202,44 @@ def test_webgpu_file_takes_the_flatbuffer_passes_the_delegate_needs(litertjs, tm
                        where=f"{name} [litertjs_webgpu, graph]", floor=TOLERANCE["webgpu"])
 
 
-@pytest.mark.parametrize("options, graph_takes", [({"strict": True}, True), ({"target": "litertjs-webgpu"}, False)],
-                         ids=["strict", "webgpu"])
-def test_several_signatures_strict_from_the_graph_webgpu_through_tf_path(options, graph_takes, tmp_path,
-                                                                         monkeypatch):
-    """With NOXLA_TFLITE_GRAPH=1 several strict signatures are written by the graph's strict variant
-    (the merge's passes are TF's path's strict ones too); several for WebGPU go through TF's path,
-    whose merge skips the passes WebGPU's file must not have."""
+@pytest.mark.parametrize("options", [{"strict": True}, {"target": "litertjs-webgpu"},
+                                     {"target": "litertjs-webgpu", "strict": True}], ids=["strict", "webgpu", "both"])
+def test_several_signatures_strict_and_webgpu_from_the_graph(options, tmp_path, monkeypatch):
+    """By default several strict or WebGPU signatures are written by the graph's variant, their merge
+    taking the variant's passes (``Passes.merged``: TF's path's strict ones; none for WebGPU, as on
+    TF's path), each signature equal to JAX on LiteRT."""
     from tests.test_graph_signatures import PAIR, W_DOWN, W_UP, _check
-    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "1")
+    monkeypatch.delenv("NOXLA_TFLITE_GRAPH", raising=False)
     steps = []
     path = str(tmp_path / "m.tflite")
     noxla.export_tflite(PAIR, path=path, on_step=lambda name, s: steps.append(name), **options)
-    declined = any(s.startswith("graph tflite writer: ") for s in steps)
-    assert declined != graph_takes and ("lower+write scaled (graph tflite)" in steps), steps
+    assert not any(s.startswith("graph tflite writer: ") or s.startswith("convert tflite") for s in steps), steps
+    assert all(f"lower+write {key} (graph tflite)" in steps for key in PAIR), steps
     _check(path, PAIR, W_UP.nbytes + W_DOWN.nbytes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signatures", ["pair", "decoder"])
+def test_several_signatures_for_webgpu_run_on_litertjs_webgpu(signatures, litertjs, tmp_path, monkeypatch):
+    """Several signatures for LiteRT.js's WebGPU, from the graph: each signature equals JAX on the
+    delegate in headless Chromium (every op on the GPU), with no more operators than TF's path's
+    WebGPU file (each signature's converted file with its WebGPU passes, merged)."""
+    from noxla.litertjs import TOLERANCE
+    from noxla.verify import jax_outputs, relative_error
+    from tests.test_graph_signatures import DECODER, PAIR, _operators, _tf_path
+    chosen = {"pair": PAIR, "decoder": DECODER}[signatures]
+    monkeypatch.delenv("NOXLA_TFLITE_GRAPH", raising=False)
+    steps = []
+    path = noxla.export_tflite(chosen, path=str(tmp_path / "m.tflite"), target="litertjs-webgpu",
+                               on_step=lambda name, s: steps.append(name))
+    assert all(f"lower+write {key} (graph tflite)" in steps for key in chosen), steps
+    for key, (fun, args) in chosen.items():
+        program = trace(fun, args)
+        outs, info = litertjs.run_timed(path, dict(zip(program.in_names, args)), "webgpu", signature=key)
+        assert info["placement"]["fullyAccelerated"], (key, info["placement"])
+        for n, e in zip(program.out_names, jax_outputs(fun, args)):
+            assert outs[n].shape == e.shape and relative_error(e, outs[n]) <= TOLERANCE["webgpu"], (key, n)
+    tf_path = _tf_path(chosen, str(tmp_path / "tf.tflite"), monkeypatch, target="litertjs-webgpu")
+    if tf_path is not None:
+        graph, tf = _operators(path), _operators(tf_path)
+        assert all(graph[key] <= tf[key] for key in chosen), (graph, tf)

@@ -37,18 +37,42 @@ __all__ = ["VARIANTS", "Passes", "Uncovered", "graph_tflite_chunks", "graph_tfli
            "tflite_model_of", "variant"]
 
 
+def _merged_passes() -> tuple:
+    """TF's path's passes on its merged signatures (``finish_tflite``), on every subgraph at once:
+    the writer leaves to them what they remove (``passes_follow``). Reshape pairs and caches read by
+    BATCH_MATMUL until neither finds more (reading a squeezed cache grows the scores by a unit axis,
+    where the graph's mask, not reshaped as the converter does, then pairs the reshapes around the
+    softmax); transpose pairs; matrix-vector projections joined across signatures."""
+    from noxla.tflite_projections import join_matrix_vector_projections
+    from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
+
+    def reshapes(model, stubs=None) -> None:
+        while remove_reshape_pairs(model) + read_caches_in_batch_matmul(model):
+            pass
+
+    def transposes(model, stubs=None) -> None:
+        fold_transpose_pairs(model)
+    # Each pass takes the model and the ``WeightStubs`` whose placeholders it may hold: the joined
+    # projections stack the weights they stand for.
+    return reshapes, transposes, join_matrix_vector_projections
+
+
 @dataclasses.dataclass(frozen=True)
 class Passes:
     """One variant's passes: ``fusions`` and then ``simplify`` to a fixed point (in the main graph
-    and each While/If body), ``finish`` once after the fusions; ``decline``: graphs TF's path's own
-    flatbuffer passes write smaller are left to it (``decline``); ``flatbuffer``: those passes run
-    here instead, on the serialized model (``ModelT``): a function giving them in order (their
-    modules are imported only for a file that takes them)."""
+    and each While/If body), ``finish`` once after the fusions; ``flatbuffer``: TF's path's passes on
+    each converted file, run here on the serialized model (``ModelT``): a function giving them in
+    order (their modules are imported only for a file that takes them); ``merged``: TF's path's
+    passes on the model several signatures are merged into (``noxla.graph_signatures``), in the
+    same form, and on a lone file that ``decline.py`` finds TF's path's passes write smaller
+    (``decline``: they run on it; without, the variant's ``flatbuffer`` passes run on every file).
+    """
     fusions: tuple
     finish: tuple
     simplify: tuple
     decline: bool = True
     flatbuffer: Callable[[], tuple] | None = None
+    merged: Callable[[], tuple] = _merged_passes
 
 
 def _without(passes_: tuple, left_out: frozenset) -> tuple:
@@ -74,7 +98,9 @@ def _webgpu_flatbuffer_passes() -> tuple:
 # strict: IEEE-exact lowerings (recorded with ``strict``), and no pass that changes a value against
 # the IEEE arithmetic of the operators it replaces for some input (``fuse.CHANGES_VALUES``,
 # ``passes.CHANGES_VALUES``). WebGPU: the lowering for LiteRT.js's WebGPU delegate, no LOG_SOFTMAX
-# (the delegate has no kernel for it), and TF's path's WebGPU flatbuffer passes after serializing.
+# (the delegate has no kernel for it), and TF's path's WebGPU flatbuffer passes after serializing,
+# each signature's (its merge runs none of the default's: WebGPU's BATCH_MATMUL is not known to
+# broadcast batch axes of unequal rank, and TF's path joins no projections for it).
 _EXACT = fuse.CHANGES_VALUES | passes.CHANGES_VALUES
 _NO_WEBGPU_KERNEL = frozenset({fuse.log_softmax})
 VARIANTS = {
@@ -82,9 +108,10 @@ VARIANTS = {
     "strict": Passes(_without(fuse.FUSIONS, _EXACT), _without(fuse.FINISH, _EXACT),
                      _without(passes.SIMPLIFY, _EXACT)),
     "webgpu": Passes(_without(fuse.FUSIONS, _NO_WEBGPU_KERNEL), fuse.FINISH, passes.SIMPLIFY, decline=False,
-                     flatbuffer=_webgpu_flatbuffer_passes),
+                     flatbuffer=_webgpu_flatbuffer_passes, merged=tuple),
     "strict_webgpu": Passes(_without(fuse.FUSIONS, _EXACT | _NO_WEBGPU_KERNEL), _without(fuse.FINISH, _EXACT),
-                            _without(passes.SIMPLIFY, _EXACT), decline=False, flatbuffer=_webgpu_flatbuffer_passes),
+                            _without(passes.SIMPLIFY, _EXACT), decline=False, flatbuffer=_webgpu_flatbuffer_passes,
+                            merged=tuple),
 }
 
 
@@ -97,46 +124,60 @@ def tflite_chunks_of(recorded: Recorded, passes_follow: bool = False, variant_na
     ``VARIANTS[variant_name]``'s passes. ``passes_follow``: TF's path's flatbuffer passes run on the
     result (see ``decline``)."""
     chosen = VARIANTS[variant_name]
-    chunks = serialize(_written_graph(recorded, chosen, passes_follow))
-    return chunks if chosen.flatbuffer is None else _flatbuffer_passes(chunks, chosen.flatbuffer())
+    graph, declined = _written_graph(recorded, chosen, passes_follow)
+    chunks = serialize(graph)
+    rewrites = (() if chosen.flatbuffer is None else chosen.flatbuffer()) + (chosen.merged() if declined else ())
+    if not rewrites:
+        return chunks
+    from noxla import large_tflite
+    return large_tflite.serialized(_read_back(chunks, rewrites))
 
 
 def tflite_model_of(recorded: Recorded, stubs, variant_name: str = "default"):
     """The unpacked .tflite (``ModelT``) of one of several signatures, whose merge runs TF's path's
-    flatbuffer passes (``passes_follow``); its large weights ``stubs``' placeholders
-    (``model.model_of``), so that the signatures hold no copies of them."""
+    passes (``passes_follow``, ``Passes.merged``): its large weights ``stubs``' placeholders
+    (``model.model_of``), so that the signatures hold no copies of them; a variant with passes on
+    its own file (WebGPU) read back after them."""
     chosen = VARIANTS[variant_name]
-    if chosen.flatbuffer is not None:
-        raise Uncovered(f"several signatures for the {variant_name} variant")
-    return model_of(_written_graph(recorded, chosen, True), stubs)
+    graph, _ = _written_graph(recorded, chosen, True)
+    if chosen.flatbuffer is None:
+        return model_of(graph, stubs)
+    return _read_back(serialize(graph), chosen.flatbuffer())
 
 
-def _written_graph(recorded: Recorded, chosen: Passes, passes_follow: bool):
+def _written_graph(recorded: Recorded, chosen: Passes, passes_follow: bool) -> tuple:
+    """The legalized graph after ``chosen``'s passes, and whether ``decline`` found it shorter on
+    TF's path (its flatbuffer passes then run on the file, ``Passes.merged``)."""
     graph = legalize(recorded)
-    run = functools.partial(_passes, chosen=chosen, passes_follow=passes_follow or not chosen.decline)
+    declined: list = []
+    run = functools.partial(_passes, chosen=chosen, passes_follow=passes_follow or not chosen.decline,
+                            declined=declined)
     run(graph)
     control_flow.optimize(graph, run)   # the same passes in each While/If body
     copy_passthrough_outputs(graph)
-    return graph
+    return graph, bool(declined)
 
 
-def _passes(graph, chosen: Passes, passes_follow: bool) -> None:
+def _passes(graph, chosen: Passes, passes_follow: bool, declined: list) -> None:
     graph.prune()   # what only a folded empty tensor read (``empty``, ``legalize_more``)
     fuse.fuse(graph, chosen.fusions, chosen.finish)
     passes.simplify(graph, chosen.simplify)
-    decline_what_the_tf_path_does_better(graph, passes_follow)
+    try:
+        decline_what_the_tf_path_does_better(graph, passes_follow)
+    except Uncovered:   # TF's path's passes write it smaller: they run on the file (``Passes.merged``)
+        declined.append(graph)
 
 
-def _flatbuffer_passes(chunks: list, rewrites: tuple) -> list:
-    """``rewrites`` on the model ``chunks`` hold (read back whole: a file below 2 GB)."""
+def _read_back(chunks: list, rewrites: tuple):
+    """The model ``chunks`` hold, read back whole (a file below 2 GB), after ``rewrites``."""
     from noxla import large_tflite
     from noxla.tflite_schema import read_model
     if sum(len(c) if isinstance(c, (bytes, memoryview)) else c.nbytes for c in chunks) > large_tflite.FLATBUFFER_LIMIT:
-        raise Uncovered("a file past 2 GB for the WebGPU variants' passes")
+        raise Uncovered("a file past 2 GB whose flatbuffer passes read it back whole")
     model = read_model(b"".join(bytes(c) for c in chunks))
     for rewrite in rewrites:
         rewrite(model)
-    return large_tflite.serialized(model)
+    return model
 
 
 def graph_tflite_chunks(program: Program, passes_follow: bool = False, strict: bool = False,
@@ -146,8 +187,6 @@ def graph_tflite_chunks(program: Program, passes_follow: bool = False, strict: b
     lowering TF's path hands its TFLite converter (every signature of several), by default where the
     program needs it (``needs_tflite_lowering``), as TF's path lowers a lone one. Symbolic sizes as
     the converter writes a tf.function's None sizes (``legalize_shapes``)."""
-    if webgpu and passes_follow:   # the merge of several signatures runs the default file's passes
-        raise Uncovered("several signatures for LiteRT.js's WebGPU")
     if converter_lowering is None:   # strict: its sums and divisions as written (no MEAN, as before)
         converter_lowering = strict or needs_tflite_lowering(program)
     recorded = record_program(program, strict, tflite_converter=converter_lowering, webgpu=webgpu)
@@ -157,7 +196,5 @@ def graph_tflite_chunks(program: Program, passes_follow: bool = False, strict: b
 def graph_tflite_model(program: Program, stubs, strict: bool = False, webgpu: bool = False):
     """One of several signatures recorded and written, unpacked (``tflite_model_of``), in the
     lowering TF's path hands its converter for several signatures."""
-    if webgpu:   # the merge of several signatures runs the default file's passes
-        raise Uncovered("several signatures for LiteRT.js's WebGPU")
     recorded = record_program(program, strict, tflite_converter=True, webgpu=webgpu)
     return tflite_model_of(recorded, stubs, variant(strict, webgpu))

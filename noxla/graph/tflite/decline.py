@@ -1,6 +1,7 @@
-"""Graphs the graph's TFLite writer leaves to the TF path because it would write them with more
-operators: reshapes and projections TF's path's flatbuffer passes remove or join. Each raises ``Uncovered``; a graph
-taken here must come out no larger than the TF path's."""
+"""Graphs the graph's TFLite writer would write with more operators than the TF path: reshapes and
+projections TF's path's flatbuffer passes remove or join. Each raises ``Uncovered``, and the writer
+then runs those passes on its file (``noxla.graph.tflite.Passes.merged``), which must come out no
+larger than the TF path's."""
 from __future__ import annotations
 
 import numpy as np

@@ -10,6 +10,8 @@ writes fewer operators than the legalized rules' ops:
   twice against one literal);
 - a FULLY_CONNECTED of a RESHAPE that only merges the leading axes reads the RESHAPE's input, as
   the converter writes it (the kernel flattens leading axes itself);
+- ``x OR false`` is x, ``x AND true`` is x (grappler's folds of a constant identity operand: the
+  strict relu's ``isnan(x) | isnan(0)``, whose second operand the recorder folds to false);
 - an activation into its producer again (``fuse.activation_into_producer``), where ``passes`` left
   out the RESHAPE between them (DenseGeneral's bias and ReLU after its FULLY_CONNECTED).
 
@@ -27,7 +29,8 @@ _ARITHMETIC = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply}
 
 
 def fold(graph: Graph) -> bool:
-    for rewrite in (_constant_operators, common_operators, _fully_connected_of_flatten, activation_into_producer):
+    for rewrite in (_constant_operators, _logical_identities, common_operators, _fully_connected_of_flatten,
+                    activation_into_producer):
         if rewrite(graph):
             return True
     return False
@@ -74,6 +77,24 @@ def _constant_operators(graph: Graph) -> bool:
             continue
         graph.replace_uses(op.out, graph.constant(value.astype(op.out.dtype)))
         return True
+    return False
+
+
+_IDENTITY = {"LOGICAL_OR": False, "LOGICAL_AND": True}
+
+
+def _logical_identities(graph: Graph) -> bool:
+    """LOGICAL_OR of a constant all false, LOGICAL_AND of one all true: the other operand, where it
+    has the output's shape (not where the constant broadcasts it)."""
+    for op in graph.ops:
+        if op.kind not in _IDENTITY:
+            continue
+        for k, t in enumerate(op.inputs):
+            other = op.inputs[1 - k]
+            if t.is_constant and np.all(np.asarray(t.data, bool) == _IDENTITY[op.kind]) \
+                    and other.shape == op.out.shape:
+                graph.replace_uses(op.out, other)
+                return True
     return False
 
 

@@ -13,7 +13,9 @@ operators, checked on the same TF ops), each computed by LiteRT bit for bit as J
 - ``Conv3D`` as ``CONV_3D``;
 - a ``Pad``/``PadV2`` of an empty tensor (a ``lax.pad`` cropping a whole axis and padding it
   again): the padding value everywhere, folded as grappler folds it, or a ``PADV2`` of the empty
-  constant by a value computed at run time."""
+  constant by a value computed at run time;
+- a ``SplitV`` with empty pieces, an ``XlaDynamicUpdateSlice`` of an empty update: folded
+  (``fold_empty_pieces``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,6 +27,7 @@ from noxla.graph.tflite.legalize import (
     _attr,
     _dtype,
     _int32,
+    _many,
     _out,
     _padding,
     _shape,
@@ -79,6 +82,34 @@ def fold_padded_empty(graph: Graph, node, inputs: list, empties: set) -> list | 
 
 
 FOLDS.insert(0, fold_padded_empty)
+
+
+def fold_empty_pieces(graph: Graph, node, inputs: list, empties: set) -> list | None:   # one of legalize's FOLDS
+    """Empty parts folded as grappler folds them (LiteRT copies no empty tensor): a SplitV's empty
+    pieces are empty constants and the others a SPLIT_V of their sizes (the input itself where one
+    piece holds it all); an XlaDynamicUpdateSlice of an update with no elements is its operand, as
+    XLA computes it (the start, clamped, moves nothing). Before ``empty.fold_empty``, which refuses both."""
+    shapes = [_shape(node, i) for i in range(len(node.outputs))]
+    if node.op == "XlaDynamicUpdateSlice" and 0 in inputs[1].shape and 0 not in shapes[0]:
+        return [inputs[0]]
+    empty = [0 in s for s in shapes]
+    if node.op != "SplitV" or all(empty) or not any(empty) or 0 in inputs[0].shape:
+        return None
+    outs = [graph.constant(np.zeros(s, _dtype(node, i))) if e else None for i, (s, e) in enumerate(zip(shapes, empty))]
+    empties.update(t.id for t in outs if t is not None)
+    kept = [i for i, e in enumerate(empty) if not e]
+    if len(kept) == 1:
+        outs[kept[0]] = inputs[0]
+        return outs
+    axis = int(_static(inputs[2], "a split's axis")) % len(inputs[0].shape)
+    pieces = _many(graph, "SPLIT_V", [inputs[0], _int32(graph, [shapes[i][axis] for i in kept]), _int32(graph, axis)],
+                   [Tensor(shapes[i], _dtype(node, i)) for i in kept], numSplits=len(kept))
+    for i, piece in zip(kept, pieces):
+        outs[i] = piece
+    return outs
+
+
+FOLDS.insert(0, fold_empty_pieces)
 
 
 @legalizer("Conv3D")
