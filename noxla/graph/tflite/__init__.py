@@ -26,7 +26,7 @@ from noxla.graph.tflite import (  # noqa: F401
     legalize_shapes,
     passes,
 )
-from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better
+from noxla.graph.tflite.decline import decline_what_the_tf_path_does_better, reshapes_the_tf_path_removes
 from noxla.graph.tflite.legalize import legalize
 from noxla.graph.tflite.model import serialize
 from noxla.graph.tflite.outputs import copy_passthrough_outputs
@@ -97,19 +97,30 @@ def tflite_chunks_of(recorded: Recorded, passes_follow: bool = False, variant_na
     result (see ``decline``)."""
     chosen = VARIANTS[variant_name]
     graph = legalize(recorded)
-    run = functools.partial(_passes, chosen=chosen, passes_follow=passes_follow or not chosen.decline)
+    found: list = []   # what TF's path's reshape passes would remove, per graph (main, bodies)
+    run = functools.partial(_passes, chosen=chosen, passes_follow=passes_follow or not chosen.decline, found=found)
     run(graph)
     control_flow.optimize(graph, run)   # the same passes in each While/If body
     copy_passthrough_outputs(graph)
     chunks = serialize(graph)
-    return chunks if chosen.flatbuffer is None else _flatbuffer_passes(chunks, chosen.flatbuffer())
+    rewrites = (chosen.flatbuffer() if chosen.flatbuffer else ()) + (_reshape_passes() if any(found) else ())
+    return _flatbuffer_passes(chunks, rewrites) if rewrites else chunks
 
 
-def _passes(graph, chosen: Passes, passes_follow: bool) -> None:
+def _passes(graph, chosen: Passes, passes_follow: bool, found: list) -> None:
     graph.prune()   # what only a folded empty tensor read (``empty``, ``legalize_more``)
     fuse.fuse(graph, chosen.fusions, chosen.finish)
     passes.simplify(graph, chosen.simplify)
-    decline_what_the_tf_path_does_better(graph, passes_follow)
+    if not passes_follow:
+        found.append(reshapes_the_tf_path_removes(graph))
+    decline_what_the_tf_path_does_better(graph, passes_follow, reshapes_follow=True)
+
+
+def _reshape_passes() -> tuple:
+    """TF's path's reshape passes on a lone model (``noxla.export.finish_tflite``), run on a file
+    that holds what they remove (reading and writing the flatbuffer again costs a copy of it)."""
+    from noxla.tflite_reshapes import fold_transpose_pairs, read_caches_in_batch_matmul, remove_reshape_pairs
+    return (remove_reshape_pairs, read_caches_in_batch_matmul, fold_transpose_pairs)
 
 
 def _flatbuffer_passes(chunks: list, rewrites: tuple) -> list:
