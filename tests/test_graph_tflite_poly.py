@@ -73,6 +73,25 @@ def test_polymorphic_program_written_from_the_graph_matches_jax_at_two_sizes(nam
                                        err_msg=f"{name} at {[a.shape for a in inputs]}")
 
 
+@pytest.mark.parametrize("name,builtin", [("conv_transpose", "TRANSPOSE_CONV"), ("split_sizes", "SPLIT_V"),
+                                          ("scatter_add", "SCATTER_ND")])
+def test_run_time_shape_read_by_its_builtin_with_no_more_operators_than_tf_path(name, builtin, tmp_path):
+    """TRANSPOSE_CONV, SPLIT_V and SCATTER_ND read the shape computed at run time (SHAPE,
+    STRIDED_SLICE, PACK: JAX's ``b * 1 + 0`` folded as grappler folds it), as TF's path's file for
+    the same polymorphic program does, with no more operators than it."""
+    from noxla.export import export
+    from tests.test_graph_tflite import _op_counts
+    fun, shapes, args, _ = PROGRAMS[name]
+    graph = _op_counts(graph_tflite_bytes(trace(fun, tuple(args), shapes)))
+    export(fun, args, tflite=str(tmp_path / "tf.tflite"), polymorphic_shapes=shapes)   # TF's path
+    with open(tmp_path / "tf.tflite", "rb") as f:
+        converted = _op_counts(f.read())
+    assert graph[builtin] == converted[builtin] == 1
+    if name == "conv_transpose":   # the converter's form: SHAPE, STRIDED_SLICE, PACK, TRANSPOSE_CONV
+        assert graph == converted
+    assert sum(graph.values()) <= sum(converted.values()), (graph - converted, converted - graph)
+
+
 def _signatures(path: str) -> list:
     from ai_edge_litert.interpreter import Interpreter
     interpreter = Interpreter(model_path=path)

@@ -14,7 +14,6 @@ import numpy as np
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.tflite import legalize_math, legalize_nn, legalize_scans  # noqa: F401  (the static ones kept below)
 from noxla.graph.tflite.legalize import (
-    FOLDS,
     LEGALIZERS,
     _attr,
     _dtype,
@@ -58,22 +57,6 @@ def reshape_to(graph: Graph, x: Tensor, shape: tuple, computed: Tensor | None = 
         shape_constant(graph, shape)   # Uncovered
     fresh = tuple(RunTimeSize() if isinstance(d, RunTimeSize) else d for d in shape)
     return graph.add("RESHAPE", [x, _int32(graph, computed)], fresh, x.dtype)
-
-
-def _integer_identity(graph: Graph, node, inputs: list, folded: set) -> list | None:   # one of legalize's FOLDS
-    """An integer ``x * 1``, ``x + 0`` or ``x - 0`` is ``x`` where it keeps x's shape (exact, as
-    grappler's arithmetic folds them on TF's path): the dimension expressions JAX evaluates for a
-    symbolic size (``b * 1 + 0``) leave the run-time size itself."""
-    if node.op not in ("Mul", "Add", "AddV2", "Sub") or not np.issubdtype(_dtype(node), np.integer):
-        return None
-    neutral = 1 if node.op == "Mul" else 0
-    for x, c in (inputs, inputs[::-1]) if node.op != "Sub" else (inputs,):
-        if c.is_constant and not x.is_constant and x.shape == _shape(node) and np.all(c.data == neutral):
-            return [x]
-    return None
-
-
-FOLDS.append(_integer_identity)
 
 
 def _known(*shapes) -> bool:
