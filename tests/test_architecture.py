@@ -30,6 +30,7 @@ NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.shape_bucket_cli": 6, 
               "noxla.graph.tflite.legalize_nn": 2, "noxla.graph.tflite.legalize_scans": 2,
               "noxla.graph.tflite.legalize_math": 2, "noxla.graph.tflite.legalize_more": 2,
               "noxla.graph.tflite.empty": 2, "noxla.graph.tflite.legalize_shapes": 2,
+              "noxla.graph.tflite.legalize_integers": 2,
               "noxla.graph.tflite.control_flow": 2,
               "noxla.lowering_variants": 2,
               "noxla.interpreter": 1}

@@ -215,6 +215,25 @@ def test_case_is_written_with_the_tf_paths_operators(case_id):
     assert _op_counts(data) == _op_counts(tflite_bytes(serving_function(program, tflite=True)))
 
 
+# Reshapes around elementwise operators and a squeeze before a batched product: TF's path's
+# passes (noxla.tflite_reshapes) remove them from the graph's file as from the converter's.
+_RESHAPES_REMOVED = ["scatter-add:oob_dropped_i32", "scatter-add:window_rows_vmap_vmap", "scatter-add:size_one",
+                     "scatter-add:f16", "scatter-sub:i32_clip", "transpose:product_scores"]
+
+
+@pytest.mark.parametrize("case_id", _RESHAPES_REMOVED)
+def test_case_with_reshapes_the_tf_paths_passes_remove_is_written_no_larger(case_id):
+    from noxla.export import serving_function, tflite_bytes
+    (case,) = [c for c in CASES if c.id == case_id]
+    program, args, expected = default_mode_inputs(case)
+    data = graph_tflite_bytes(program)
+    outs = run_tflite(data, dict(zip(program.in_names, args)))
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol, case_id)
+    graph, converted = _op_counts(data), _op_counts(tflite_bytes(serving_function(program, tflite=True)))
+    assert graph["RESHAPE"] <= converted["RESHAPE"] and sum(graph.values()) <= sum(converted.values()), \
+        (graph - converted, converted - graph)
+
+
 @pytest.mark.parametrize("name", ["dense_loop", "norm_loop"])
 def test_loop_model_written_with_its_bodies_matches_jax_with_no_more_operators_than_tf_path(name, tmp_path,
                                                                                            monkeypatch):

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import lax
 
 import noxla
 from noxla.graph.dtypes import Uncovered
@@ -17,6 +18,8 @@ from noxla.tracing import trace
 from tests.differential import graph_tflite_bytes, grouped_cases
 
 W = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+K = np.linspace(-1, 1, 54, dtype=np.float32).reshape(3, 3, 3, 2)   # HWIO
+NHWC = ("NHWC", "HWIO", "NHWC")
 
 
 def _x(*shape):
@@ -41,6 +44,17 @@ PROGRAMS = {
     "reductions": (lambda x: (jnp.mean(x, axis=0), jnp.sum(x), jnp.max(x, axis=1)), ["(b, 3)"], [_x(2, 3)],
                    [_x(5, 3)]),
     "full": (lambda x: x * jnp.full((x.shape[0], 1), 3.0, jnp.float32), ["(b, 3)"], [_x(2, 3)], [_x(4, 3)]),
+    # Sizes read at run time by the builtin that takes them as a tensor: TRANSPOSE_CONV's output
+    # shape (the batch packed with the known sizes), SPLIT_V's sizes, SCATTER_ND's shape.
+    "conv_transpose": (lambda x: jax.nn.relu(lax.conv_transpose(x, K, (2, 2), "SAME", dimension_numbers=NHWC) + 0.1),
+                       ["(b, 4, 4, 3)"], [_x(2, 4, 4, 3)], [_x(5, 4, 4, 3)]),
+    "split_sizes": (lambda x: jnp.split(x, [1]), ["(b, 3)"], [_x(3, 3)], [_x(6, 3)]),
+    "split_halves": (lambda x: [h * 2 for h in jnp.split(x, 2)], ["(2*b, 3)"], [_x(4, 3)], [_x(10, 3)]),
+    "scatter_add": (lambda x, i: jnp.zeros_like(x).at[i].add(x), ["(b,)", "(b,)"],
+                    [_x(4), np.array([0, 2, 2, 1], np.int32)], [_x(6), np.array([5, 0, 5, 1, 1, 3], np.int32)]),
+    # a reversal of 7 axes: the rules merge them through rank-7 RESHAPEs (LiteRT's RESHAPE takes any rank)
+    "rank7_transpose": (lambda x: jnp.transpose(x, tuple(range(6, -1, -1))), ["(b, 1, 2, 1, 2, 1, 2)"],
+                        [_x(3, 1, 2, 1, 2, 1, 2)], [_x(5, 1, 2, 1, 2, 1, 2)]),
     "two_inputs": (lambda x, y: jnp.concatenate([x, y], 1).sum(0) + y.shape[1], ["(b, n)", "(b, 2*n)"],
                    [_x(2, 1), _x(2, 2)], [_x(3, 2), _x(3, 4)]),
 }
@@ -57,6 +71,25 @@ def test_polymorphic_program_written_from_the_graph_matches_jax_at_two_sizes(nam
         for out_name, want in zip(program.out_names, expected):
             np.testing.assert_allclose(outs[out_name], np.asarray(want), rtol=1e-5, atol=1e-6,
                                        err_msg=f"{name} at {[a.shape for a in inputs]}")
+
+
+@pytest.mark.parametrize("name,builtin", [("conv_transpose", "TRANSPOSE_CONV"), ("split_sizes", "SPLIT_V"),
+                                          ("scatter_add", "SCATTER_ND")])
+def test_run_time_shape_read_by_its_builtin_with_no_more_operators_than_tf_path(name, builtin, tmp_path):
+    """TRANSPOSE_CONV, SPLIT_V and SCATTER_ND read the shape computed at run time (SHAPE,
+    STRIDED_SLICE, PACK: JAX's ``b * 1 + 0`` folded as grappler folds it), as TF's path's file for
+    the same polymorphic program does, with no more operators than it."""
+    from noxla.export import export
+    from tests.test_graph_tflite import _op_counts
+    fun, shapes, args, _ = PROGRAMS[name]
+    graph = _op_counts(graph_tflite_bytes(trace(fun, tuple(args), shapes)))
+    export(fun, args, tflite=str(tmp_path / "tf.tflite"), polymorphic_shapes=shapes)   # TF's path
+    with open(tmp_path / "tf.tflite", "rb") as f:
+        converted = _op_counts(f.read())
+    assert graph[builtin] == converted[builtin] == 1
+    if name == "conv_transpose":   # the converter's form: SHAPE, STRIDED_SLICE, PACK, TRANSPOSE_CONV
+        assert graph == converted
+    assert sum(graph.values()) <= sum(converted.values()), (graph - converted, converted - graph)
 
 
 def _signatures(path: str) -> list:
@@ -130,3 +163,32 @@ def test_polymorphic_case_through_the_graph_tflite_matches_jax_at_two_sizes(case
     outs = run_tflite(data, dict(zip(program.in_names, sized)))
     assert_matches(jax_outputs(case.fun, sized), [outs[n] for n in program.out_names], program.out_names,
                    case.atol, case.rtol, where=f"{case.id} [graph tflite, sizes +{SIZE_STEPS[1]}]")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["vae_decoder", "unet", "sampling_vae_decoder"])
+def test_zoo_model_with_transposed_convolutions_at_a_polymorphic_batch(name, tmp_path):
+    """Their transposed convolutions' output shape holds the run-time batch: written from the graph
+    (a TRANSPOSE_CONV reading the packed shape), equal to JAX at batches 1 and 3, with no more
+    operators than TF's path's file of the same polymorphic program."""
+    from noxla.export import export
+    from tests import zoo
+    from tests.differential import assert_matches
+    from tests.test_graph_tflite import _op_counts
+    model = zoo.build([name])[name]
+    example = model.inputs(1)
+    program = trace(model.fun, tuple(example), model.polymorphic_shapes)
+    data = graph_tflite_bytes(program)
+    for batch in (1, 3):
+        args = model.inputs(batch, seed=batch)
+        outs = run_tflite(data, dict(zip(program.in_names, args)))
+        expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(jax.jit(model.fun)(*args))]
+        assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, 1e-5, 1e-5,
+                       f"{name} batch={batch} [tflite, graph, polymorphic]")
+    path = str(tmp_path / "tf_path.tflite")
+    export(model.fun, example, tflite=path, polymorphic_shapes=model.polymorphic_shapes)   # TF's path
+    with open(path, "rb") as f:
+        converted = _op_counts(f.read())
+    graph = _op_counts(data)
+    assert graph["TRANSPOSE_CONV"] == converted["TRANSPOSE_CONV"] > 0
+    assert sum(graph.values()) <= sum(converted.values()), (graph - converted, converted - graph)

@@ -9,7 +9,7 @@ from noxla.graph.convert import convert_to_tensor
 from noxla.graph.core import Tensor
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.elementwise import binary, unary
-from noxla.graph.structural import I32, static_ints, transpose
+from noxla.graph.structural import shape_arg, static_ints, transpose
 
 
 def _four(value, what: str) -> list[int]:
@@ -124,7 +124,11 @@ def conv2d_transpose(input, filters, output_shape, strides, padding="SAME", data
     _float(x, "Conv2DBackpropInput")
     s, d = _four(strides, "strides"), _four(dilations, "dilations")
     pad, explicit, pairs = _padding(padding)
-    out = static_ints(output_shape, "output_shape")
+    # A run-time output_shape (a batch of unknown size, packed with the other sizes) is read as TF's
+    # shape inference reads it: the known sizes, None for the batch.
+    sizes, out = shape_arg(output_shape, "conv2d_transpose's output_shape")
+    if len(out) != 4 or None in out[1:]:
+        raise Uncovered("conv2d_transpose to a run-time height, width or channel count")
     # The forward convolution of the output must give the input's size, as TF checks.
     kh, kw = w.shape.dims[:2]
     if [_spatial(out[1], kh, s[1], d[1], pad, pairs and pairs[0]),
@@ -133,7 +137,6 @@ def conv2d_transpose(input, filters, output_shape, strides, padding="SAME", data
     attrs = {"T": ops.type_attr(x.dtype), "strides": ops.ints_attr(s), "use_cudnn_on_gpu": ops.bool_attr(True),
              "padding": ops.str_attr(pad), "explicit_paddings": ops.ints_attr(explicit),
              "data_format": ops.str_attr("NHWC"), "dilations": ops.ints_attr(d)}
-    sizes = ops.constant(np.array(out, np.int32), I32)
     return ops.emit1("Conv2DBackpropInput", [sizes, w, x], attrs, x.dtype, out, None, name)
 
 

@@ -188,13 +188,17 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split") -> list[Ten
         return ops.emit("Split", [int_tensor(a, "axis"), value],
                         {"num_split": ops.int_attr(n), "T": ops.type_attr(value.dtype)}, out,
                         lambda _, v: np.split(v, n, axis=a), "split")
-    sizes = static_ints(num_or_size_splits, "tf.split's sizes")
+    sizes_tensor, sizes = shape_arg(num_or_size_splits, "tf.split's sizes")
+    if sizes_tensor.constant is None:   # TF's shape inference: every piece's size unknown on the axis
+        out = [(value.dtype, dims[:a] + (None,) + dims[a + 1:])] * len(sizes)
+        attrs = {"num_split": ops.int_attr(len(sizes)), "T": ops.type_attr(value.dtype), "Tlen": ops.type_attr(I32)}
+        return ops.emit("SplitV", [value, sizes_tensor, int_tensor(a, "axis")], attrs, out, None, "split")
     if -1 in sizes:
         sizes[sizes.index(-1)] = dims[a] - (sum(sizes) + 1)
     bounds = np.cumsum(sizes)[:-1]
     out = [(value.dtype, dims[:a] + (s,) + dims[a + 1:]) for s in sizes]
     attrs = {"num_split": ops.int_attr(len(sizes)), "T": ops.type_attr(value.dtype), "Tlen": ops.type_attr(I32)}
-    return ops.emit("SplitV", [value, int_tensor(num_or_size_splits, "sizes"), int_tensor(a, "axis")], attrs, out,
+    return ops.emit("SplitV", [value, sizes_tensor, int_tensor(a, "axis")], attrs, out,
                     lambda v, _, __: np.split(v, bounds, axis=a), "split")
 
 
@@ -346,10 +350,13 @@ def scatter_nd(indices, updates, shape, name=None) -> Tensor:
     indices, updates = convert_to_tensor(indices), convert_to_tensor(updates)
     if indices.dtype.name not in ("int32", "int64"):
         raise Uncovered(f"tf.scatter_nd with {indices.dtype.name} indices")
-    out = static_ints(shape, "tf.scatter_nd's shape")
+    shape_tensor, out = shape_arg(shape, "tf.scatter_nd's shape")
+    if shape_tensor.constant is None and indices.dtype != I32:
+        raise Uncovered("tf.scatter_nd to a run-time shape with int64 indices")
     attrs = {"T": ops.type_attr(updates.dtype), "Tindices": ops.type_attr(indices.dtype),
              "bad_indices_policy": ops.str_attr("")}
-    shape_tensor = ops.constant(np.array(out, indices.dtype.as_numpy_dtype), indices.dtype)
+    if shape_tensor.constant is not None:
+        shape_tensor = ops.constant(np.array(out, indices.dtype.as_numpy_dtype), indices.dtype)
     return ops.emit1("ScatterNd", [indices, updates, shape_tensor], attrs, updates.dtype, out, None, name)
 
 
@@ -464,11 +471,14 @@ def getitem(x: Tensor, index) -> Tensor:
                 raise Uncovered("indexing a tensor by a run-time or non-scalar tensor")
             item = int(item.constant)
         if isinstance(item, slice):
+            # a start or stop may be a scalar int32 tensor (a run-time size): packed with the others, as TF's
             for value in (item.start, item.stop, item.step):
-                if value is not None and not isinstance(value, (int, np.integer)):
-                    raise Uncovered("a slice bound that is not a Python int")
-            begin.append(item.start or 0)
-            end.append(item.stop or 0)
+                if value is not None and not isinstance(value, (int, np.integer)) and not (
+                        value is not item.step and isinstance(value, Tensor) and value.dtype == I32
+                        and value.shape.rank == 0):
+                    raise Uncovered("a slice bound that is not a Python int or an int32 scalar")
+            begin.append(0 if item.start is None else item.start)
+            end.append(0 if item.stop is None else item.stop)
             strides.append(1 if item.step is None else item.step)
             masks["begin_mask"] |= bit if item.start is None else 0
             masks["end_mask"] |= bit if item.stop is None else 0

@@ -19,6 +19,7 @@ from noxla.graph.tflite import (  # noqa: F401
     control_flow,
     empty,
     fuse,
+    legalize_integers,
     legalize_math,
     legalize_more,
     legalize_nn,

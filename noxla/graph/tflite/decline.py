@@ -23,6 +23,22 @@ def decline_what_the_tf_path_does_better(graph: Graph, passes_follow: bool = Fal
     TF's path does), so nothing is declined for them."""
     if passes_follow:
         return
+    reason = reshapes_the_tf_path_removes(graph)
+    if reason:
+        raise Uncovered(reason)
+    rows: dict = {}
+    for op in graph.ops:
+        if op.kind == "FULLY_CONNECTED":
+            lead = op.inputs[0].shape[:-1]   # rows known only at run time: not one row here
+            rows.setdefault(op.inputs[0].id, []).append(None if unknown(lead) else int(np.prod(lead)))
+    if any(len(r) > 1 and 1 in r for r in rows.values()):
+        raise Uncovered("projections of one row of one input, which the TF path joins")
+
+
+def reshapes_the_tf_path_removes(graph: Graph) -> str | None:
+    """What TF's path's reshape passes (``noxla.tflite_reshapes``) would remove from ``graph``, or
+    None: a reshape and its inverse around operators that run alike in either layout, a squeeze of
+    leading unit axes before a batched product."""
     view = View.of(graph)
     for op in graph.ops:
         if op.kind != "RESHAPE":
@@ -31,19 +47,13 @@ def decline_what_the_tf_path_does_better(graph: Graph, passes_follow: bool = Fal
         a, b = op.inputs[0].shape, op.out.shape
         if any(r.kind == "BATCH_MATMUL" for r in readers) and len(a) > len(b) \
                 and a[len(a) - len(b):] == b and all(d == 1 for d in a[:len(a) - len(b)]):
-            raise Uncovered("a squeeze before a batched product, which the TF path's passes remove")
+            return "a squeeze before a batched product, which the TF path's passes remove"
         links, t = 0, op.out
         while len(view.read_by.get(t.id, [])) == 1 and view.read_by[t.id][0] is not None:
             reader = view.read_by[t.id][0]   # the chain noxla.tflite_reshapes follows: one reader each
             if reader.kind == "RESHAPE" and reader.out.shape == op.inputs[0].shape and links:
-                raise Uncovered("reshapes around elementwise operators, which the TF path's passes remove")
+                return "reshapes around elementwise operators, which the TF path's passes remove"
             if reader.kind not in _ELEMENTWISE | {"RESHAPE"}:
                 break
             links, t = links + (reader.kind != "RESHAPE"), reader.out
-    rows: dict = {}
-    for op in graph.ops:
-        if op.kind == "FULLY_CONNECTED":
-            lead = op.inputs[0].shape[:-1]   # rows known only at run time: not one row here
-            rows.setdefault(op.inputs[0].id, []).append(None if unknown(lead) else int(np.prod(lead)))
-    if any(len(r) > 1 and 1 in r for r in rows.values()):
-        raise Uncovered("projections of one row of one input, which the TF path joins")
+    return None

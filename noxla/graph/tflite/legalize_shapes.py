@@ -3,20 +3,35 @@ converter legalizes a tf.function of None sizes: the rules' run-time shape arith
 (``Shape`` as SHAPE; its slices, integer ops and ``Pack`` by their usual legalizers), and the ops
 that take a computed shape as the builtins reading it at run time: RESHAPE of a shape tensor,
 FILL, BROADCAST_TO, SLICE and STRIDED_SLICE of run-time bounds, PAD, PADV2 and MIRROR_PAD of run-time
-paddings, TILE of run-time multiples, RANGE, ZEROS_LIKE. Where every size involved is known, the
-static legalizers' forms. A reshape to one unknown size among known ones reads a constant shape
+paddings, TILE of run-time multiples, RANGE, ZEROS_LIKE, TRANSPOSE_CONV to a run-time output
+shape, SPLIT_V of run-time sizes, SCATTER_ND to a run-time shape. Where every size involved is
+known, the static legalizers' forms. A reshape to one unknown size among known ones reads a constant shape
 with -1 there (the element count determines it) rather than the computed one."""
 from __future__ import annotations
 
 import numpy as np
 
 from noxla.graph.dtypes import Uncovered
-from noxla.graph.tflite import legalize_math  # noqa: F401  (its Fill is the static one kept below)
-from noxla.graph.tflite.legalize import LEGALIZERS, _attr, _dtype, _out, _per_axis, _shape, legalizer, reshape
+from noxla.graph.tflite import legalize_math, legalize_nn, legalize_scans  # noqa: F401  (the static ones kept below)
+from noxla.graph.tflite.legalize import (
+    LEGALIZERS,
+    _attr,
+    _dtype,
+    _many,
+    _nhwc,
+    _out,
+    _padding,
+    _per_axis,
+    _shape,
+    _static,
+    legalizer,
+    reshape,
+)
 from noxla.graph.tflite.model import Graph, RunTimeSize, Tensor, shape_constant, unknown
 
 _STATIC = {op: LEGALIZERS[op] for op in ("Reshape", "Squeeze", "ExpandDims", "BroadcastTo", "Fill", "Slice",
-                                         "StridedSlice", "Pad", "PadV2", "MirrorPad", "Tile")}
+                                         "StridedSlice", "Pad", "PadV2", "MirrorPad", "Tile", "Conv2DBackpropInput",
+                                         "SplitV", "ScatterNd")}
 
 
 def _int32(graph: Graph, t: Tensor) -> Tensor:
@@ -144,3 +159,38 @@ def _pad(graph, node, x, paddings, *value):
     if value and not (value[0].is_constant and value[0].data == 0 and not np.signbit(value[0].data)):
         return _out(graph, "PADV2", node, [x, pads, reshape(graph, value[0], ())])
     return _out(graph, "PAD", node, [x, pads])
+
+
+@legalizer("Conv2DBackpropInput")
+def _transpose_conv(graph, node, sizes, w, x):
+    """To a run-time output shape (a batch of unknown size): TRANSPOSE_CONV reading the computed
+    shape, as the converter writes a tf.function's None batch (SHAPE, STRIDED_SLICE, PACK before it)."""
+    if sizes.is_constant:
+        return _STATIC["Conv2DBackpropInput"](graph, node, sizes, w, x)
+    _nhwc(node)
+    if _dtype(node) != np.float32 or any(d != 1 for d in _attr(node, "dilations", [1, 1, 1, 1])):
+        raise Uncovered(f"a dilated or {_dtype(node)} Conv2DBackpropInput in the TFLite writer")
+    strides = _attr(node, "strides")
+    weights = legalize_nn._filter(graph, w, (2, 0, 1, 3))   # [h, w, out, in] as [out, h, w, in]
+    return _out(graph, "TRANSPOSE_CONV", node, [x, weights, legalize_nn._zero_bias(graph, w.shape[2]),
+                                                _int32(graph, sizes)],
+                padding=_padding(node), strideH=strides[1], strideW=strides[2], fusedActivationFunction=0)
+
+
+@legalizer("SplitV")
+def _split_v(graph, node, x, sizes, axis):
+    """Of run-time sizes: SPLIT_V reading them (LiteRT sizes its outputs when it runs); each piece's
+    size on the axis a fresh unknown one, equal to no other."""
+    if sizes.is_constant:
+        return _STATIC["SplitV"](graph, node, x, sizes, axis)
+    a = int(_static(axis, "a split's axis")) % len(x.shape)
+    outs = [Tensor(tuple(RunTimeSize() if i == a else d for i, d in enumerate(_shape(node, k))), _dtype(node, k))
+            for k in range(len(node.outputs))]
+    return _many(graph, "SPLIT_V", [x, _int32(graph, sizes), graph.int32(a)], outs, numSplits=len(outs))
+
+
+@legalizer("ScatterNd")
+def _scatter_nd(graph, node, indices, updates, shape):
+    if shape.is_constant:
+        return _STATIC["ScatterNd"](graph, node, indices, updates, shape)
+    return _out(graph, "SCATTER_ND", node, [indices, updates, _int32(graph, shape)])

@@ -93,6 +93,9 @@ GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION",
                                            "EQUAL", "NOT_EQUAL", "FLOOR_MOD", "FLOOR_DIV", "SELECT", "SELECT_V2",
                                            "MAXIMUM", "MINIMUM", "ADD", "SUB", "MUL"}}
 MAX_RANK = 6
+# LiteRT's RESHAPE copies a buffer of any rank (its kernel checks element counts only); TF's
+# converter writes a rank-7 one where the rules merge a seventh axis away (a vmapped transpose).
+_ANY_RANK = {"RESHAPE"}
 
 
 def _allowed(kind: str, uint32_moves: bool) -> set:
@@ -166,7 +169,7 @@ class Graph:
         allowed = _allowed(kind, self.uint32_moves)
         if np.dtype(dtype) not in allowed:
             raise Uncovered(f"{kind} on {np.dtype(dtype)}")
-        if 0 in shape or len(shape) > MAX_RANK:   # LiteRT copies no empty tensors; its kernels stop at 6-D
+        if 0 in shape or len(shape) > MAX_RANK and kind not in _ANY_RANK:   # LiteRT copies no empty tensors
             raise Uncovered(f"{kind} of shape {shape}")
 
     def producers(self) -> dict:
