@@ -14,6 +14,7 @@ import pytest
 
 import noxla
 from noxla.graph import ENV
+from tests.test_tfjs_half_floats import _run
 from tests.test_tflite_bfloat16 import _op_by_op, _same_bits
 
 F16 = jnp.float16
@@ -42,9 +43,10 @@ def _nodes(model: dict) -> list[dict]:
     return [*topology["node"], *(n for f in topology.get("library", {}).get("function", []) for n in f["nodeDef"])]
 
 
-def _run(tfjs_runner, path, inputs, backend) -> list[np.ndarray]:
-    outs = tfjs_runner.run(path, inputs, backend)
-    return [outs[k] for k in sorted(outs)]
+def _same_bits_on_node(tfjs_runner, path, inputs, expected) -> None:
+    for backend in BACKENDS:
+        for want, got in zip(expected, _run(tfjs_runner, path, inputs, backend)):
+            _same_bits(want, got)
 
 
 def test_float16_rounding_is_round_to_nearest_even_bit_for_bit(tmp_path, tfjs_runner):
@@ -56,9 +58,7 @@ def test_float16_rounding_is_round_to_nearest_even_bit_for_bit(tmp_path, tfjs_ru
     with np.errstate(over="ignore"):
         expected = x.astype(np.float16).astype(np.float32)
     _same_bits(np.asarray(jax.jit(fun)(x)), expected)  # JAX rounds as numpy
-    for backend in BACKENDS:
-        got, = _run(tfjs_runner, path, {"v": x}, backend)
-        _same_bits(expected, got)
+    _same_bits_on_node(tfjs_runner, path, {"v": x}, [expected])
 
 
 def test_each_float16_result_is_rounded_as_jax_computes_it(tmp_path, tfjs_runner):
@@ -76,9 +76,7 @@ def test_each_float16_result_is_rounded_as_jax_computes_it(tmp_path, tfjs_runner
     expected = _op_by_op(fun, x, y)
     float32 = [np.asarray(r) for r in jax.jit(lambda x, y: (x * y * x * y * x,))(x, y)]
     assert not np.array_equal(float32[0], expected[-1])  # the chain's roundings matter on these inputs
-    for backend in BACKENDS:
-        for want, got in zip(expected, _run(tfjs_runner, path, {"x": x, "y": y}, backend)):
-            _same_bits(want, got)
+    _same_bits_on_node(tfjs_runner, path, {"x": x, "y": y}, expected)
 
 
 def test_float16_loops_and_conditionals_round_in_their_bodies(tmp_path, tfjs_runner):
@@ -97,9 +95,7 @@ def test_float16_loops_and_conditionals_round_in_their_bodies(tmp_path, tfjs_run
     with open(os.path.join(path, "model.json")) as f:
         assert json.load(f)["modelTopology"]["library"]["function"], "no While/If body written"
     expected = _op_by_op(fun, x)
-    for backend in BACKENDS:
-        for want, got in zip(expected, _run(tfjs_runner, path, {"x": x}, backend)):
-            _same_bits(want, got)
+    _same_bits_on_node(tfjs_runner, path, {"x": x}, expected)
 
 
 def _float16_layer(x):
