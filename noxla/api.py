@@ -145,7 +145,10 @@ def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None
                 weight_shard_size_bytes: int = DEFAULT_SHARD_BYTES, on_step: OnStep | None = None) -> str:
     """A TF.js graph model directory (model.json and weight shards of at most ``weight_shard_size_bytes``).
     ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
-    ``quantize``: None, "uint8", "uint16" or "float16" weight storage (dequantized when loaded)."""
+    ``quantize``: None, "uint8", "uint16" or "float16" weight storage (dequantized when loaded).
+    ``fun`` may instead be ``{signature_key: (function, example_args)}``: one model holding every
+    signature, its inputs and outputs keyed ``<signature_key>/<name>``; TF.js runs one signature's
+    outputs from its inputs alone (``noxla.graph.tfjs_signatures``; written by noxla's graph only)."""
     return export(fun, example_args, tfjs=path, polymorphic_shapes=polymorphic_shapes, overwrite=overwrite,
                   strict=strict, tfjs_quantize=quantize, tfjs_shard_bytes=weight_shard_size_bytes,
                   on_step=on_step).written["tfjs"]
@@ -170,6 +173,10 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions,
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, options.polymorphic_shapes)
         cleared_signatures = preflight_signatures(fun, options)
+        if options.tfjs is not None:  # one model.json holding every signature, from noxla's graph
+            from noxla import graph
+            return Exported(next(iter(cleared_signatures.programs.values())),
+                            {"tfjs": graph.export_signatures_tfjs(cleared_signatures)})
         from noxla import graph_signatures
         why: list[str] = []
         written = graph_signatures.export_tflite(cleared_signatures, rewrite, why)  # by default, where covered

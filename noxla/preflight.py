@@ -176,8 +176,9 @@ def preflight_signatures(signatures: Mapping, options: ExportOptions) -> Cleared
     """``preflight`` for several signatures (``{key: (function, example_args)}``): the same options
     settled, then each signature traced once and checked for every output's target, all before
     anything is lowered or written."""
-    if options.tfjs is not None:
-        raise ExportError("several signatures go to a .tflite or a SavedModel; TF.js takes one function")
+    if options.tfjs is not None and len(options.wanted) > 1:
+        raise ExportError("several signatures go to one TF.js model alone (noxla's graph writes it), or to a "
+                          ".tflite or a SavedModel")
     if options.quantize == "int8":
         raise ExportError("int8 calibration needs representative data per signature; export several "
                           "signatures unquantized, as float16 or as dynamic_int8")

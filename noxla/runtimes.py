@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import threading
 import warnings
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -134,16 +134,21 @@ class _LineRunner:
         return reply
 
     def run_timed(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str = "cpu",
-                  repeats: int = 0) -> tuple[dict[str, np.ndarray], dict]:
-        """The outputs, and what the runner measured (``ms``: median latency of ``repeats`` runs)."""
-        reply = self.request({"model": os.path.abspath(model_dir), "backend": backend, "repeats": repeats,
-                              "inputs": {k: _encode(np.asarray(v)) for k, v in inputs.items()}})
+                  repeats: int = 0, outputs: Sequence[str] | None = None) -> tuple[dict[str, np.ndarray], dict]:
+        """The outputs (``outputs``: those keys only, computed from ``inputs`` alone; by default all),
+        and what the runner measured (``ms``: median latency of ``repeats`` runs)."""
+        request = {"model": os.path.abspath(model_dir), "backend": backend, "repeats": repeats,
+                   "inputs": {k: _encode(np.asarray(v)) for k, v in inputs.items()}}
+        if outputs is not None:
+            request["outputs"] = list(outputs)
+        reply = self.request(request)
         if "error" in reply:
             raise RuntimeError(f"{self.label} ({backend}) failed: {reply['error']}")
         return {k: _decode(v) for k, v in reply["outputs"].items()}, {k: v for k, v in reply.items() if k != "outputs"}
 
-    def run(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str = "cpu") -> dict[str, np.ndarray]:
-        return self.run_timed(model_dir, inputs, backend)[0]
+    def run(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str = "cpu",
+            outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        return self.run_timed(model_dir, inputs, backend, outputs=outputs)[0]
 
     def time(self, model_dir: str, inputs: Mapping[str, np.ndarray], backend: str, repeats: int) -> list[float]:
         """Milliseconds per run (outputs read back) of ``repeats`` runs after a first one, timed by the runner."""

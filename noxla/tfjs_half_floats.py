@@ -41,22 +41,24 @@ def carry_half_floats_in_float32(graph_def) -> bool:
     return carry_in_float32(graph_def, {BF16: _bfloat16, HALF: _float16}, "TF.js")
 
 
-# (precision p, smallest subnormal, scale large values, largest finite) per half float
-_BFLOAT16 = (8, 2.0 ** -133, True, None)
-_FLOAT16 = (11, 2.0 ** -24, False, 65504.0)
+# (precision p, smallest subnormal, scale large values, largest finite) per half float, by dtype name
+HALF_FLOATS = {"bfloat16": (8, 2.0 ** -133, True, None), "float16": (11, 2.0 ** -24, False, 65504.0)}
 
 
 def _bfloat16(rewrite: Rewrite, x: str, scope: str) -> str:
-    return rounded_in_float32(rewrite, x, scope, *_BFLOAT16)
+    return rounded_in_float32(rewrite, x, scope, *HALF_FLOATS["bfloat16"])
 
 
 def _float16(rewrite: Rewrite, x: str, scope: str) -> str:
-    return rounded_in_float32(rewrite, x, scope, *_FLOAT16)
+    return rounded_in_float32(rewrite, x, scope, *HALF_FLOATS["float16"])
 
 
-def rounded_in_float32(rewrite: Rewrite, x: str, scope: str, precision: int, quantum: float, scaled: bool,
-                       largest: float | None) -> str:
-    """``x`` (float32) rounded to nearest even at a half float's precision (see the module's doc)."""
+def rounded_in_float32(rewrite, x, scope: str, precision: int, quantum: float, scaled: bool,
+                       largest: float | None):
+    """``x`` (float32) rounded to nearest even at a half float's precision (see the module's doc).
+    ``rewrite``: what makes the nodes, ``add(name, op, inputs, out_arg, **attrs)`` returning the new
+    node's output and ``constant(np.float32)`` a scalar Const's (``noxla.half_float_carry.Rewrite`` on
+    a GraphDef, ``noxla.graph.tfjs_half_floats`` on noxla's graph)."""
     def op(name, kind, *inputs, out_arg="z"):
         attrs = {"T": F32}
         if kind == "SelectV2":

@@ -1,9 +1,11 @@
 """How much of the rules noxla's graph records (issue 41, stage 1): every rule case the TF target
 accepts, recorded (``noxla.graph.lower``), replayed as real TF ops (``noxla.graph.tf_replay``) and
 compared with JAX. With ``--tflite``: every rule case the TFLite target accepts, written by the
-graph's TFLite writer (``noxla.graph.tflite``, default mode) and run on LiteRT against JAX.
+graph's TFLite writer (``noxla.graph.tflite``, default mode) and run on LiteRT against JAX. With
+``--tfjs``: every rule case TF.js's declarations accept, written as the default TF.js export writes
+it (``noxla.graph.write_program_tfjs``) and run on TF.js's Node cpu backend against JAX.
 
-    python tools/graph_coverage.py [--tflite] [SUBSTRING]
+    python tools/graph_coverage.py [--tflite | --tfjs] [SUBSTRING]
 
 Prints covered cases / all cases, the cases recorded but not matching (must be none), and the
 ``tf`` names (or uses) most often left Uncovered. tests/test_graph.py asserts the same per case.
@@ -64,13 +66,44 @@ def tflite_case(case):
     return "matched"
 
 
+_TFJS_RUNNER = []
+
+
+def tfjs_case(case):
+    """As ``replay_case``, for the graph's TF.js writer on TF.js's Node cpu backend (the default
+    export's model: the tests' harness, ``tests.differential.Runtimes.graph_model``)."""
+    import tempfile
+
+    from limitations.engine import check_jaxpr
+    from lowering_rules.vocabulary import Target
+    from noxla.graph import write_program_tfjs
+    from noxla.graph.dtypes import Uncovered
+    from noxla.runtimes import TfjsRunner
+    from tests.differential import assert_matches, default_mode_inputs
+    program, args, expected = default_mode_inputs(case)
+    if isinstance(expected, Exception) or not check_jaxpr(program.closed_jaxpr, Target.TFJS).ok:
+        return "rejected"
+    with tempfile.TemporaryDirectory() as path:
+        try:
+            write_program_tfjs(program, path)
+        except Uncovered as e:
+            return f"uncovered: {e}"
+        if not _TFJS_RUNNER:
+            _TFJS_RUNNER.append(TfjsRunner())
+        outs = _TFJS_RUNNER[0].run(path, dict(zip(program.in_names, args)), "cpu")
+    assert_matches(expected, [outs[n] for n in program.out_names], program.out_names, case.atol, case.rtol,
+                   f"{case.id} [graph tfjs_cpu]")
+    return "matched"
+
+
 def main() -> int:
     from lowering_rules import RULES
     argv = sys.argv[1:]
-    tflite = "--tflite" in argv
-    argv = [a for a in argv if a != "--tflite"]
+    tflite, tfjs = "--tflite" in argv, "--tfjs" in argv
+    argv = [a for a in argv if a not in ("--tflite", "--tfjs")]
     pattern = argv[0] if argv else ""
-    run_case = tflite_case if tflite else replay_case
+    run_case = tflite_case if tflite else tfjs_case if tfjs else replay_case
+    target = "TFLite" if tflite else "TF.js" if tfjs else "TF"
     cases = [c for rule in RULES.values() for c in rule.cases
              if not c.skip and pattern in c.id and c.id not in DECLARED_DIFFERENCES]
     outcomes, failures = collections.Counter(), []
@@ -84,8 +117,8 @@ def main() -> int:
         if outcome.startswith("uncovered"):
             outcomes[outcome] += 1
     accepted = len(cases) - outcomes["rejected"]
-    print(f"rule cases the {'TFLite' if tflite else 'TF'} target accepts: {accepted}; "
-          f"{'written' if tflite else 'recorded'} and equal to JAX: {outcomes['matched']} "
+    print(f"rule cases the {target} target accepts: {accepted}; "
+          f"{'recorded' if target == 'TF' else 'written'} and equal to JAX: {outcomes['matched']} "
           f"({100 * outcomes['matched'] / max(accepted, 1):.1f}%); uncovered: {outcomes['uncovered']}; "
           f"failed: {len(failures)}")
     for failure in failures:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 from typing import Callable, Sequence
 
+from noxla.errors import ExportError
 from noxla.graph.dtypes import Uncovered
-from noxla.preflight import Cleared, ExportOptions, atomic_output, run_step
+from noxla.preflight import Cleared, ClearedSignatures, ExportOptions, atomic_output, run_step
 
-__all__ = ["ENV", "Uncovered", "covers_tflite", "enabled", "export_tfjs", "tflite_chunks",
+__all__ = ["ENV", "Uncovered", "covers_tflite", "enabled", "export_signatures_tfjs", "export_tfjs", "tflite_chunks",
            "why_tflite_needs_tensorflow", "write_program_tfjs"]
 
 
@@ -116,6 +117,34 @@ def export_tfjs(cleared: Cleared, fun: Callable, example_args: Sequence, options
     except Uncovered as e:
         return _through_tensorflow(on_step, f"noxla's graph does not record {e}", why)
     return os.path.abspath(path)
+
+
+def export_signatures_tfjs(cleared: ClearedSignatures) -> str:
+    """Several signatures in one TF.js model at ``options.tfjs`` (``noxla.graph.tfjs_signatures``),
+    written by noxla's graph alone: TF's path writes one function per TF.js model. Where the graph
+    does not cover a signature, an ExportError names it (nothing written)."""
+    from noxla.graph.lower import record_program
+    from noxla.graph.tfjs import write_signatures_tfjs
+    from noxla.lowering_variants import needs_tfjs_lowering
+    options, on_step = cleared.options, cleared.options.on_step
+    if not enabled():
+        raise ExportError(f"several signatures to TF.js are written by noxla's graph only, and {ENV}=0")
+    recorded = {}
+    try:
+        for key, program in cleared.programs.items():
+            try:
+                recorded[key] = run_step(on_step, f"lower {key} (noxla's graph, no TensorFlow)", record_program,
+                                         program, options.strict, needs_tfjs_lowering(program))
+            except Uncovered as e:
+                raise Uncovered(f"signature {key!r}: {e}") from None
+        with atomic_output(options.tfjs, options.overwrite) as scratch:
+            run_step(on_step, f"write tfjs {options.tfjs}", write_signatures_tfjs, recorded, scratch,
+                     options.tfjs_quantize, options.tfjs_shard_bytes)
+    except Uncovered as e:
+        raise ExportError(f"several signatures to TF.js are written by noxla's graph only, which does not "
+                          f"record {e}. Export such a signature on its own (noxla.export_tfjs), which "
+                          "TensorFlow's path takes") from None
+    return os.path.abspath(options.tfjs)
 
 
 def _through_tensorflow(on_step, reason: str, why: list[str]) -> None:

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Mapping
 
 from noxla import tfjs_graph
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.lower import Recorded
+from noxla.graph.tfjs_half_floats import carried_in_float32
 from noxla.graph.tfjs_passes import optimize_for_tfjs
+from noxla.graph.tfjs_signatures import merged_signatures
 from noxla.tfjs_fusions import TFJS_FUSED_ACTIVATIONS, TFJS_FUSED_OPS
 from noxla.tfjs_writer import DEFAULT_SHARD_BYTES, write_graph_model
 
@@ -29,10 +32,10 @@ def tfjs_graph_of(recorded: Recorded) -> tfjs_graph.Graph:
     missing = sorted({n.op for n in every_node if n.op not in supported and n.op != "_Arg"})
     if missing:
         raise Uncovered(f"ops TF.js does not run: {', '.join(missing)}")
-    if any(dtype.name in ("float16", "bfloat16") for n in every_node for dtype, _ in n.outputs):
-        # TF.js computes a half-float node in float32; TF's path rounds each result back
-        # (noxla.tfjs_half_floats), which is not made on this graph yet.
-        raise Uncovered("half floats inside a TF.js model")
+    # TF.js computes a half-float node in float32: each result is rounded back, as on TF's path.
+    carried_in_float32(graph, recorded.outputs)
+    for function in functions:
+        function.rets = carried_in_float32(function.graph, function.rets)
     for node in graph.nodes:
         if node.op in TFJS_FUSED_OPS:
             fused = tfjs_graph.attr_strings(node.attrs.get("fused_ops"))
@@ -82,24 +85,54 @@ def _function(function) -> tfjs_graph.Function:
 def write_tfjs(recorded: Recorded, path: str, quantize: str | None = None,
                weight_shard_size_bytes: int = DEFAULT_SHARD_BYTES) -> None:
     graph = tfjs_graph_of(recorded)
-
-    def spec(tensor) -> tfjs_graph.TensorSpec:
-        return tfjs_graph.TensorSpec(f"{tensor.node.name}:{tensor.index}", tensor.dtype.json_name,
-                                     tuple(tensor.shape.dims))
-    write_graph_model(graph, path, [spec(t) for t in recorded.inputs], [spec(t) for t in recorded.outputs],
+    write_graph_model(graph, path, _specs(recorded.inputs), _specs(recorded.outputs),
                       quantize=quantize, weight_shard_size_bytes=weight_shard_size_bytes, generated_by="noxla.graph",
                       metadata={"structuredOutputKeys": sorted(recorded.out_names)})
-    _key_signature(os.path.join(path, "model.json"), recorded)
+    _key_signature(os.path.join(path, "model.json"), *_keys(recorded))
 
 
-def _key_signature(model_json: str, recorded: Recorded) -> None:
-    """Signature keys as ``noxla.export.name_tfjs_signature`` writes them: inputs by parameter name in
-    parameter order, outputs by output name in sorted order (TF's flattening of the output dict)."""
+def write_signatures_tfjs(signatures: Mapping[str, Recorded], path: str, quantize: str | None = None,
+                          weight_shard_size_bytes: int = DEFAULT_SHARD_BYTES) -> None:
+    """Several signatures (``{key: recorded}``) in one model (``tfjs_signatures``): signature
+    ``key``'s inputs and outputs keyed ``key/<name>``, each signature's graph rewritten as a lone
+    export's; raises ``Uncovered`` (nothing written) where one of them is not covered."""
+    graphs = {}
+    for key, recorded in signatures.items():
+        try:
+            graphs[key] = (tfjs_graph_of(recorded), _specs(recorded.inputs), _specs(recorded.outputs))
+        except Uncovered as e:
+            raise Uncovered(f"signature {key!r}: {e}") from None
+    graph, inputs, outputs = merged_signatures(graphs)
+    in_keys, out_keys, listed = {}, {}, {}
+    for key, recorded in signatures.items():
+        ins, outs = _keys(recorded)
+        in_keys.update({f"{key}/{t}": f"{key}/{name}" for t, name in ins.items()})
+        out_keys.update({f"{key}/{t}": f"{key}/{name}" for t, name in outs.items()})
+        listed[key] = {"inputs": list(recorded.in_names), "outputs": sorted(recorded.out_names)}
+    write_graph_model(graph, path, inputs, outputs, quantize=quantize, weight_shard_size_bytes=weight_shard_size_bytes,
+                      generated_by="noxla.graph",
+                      metadata={"structuredOutputKeys": sorted(out_keys.values()), "signatures": listed})
+    _key_signature(os.path.join(path, "model.json"), in_keys, out_keys)
+
+
+def _specs(tensors) -> list[tfjs_graph.TensorSpec]:
+    return [tfjs_graph.TensorSpec(f"{t.node.name}:{t.index}", t.dtype.json_name, tuple(t.shape.dims))
+            for t in tensors]
+
+
+def _keys(recorded: Recorded) -> tuple[dict[str, str], dict[str, str]]:
+    """Signature keys as ``noxla.export.name_tfjs_signature`` writes them, by tensor name: inputs by
+    parameter name, outputs by output name."""
+    return ({f"{t.node.name}:0": name for t, name in zip(recorded.inputs, recorded.in_names)},
+            {f"{t.node.name}:{t.index}": name for t, name in zip(recorded.outputs, recorded.out_names)})
+
+
+def _key_signature(model_json: str, inputs: Mapping[str, str], outputs: Mapping[str, str]) -> None:
+    """The signature keyed by ``inputs``/``outputs`` (tensor name -> key): inputs in parameter order,
+    outputs in sorted order (TF's flattening of the output dict)."""
     with open(model_json) as f:
         model = json.load(f)
     signature = model["signature"]
-    inputs = {t.node.name + ":0": name for t, name in zip(recorded.inputs, recorded.in_names)}
-    outputs = {f"{t.node.name}:{t.index}": name for t, name in zip(recorded.outputs, recorded.out_names)}
     signature["inputs"] = {inputs[k]: v for k, v in signature["inputs"].items()}
     by_name = {outputs[k]: v for k, v in signature["outputs"].items()}
     signature["outputs"] = {name: by_name[name] for name in sorted(by_name)}

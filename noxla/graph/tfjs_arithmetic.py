@@ -10,6 +10,10 @@ graph under grappler's conditions, so the graph path's model.json has no more op
 - the arithmetic optimizer's ``RemoveNegation`` (an add of a Neg is a Sub, a Sub of a Neg an
   add: exact) and ``ReplaceMulWithBroadcastByTile``: a float32 ``Mul(x, ones)`` that
   only broadcasts ``x`` (same rank, larger result) is ``Tile(x, multiples)``: exact;
+- constant folding's selects on a constant condition (the operand it picks) and logic with an
+  identity operand (``x | False``, ``x & True``: ``x``), where the operand has the result's shape;
+- its ``FuseSquaredDiff``: ``Square(x - y)`` whose difference nothing else reads is
+  ``SquaredDifference(x, y)``, which every TF.js backend computes as ``(x - y) * (x - y)``: exact;
 - its ``AddOpsRewrite``: a tree of Add/AddV2/AddN whose inner adds are read once (the root being
   no output) is one AddN of its leaves in depth-first order, or, when the leaves have several
   shapes, one AddN per shape (smallest first) added pairwise. For floats this reassociates the
@@ -81,6 +85,37 @@ def identity_arithmetic(graph: Graph, kept) -> None:
                 moved[(id(node), 0)] = x
             elif y_fits:
                 _broadcast_to(graph, node, x)
+
+
+def constant_selects_and_logic(graph: Graph, kept) -> None:
+    """Selects on a constant condition and ``x | False``, ``x & True`` as the operand they give."""
+    moved: dict[tuple[int, int], Tensor] = {}
+    for node in graph.nodes:
+        node.inputs = [moved.get((id(t.node), t.index), t) for t in node.inputs]
+        if id(node) in kept:
+            continue
+        picked = None
+        if node.op == "SelectV2":
+            cond, x, y = node.inputs
+            picked = x if _all(cond, True) else y if _all(cond, False) else None
+        elif node.op in ("LogicalOr", "LogicalAnd"):
+            identity = node.op == "LogicalAnd"
+            x, y = node.inputs
+            picked = x if _all(y, identity) else y if _all(x, identity) else None
+        out = node.outputs[0][1]
+        if picked is not None and picked.shape.dims == out and None not in out:
+            moved[(id(node), 0)] = picked
+
+
+def squared_differences(graph: Graph, kept) -> None:
+    """FuseSquaredDiff above (not for complex values, whose Square is not the squared modulus)."""
+    readers = collections.Counter((id(t.node), t.index) for n in graph.nodes for t in n.inputs)
+    for node in graph.nodes:
+        if node.op != "Square" or id(node) in kept or node.attrs["T"]["type"].startswith("DT_COMPLEX"):
+            continue
+        sub = node.inputs[0]
+        if sub.node.op == "Sub" and readers[(id(sub.node), 0)] == 1 and id(sub.node) not in kept:
+            node.op, node.inputs = "SquaredDifference", list(sub.node.inputs)
 
 
 def negations_removed(graph: Graph, kept) -> None:

@@ -3,8 +3,8 @@
 graph path's model.json has no more ops than that path's.
 
 - pruning: only what the outputs read;
-- grappler's constant folding of identity operands, Mul by ones as Tile, trees of adds as AddN
-  (``tfjs_arithmetic``);
+- grappler's constant folding of identity operands and constant selects, Mul by ones as Tile,
+  Square of a difference as SquaredDifference, trees of adds as AddN (``tfjs_arithmetic``);
 - grappler's arithmetic simplifications that TF's path gets: a Transpose by the identity
   permutation, a Reshape or BroadcastTo to the shape it has, an Identity are bypassed; a Reshape
   of a Reshape reads the first one's input; Mul(x, x) is Square(x);
@@ -63,9 +63,12 @@ def optimize_for_tfjs(graph: Graph, outputs: Sequence[Tensor], inputs: Sequence[
     pruned(graph, outputs, inputs)
     kept = {id(t.node) for t in outputs}
     tfjs_arithmetic.identity_arithmetic(graph, kept)
+    tfjs_arithmetic.constant_selects_and_logic(graph, kept)
     _simplified(graph, kept)
     pruned(graph, outputs, inputs)  # the bypassed nodes no longer count as readers
     tfjs_arithmetic.negations_removed(graph, kept)
+    tfjs_arithmetic.squared_differences(graph, kept)
+    pruned(graph, outputs, inputs)
     tfjs_arithmetic.tiles_for_broadcasting_muls(graph, kept)
     tfjs_arithmetic.add_trees_as_add_n(graph, kept)
     _reshapes_around_unary(graph, kept)

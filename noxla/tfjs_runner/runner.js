@@ -1,5 +1,5 @@
 // Serves noxla's requests to run TF.js graph models, one JSON object per line on stdin/stdout:
-//   {"model": dir, "backend": "cpu"|"wasm", "inputs": {name: {dtype, shape, data(base64)}}}
+//   {"model": dir, "backend": "cpu"|"wasm", "inputs": {name: {dtype, shape, data(base64)}}[, "outputs": [name]]}
 // -> {"outputs": {name: {dtype, shape, data}}} or {"error": message}.
 // "inputs" may be a list instead, fed positionally; the reply then adds "inputNames" (model.inputs).
 // With "repeats": n, the model then runs n more times and the reply adds "times" (ms per run,
@@ -82,7 +82,7 @@ async function handle(request) {
   const positional = Array.isArray(request.inputs);
   const inputs = positional ? request.inputs.map(decode) : {};
   if (!positional) for (const [name, t] of Object.entries(request.inputs)) inputs[name] = decode(t);
-  const names = model.outputNodes;
+  const names = request.outputs || model.outputNodes;  // some outputs: computed from the inputs they read
   let result = await model.executeAsync(inputs, names);
   if (result instanceof tf.Tensor) result = [result];
   const tensors = Array.isArray(result) ? result : names.map((n) => result[n]);
