@@ -43,7 +43,7 @@ TARGETS = {
     "tfgraph": ("tf", ("tf_graph",)),
     "tflite": ("tflite", ("tflite_export",)),   # the export's .tflite: the graph's writer, else TF's path
     "tfjs": ("tfjs", ("tfjs_wasm",)),
-    # noxla.graph.tflite's file, on the harnesses it covers ("uncovered": the TF path's, as "tflite").
+    # noxla.graph.tflite's file alone, on the harnesses it covers ("uncovered" counted apart).
     "tflitegraph": ("tflite", ("tflite_graph",)),
 }
 
