@@ -23,7 +23,6 @@ import weakref
 from typing import Callable, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
 
@@ -31,40 +30,15 @@ import noxla
 from limitations.engine import Report, check_jaxpr
 from limitations.targets import BROWSER_RUNTIMES, RUNTIMES, Target
 from lowering_rules import RULES
-from lowering_rules.cases import ArgSpec, Case, default_tolerance
+from lowering_rules.cases import ArgSpec, Case
 from noxla import graph
 from noxla.export import input_signature, serving_function, tflite_bytes, write_tfjs
 from noxla.preflight import full_check
 from noxla.runtimes import BROWSER_TOLERANCE, BrowserRunner, TfjsRunner, run_tflite
 from noxla.tfjs_ops import backstop_reading
 from noxla.tracing import Program, trace
-from noxla.verify import as_real, jax_outputs, relative_error
-
-
-def assert_matches(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], names: Sequence[str],
-                   atol: float | None = None, rtol: float | None = None, where: str = "",
-                   floor: float = 0.0) -> float:
-    """Each output equals JAX's: exactly for integers and bools, within tolerance scaled to the output
-    for floats (NaNs where JAX has NaNs). Returns the largest error seen, relative to output scale.
-    ``floor`` is the runtime's own float tolerance (runtime_tolerance), used where it is looser."""
-    assert len(expected) == len(actual), f"{where}: {len(actual)} outputs, JAX has {len(expected)}"
-    worst = 0.0
-    for name, e, a in zip(names, expected, actual):
-        a = np.asarray(a)
-        assert a.shape == e.shape, f"{where}: output {name} has shape {a.shape}, JAX gives {e.shape}"
-        default_atol, default_rtol = default_tolerance(e.dtype)
-        tol_a = max(floor, default_atol if atol is None else atol)
-        tol_r = max(floor, default_rtol if rtol is None else rtol)
-        if not jnp.issubdtype(e.dtype, jnp.inexact):  # jnp: numpy does not count bfloat16 as inexact
-            np.testing.assert_array_equal(a.astype(e.dtype), e, err_msg=f"{where}: output {name}")
-            continue
-        e64, a64 = as_real(e), as_real(a)
-        finite = np.isfinite(e64)
-        scale = max(1.0, float(np.max(np.abs(e64[finite]), initial=0.0)))
-        np.testing.assert_allclose(a64, e64, atol=tol_a * scale, rtol=tol_r, equal_nan=True,
-                                   err_msg=f"{where}: output {name}")
-        worst = max(worst, relative_error(e, a))
-    return worst
+from noxla.verify import jax_outputs
+from tests.compare import assert_matches  # noqa: F401 - the suite imports it from here
 
 
 def runtime_tolerance(runtime: str) -> float:

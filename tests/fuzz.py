@@ -32,7 +32,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-# Runtimes per target name: TF eager only (tf), LiteRT (tflite), TF.js in Node (tfjs: cpu and wasm).
+# Runtimes per target name: TF eager only (tf), LiteRT (tflite: the file the default export writes,
+# tests/default_tflite.py), TF.js in Node (tfjs: cpu and wasm, the model the default export writes).
 TARGET_RUNTIMES = {"tf": ("tf_eager",), "tflite": ("tflite",), "tfjs": ("tfjs_cpu", "tfjs_wasm")}
 OUTCOMES = ("tried", "invalid", "rejected", "matched", "crashed", "differed")
 
@@ -443,6 +444,8 @@ class Tally:
         self.rejections: collections.Counter = collections.Counter()
         # Runtimes caches exports by id(program): every traced program stays alive so no id is reused.
         self.programs: list = []
+        self.default_tflite = None   # tests.default_tflite.DefaultTflite, made on the first tflite run
+        self.writers: collections.Counter = collections.Counter()   # (tflite or tfjs, writer): files that ran
 
     def table(self) -> str:
         rows = [f"{'primitive':<22}" + "".join(f"{o:>10}" for o in OUTCOMES)]
@@ -488,8 +491,7 @@ def run_program(program: Program, runtimes_to_run: Sequence[str], runtimes, tall
                 tally.rejections[f"{runtime}: {v.primitive}: {v.reason[:160]}"] += 1
             continue
         try:
-            actual = runtimes.run(runtime, program.fun, traced, program.args, program.polymorphic_shapes,
-                                  strict=program.strict)
+            actual = _run(runtime, program, traced, runtimes, tally)
         except Exception as e:  # noqa: BLE001 - any crash after the check passed is a finding
             failures.append(Failure(runtime, "crashed", program, _first_line(e)))
             continue
@@ -503,6 +505,23 @@ def run_program(program: Program, runtimes_to_run: Sequence[str], runtimes, tall
         counts[failure.outcome] += 1
     tally.failures.extend(failures)
     return failures
+
+
+def _run(runtime: str, program: Program, traced, runtimes, tally: Tally) -> list:
+    if runtime != "tflite":
+        if runtime == "tfjs_cpu":  # the model both TF.js runtimes run: the graph's where it records it
+            wrote = runtimes.graph_model(traced, program.strict) is not None
+            tally.writers["tfjs", "graph" if wrote else "tf"] += 1
+        return runtimes.run(runtime, program.fun, traced, program.args, program.polymorphic_shapes,
+                            strict=program.strict)
+    # The .tflite users get: the graph's TFLite writer where it covers the program, else TF's path.
+    from tests.default_tflite import DefaultTflite
+    if tally.default_tflite is None:
+        tally.default_tflite = DefaultTflite(runtimes.scratch_dir)
+    try:
+        return tally.default_tflite.run(program.fun, program.args, traced, program.strict, program.polymorphic_shapes)
+    finally:
+        tally.writers["tflite", tally.default_tflite.writer] += 1
 
 
 def runtimes_for(targets: Sequence[str]) -> list[str]:
@@ -581,6 +600,9 @@ def main(argv=None) -> int:
     print(f"\nfuzzed {args.minutes} min (seed {args.seed}, runtimes {', '.join(runtimes_to_run)}), "
           f"{time.monotonic() - start:.0f} s; tried counts programs, the other columns program-runtime runs\n")
     print(tally.table())
+    for kind in sorted({kind for kind, _ in tally.writers}):
+        print(f"\n{kind} files that ran: written by noxla's graph {tally.writers[kind, 'graph']}, "
+              f"by TF's path {tally.writers[kind, 'tf']}")
     print("\nmost common rejections:")
     for reason, count in tally.rejections.most_common(15):
         print(f"  {count:5d}  {reason}")

@@ -175,7 +175,7 @@ GAUGES = {"cholesky": check_cholesky, "eig": check_eig, "eigh": check_eigh, "svd
 
 def mismatch(hp, actual) -> str | None:
     """Why ``actual`` is not a right answer for the harness ``hp`` (None when it is)."""
-    from tests.differential import assert_matches
+    from tests.compare import assert_matches
     try:
         assert_matches(hp.expected, actual, hp.program.out_names, where=hp.name)
         return None

@@ -14,6 +14,12 @@ This module is the only place in the tests that imports JAX internals for the ha
 ``python3 -m tests.jax_harnesses tf|tfgraph|tflite|tfjs [--sample N] [--seed S] [--group G,...]``
 prints the counts and every crash and mismatch, running chunks of harnesses in worker processes
 (LiteRT aborts the process on some models: an abort is recorded as a crash of that harness).
+``tflite`` runs the .tflite the export writes (``noxla.export_tflite``): noxla's graph's TFLite writer
+where it covers the program, else TF's path (NOXLA_TFLITE_GRAPH=0: TF's path always); ``tfjs`` the
+TF.js model the export writes, from the graph where it records the program, else through TF. Each
+outcome names which wrote it (``Outcome.writer``), and the counts say how many each wrote. The
+``tflite`` target imports no TensorFlow itself: in an environment without it, an export that needs
+TF's path is counted apart ("needs_tf": it raised ``TensorFlowMissing``), any other error is a crash.
 A target with ``+fast`` (``tflite+fast``) runs noxla's default lowering, the one users get, with its
 fused ops: a crash is a failure as in strict mode, and so is a mismatch on finite inputs; where an
 input holds NaN or inf the fused ops may differ by design (``noxla limitations``), so such a
@@ -35,9 +41,9 @@ from tests import dtype_sweep
 TARGETS = {
     "tf": ("tf", ("tf_eager",)),
     "tfgraph": ("tf", ("tf_graph",)),
-    "tflite": ("tflite", ("tflite",)),
+    "tflite": ("tflite", ("tflite_export",)),   # the export's .tflite: the graph's writer, else TF's path
     "tfjs": ("tfjs", ("tfjs_wasm",)),
-    # noxla.graph.tflite's file, on the harnesses it covers ("uncovered": the TF path's, as "tflite").
+    # noxla.graph.tflite's file alone, on the harnesses it covers ("uncovered" counted apart).
     "tflitegraph": ("tflite", ("tflite_graph",)),
 }
 
@@ -123,6 +129,7 @@ class Outcome:
     target: str
     result: str
     detail: str = ""
+    writer: str = ""   # "graph" (noxla's graph's writer) or "tf" (TF's path) for tflite and tfjs
 
 
 def _ignore(what, members):
@@ -141,9 +148,11 @@ def _all_finite(args) -> bool:
     return all(np.all(np.isfinite(a)) for a in args if np.issubdtype(np.asarray(a).dtype, np.inexact))
 
 
-def run_harness(name: str, target: str, run, check, event=_ignore, hp: HarnessProgram | str | None = None) -> Outcome:
+def run_harness(name: str, target: str, run, check, writer=None, event=_ignore,
+                hp: HarnessProgram | str | None = None) -> Outcome:
     """``name`` on the CLI ``target``: ``check(program, runtime)`` gives the up-front report,
-    ``run(runtime, fun, program, args)`` the runtime's outputs; ``hp``: the harness already built."""
+    ``run(runtime, fun, program, args)`` the runtime's outputs, ``writer(program)`` (if given) which
+    writer wrote the program's file, once it ran; ``hp``: the harness already built."""
     from tests.gauge import mismatch
     base, fast = _target(target)
     _, runtimes = TARGETS[base]
@@ -162,7 +171,7 @@ def run_harness(name: str, target: str, run, check, event=_ignore, hp: HarnessPr
     if "tflite_graph" in runtimes:
         from noxla.graph.tflite import Uncovered, graph_tflite_chunks
         try:
-            graph_tflite_chunks(hp.program)
+            graph_tflite_chunks(hp.program, strict=not fast)
         except Uncovered as e:
             return Outcome(name, target, "uncovered", str(e))
         except Exception as e:  # noqa: BLE001 - a crash of the writer after the check passed
@@ -172,24 +181,29 @@ def run_harness(name: str, target: str, run, check, event=_ignore, hp: HarnessPr
         event(runtime, [name])
         outs = dtype_sweep._run(run, runtime, hp.fun, hp.program, hp.args)
         if isinstance(outs, str):
+            # Only where TensorFlow is not installed: the export said so, as it must, before writing.
+            outs = outs.replace("crashed: TensorFlowMissing", "needs_tf: TensorFlowMissing", 1)
             problems.append(f"[{runtime}] {outs}")
             continue
         problem = mismatch(hp, outs)
         if problem:
             kind = "nonfinite" if fast and not _all_finite(hp.args) else "mismatched"
             problems.append(f"[{runtime}] {kind}: {problem}")
+    wrote = writer(hp.program) if writer is not None else ""
     if not problems:
-        return Outcome(name, target, "matched")
-    return Outcome(name, target, problems[0].split("] ", 1)[1].split(":")[0], "\n".join(problems))
+        return Outcome(name, target, "matched", writer=wrote)
+    return Outcome(name, target, problems[0].split("] ", 1)[1].split(":")[0], "\n".join(problems), wrote)
 
 
 def runner(target: str, scratch: str, tfjs=None):
-    """(run, check) for ``target`` in this process."""
+    """(run, check, writer) for ``target`` in this process (``run_harness``'s arguments)."""
+    base, fast = _target(target)
+    if TARGETS[base][1] == ("tflite_export",):
+        return _export_runner(scratch, strict=not fast)
     from limitations.targets import Target
     from noxla.preflight import full_check
     from tests.differential import Runtimes
     runtimes = Runtimes(scratch, tfjs)
-    base, fast = _target(target)
 
     def run(runtime, fun, program, args):
         return runtimes.run(runtime, fun, program, args, strict=not fast)
@@ -198,7 +212,26 @@ def runner(target: str, scratch: str, tfjs=None):
         if TARGETS[base][0] == "tf":
             return full_check(program.closed_jaxpr, Target.TF)
         return runtimes.check(program, "tflite" if runtime == "tflite_graph" else runtime, strict=not fast)
-    return run, check
+
+    def writer(program):  # the model tfjs_model ran: the graph's (cached) where it records the program
+        return "graph" if runtimes.graph_model(program, not fast) is not None else "tf"
+    return run, check, writer if base == "tfjs" else None
+
+
+def _export_runner(scratch: str, strict: bool):
+    """(run, check, writer) for the .tflite ``noxla.export_tflite`` writes, as users get it. Imports
+    no TensorFlow (nor does the check), so that it also runs where TensorFlow is not installed."""
+    from limitations.targets import Target
+    from noxla.preflight import full_check
+    from tests.default_tflite import DefaultTflite
+    default = DefaultTflite(scratch)
+
+    def run(runtime, fun, program, args):
+        return default.run(fun, args, program, strict)
+
+    def check(program, runtime):
+        return full_check(program.closed_jaxpr, Target.TFLITE)
+    return run, check, lambda program: default.writer
 
 
 def _worker() -> int:
@@ -230,7 +263,7 @@ def _worker() -> int:
                 continue
             event("prepare", [n])
             hp = build(n)
-            outcomes += [run_harness(n, t, *runners[t], event, hp) for t in targets]
+            outcomes += [run_harness(n, t, *runners[t], event=event, hp=hp) for t in targets]
     finally:
         if tfjs is not None:
             tfjs.close()
@@ -258,7 +291,21 @@ def summary(target: str, outcomes: Sequence[Outcome]) -> str:
             f"differed silently {counts['mismatched']}"
             + (f", differed on NaN/inf inputs (fused ops, by design) {counts['nonfinite']}"
                if counts["nonfinite"] else "")
-            + (f", not covered by the graph tflite writer {counts['uncovered']}" if counts["uncovered"] else ""))
+            + (f", not covered by the graph tflite writer {counts['uncovered']}" if counts["uncovered"] else "")
+            + (f", needed TensorFlow (not installed: TensorFlowMissing) {counts['needs_tf']}"
+               if counts["needs_tf"] else "")
+            + _writers(outcomes))
+
+
+def _writers(outcomes: Sequence[Outcome]) -> str:
+    """Which writer wrote the files that ran, and how many of each matched."""
+    import collections
+    wrote = collections.Counter(o.writer for o in outcomes if o.writer)
+    matched = collections.Counter(o.writer for o in outcomes if o.writer and o.result == "matched")
+    if not wrote:
+        return ""
+    return (f"; written by noxla's graph {wrote['graph']} (matched {matched['graph']}), "
+            f"by TF's path {wrote['tf']} (matched {matched['tf']})")
 
 
 def main(argv=None) -> int:

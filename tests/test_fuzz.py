@@ -50,3 +50,14 @@ def test_a_run_stopped_by_an_error_does_not_pass(capsys):
     # run printed the traceback, "0 failures" and exited 0, as if it had found nothing.
     assert fuzz.main(["--minutes", "0.01", "--targets", "tf", "--primitives", "div"]) == 2
     assert "stopped on the error" in capsys.readouterr().out
+
+
+def test_tflite_runs_the_file_the_default_export_writes(tmp_path):
+    # The fuzzer's tflite ran TF's path alone until session 26, not the graph's TFLite writer that a
+    # default export takes: it now runs what noxla.export_tflite writes, and counts each writer.
+    import numpy as np
+    program = fuzz.Program("add", "x + 1", lambda x: x + 1.0, (np.arange(6, dtype=np.float32).reshape(2, 3),))
+    tally = fuzz.Tally()
+    assert fuzz.run_program(program, ["tflite"], Runtimes(str(tmp_path), None), tally) == []
+    assert tally.counts["add"]["matched"] == 1
+    assert tally.writers == {("tflite", "graph"): 1}

@@ -190,3 +190,34 @@ def test_tfjs_model_of_a_freed_program_is_not_given_to_a_new_one_with_its_id(tmp
             cache[(id(b), False)] = cache.pop((id(a), False))
     assert runtimes.tfjs_lowering(b) is not lowering_a
     assert runtimes.tfjs_model(b) != path_a
+
+
+# ----------------------------------------------------------------------------- the tflite target's writer
+
+def _on_tflite(name, tmp_path):
+    run, check, writer = jh.runner("tflite+fast", str(tmp_path))
+    return jh.run_harness(name, "tflite+fast", run, check, writer)
+
+
+def test_tflite_target_runs_the_exports_file_and_names_its_writer(tmp_path, monkeypatch):
+    # The target runs what noxla.export_tflite writes: the graph's TFLite writer by default (it
+    # ran TF's path alone before session 26), TF's path where the graph is turned off.
+    name = _named("add", "float32")
+    graph = _on_tflite(name, tmp_path)
+    assert (graph.result, graph.writer) == ("matched", "graph"), graph
+    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "0")
+    tf_path = _on_tflite(name, tmp_path)
+    assert (tf_path.result, tf_path.writer) == ("matched", "tf"), tf_path
+    assert "written by noxla's graph 1 (matched 1), by TF's path 1 (matched 1)" in jh.summary("t", [graph, tf_path])
+
+
+def test_tflite_target_counts_an_export_that_needs_missing_tensorflow_apart(tmp_path, monkeypatch):
+    # Without TensorFlow, an export the graph does not take raises TensorFlowMissing before writing:
+    # counted as "needs_tf", not as a crash (any other error stays a crash).
+    import noxla.errors
+    monkeypatch.setattr(noxla.errors, "tensorflow_installed", lambda: False)
+    monkeypatch.setenv("NOXLA_TFLITE_GRAPH", "0")
+    outcome = _on_tflite(_named("add", "float32"), tmp_path)
+    assert (outcome.result, outcome.writer) == ("needs_tf", "tf"), outcome
+    assert "TensorFlowMissing" in outcome.detail and "NOXLA_TFLITE_GRAPH=0" in outcome.detail
+    assert "needed TensorFlow (not installed: TensorFlowMissing) 1" in jh.summary("t", [outcome])

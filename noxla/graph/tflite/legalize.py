@@ -18,7 +18,7 @@ import numpy as np
 from noxla.graph.core import Node
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.lower import Recorded
-from noxla.graph.tflite.model import SAME, VALID, Graph, Tensor, dims, splat_as_scalar
+from noxla.graph.tflite.model import SAME, VALID, Graph, Tensor, broadcast_shape, dims, splat_as_scalar
 
 LEGALIZERS: dict[str, Callable] = {}
 # Folds tried before a node's legalizer, registered by their modules (``empty``: grappler's folds of
@@ -237,8 +237,16 @@ def _cast(graph, node, x):
 @legalizer("SelectV2", "Select")
 def _select(graph, node, which, if_true, if_false):
     """``SELECT`` where the three shapes agree, else the broadcasting ``SELECT_V2``, as the converter
-    writes TF's ``SelectV2``; a float constant of one value read as a scalar, as it writes one."""
-    if_true, if_false = splat_as_scalar(graph, if_true), splat_as_scalar(graph, if_false)
+    writes TF's ``SelectV2``; a float constant of one value read as a scalar, as it writes one, where
+    the other operands still broadcast to the result's shape (a condition of shape (1, 4) choosing
+    between two splats of shape (3, 4) keeps one of them whole: else the result came out (1, 4))."""
+    full = broadcast_shape(which.shape, if_true.shape, if_false.shape)
+    scalar = splat_as_scalar(graph, if_true)
+    if broadcast_shape(which.shape, scalar.shape, if_false.shape) == full:
+        if_true = scalar
+    scalar = splat_as_scalar(graph, if_false)
+    if broadcast_shape(which.shape, if_true.shape, scalar.shape) == full:
+        if_false = scalar
     shapes = {which.shape, if_true.shape, if_false.shape}
     return _out(graph, "SELECT" if len(shapes) == 1 else "SELECT_V2", node, [which, if_true, if_false])
 
