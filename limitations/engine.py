@@ -5,7 +5,7 @@ their ``Limitation``s) and by the per-target dtype table; nothing else in
 noxla decides it. Every violation is collected, then reported at once.
 
 A caller may add a backstop for one target (``OpBackstop``), run when the
-declarations pass: the exporters pass ``noxla.tfjs_ops.TFJS_BACKSTOP``, which
+declarations pass: the exporters pass ``noxla.writers.tfjs.ops.TFJS_BACKSTOP``, which
 lowers the program once into a scratch graph and compares its op types with the
 op list of the installed TF.js converter. A hit there is a rule that should
 declare a limitation (``Violation.declared`` is false). The engine itself knows

@@ -56,7 +56,7 @@ def case_program(case):
         return None
     hit = _TRACED.get(id(case))
     if hit is None or hit[0] is not case:
-        from noxla.tracing import trace
+        from noxla.front.tracing import trace
         try:
             program = trace(case.fun, tuple(case.concrete_args()), case.polymorphic_shapes)
         except Exception:  # noqa: BLE001 - a broken case proves nothing either way
@@ -370,7 +370,7 @@ def render(rules=None) -> str:
         "Beyond the rules, a .tflite export by default folds a constant scale of one factor per input "
         "feature (an RMSNorm's weight, broadcast to [1, in]) into the weights of the projections "
         "(FULLY_CONNECTED) reading the scaled activations, when those weights are large enough to be "
-        "stand-ins (`noxla/weight_stubs.py`) and nothing else reads them: x @ (w * c) instead of "
+        "stand-ins (`noxla/writers/tf/weight_stubs.py`) and nothing else reads them: x @ (w * c) instead of "
         "(x * c) @ w, so rounding differs, and an inf/NaN factor may give other NaN/inf entries. "
         "TF's converter folds such a scale only when it is rank 1; strict mode keeps the MUL.",
         "",

@@ -237,7 +237,7 @@ _INFINITE_EDGES = np.array([np.inf, -np.inf, 2.0, np.nan, 0.0, 3.4028235e38, -3.
         lambda c, s: (lax.cond(s > 0, lambda u, v: (u + s, v * 0.5), lambda u, v: (u * 0.5, v - s), *c), s),
         (x, t), xs)[0], f32(3), f32(3), f32(600, low=-0.1, high=0.1)),
     # top_k in a body: TF.js read TopKV2's indices as its values until its writer named a body's
-    # tensors by flat output index ('TopKV2:1', noxla.tfjs_graph_def.flat_output_names).
+    # tensors by flat output index ('TopKV2:1', noxla.writers.tfjs.graph_def.flat_output_names).
     case("top_k_in_branch", lambda p, x: lax.cond(p, lambda a: lax.top_k(a, 2), lambda a: lax.top_k(-a, 2), x),
          np.bool_(False), f32(5)),
     # An infinite literal in a branch: TFLite's converter read a body's as FLT_MAX (inf came out for
@@ -395,7 +395,7 @@ def _shape_invariant(aval) -> tf.TensorShape:
          lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, jnp.sin(c[1])), (0, x)),
          f32(5, 2), polymorphic_shapes=("(b, 2)",)),
     # Found by tests/fuzz_grad.py: LiteRT returned (t, t) for a body that swaps its carries (the
-    # export copies each one; noxla.webgpu_tflite.copy_passthrough_outputs).
+    # export copies each one; noxla.writers.tflite.flatbuffer.webgpu.copy_passthrough_outputs).
     case("swapped_carries", lambda x, t: lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, c[2], c[1]),
                                                         (0, x, t))[1:], f32(3), f32(3)),
     # An op with several outputs inside the body: TF.js read its last output for each.
@@ -464,7 +464,7 @@ def _one_node_per_output(outs):
     """A body's results, each from its own node: two taken from one op with several outputs (a cond's
     If, a nested loop, top_k) get a Snapshot each (which the TF.js converter keeps, unlike Identity).
     TF.js's GraphModel maps a function's results to nodes with one default output each, so two
-    results of one node both read the last one (noxla.tfjs_writer refuses a body that breaks this)."""
+    results of one node both read the last one (noxla.writers.tfjs.writer refuses a body that breaks this)."""
     if tf.executing_eagerly():
         return outs
     ops = [_producer(o) if isinstance(o, tf.Tensor) else None for o in outs]

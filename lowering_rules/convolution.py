@@ -425,7 +425,7 @@ CONV_CASES = [
                                                       feature_group_count=2),
          f32(3, 5, 4, 4), f32(3, 3, 2, 4), polymorphic_shapes=("(b, ...)", None)),
     # Found by tests/fuzz_poly.py: a symbolic length's output size is max(0, ...), which JAX's own
-    # evaluator computes with lax.max (no TF tensor taken); noxla.shapes evaluates it with tf.maximum.
+    # evaluator computes with lax.max (no TF tensor taken); noxla.front.shapes evaluates it with tf.maximum.
     case("symbolic_same_padding", conv((2,), "SAME", ("NWC", "WIO", "NWC")), f32(1, 9, 3), f32(3, 3, 4),
          polymorphic_shapes=("(1, t, 3)", None)),
     # A zero pad to a multiple of 8 (its amount symbolic) is not folded into the convolution's padding.

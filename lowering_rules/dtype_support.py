@@ -72,11 +72,11 @@ _TARGET_LACKS: dict[Target, dict[str, str]] = {
 }
 
 # Dtypes a target computes on inside a program but cannot take in or return. A .tflite carries
-# bfloat16 values in float32, each result rounded to bfloat16 (noxla/tflite_bfloat16.py, run on the
+# bfloat16 values in float32, each result rounded to bfloat16 (noxla/writers/tflite/converter/bfloat16.py, run on the
 # graph the converter gets), but TF 2.21's converter refuses a bfloat16 input ("Unsupported
 # TensorFlow type").
 # TF.js has no half-float tensors at all; inside a model noxla carries both in float32 the same way,
-# rounded with float arithmetic (noxla/tfjs_half_floats.py: TF.js has no Bitcast).
+# rounded with float arithmetic (noxla/writers/tfjs/half_floats.py: TF.js has no Bitcast).
 _TFJS_HALVES = (_TFJS_LACKS + " (inside a model, noxla carries bfloat16 and float16 values in float32, "
                 "each result rounded to its dtype)")
 _BOUNDARY_LACKS: dict[Target, dict[str, str]] = {

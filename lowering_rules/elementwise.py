@@ -535,7 +535,7 @@ for _prim, (_fn, _jax_fn) in COMPARISONS.items():
         case("u32_edges", _jax_fn, *_U32_EDGES),
         case("scalar_literal", lambda x, f=_jax_fn: f(x, 0.5), f32(5)),
         # jnp.where(jnp.abs(x) == jnp.inf, 0.0, x): TFLite's converter read the infinite literal as
-        # FLT_MAX (inf came out for x = inf), until noxla.tflite_infinities handed it over exactly.
+        # FLT_MAX (inf came out for x = inf), until noxla.writers.tflite.converter.infinities handed it over exactly.
         case("inf_literal", lambda x, f=_jax_fn: jnp.where(f(jnp.abs(x), jnp.inf), 0.0, x),
              np.array([INF, -INF, 1.0, NAN, 0.0, 3.4028235e38, -3.4028235e38, -2.0], np.float32)),
     ])(_compare(_fn))
@@ -766,7 +766,7 @@ _HALF_POW_X = np.random.default_rng(7).uniform(0.5, 3.0, 48) * np.resize([1.0, -
     case("minus_one", lambda x: lax.integer_pow(x, -1), f32(5, low=0.5, high=2)),
     case("zero", lambda x: lax.integer_pow(x, 0) + x, np.array([2.0, 0.0, INF, NAN], np.float32)),
     # Found by tests/fuzz.py: x**0 is a constant 1, atanh(1) = inf, which TF's TFLite converter folded
-    # and wrote as the largest finite float (noxla.tflite_infinities now computes and keeps it).
+    # and wrote as the largest finite float (noxla.writers.tflite.converter.infinities now computes and keeps it).
     case("zero_then_atanh", lambda x: jnp.arctanh(lax.integer_pow(x, 0)), f32(2)),
     case("one", lambda x: lax.integer_pow(x, 1), f32(4)),
     case("large", lambda x: lax.integer_pow(x, 13), f32(4, low=-2, high=2)),

@@ -9,7 +9,7 @@ from lowering_rules.lazy_tensorflow import tf
 from lowering_rules.vocabulary import ALL_TARGETS, Limitation
 
 # The primitives whose rules read ``ctx.lowering_for.tflite_converter``: a program applying one gets a
-# lowering of its own for the .tflite (``noxla.lowering.needs_tflite_lowering``); any other shares its graph.
+# lowering of its own for the .tflite (``noxla.front.lowering.needs_tflite_lowering``); any other shares its graph.
 TFLITE_OWN_PRIMITIVES = frozenset({"dynamic_update_slice"})
 
 

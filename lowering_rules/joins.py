@@ -2,7 +2,7 @@
 
 ``jnp.stack([k, v], 1)[:, 0]`` is k. keras-hub keeps one cache tensor per model, [batch, layers,
 2, C, kv_heads, head_dim]: each step stacks the layers' keys and values into it and reads them
-back, and noxla.llm_keras stacks the contract's per-layer caches for it and slices its result
+back, and noxla.llm.keras stacks the contract's per-layer caches for it and slices its result
 apart again. Lowered as written, each stack and each slice copies the cache. Read through the
 join instead (and through reshapes that only add or drop size-1 axes, as a squeeze between two
 stacks does), the slice reads the part itself: the same elements in the same order, so this is
@@ -79,7 +79,7 @@ def sliced_part(ctx, start_indices, limit_indices, strides):
 
 def transposed(ctx, atom):
     """(source, permutation) when ``atom`` holds ``transpose(source, permutation)`` whole and in
-    that shape, seen through ``part``'s joins and views (noxla.llm_keras's contract cache, moved to
+    that shape, seen through ``part``'s joins and views (noxla.llm.keras's contract cache, moved to
     keras-hub's layout, stacked for it and read back); else None."""
     shape = tuple(atom.aval.shape)
     if not is_static_shape(shape):

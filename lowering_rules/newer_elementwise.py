@@ -95,7 +95,8 @@ def _sinc_series(x):
     "polynomial",
     case("sinc", jnp.sinc, f32(4, 5, low=-3, high=3)),
     # JAX 0.12's sinc compares |x| with an inf literal, which TFLite's converter read as FLT_MAX (NaN at
-    # +-inf, JAX 0: noxla.tflite_infinities); polynomial's own inf and NaN are past_unroll_from_zero's.
+    # +-inf, JAX 0: noxla.writers.tflite.converter.infinities); polynomial's own inf and NaN are
+    # past_unroll_from_zero's.
     case("sinc_edges", jnp.sinc, np.array([0.0, -0.0, 0.5, 1.0, -2.0, 1e-20, 3e38, NAN, INF, -INF], np.float32)),
     case("scalar_coefficients", _sinc_series, f32(3, 4)),
     case("array_coefficients", lambda x, a, b: lax.polynomial(x, [a, b, a]), f32(3, 4), f32(3, 4), f32(1, 4)),

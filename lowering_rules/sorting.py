@@ -197,7 +197,7 @@ _WIDE_KEYS = Limitation(
          f32(7), f16(7), np.array([3, 40000, 65535, 0, 32768, 9, 1], np.uint16)),
     # Found by tests/fuzz_grad.py (the gradient of such a sort): integer keys along the leading axis
     # are ordered by -1 - key after a transpose, which TF's TFLite converter turned into key + 1 (the
-    # reverse order) when the sorted keys were no output (noxla/tflite_transposes.py).
+    # reverse order) when the sorted keys were no output (noxla/writers/tflite/converter/transposes.py).
     case("int_keys_leading_axis_values_only", lambda k, v: lax.sort((k, v), dimension=0, num_keys=1)[1],
          np.array([[3, -5], [-5, 7], [1, 0]], np.int8), f32(3, 2)),
     case("single_row_f16_values", lambda k, v: lax.sort((k, v), dimension=1, num_keys=1), f32(1, 6), f16(1, 6)),

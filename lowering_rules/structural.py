@@ -54,7 +54,7 @@ def _carried(*names, float16_bits: bool = False):
     converter folds a float32 carrier's casts around a BROADCAST_TO or GATHER, which has no float16
     kernel, and then refuses the model; the casts of integer bits it folds only to kernels that exist.
     TF.js has no Bitcast: its own lowering (every TF.js program with float16 values gets one) moves
-    float16 in float32, which its writer carries all half floats in anyway (``noxla.tfjs_half_floats``)."""
+    float16 in float32, which its writer carries all half floats in anyway (``noxla.writers.tfjs.half_floats``)."""
     dtypes = DtypeNames(names)
 
     def widen(t, tfjs):
@@ -311,7 +311,7 @@ def lower_tile(ctx, x, *, reps):
 
 
 # Iotas are added to an input: a TF.js graph whose output is a folded constant returns the model's
-# own weight tensor, which noxla/tfjs_runner/runner.js disposes after the first run.
+# own weight tensor, which noxla/runtimes/tfjs_runner/runner.js disposes after the first run.
 IOTA_CASES = [
     case("arange_i32", lambda x: x + jnp.arange(5), i32(5)),
     case("arange_f32", lambda x: x + jnp.arange(5, dtype=jnp.float32), f32(5)),
@@ -599,7 +599,7 @@ DYNAMIC_UPDATE_SLICE_CASES = [
     case("int16_starts", _update, i32(5, 3), i32(2, 2), np.array([-7, 30000], np.int16)),
     case("uint32_starts", _update, f32(6), f32(2), np.array([4_000_000_000], np.uint32)),
     case("u8", _update, u8(4, 3), u8(1, 3), np.array([9, 0], np.int32)),  # PAD + SELECT in TFLite too
-    # A transposed cache updated (in the source's layout for the .tflite), alone and as noxla.llm_keras
+    # A transposed cache updated (in the source's layout for the .tflite), alone and as noxla.llm.keras
     # hands keras-hub its caches: stacked, read back, updated and transposed back.
     case("transposed_operand", lambda c, u, p: lax.dynamic_update_slice(
         jnp.transpose(c, (0, 2, 1, 3)), u, (0, p[0], 0, 0)), f32(1, 2, 6, 3), f32(1, 1, 2, 3), np.array([4], np.int32)),
@@ -641,7 +641,7 @@ def lower_dynamic_update_slice(ctx, x, update, *starts):
 
 def _update_before_transpose(ctx, x, update, starts):
     """An update of ``transpose(source, p)`` as ``transpose(update of source, p)``: the update moved
-    to the source's layout, the whole operand not. noxla.llm_keras hands keras-hub the contract's
+    to the source's layout, the whole operand not. noxla.llm.keras hands keras-hub the contract's
     caches transposed to its layout, and transposes the updated caches back: with the update
     first, the two transposes meet and the converter drops both (four cache copies per layer and
     token). The same elements land in the same places. Only for int32-sized starts (the builtin

@@ -1,7 +1,7 @@
 """Cases of ``c - x.T`` and ``c / x.T``, which TF's TFLite converter ran as ``x.T - c`` and ``x.T / c``.
 
 Found by tests/fuzz_grad.py: the converter moves a transpose behind a Sub or Div with a constant
-operand and swaps the operands (LiteRT gave x.T - 5); noxla/tflite_transposes.py makes the move
+operand and swaps the operands (LiteRT gave x.T - 5); noxla/writers/tflite/converter/transposes.py makes the move
 itself. An array constant in a body is a loop-invariant operand, which the converter sinks into the
 body and then moves as in the main graph (also in a nested loop's body, and down a chain).
 """

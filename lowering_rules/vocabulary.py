@@ -77,7 +77,7 @@ ALL_TARGETS = tuple(Target)
 @dataclasses.dataclass(frozen=True)
 class LoweringFor:
     """What one lowering of a program is for, in the few places where its TF ops must differ by
-    artifact. The pipeline sets it per lowering (``noxla.lowering.serving_function``); a rule reads
+    artifact. The pipeline sets it per lowering (``noxla.front.lowering.serving_function``); a rule reads
     it as ``ctx.lowering_for``, never from global state. Everything else a target needs of a graph
     is a writer's pass, not a rule's branch (lowering_rules/README.md says which fields exist and why).
 

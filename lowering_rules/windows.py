@@ -383,7 +383,7 @@ SUM_CASES = [
     case("size_one_dims", window(lax.add, 0., (1, 1, 1)), f32(1, 1, 1)),
     case("polymorphic_batch", lambda x: flax_linen().avg_pool(x, (2, 2), strides=(2, 2)), f32(3, 6, 4, 2),
          polymorphic_shapes=("(b, ...)",)),
-    # Found by tests/fuzz_poly.py: an output size max(0, ...) of a symbolic length (see noxla.shapes).
+    # Found by tests/fuzz_poly.py: an output size max(0, ...) of a symbolic length (see noxla.front.shapes).
     case("symbolic_length_base_dilation", window(lax.add, 0., (1, 3), (1, 2), base_dilation=(1, 2)),
          f32(2, 7), polymorphic_shapes=("(2, t)",)),
 ]

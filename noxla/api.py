@@ -8,7 +8,8 @@ import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
 from lowering_rules.vocabulary import Target
 from noxla.errors import ExportError, require_tensorflow
-from noxla.preflight import (
+from noxla.front.tracing import check_callable, trace
+from noxla.pipeline.preflight import (
     DEFAULT_SHARD_BYTES,
     Exported,
     ExportOptions,
@@ -18,10 +19,9 @@ from noxla.preflight import (
     run_step,
     write_chunks,
 )
-from noxla.tracing import check_callable, trace
 
 if TYPE_CHECKING:
-    from noxla.preflight import OnStep
+    from noxla.pipeline.preflight import OnStep
 
 # The exporters and the converted callable import TensorFlow; ``check`` needs none, so they are
 # imported when first called (see ``lowering_rules.lazy_tensorflow``).
@@ -64,7 +64,7 @@ def convert(fun: Callable, *, polymorphic_shapes=None, polymorphic_constraints: 
                                 native_serialization_disabled_checks)
     del enable_xla
     require_tensorflow("noxla.convert (it returns a TF callable)")
-    from noxla import gradients
+    from noxla.writers.tf import gradients
     return gradients.tf_callable(fun, polymorphic_shapes, tuple(polymorphic_constraints), with_gradient, strict)
 
 
@@ -109,9 +109,9 @@ def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=No
     """A .tflite using TFLITE_BUILTINS only (plus SELECT_TF_OPS when ``allow_flex``).
     ``target``: where it will run, "tflite" (LiteRT), "litertjs" or "litertjs-webgpu" (LiteRT.js in
     the browser: checked for it up front; for WebGPU also lowered with the exact alternatives its
-    delegate runs where the default's ops would fall back to wasm, see noxla.export.export).
+    delegate runs where the default's ops would fall back to wasm, see noxla.pipeline.tf_path.export).
     ``strict``: JAX's NaN/inf semantics exactly (see ``convert``).
-    ``quantize``: None, "float16", "dynamic_int8" or "int8" (see noxla.quantize); "int8" calibrates
+    ``quantize``: None, "float16", "dynamic_int8" or "int8" (see noxla.writers.quantize); "int8" calibrates
     on ``representative_data``: a callable yielding samples (one array per input, shaped like the
     example's), or one array per input with a leading axis of samples.
 
@@ -121,11 +121,11 @@ def export_tflite(fun: Callable, *example_args, path: str, polymorphic_shapes=No
 
     ``shape_buckets`` (``{"b": [1, 8, 32]}``, with ``polymorphic_shapes`` naming those variables):
     one signature per size instead of dynamic dimensions, keyed ``b1``, ``b8``, ``b32`` (LiteRT.js
-    runs static shapes only; see noxla.shape_buckets)."""
+    runs static shapes only; see noxla.front.shape_buckets)."""
     if shape_buckets is not None:
         if isinstance(fun, Mapping):
             raise ExportError("shape buckets are for one function; give {signature_key: ...} or buckets")
-        from noxla.shape_buckets import bucket_signatures
+        from noxla.front.shape_buckets import bucket_signatures
         fun, example_args = bucket_signatures(fun, example_args, polymorphic_shapes, shape_buckets), ()
         polymorphic_shapes = None
     if isinstance(fun, Mapping):
@@ -148,14 +148,14 @@ def export_tfjs(fun: Callable, *example_args, path: str, polymorphic_shapes=None
     ``quantize``: None, "uint8", "uint16" or "float16" weight storage (dequantized when loaded).
     ``fun`` may instead be ``{signature_key: (function, example_args)}``: one model holding every
     signature, its inputs and outputs keyed ``<signature_key>/<name>``; TF.js runs one signature's
-    outputs from its inputs alone (``noxla.graph.tfjs_signatures``; written by noxla's graph only)."""
+    outputs from its inputs alone (``noxla.writers.tfjs.signatures``; written by noxla's graph only)."""
     return export(fun, example_args, tfjs=path, polymorphic_shapes=polymorphic_shapes, overwrite=overwrite,
                   strict=strict, tfjs_quantize=quantize, tfjs_shard_bytes=weight_shard_size_bytes,
                   on_step=on_step).written["tfjs"]
 
 
 def export(fun: Callable, example_args: Sequence, **options) -> Exported:
-    """``run`` with ``ExportOptions(**options)`` (the keywords of ``noxla.export.export``; an unknown
+    """``run`` with ``ExportOptions(**options)`` (the keywords of ``noxla.pipeline.tf_path.export``; an unknown
     one is a TypeError)."""
     return run(fun, example_args, ExportOptions(**options))
 
@@ -164,31 +164,31 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions,
         rewrite: Callable | None = None) -> Exported:
     """The one entry of every export (the export_* functions, the CLI, the LLM exports): the preflight
     (options, paths, trace, every output target's check; a program the check refuses is refused
-    before TensorFlow is imported, ``noxla.preflight``), then noxla's graph (``noxla.graph``): its
+    before TensorFlow is imported, ``noxla.pipeline.preflight``), then noxla's graph (``noxla.graph``): its
     TFLite writer for a default .tflite, its TF.js writer for the TF.js model, where it records the
     program; else the TF pipeline for what is left (without TensorFlow: ``TensorFlowMissing``,
     naming why, before anything is written). ``fun`` may be ``{signature_key: (function, example_args)}``
-    (``noxla.export.export_signatures``' form; ``example_args`` then empty), with ``rewrite``: its
-    ``rewrite`` of the merged .tflite (``noxla.llm_quantize``'s weight quantization)."""
+    (``noxla.pipeline.tf_path.export_signatures``' form; ``example_args`` then empty), with ``rewrite``: its
+    ``rewrite`` of the merged .tflite (``noxla.llm.quantize``'s weight quantization)."""
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, options.polymorphic_shapes)
         cleared_signatures = preflight_signatures(fun, options)
         if options.tfjs is not None:  # one model.json holding every signature, from noxla's graph
-            from noxla import graph
+            from noxla.pipeline import graph_path as graph
             return Exported(next(iter(cleared_signatures.programs.values())),
                             {"tfjs": graph.export_signatures_tfjs(cleared_signatures)})
-        from noxla import graph_signatures
+        from noxla.pipeline import graph_signatures
         why: list[str] = []
         written = graph_signatures.export_tflite(cleared_signatures, rewrite, why)  # by default, where covered
         if written is not None:
             return Exported(next(iter(cleared_signatures.programs.values())), {"tflite": written})
         _require_tensorflow_for(why)
-        from noxla.export import export_cleared_signatures
+        from noxla.pipeline.tf_path import export_cleared_signatures
         return export_cleared_signatures(cleared_signatures, rewrite)
     if rewrite is not None:
         raise ExportError("rewrite is for several signatures' .tflite")
     cleared = preflight(fun, example_args, options)
-    from noxla import graph
+    from noxla.pipeline import graph_path as graph
     if options.saved_model is not None:   # before anything is written
         require_tensorflow("A SavedModel")
     why: list[str] = []   # what noxla's graph does not take, and why: TF's path writes it
@@ -211,7 +211,7 @@ def run(fun: Callable | Mapping, example_args: Sequence, options: ExportOptions,
     options = dataclasses.replace(options, **rest)
     cleared = dataclasses.replace(cleared, targets={k: v for k, v in cleared.targets.items() if k not in rest},
                                   options=options)
-    from noxla.export import export_cleared
+    from noxla.pipeline.tf_path import export_cleared
     exported = export_cleared(fun, example_args, cleared)
     return Exported(exported.program, {**exported.written, **written})
 

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lowering_rules.cases import default_tolerance
-from noxla.verify import as_real, relative_error
+from noxla.runtimes.verify import as_real, relative_error
 
 
 def assert_matches(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], names: Sequence[str],

@@ -4,7 +4,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # TensorFlow imports Keras, which fixes its backend then: keras-hub models (tests/test_llm_keras.py)
 # export from JAX's only, so it is chosen before anything imports TensorFlow.
 os.environ.setdefault("KERAS_BACKEND", "jax")
-# Chromium's WebGL runs every op in shaders, small test cases too (noxla/tfjs_runner/browser.js): with
+# Chromium's WebGL runs every op in shaders, small test cases too (noxla/runtimes/tfjs_runner/browser.js): with
 # TF.js's default CPU forwarding, ops on small CPU-resident tensors hid WebGL failures.
 os.environ.setdefault("NOXLA_WEBGL_NO_CPU_FORWARD", "1")
 

@@ -31,20 +31,20 @@ from limitations.engine import Report, check_jaxpr
 from limitations.targets import BROWSER_RUNTIMES, RUNTIMES, Target
 from lowering_rules import RULES
 from lowering_rules.cases import ArgSpec, Case
-from noxla import graph
-from noxla.export import input_signature, serving_function, tflite_bytes, write_tfjs
-from noxla.preflight import full_check
+from noxla.front.tracing import Program, trace
+from noxla.pipeline import graph_path as graph
+from noxla.pipeline.preflight import full_check
+from noxla.pipeline.tf_path import input_signature, serving_function, tflite_bytes, write_tfjs
 from noxla.runtimes import BROWSER_TOLERANCE, BrowserRunner, TfjsRunner, run_tflite
-from noxla.tfjs_ops import backstop_reading
-from noxla.tracing import Program, trace
-from noxla.verify import jax_outputs
+from noxla.runtimes.verify import jax_outputs
+from noxla.writers.tfjs.ops import backstop_reading
 from tests.compare import assert_matches  # noqa: F401 - the suite imports it from here
 
 
 def runtime_tolerance(runtime: str) -> float:
     """The float tolerance a runtime is held to at least: a browser backend's (see BROWSER_TOLERANCE)."""
     if runtime.startswith("litertjs_"):
-        from noxla.litertjs import TOLERANCE
+        from noxla.runtimes.litertjs import TOLERANCE
         return TOLERANCE[runtime.split("_", 1)[1]]
     return BROWSER_TOLERANCE[runtime.split("_", 1)[1]] if runtime in BROWSER_RUNTIMES else 0.0
 
@@ -100,7 +100,7 @@ class Runtimes:
         if runtime == "tflite":
             outs = run_tflite(tflite_bytes(serving_function(program, strict=strict, tflite=True)), named)
             return [outs[n] for n in program.out_names]
-        if runtime == "tflite_graph":  # noxla.graph.tflite's file (raises Uncovered where it has none)
+        if runtime == "tflite_graph":  # noxla.writers.tflite's file (raises Uncovered where it has none)
             outs = run_tflite(graph_tflite_bytes(program), named)
             return [outs[n] for n in program.out_names]
         if runtime in ("tfjs_cpu", "tfjs_wasm"):
@@ -182,7 +182,7 @@ class Runtimes:
 
 
 def graph_tflite_bytes(program: Program) -> bytes:
-    from noxla.graph.tflite import graph_tflite_chunks
+    from noxla.writers.tflite import graph_tflite_chunks
     return b"".join(bytes(c() if callable(c) else c) for c in graph_tflite_chunks(program))
 
 
@@ -321,7 +321,7 @@ def run_unchecked(runtime: str, program: Program, args: Sequence[np.ndarray],
                   runtimes: Runtimes, key: str | None = None) -> list[np.ndarray]:
     """Lower, convert and run a traced program in one runtime without asking the check first."""
     if runtime == "tf_eager":
-        from noxla.lowering import lower_program
+        from noxla.front.lowering import lower_program
         return [np.asarray(x) for x in lower_program(program, args)]
     if runtime == "tf_graph":
         outs = serving_function(program)(*args)

@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from lowering_rules.cases import Case, default_tolerance
-from noxla.tracing import Program, trace
+from noxla.front.tracing import Program, trace
 
 # (name, dtype, needs x64). Key dtypes are named by their PRNG implementation.
 _NUMERIC = (
@@ -294,7 +294,7 @@ def _expected(sp: SweepProgram) -> list[np.ndarray] | str:
     """JAX's outputs, once per process: every valid dtype of the rule (per x64 mode) in one jit."""
     key = sp.key
     if key not in _EXPECTED:
-        from noxla.verify import jax_outputs
+        from noxla.runtimes.verify import jax_outputs
         rule_programs = [p for p in _PROGRAMS_OF.get(sp.primitive, ()) if p.dtype.x64 == sp.dtype.x64]
         group = rule_programs if sp in rule_programs else [sp]
         fun, args = _batched(group)

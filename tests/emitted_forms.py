@@ -37,7 +37,7 @@ class Case:
     fun: Callable
     args: tuple
     tfjs: tuple[str, ...] = ()  # forms model.json must hold
-    tflite: tuple[str, ...] = ()  # forms export_tflite's .tflite must hold (most from noxla.graph.tflite)
+    tflite: tuple[str, ...] = ()  # forms export_tflite's .tflite must hold (most from noxla.writers.tflite)
     tflite_tf: tuple[str, ...] | None = None  # the TF path's .tflite (exported beside TF.js), if not ``tflite``
 
     @property
@@ -227,7 +227,7 @@ def _tfjs_form(node: dict) -> str:
 
 
 def tflite_forms(path: str) -> set[str]:
-    from noxla.tflite_schema import schema
+    from noxla.writers.tflite.flatbuffer.schema import schema
     with open(path, "rb") as f:
         model = schema.ModelT.InitFromPackedBuf(f.read(), 0)
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}

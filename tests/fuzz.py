@@ -464,8 +464,8 @@ def _first_line(e: BaseException) -> str:
 
 def run_program(program: Program, runtimes_to_run: Sequence[str], runtimes, tally: Tally) -> list[Failure]:
     """Run one program in each runtime; record the outcome of each; return its failures."""
-    from noxla.tracing import trace
-    from noxla.verify import jax_outputs
+    from noxla.front.tracing import trace
+    from noxla.runtimes.verify import jax_outputs
     from tests.differential import assert_matches, runtime_tolerance
 
     counts = tally.counts[program.primitive]

@@ -1,6 +1,6 @@
 """The fuzzer's derivative families (tests/fuzz.py draws from them): the programs JAX builds to
 differentiate a program of another family, as noxla converts them for ``jax.grad`` of a loss (training
-on device) and for a TF gradient of a converted function (noxla/gradients.py converts ``jax.vjp``).
+on device) and for a TF gradient of a converted function (noxla/writers/tf/gradients.py converts ``jax.vjp``).
 
 Autodiff emits what forward programs rarely hold: transposes (pad with negative and interior padding,
 scatter-add, convolutions with lhs dilation or swapped groups, select_and_scatter_add, reversed
@@ -10,7 +10,7 @@ carrying an iota), and the ops of each primitive's derivative.
 ``vjp``: ``jax.vjp`` of the inner program at its inputs, applied to cotangents that are inputs too (so
 that nothing is folded into a constant). ``jvp``: ``jax.jvp``'s tangent outputs, the tangents inputs.
 Only the float inputs are differentiated (the others, indices, stay inputs, closed over), and only
-the float outputs get cotangents, as noxla/gradients.py does.
+the float outputs get cotangents, as noxla/writers/tf/gradients.py does.
 """
 from __future__ import annotations
 
@@ -122,13 +122,13 @@ def strategies(inner: dict):
 def tape_gradient_matches(program: Program) -> bool:
     """Whether the TF gradient (tf.GradientTape) of ``noxla.convert`` of a ``vjp`` program's inner
     program, of the sum of its float outputs times the cotangents, is the program's JAX result: the
-    path noxla/gradients.py takes. False when not applicable (JAX refuses, noxla's check refuses, or
+    path noxla/writers/tf/gradients.py takes. False when not applicable (JAX refuses, noxla's check refuses, or
     inputs are held constant)."""
     import jax
     import tensorflow as tf
 
     import noxla
-    from noxla.verify import jax_outputs
+    from noxla.runtimes.verify import jax_outputs
     from tests.differential import assert_matches
     from tests.test_gradients import tape_gradient
     inner, wrt = program.fun.inner, program.fun.wrt

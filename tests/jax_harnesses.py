@@ -43,7 +43,7 @@ TARGETS = {
     "tfgraph": ("tf", ("tf_graph",)),
     "tflite": ("tflite", ("tflite_export",)),   # the export's .tflite: the graph's writer, else TF's path
     "tfjs": ("tfjs", ("tfjs_wasm",)),
-    # noxla.graph.tflite's file alone, on the harnesses it covers ("uncovered" counted apart).
+    # noxla.writers.tflite's file alone, on the harnesses it covers ("uncovered" counted apart).
     "tflitegraph": ("tflite", ("tflite_graph",)),
 }
 
@@ -99,14 +99,14 @@ class HarnessProgram:
     params: dict
     fun: Callable
     args: tuple
-    program: object        # noxla.tracing.Program
+    program: object        # noxla.front.tracing.Program
     expected: list         # JAX's outputs
 
 
 def build(name: str) -> HarnessProgram | str:
     """The harness traced with its seeded inputs and JAX's outputs, or why JAX refuses it."""
-    from noxla.tracing import trace
-    from noxla.verify import jax_outputs
+    from noxla.front.tracing import trace
+    from noxla.runtimes.verify import jax_outputs
     h = all_harnesses()[name]
     rng = np.random.RandomState(zlib.crc32(name.encode()))
     try:
@@ -169,7 +169,7 @@ def run_harness(name: str, target: str, run, check, writer=None, event=_ignore,
     if report is not None and not report.ok:
         return Outcome(name, target, "rejected", report.format())
     if "tflite_graph" in runtimes:
-        from noxla.graph.tflite import Uncovered, graph_tflite_chunks
+        from noxla.writers.tflite import Uncovered, graph_tflite_chunks
         try:
             graph_tflite_chunks(hp.program, strict=not fast)
         except Uncovered as e:
@@ -201,7 +201,7 @@ def runner(target: str, scratch: str, tfjs=None):
     if TARGETS[base][1] == ("tflite_export",):
         return _export_runner(scratch, strict=not fast)
     from limitations.targets import Target
-    from noxla.preflight import full_check
+    from noxla.pipeline.preflight import full_check
     from tests.differential import Runtimes
     runtimes = Runtimes(scratch, tfjs)
 
@@ -222,7 +222,7 @@ def _export_runner(scratch: str, strict: bool):
     """(run, check, writer) for the .tflite ``noxla.export_tflite`` writes, as users get it. Imports
     no TensorFlow (nor does the check), so that it also runs where TensorFlow is not installed."""
     from limitations.targets import Target
-    from noxla.preflight import full_check
+    from noxla.pipeline.preflight import full_check
     from tests.default_tflite import DefaultTflite
     default = DefaultTflite(scratch)
 

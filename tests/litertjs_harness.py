@@ -8,9 +8,9 @@ from typing import Sequence
 
 import numpy as np
 
-from noxla.export import serving_function, tflite_bytes
-from noxla.litertjs import LiteRtJsRunner
-from noxla.tracing import Program
+from noxla.front.tracing import Program
+from noxla.pipeline.tf_path import serving_function, tflite_bytes
+from noxla.runtimes.litertjs import LiteRtJsRunner
 
 _RUNNER: list[LiteRtJsRunner] = []
 _SCRATCH: list[tempfile.TemporaryDirectory] = []  # made on first use, removed at exit

@@ -115,7 +115,7 @@ def test_overwriting_a_directory_export_replaces_it_whole(tmp_path):
 
 
 def test_failed_export_leaves_nothing_behind(tmp_path, monkeypatch):
-    from noxla import export
+    from noxla.pipeline import tf_path as export
 
     def broken(*args, **kwargs):
         raise noxla.ExportError("converter exploded")
@@ -127,7 +127,7 @@ def test_failed_export_leaves_nothing_behind(tmp_path, monkeypatch):
 
 
 def test_graph_tflite_export_failing_mid_write_leaves_nothing_behind(tmp_path, monkeypatch):
-    import noxla.graph.tflite as graph_tflite
+    import noxla.writers.tflite as graph_tflite
 
     def failing_chunk():
         raise noxla.ExportError("disk exploded")
@@ -138,8 +138,8 @@ def test_graph_tflite_export_failing_mid_write_leaves_nothing_behind(tmp_path, m
 
 
 def _weight_constants(fun, x, shape):
-    from noxla.export import serving_function
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
+    from noxla.pipeline.tf_path import serving_function
     graph_def = serving_function(trace(fun, [x])).graph.as_graph_def()
     nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
     return [n.name for n in nodes if n.op == "Const"
@@ -280,7 +280,7 @@ def test_tflite_constants_with_equal_bytes_share_one_buffer(tmp_path):
     # finish_tflite shares them instead: TF's step must find nothing left to share.
     from tensorflow.lite.python.convert import deduplicate_readonly_buffers
 
-    from noxla.tflite_schema import read_model
+    from noxla.writers.tflite.flatbuffer.schema import read_model
 
     def f(x, i):
         return x + 2.0, i + 0x40000000

@@ -20,25 +20,25 @@ PACKAGES = ("lowering_rules", "limitations", "noxla")
 
 # noxla's modules from the top down; a module may import only modules at its rank or below.
 # Modules not listed (errors, shapes, tracing, runtimes, example) are leaves used by all.
-NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.shape_bucket_cli": 6, "noxla.api": 5, "noxla.llm": 5,
-              "noxla.verify": 3,
-              "noxla.llm_keras": 4, "noxla.demo": 3, "noxla.litertjs_page": 3, "noxla.export": 4,
-              "noxla.llm_quantize": 4, "noxla.graph_signatures": 4,
-              "noxla.tfjs_ops": 3, "noxla.preflight": 3, "noxla.gradients": 3, "noxla.lowering": 2,
-              "noxla.graph": 4, "noxla.graph.tfjs": 2, "noxla.graph.lower": 2,
-              "noxla.graph.tflite": 2, "noxla.graph.tflite.legalize": 2,
-              "noxla.graph.tflite.legalize_nn": 2, "noxla.graph.tflite.legalize_scans": 2,
-              "noxla.graph.tflite.legalize_math": 2, "noxla.graph.tflite.legalize_more": 2,
-              "noxla.graph.tflite.empty": 2, "noxla.graph.tflite.legalize_shapes": 2,
-              "noxla.graph.tflite.legalize_integers": 2,
-              "noxla.graph.tflite.control_flow": 2,
-              "noxla.lowering_variants": 2,
-              "noxla.interpreter": 1}
+NOXLA_RANK = {"noxla.cli": 6, "noxla.__main__": 6, "noxla.cli.shape_buckets": 6, "noxla.api": 5, "noxla.llm": 5,
+              "noxla.runtimes.verify": 3,
+              "noxla.llm.keras": 4, "noxla.runtimes.demo": 3, "noxla.runtimes.litertjs_page": 3, "noxla.pipeline.tf_path": 4,
+              "noxla.llm.quantize": 4, "noxla.pipeline.graph_signatures": 4,
+              "noxla.writers.tfjs.ops": 3, "noxla.pipeline.preflight": 3, "noxla.writers.tf.gradients": 3, "noxla.front.lowering": 2,
+              "noxla.graph": 4, "noxla.writers.tfjs.from_graph": 2, "noxla.graph.lower": 2,
+              "noxla.writers.tflite": 2, "noxla.writers.tflite.legalize": 2,
+              "noxla.writers.tflite.legalize_nn": 2, "noxla.writers.tflite.legalize_scans": 2,
+              "noxla.writers.tflite.legalize_math": 2, "noxla.writers.tflite.legalize_more": 2,
+              "noxla.writers.tflite.empty": 2, "noxla.writers.tflite.legalize_shapes": 2,
+              "noxla.writers.tflite.legalize_integers": 2,
+              "noxla.writers.tflite.control_flow": 2,
+              "noxla.front.lowering_variants": 2,
+              "noxla.front.interpreter": 1}
 # What of noxla the limitations package may read: the user's source line and tracing (for cases).
 # Leaves of the rules package that every layer may use: JAX's internals, the shared vocabulary, and
 # the ``tf`` seam (TensorFlow or noxla.graph's recorder, whichever the lowering speaks to).
 SHARED_LEAVES = {"lowering_rules.jax_compat", "lowering_rules.vocabulary", "lowering_rules.lazy_tensorflow"}
-LIMITATIONS_MAY_IMPORT = {"noxla", "noxla.errors", "noxla.tracing", "noxla.shapes"}
+LIMITATIONS_MAY_IMPORT = {"noxla", "noxla.errors", "noxla.front.tracing", "noxla.front.shapes"}
 
 
 def _modules() -> dict[str, str]:
@@ -79,9 +79,9 @@ GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
 
 
 def test_the_graph_sees_the_packages():
-    assert {"lowering_rules.vocabulary", "lowering_rules.registry", "limitations.engine", "noxla.interpreter",
-            "noxla.export", "noxla.cli"} <= set(GRAPH)
-    assert "lowering_rules.registry" in GRAPH["noxla.interpreter"]
+    assert {"lowering_rules.vocabulary", "lowering_rules.registry", "limitations.engine", "noxla.front.interpreter",
+            "noxla.pipeline.tf_path", "noxla.cli"} <= set(GRAPH)
+    assert "lowering_rules.registry" in GRAPH["noxla.front.interpreter"]
 
 
 def _cycle() -> list[str] | None:
@@ -153,7 +153,7 @@ def _hidden_state_uses(path: str) -> list[str]:
 # nothing of the target, and no rule reads it.
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("lowering_rules")
                                           and m != "lowering_rules.lazy_tensorflow"
-                                          or m in ("noxla.interpreter", "noxla.lowering")))
+                                          or m in ("noxla.front.interpreter", "noxla.front.lowering")))
 def test_no_rule_reads_a_context_variable(module):
     uses = _hidden_state_uses(MODULES[module])
     assert not uses, f"a lowering reads hidden state; make it a field of LoweringFor (ctx.lowering_for): {uses}"
@@ -204,7 +204,7 @@ def test_jax_internals_are_imported_in_one_place():
 
 def test_importing_noxla_loads_no_test_library():
     """flax is a test extra: the rules import it inside case functions only."""
-    code = ("import sys, noxla.api, noxla.export, noxla.cli; "
+    code = ("import sys, noxla.api, noxla.pipeline.tf_path, noxla.cli; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in {'flax', 'pytest'}))")
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -215,7 +215,7 @@ def test_importing_noxla_loads_no_test_library():
 
 def test_checking_for_tflite_imports_no_tensorflow():
     """The rules' declarations and the check need no TF (``lowering_rules.lazy_tensorflow``), and an
-    export the check refuses is refused before TF is imported (``noxla.preflight``): a rule module
+    export the check refuses is refused before TF is imported (``noxla.pipeline.preflight``): a rule module
     reading ``tf`` at its top level, a check that lowers, or an exporter imported before the
     preflight fails here. Lowering then imports it on first use."""
     code = ("import sys, jax, numpy as np, jax.numpy as jnp, noxla, lowering_rules, limitations.table\n"
@@ -245,7 +245,7 @@ def test_our_deprecation_warnings_fail_and_others_do_not():
     """pyproject's filterwarnings: a deprecated API used from noxla's code fails the tests."""
     import warnings
     with pytest.raises(DeprecationWarning):
-        warnings.warn_explicit("old API", DeprecationWarning, "noxla/x.py", 1, module="noxla.export")
+        warnings.warn_explicit("old API", DeprecationWarning, "noxla/x.py", 1, module="noxla.pipeline.tf_path")
     with pytest.raises(DeprecationWarning):
         warnings.warn_explicit("old API", DeprecationWarning, "lowering_rules/x.py", 1, module="lowering_rules")
     warnings.warn_explicit("old API", DeprecationWarning, "site-packages/jax/x.py", 1, module="jax._src.core")

@@ -19,8 +19,8 @@ import pytest
 from limitations.engine import check_jaxpr
 from limitations.targets import RUNTIMES
 from lowering_rules.vocabulary import Target
-from noxla.tracing import trace
-from noxla.verify import jax_outputs
+from noxla.front.tracing import trace
+from noxla.runtimes.verify import jax_outputs
 from tests.differential import assert_matches
 
 RUNTIMES_RUN = ("tf_eager", "tflite", "tfjs_cpu", "tfjs_wasm")

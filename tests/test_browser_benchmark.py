@@ -73,8 +73,8 @@ def test_the_stride_2_same_vae_form_is_one_fused_transpose_conv_per_upsampling(t
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
-    from noxla.export import export
-    from noxla.verify import jax_outputs, relative_error
+    from noxla.pipeline.tf_path import export
+    from noxla.runtimes.verify import jax_outputs, relative_error
     from tools import real_models
     model = real_models.build(["vae_decoder_64"], tiny=True)["vae_decoder_64"]
     path = str(tmp_path / "vae.tflite")
@@ -94,7 +94,7 @@ def _perturbed_copy(path: str, out: str) -> str:
     a wrong sign or index in a writer would do to one value)."""
     import numpy as np
 
-    from noxla.tflite_schema import model_bytes, read_model_file, schema
+    from noxla.writers.tflite.flatbuffer.schema import model_bytes, read_model_file, schema
     model = read_model_file(path)
     graph = model.subgraphs[0]
     convs = [op for op in graph.operators
@@ -119,8 +119,8 @@ def test_keras_real_models_compute_o1_logits_so_that_a_wrong_weight_fails_the_ch
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
-    from noxla.export import export
-    from noxla.verify import jax_outputs, relative_error
+    from noxla.pipeline.tf_path import export
+    from noxla.runtimes.verify import jax_outputs, relative_error
     from tools import real_models
 
     def run(path):

@@ -170,7 +170,7 @@ def test_console_script_is_installed():
 
 
 def test_refused_export_and_check_never_import_tensorflow(tmp_path):
-    """The CLI runs the export's preflight (noxla.preflight) before its exporters: what the check
+    """The CLI runs the export's preflight (noxla.pipeline.preflight) before its exporters: what the check
     refuses is reported without TF's 2 s import, and nothing is written."""
     (tmp_path / "printing.py").write_text("import jax\n\n\ndef f(x):\n    jax.debug.print('{}', x)\n    return x\n")
     code = ("import sys; from noxla import cli\n"

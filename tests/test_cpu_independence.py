@@ -18,7 +18,7 @@ runs the oneDNN kernels here (as it runs Eigen's on a machine where oneDNN is th
 The exported artifacts must not depend on the exporting CPU either: with oneDNN on, grappler's
 remapper, which the TF.js converter runs, fuses more (a MatMul + BiasAdd + Tanh into one
 _FusedMatMul, which TF.js cannot run), so noxla runs the remapper's portable part itself
-(``noxla.tfjs_fusions``). The tests below export the same programs with oneDNN on and off, in two
+(``noxla.writers.tfjs.fusions``). The tests below export the same programs with oneDNN on and off, in two
 processes, and compare the TF.js and TFLite artifacts.
 """
 from __future__ import annotations
@@ -75,9 +75,9 @@ _ARTIFACT_CHILD = r"""
 import hashlib, json, os, sys, tempfile
 import jax, jax.numpy as jnp, numpy as np
 from tensorflow.python.util import _pywrap_util_port
-from noxla import tfjs_optimize
+from noxla.writers.tfjs import optimize as tfjs_optimize
 from noxla.errors import ExportError
-from noxla.export import export
+from noxla.pipeline.tf_path import export
 from tests.zoo import _categorical_sampling_head
 
 rng = np.random.default_rng(0)
@@ -189,14 +189,14 @@ def _graph(*nodes, body=()):
 ], ids=["tanh", "bias_add_add_relu", "relu_without_bias", "mkl_swish", "in_a_loop_body"])
 def test_fusions_tfjs_cannot_run_are_refused(graph, refused):
     from noxla.errors import ExportError
-    from noxla.tfjs_fusions import check_fused_ops
+    from noxla.writers.tfjs.fusions import check_fused_ops
     with pytest.raises(ExportError, match="cannot run") as info:
         check_fused_ops(graph)
     assert refused in str(info.value)
 
 
 def test_fusions_tfjs_runs_pass():
-    from noxla.tfjs_fusions import check_fused_ops
+    from noxla.writers.tfjs.fusions import check_fused_ops
     check_fused_ops(_graph(("a", "_FusedMatMul", ["BiasAdd"]), ("b", "_FusedConv2D", ["BiasAdd", "Relu6"]),
                            ("c", "FusedDepthwiseConv2dNative", ["BiasAdd", "LeakyRelu"]), ("d", "Tanh")))
 
@@ -210,8 +210,8 @@ def test_the_fused_activations_allowed_are_those_tfjs_runs(tmp_path, activation)
     import jax.numpy as jnp
 
     from noxla import runtimes
-    from noxla.export import export
-    from noxla.tfjs_fusions import TFJS_FUSED_ACTIVATIONS
+    from noxla.pipeline.tf_path import export
+    from noxla.writers.tfjs.fusions import TFJS_FUSED_ACTIVATIONS
     rng = np.random.default_rng(0)
     w, b = rng.standard_normal((5, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
     x = rng.standard_normal((3, 5)).astype(np.float32)
@@ -243,15 +243,15 @@ def test_the_fused_activations_allowed_are_those_tfjs_runs(tmp_path, activation)
         runner.close()
 
 
-# The graph's .tflite writer (noxla.graph.tflite) folds constants in NumPy, or by running JAX's own
+# The graph's .tflite writer (noxla.writers.tflite) folds constants in NumPy, or by running JAX's own
 # primitive, which XLA compiles for this CPU's instruction set: its file must not change with it, nor
 # with the kernels OpenBLAS picks for the CPU (a LayerNorm's offset folded into the projections).
 _DIRECT_CHILD = """
 import hashlib, sys
 import jax, jax.numpy as jnp, numpy as np
 sys.path.insert(0, {root!r})
-from noxla.graph.tflite import graph_tflite_chunks as tflite_chunks
-from noxla.tracing import trace
+from noxla.writers.tflite import graph_tflite_chunks as tflite_chunks
+from noxla.front.tracing import trace
 from tests.small_cnn import CNN_INPUT, small_cnn
 c = np.linspace(-3, 3, 10, dtype=np.float32)
 def f(x):  # exp, tanh and erf of constants: folded by XLA, not NumPy

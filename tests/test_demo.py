@@ -17,7 +17,7 @@ import pytest
 
 import noxla
 from noxla import runtimes
-from noxla.demo import DEMO_DATA, verify_in_browser
+from noxla.runtimes.demo import DEMO_DATA, verify_in_browser
 from tests import zoo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,7 +1,7 @@
 """Every fused and layout form noxla writes (tests/emitted_forms.py), on every backend, against JAX.
 
 A backend that implements a form can still compute it wrong: TF.js 4.22's wasm _FusedMatMul with
-transpose_b and a bias did (noxla/tfjs_fusions.py). Each case first asserts that its export holds
+transpose_b and a bias did (noxla/writers/tfjs/fusions.py). Each case first asserts that its export holds
 the forms it is there for, then runs it on TF.js (Node cpu and wasm; Chromium webgl, wasm, cpu,
 webgpu, one page for all) and its .tflite on LiteRT and LiteRT.js (wasm, WebGPU). A sample runs in
 the fast loop (Node and LiteRT only); the sweep is slow. NOXLA_FORMS_REPORT=path writes each
@@ -18,9 +18,9 @@ import pytest
 import noxla
 import noxla.api as noxla_api
 from noxla import runtimes
-from noxla.litertjs import TOLERANCE as LITERTJS_TOLERANCE
-from noxla.tracing import trace
-from noxla.verify import jax_outputs, relative_error
+from noxla.front.tracing import trace
+from noxla.runtimes.litertjs import TOLERANCE as LITERTJS_TOLERANCE
+from noxla.runtimes.verify import jax_outputs, relative_error
 from tests import emitted_forms as ef
 
 CASES = {c.name: c for c in ef.all_cases()}
@@ -177,7 +177,7 @@ def test_every_form_matches_jax(backend, exported, tfjs_runner, browser_runner):
 
 @pytest.mark.slow
 def test_tfjs_wasm_fused_matmul_is_still_wrong_only_when_transposed():
-    """Why noxla fuses no transposed MatMul (noxla/tfjs_fusions.py): TF.js's wasm fused matMul, kernel
+    """Why noxla fuses no transposed MatMul (noxla/writers/tfjs/fusions.py): TF.js's wasm fused matMul, kernel
     by kernel against its cpu one, is wrong with transposeA or transposeB and a bias, and exact
     untransposed. When a TF.js upgrade fixes it this fails: the fusion may then come back."""
     import subprocess

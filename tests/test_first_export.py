@@ -1,4 +1,4 @@
-"""A single function's .tflite converted with its large weights as stand-ins (noxla.weight_stubs), as
+"""A single function's .tflite converted with its large weights as stand-ins (noxla.writers.tf.weight_stubs), as
 the multi-signature export is: the converter never sees the weights' bytes, and the model has the
 operators a conversion of the real constants gives and computes what JAX computes."""
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 import noxla
-from noxla import weight_stubs
-from noxla.export import tflite_bytes
-from noxla.lowering import serving_function
+from noxla.front.lowering import serving_function
+from noxla.front.tracing import trace
+from noxla.pipeline.tf_path import tflite_bytes
 from noxla.runtimes import tflite_op_names
-from noxla.tracing import trace
+from noxla.writers.tf import weight_stubs
 
 RNG = np.random.default_rng(3)
 # 256 x 256 float32: 256 KiB each, past weight_stubs.STUB_BYTES; the bias (1 KiB) stays a Const.
@@ -25,9 +25,9 @@ def mlp(x):
 
 
 def _tf_path_tflite(fun, path) -> str:
-    """The .tflite the TF path writes (``noxla.export.export``; ``export_tflite`` writes a program
-    like ``mlp`` without TF, noxla.graph.tflite)."""
-    from noxla.export import export
+    """The .tflite the TF path writes (``noxla.pipeline.tf_path.export``; ``export_tflite`` writes a program
+    like ``mlp`` without TF, noxla.writers.tflite)."""
+    from noxla.pipeline.tf_path import export
     return export(fun, (X,), tflite=str(path)).written["tflite"]
 
 
@@ -83,9 +83,9 @@ def normed_projections(x):
 
 
 def _tf_path_strict(fun, tmp_path) -> str:
-    """``fun``'s strict .tflite from TF's path (``noxla.export.export`` takes no graph writer), whose
+    """``fun``'s strict .tflite from TF's path (``noxla.pipeline.tf_path.export`` takes no graph writer), whose
     weight stand-ins these tests hold; the graph's strict file folds no scale (it changes values)."""
-    from noxla.export import export
+    from noxla.pipeline.tf_path import export
     return export(fun, [X], tflite=str(tmp_path / "strict.tflite"), strict=True).written["tflite"]
 
 
@@ -165,8 +165,8 @@ def test_a_function_only_frozen_converts_as_the_tf_function_does():
 
     import jax
 
-    from noxla.export import frozen_graph_def
-    from noxla.tflite_schema import read_model
+    from noxla.pipeline.tf_path import frozen_graph_def
+    from noxla.writers.tflite.flatbuffer.schema import read_model
     straight = trace(mlp, (X,))
     graph_defs = [frozen_graph_def(serving_function(straight, sequenced=s))[0] for s in (False, True)]
     assert graph_defs[0] == graph_defs[1]  # (their maps serialize in no fixed order)

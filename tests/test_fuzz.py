@@ -41,7 +41,7 @@ def test_fuzz_every_runtime(tfjs_runner, tmp_path):
 
 
 def test_tf_gradient_of_converted_programs():
-    # About 2 s: noxla.convert's tf.GradientTape gradient (noxla/gradients.py) of drawn programs.
+    # About 2 s: noxla.convert's tf.GradientTape gradient (noxla/writers/tf/gradients.py) of drawn programs.
     assert fuzz_grad.tape_fuzz(_examples(6), seed=0) > 0
 
 

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from lowering_rules import RULES
-from noxla.graph import ENV
 from noxla.graph.lower import record_program
-from noxla.graph.tf_replay import replay_numpy
+from noxla.pipeline.graph_path import ENV
+from noxla.writers.tf.replay import replay_numpy
 from tests.differential import assert_matches, grouped_cases
 from tests.zoo import build
 from tools.graph_coverage import DECLARED_DIFFERENCES, replay_case
@@ -41,8 +41,8 @@ def test_rule_case_recorded_and_replayed_in_tf_matches_jax(case):
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_zoo_model_recorded_and_replayed_in_tf_matches_jax(name):
-    from noxla.tracing import trace
-    from noxla.verify import jax_outputs
+    from noxla.front.tracing import trace
+    from noxla.runtimes.verify import jax_outputs
     model = MODELS[name]
     args = model.inputs(2)
     program = trace(model.fun, args)
@@ -121,8 +121,8 @@ def test_grappler_arithmetic_rewrites_keep_jax_values():
     """tfjs_arithmetic's rewrites, each made (the ops TF's path gets) and replayed in TF equal to JAX."""
     import collections
 
-    from noxla.graph.tfjs_passes import optimize_for_tfjs
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
+    from noxla.writers.tfjs.passes import optimize_for_tfjs
     rng = np.random.default_rng(0)
     args = [rng.normal(size=s).astype(np.float32) for s in ((2, 3), (2, 3), (3,))]
     recorded = record_program(trace(_arithmetic, args), uint32_as_int32=True)
@@ -132,7 +132,7 @@ def test_grappler_arithmetic_rewrites_keep_jax_values():
         assert counts[op] >= 1, (op, dict(counts))
     assert counts["Mul"] == 1 and counts["RealDiv"] == 0, dict(counts)  # y * 2 only
     assert counts["Neg"] == 1 and counts["Sub"] == 0, dict(counts)  # 0 - y only
-    from noxla.graph.tf_replay import replay
+    from noxla.writers.tf.replay import replay
     got = replay(recorded.graph, recorded.inputs, recorded.outputs, args)
     import jax
     for g, want in zip(got, jax.jit(_arithmetic)(*args)):
@@ -149,7 +149,7 @@ def _loop_with_captures(x, s):
 
 
 def test_while_and_cond_recorded_with_bodies_and_captures_replay_as_jax():
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
     args = [np.float32([0.5, -1.0, 2.0]), np.float32(1.5)]
     recorded = record_program(trace(_loop_with_captures, args))
     whiles = [n for n in recorded.graph.nodes if n.op == "StatelessWhile"]
@@ -189,7 +189,7 @@ def test_default_tfjs_export_of_zoo_models_imports_no_tensorflow(tmp_path):
 def graph_exports(tmp_path_factory, default_tfjs_path):
     """Each zoo model exported to TF.js by default (through the graph) and through TF's path (batch 2)."""
     import noxla
-    from noxla.export import export as tf_path
+    from noxla.pipeline.tf_path import export as tf_path
     root = tmp_path_factory.mktemp("graph_tfjs")
     out = {}
     for name, model in sorted(MODELS.items()):
@@ -214,8 +214,8 @@ def default_tfjs_path():
 def test_zoo_model_through_the_graph_matches_jax_in_tfjs(name, backend, graph_exports, tfjs_runner):
     import json
 
-    from noxla.tracing import trace
-    from noxla.verify import jax_outputs
+    from noxla.front.tracing import trace
+    from noxla.runtimes.verify import jax_outputs
     graph_dir, _, args = graph_exports[name]
     with open(os.path.join(graph_dir, "model.json")) as f:
         assert json.load(f)["generatedBy"] == "noxla.graph"
@@ -249,7 +249,7 @@ CONTROL_FLOW_SAMPLE = (
 @pytest.mark.parametrize("backend", ["cpu", "wasm"])
 @pytest.mark.parametrize("case_id", CONTROL_FLOW_SAMPLE)
 def test_control_flow_through_the_graph_matches_jax_in_tfjs(case_id, backend, tfjs_runner, tmp_path):
-    from noxla.graph.tfjs import write_tfjs
+    from noxla.writers.tfjs.from_graph import write_tfjs
     from tests.differential import default_mode_inputs
     case = next(c for c in CASES if c.id == case_id)
     program, args, expected = default_mode_inputs(case)
@@ -304,9 +304,9 @@ def test_loop_model_through_the_graph_has_no_more_tfjs_ops_than_tf_path_and_matc
     import json
 
     import noxla
-    from noxla.export import export as tf_path
-    from noxla.tracing import trace
-    from noxla.verify import jax_outputs
+    from noxla.front.tracing import trace
+    from noxla.pipeline.tf_path import export as tf_path
+    from noxla.runtimes.verify import jax_outputs
     from tools.op_census import tfjs_ops
     fun, args = LOOP_MODELS[name]
     graph_dir = noxla.export_tfjs(fun, *args, path=str(tmp_path / "graph"))
@@ -410,7 +410,7 @@ def _recorded_poly(case):
 @pytest.mark.slow
 @pytest.mark.parametrize("case", grouped_cases(POLY_CASES))
 def test_polymorphic_case_replayed_in_tf_matches_jax_at_several_sizes(case):
-    from noxla.verify import jax_outputs
+    from noxla.runtimes.verify import jax_outputs
     program, args, recorded = _recorded_poly(case)
     assert any(d is None for t in recorded.inputs for d in t.shape.dims), "no symbolic size recorded"
     assert any(n.op == "Shape" for n in recorded.graph.nodes), "symbolic sizes baked in"
@@ -430,9 +430,9 @@ def test_polymorphic_case_through_the_graph_matches_jax_in_tfjs_at_several_sizes
 
     from limitations.engine import check_jaxpr
     from lowering_rules.vocabulary import Target
-    from noxla.graph import write_program_tfjs
     from noxla.graph.dtypes import Uncovered
-    from noxla.verify import jax_outputs
+    from noxla.pipeline.graph_path import write_program_tfjs
+    from noxla.runtimes.verify import jax_outputs
     from tests.differential import default_mode_inputs
     program, args, _ = default_mode_inputs(case)
     if not check_jaxpr(program.closed_jaxpr, Target.TFJS).ok:

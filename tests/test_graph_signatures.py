@@ -1,4 +1,4 @@
-"""Several signatures in one .tflite written by noxla's graph (``noxla.graph_signatures``): by
+"""Several signatures in one .tflite written by noxla's graph (``noxla.pipeline.graph_signatures``): by
 default (NOXLA_TFLITE_GRAPH=0: TF's path), where the graph's TFLite writer covers every signature, each
 one equals JAX in LiteRT's signature runners, the weights they share are stored once, and the
 export imports no TensorFlow; where it covers one signature only, TF's path writes them all."""
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import noxla
-from noxla.tflite_schema import read_model_file
+from noxla.writers.tflite.flatbuffer.schema import read_model_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RNG = np.random.default_rng(4)
@@ -59,7 +59,7 @@ def _check(path: str, signatures: dict, weight_bytes: int) -> None:
     the weights once (plus tables and small constants), not once per signature."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
     interpreter = Interpreter(model_path=path)
     assert set(interpreter.get_signature_list()) == set(signatures)
     for key, (fun, args) in signatures.items():
@@ -99,7 +99,7 @@ def test_two_signatures_through_the_graph_equal_jax_and_store_shared_weights_onc
 @pytest.mark.parametrize("case", ["pair", "buckets"])
 def test_signatures_through_the_graph_equal_jax(case, tmp_path, monkeypatch):
     """Two functions sharing a weight (one also reading it as a constant operand), and a function's
-    shape buckets (noxla.shape_buckets: one signature per size); by default."""
+    shape buckets (noxla.front.shape_buckets: one signature per size); by default."""
     monkeypatch.delenv("NOXLA_TFLITE_GRAPH", raising=False)
     steps = []
     path = str(tmp_path / "m.tflite")
@@ -141,9 +141,9 @@ def test_a_rewrite_of_the_merged_model_gives_tf_paths_values(tmp_path, monkeypat
     graph's merged model as on TF's: the same three weights quantized, the same values in LiteRT."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from noxla.export import export_signatures
-    from noxla.llm_quantize_weights import quantize_weights
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
+    from noxla.pipeline.tf_path import export_signatures
+    from noxla.writers.tflite.flatbuffer.quantize_weights import quantize_weights
     outputs = {}
     for graph in ("1", "0"):
         monkeypatch.setenv("NOXLA_TFLITE_GRAPH", graph)
@@ -165,7 +165,7 @@ def test_a_rewrite_of_the_merged_model_gives_tf_paths_values(tmp_path, monkeypat
 
 def _operators(path: str) -> dict:
     """{signature key: its subgraph's operator count} (While/If bodies are not made here)."""
-    from noxla.tflite_schema import read_model_file
+    from noxla.writers.tflite.flatbuffer.schema import read_model_file
     model = read_model_file(path)
     return {s.signatureKey.decode(): len(model.subgraphs[s.subgraphIndex].operators) for s in model.signatureDefs}
 
@@ -190,8 +190,8 @@ def test_quantized_signatures_through_the_graph_and_litert_s_quantizer(mode, tmp
     graph's merged file quantized by LiteRT's quantizer, each signature within tests/test_quantize.py's
     bound of JAX, each shared weight stored once, and no more operators per signature than TF's
     path's file (TF's converter quantizing each signature)."""
-    from noxla.tflite_quantize import ENV
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
+    from noxla.writers.tflite.quantize import ENV
     from tests.test_quantize import TFLITE_BOUNDS, _error
     monkeypatch.delenv("NOXLA_TFLITE_GRAPH", raising=False)
     monkeypatch.delenv(ENV, raising=False)

@@ -1,4 +1,4 @@
-"""float16 inside a TF.js model written from noxla's graph (noxla/graph/tfjs_half_floats.py): carried
+"""float16 inside a TF.js model written from noxla's graph (noxla/writers/tfjs/graph_half_floats.py): carried
 in float32, each result rounded back as TF's path rounds it, against JAX op by op and bit for bit
 on TF.js's Node cpu and wasm backends, with no more ops than TF's path's model. (bfloat16 is not
 recorded by the graph yet: such a program still goes through TF's path, tests/test_tfjs_half_floats.py.)"""
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import noxla
-from noxla.graph import ENV
+from noxla.pipeline.graph_path import ENV
 from tests.test_tfjs_half_floats import _run
 from tests.test_tflite_bfloat16 import _op_by_op, _same_bits
 
@@ -108,8 +108,8 @@ def _float16_layer(x):
 
 def test_float16_layer_matches_jax_with_no_more_ops_than_tf_path(tmp_path, tfjs_runner):
     # A float16 layer: matmul, bias, gelu, layer norm and softmax, with float32 in and out.
-    from noxla.export import export as tf_path
-    from noxla.verify import relative_error
+    from noxla.pipeline.tf_path import export as tf_path
+    from noxla.runtimes.verify import relative_error
     from tools.op_census import tfjs_ops
     x = np.random.default_rng(5).standard_normal((8, 16)).astype(np.float32)
     path = _graph_export(_float16_layer, (x,), tmp_path / "graph")

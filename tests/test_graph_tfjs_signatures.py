@@ -1,4 +1,4 @@
-"""Several signatures in one TF.js model written by noxla's graph (noxla/graph/tfjs_signatures.py):
+"""Several signatures in one TF.js model written by noxla's graph (noxla/writers/tfjs/signatures.py):
 each signature run alone (its inputs only, its outputs only) on TF.js's Node cpu and wasm backends
 equals JAX, the weights the signatures share are stored once, and loop bodies of the same name in
 two signatures stay apart."""
@@ -14,7 +14,7 @@ import pytest
 
 import noxla
 from noxla.errors import ExportError
-from noxla.graph import ENV
+from noxla.pipeline.graph_path import ENV
 from tests.differential import assert_matches
 from tests.test_tflite_bfloat16 import _op_by_op
 

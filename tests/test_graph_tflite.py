@@ -1,4 +1,4 @@
-"""The TFLite writer of noxla's graph (noxla.graph.tflite): every rule case it covers and the whole
+"""The TFLite writer of noxla's graph (noxla.writers.tflite): every rule case it covers and the whole
 zoo on LiteRT against JAX, its operator counts against TF's path's, and its export without
 TensorFlow (the default for a lone default .tflite; NOXLA_TFLITE_GRAPH=0 sends it through TF's
 path). tests/test_graph_tflite_converter.py holds it to the converter operator for operator."""
@@ -17,10 +17,10 @@ import pytest
 import noxla
 from lowering_rules import RULES
 from lowering_rules.vocabulary import Target
+from noxla.front.tracing import trace
 from noxla.graph.dtypes import Uncovered
-from noxla.preflight import full_check
+from noxla.pipeline.preflight import full_check
 from noxla.runtimes import run_tflite
-from noxla.tracing import trace
 from tests import zoo
 from tests.differential import assert_matches, default_mode_inputs, graph_tflite_bytes, grouped_cases
 from tests.small_cnn import CNN_INPUT, small_cnn
@@ -79,11 +79,11 @@ def test_zoo_model_through_the_graph_tflite_writer_matches_jax(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_zoo_model_through_the_graph_has_no_more_tflite_ops_than_tf_path(name, tmp_path):
-    from noxla.export import export
+    from noxla.pipeline.tf_path import export
     model = MODELS[name]
     args = model.inputs(2)
     path = str(tmp_path / "tf_path.tflite")
-    export(model.fun, args, tflite=path)   # TF's path (noxla.export.export never takes a writer without TF)
+    export(model.fun, args, tflite=path)   # TF's path (noxla.pipeline.tf_path.export never takes a writer without TF)
     with open(path, "rb") as f:
         converted = _op_counts(f.read())
     graph = _op_counts(graph_tflite_bytes(trace(model.fun, tuple(args))))
@@ -125,7 +125,7 @@ def test_export_tflite_writes_it_without_tensorflow(tmp_path):
         sys.path.insert(0, {ROOT!r})
         import noxla
         from noxla.runtimes import run_tflite
-        from noxla.tracing import trace
+        from noxla.front.tracing import trace
         from tests import zoo
         from tests.small_cnn import small_cnn, CNN_INPUT
         model = zoo.build()["transformer_encoder"]
@@ -206,7 +206,7 @@ _AS_TF_PATH = ["cumsum:axis0_reverse", "cumsum:i32", "round:half_even", "slice:i
 def test_case_is_written_with_the_tf_paths_operators(case_id):
     """Written (not Uncovered), equal to JAX on LiteRT, and with the builtins TF's path's converter
     writes for the same case, as many of each."""
-    from noxla.export import serving_function, tflite_bytes
+    from noxla.pipeline.tf_path import serving_function, tflite_bytes
     (case,) = [c for c in CASES if c.id == case_id]
     program, args, expected = default_mode_inputs(case)
     data = graph_tflite_bytes(program)
@@ -216,14 +216,14 @@ def test_case_is_written_with_the_tf_paths_operators(case_id):
 
 
 # Reshapes around elementwise operators and a squeeze before a batched product: TF's path's
-# passes (noxla.tflite_reshapes) remove them from the graph's file as from the converter's.
+# passes (noxla.writers.tflite.flatbuffer.reshapes) remove them from the graph's file as from the converter's.
 _RESHAPES_REMOVED = ["scatter-add:oob_dropped_i32", "scatter-add:window_rows_vmap_vmap", "scatter-add:size_one",
                      "scatter-add:f16", "scatter-sub:i32_clip", "transpose:product_scores"]
 
 
 @pytest.mark.parametrize("case_id", _RESHAPES_REMOVED)
 def test_case_with_reshapes_the_tf_paths_passes_remove_is_written_no_larger(case_id):
-    from noxla.export import serving_function, tflite_bytes
+    from noxla.pipeline.tf_path import serving_function, tflite_bytes
     (case,) = [c for c in CASES if c.id == case_id]
     program, args, expected = default_mode_inputs(case)
     data = graph_tflite_bytes(program)
@@ -240,7 +240,7 @@ def test_loop_model_written_with_its_bodies_matches_jax_with_no_more_operators_t
     """tests/test_graph.py's loop models (a data-dependent trip count: JAX keeps the While): one WHILE
     whose cond and body are subgraphs, equal to JAX on LiteRT, and no more operators (main graph
     and bodies) than TF's path's converter writes."""
-    from noxla.export import export
+    from noxla.pipeline.tf_path import export
     from tests.test_graph import LOOP_MODELS
     fun, args = LOOP_MODELS[name]
     program = trace(fun, args)
@@ -290,7 +290,7 @@ def test_control_flow_case_has_no_more_operators_than_tf_path(case_id, tmp_path,
     """Rule cases with bodies (branches, a loop whose body holds a conditional, a looped LSTM scan):
     main graph and bodies together no larger than TF's path's (every control-flow case written was
     at most TF's path's in a one-off count, docs/graph.md)."""
-    from noxla.export import export
+    from noxla.pipeline.tf_path import export
     case = next(c for c in CASES if c.id == case_id)
     program, args, _ = default_mode_inputs(case)
     counts = _op_counts(graph_tflite_bytes(program))

@@ -1,4 +1,4 @@
-"""The graph TFLite writer (noxla.graph.tflite) against TF's converter, operator for operator: a small
+"""The graph TFLite writer (noxla.writers.tflite) against TF's converter, operator for operator: a small
 CNN, real-size Keras CNNs and transformer encoders (tools/real_models.py, tiny), selects, gathers,
 pools, DenseGeneral and transposed convolutions, each equal to JAX on LiteRT; and what it leaves to
 TF's path (or writes no longer than it) where the converter writes a form its legalized ops lack.
@@ -15,10 +15,10 @@ import jax
 import numpy as np
 import pytest
 
+from noxla.front.tracing import trace
 from noxla.graph.dtypes import Uncovered
 from noxla.runtimes import run_tflite
-from noxla.tracing import trace
-from noxla.verify import relative_error
+from noxla.runtimes.verify import relative_error
 from tests.small_cnn import CNN_INPUT, small_cnn
 from tests.test_graph_tflite import graph_tflite_bytes
 
@@ -46,7 +46,7 @@ def _ops(data: bytes) -> list:
 
 
 def _tf_path_bytes(fun, args, tmp_path) -> bytes:
-    from noxla.export import export
+    from noxla.pipeline.tf_path import export
     path = str(tmp_path / "tf_path.tflite")
     export(fun, args, tflite=path)
     with open(path, "rb") as f:
@@ -256,7 +256,7 @@ def _rotated(x):
 
 # What the TF path writes shorter than the rules' ops, each now no longer from the graph: the reason
 # where ``decline.py`` finds TF's path's flatbuffer passes write it shorter (they then run on the
-# graph's file: ``noxla.graph.tflite.Passes.merged``; before, the writer declined it).
+# graph's file: ``noxla.writers.tflite.Passes.merged``; before, the writer declined it).
 _SHORTER = {
     "rotary_embedding": (_rotated, [(3, 4)], None),
     "slice_of_a_join": (lambda x, y: jax.numpy.concatenate([x * 2, y * 3])[:3], [(3, 4), (2, 4)], None),
@@ -271,7 +271,7 @@ _SHORTER = {
 
 @pytest.mark.parametrize("name", sorted(_SHORTER))
 def test_what_the_tf_path_writes_shorter_is_no_longer_here(name, tmp_path):
-    import noxla.graph.tflite as writer
+    import noxla.writers.tflite as writer
     fun, shapes, declined = _SHORTER[name]
     args = tuple(np.random.default_rng(0).standard_normal(s).astype(np.float32) for s in shapes)
     found, decline = [], writer.decline_what_the_tf_path_does_better

@@ -1,13 +1,13 @@
-"""The graph TFLite writer's folds of what TF's converter and grappler fold (noxla.graph.tflite.folds,
-noxla.graph.tflite.zero_state): fewer operators, and JAX's values, NaN and infinities included."""
+"""The graph TFLite writer's folds of what TF's converter and grappler fold (noxla.writers.tflite.folds,
+noxla.writers.tflite.zero_state): fewer operators, and JAX's values, NaN and infinities included."""
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from noxla.front.tracing import trace
 from noxla.runtimes import run_tflite
-from noxla.tracing import trace
 from tests.test_graph_tflite import _op_counts, graph_tflite_bytes
 
 RNG = np.random.default_rng(0)
@@ -83,7 +83,7 @@ def test_or_of_false_and_and_of_true_are_the_other_operand():
     """The strict relu's ``isnan(x) | isnan(0)`` (the recorder folds ``isnan(0)`` to false), and
     ``x | false``, ``x & true`` written out: no LOGICAL_OR or LOGICAL_AND left (grappler folds them
     on TF's path), NaN kept as JAX keeps it."""
-    from noxla.graph.tflite import graph_tflite_chunks
+    from noxla.writers.tflite import graph_tflite_chunks
     x = np.array([[np.nan, -1.0, 2.0], [np.inf, -np.inf, 0.0]], np.float32)
     for fun, strict in ((jax.nn.relu, True),
                         (lambda x: ((x > 0) | jnp.zeros(x.shape, bool)) & jnp.ones(x.shape, bool), False)):

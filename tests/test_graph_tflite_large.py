@@ -9,8 +9,8 @@ import numpy as np
 
 import noxla
 from noxla.graph.ops import FOLD_BYTES
-from noxla.tflite_schema import read_model_file, schema
-from noxla.weight_stubs import WeightStubs
+from noxla.writers.tf.weight_stubs import WeightStubs
+from noxla.writers.tflite.flatbuffer.schema import read_model_file, schema
 
 # Rows of 64 floats: one row past the size the recorder folds a TRANSPOSE of (grappler's).
 ROWS = FOLD_BYTES // (64 * 4) + 1
@@ -56,11 +56,11 @@ def test_a_tied_table_past_the_fold_size_is_the_logits_fully_connected_weight_st
 
 
 def test_int4_quantizes_the_tied_table_once_for_both_its_readers(tmp_path):
-    """The LLM rewrite (noxla.llm_quantize.weight_rewrite) on the graph's merged signatures: the table
+    """The LLM rewrite (noxla.llm.quantize.weight_rewrite) on the graph's merged signatures: the table
     is int4 as EMBEDDING_LOOKUP's table and as the logits' weight, one buffer."""
     from noxla.api import run
-    from noxla.llm_quantize import weight_rewrite
-    from noxla.preflight import ExportOptions
+    from noxla.llm.quantize import weight_rewrite
+    from noxla.pipeline.preflight import ExportOptions
     path = str(tmp_path / "q.tflite")
     steps = []
     run(_signatures(), (), ExportOptions(tflite=path, on_step=lambda n, s: steps.append(n)),

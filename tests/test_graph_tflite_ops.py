@@ -1,4 +1,4 @@
-"""TF ops and types the graph's TFLite writer left ``Uncovered`` until noxla.graph.tflite.legalize_more
+"""TF ops and types the graph's TFLite writer left ``Uncovered`` until noxla.writers.tflite.legalize_more
 (with the recorder's tf.bitcast, tf.nn.conv3d, tf.broadcast_dynamic_shape and softmaxes over another
 axis): each rule case is written from the graph, equal to JAX on LiteRT, with the builtin it was
 legalized into; where TF's path's converter writes the same operators, as many of each."""
@@ -10,8 +10,8 @@ import pytest
 
 from lowering_rules import RULES
 from lowering_rules.elementwise import _U32_EDGES
+from noxla.front.tracing import trace
 from noxla.runtimes import run_tflite
-from noxla.tracing import trace
 from tests.differential import assert_matches, default_mode_inputs, graph_tflite_bytes
 from tests.test_graph_tflite import _op_counts
 
@@ -79,7 +79,7 @@ def test_case_is_written_and_equals_jax(case_id):
 
 @pytest.mark.parametrize("case_id", AS_TF_PATH)
 def test_case_has_the_tf_paths_operators(case_id):
-    from noxla.export import serving_function, tflite_bytes
+    from noxla.pipeline.tf_path import serving_function, tflite_bytes
     program, data = _written(case_id)
     assert _op_counts(data) == _op_counts(tflite_bytes(serving_function(program, tflite=True)))
 

@@ -1,4 +1,4 @@
-"""Polymorphic programs through the graph's TFLite writer (noxla.graph.tflite.legalize_shapes): symbolic
+"""Polymorphic programs through the graph's TFLite writer (noxla.writers.tflite.legalize_shapes): symbolic
 sizes written as TF's converter writes a tf.function's None sizes (1 in a tensor's shape, -1 in its
 shape signature), the rules' run-time shape arithmetic as LiteRT builtins, and the file run on LiteRT
 at several sizes (``noxla.runtimes.run_tflite``: each input resized, then allocated) against JAX."""
@@ -11,10 +11,10 @@ import pytest
 from jax import lax
 
 import noxla
+from noxla.front.tracing import trace
 from noxla.graph.dtypes import Uncovered
-from noxla.graph.tflite.model import DYNAMIC, RunTimeSize, broadcast_shape
 from noxla.runtimes import run_tflite
-from noxla.tracing import trace
+from noxla.writers.tflite.model import DYNAMIC, RunTimeSize, broadcast_shape
 from tests.differential import graph_tflite_bytes, grouped_cases
 
 W = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
@@ -79,7 +79,7 @@ def test_run_time_shape_read_by_its_builtin_with_no_more_operators_than_tf_path(
     """TRANSPOSE_CONV, SPLIT_V and SCATTER_ND read the shape computed at run time (SHAPE,
     STRIDED_SLICE, PACK: JAX's ``b * 1 + 0`` folded as grappler folds it), as TF's path's file for
     the same polymorphic program does, with no more operators than it."""
-    from noxla.export import export
+    from noxla.pipeline.tf_path import export
     from tests.test_graph_tflite import _op_counts
     fun, shapes, args, _ = PROGRAMS[name]
     graph = _op_counts(graph_tflite_bytes(trace(fun, tuple(args), shapes)))
@@ -149,7 +149,7 @@ def test_polymorphic_case_through_the_graph_tflite_matches_jax_at_two_sizes(case
     """Each polymorphic rule case the writer covers, at its own sizes (``tools.graph_coverage``'s
     check) and with each symbolic size grown by 1 (tests/test_graph.py's sizes for the TF.js
     writer), on LiteRT against JAX."""
-    from noxla.verify import jax_outputs
+    from noxla.runtimes.verify import jax_outputs
     from tests.differential import assert_matches, default_mode_inputs
     from tests.test_graph import SIZE_STEPS, _inputs_at
     from tools.graph_coverage import tflite_case
@@ -171,7 +171,7 @@ def test_zoo_model_with_transposed_convolutions_at_a_polymorphic_batch(name, tmp
     """Their transposed convolutions' output shape holds the run-time batch: written from the graph
     (a TRANSPOSE_CONV reading the packed shape), equal to JAX at batches 1 and 3, with no more
     operators than TF's path's file of the same polymorphic program."""
-    from noxla.export import export
+    from noxla.pipeline.tf_path import export
     from tests import zoo
     from tests.differential import assert_matches
     from tests.test_graph_tflite import _op_counts

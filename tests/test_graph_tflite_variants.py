@@ -1,4 +1,4 @@
-"""The graph's TFLite writer's strict and WebGPU variants (``noxla.graph.tflite.VARIANTS``): strict
+"""The graph's TFLite writer's strict and WebGPU variants (``noxla.writers.tflite.VARIANTS``): strict
 files keep JAX's NaN/inf semantics and IEEE arithmetic (the strict rule cases on LiteRT, as
 tests/test_rules.py holds TF's path's strict file), the WebGPU file runs on LiteRT.js's WebGPU
 delegate in headless Chromium, and both are the default export for their options."""
@@ -13,11 +13,11 @@ import pytest
 
 import noxla
 from lowering_rules.vocabulary import Target
+from noxla.front.tracing import trace
 from noxla.graph.dtypes import Uncovered
-from noxla.graph.tflite import graph_tflite_chunks
-from noxla.preflight import full_check
+from noxla.pipeline.preflight import full_check
 from noxla.runtimes import run_tflite
-from noxla.tracing import trace
+from noxla.writers.tflite import graph_tflite_chunks
 from tests import zoo
 from tests.differential import assert_matches, grouped_cases, traced
 from tests.small_cnn import CNN_INPUT, small_cnn
@@ -32,8 +32,8 @@ def _bytes(program, strict: bool = False, webgpu: bool = False) -> bytes:
 
 
 def _op_counts(data) -> collections.Counter:
-    from noxla.tflite_merge import builtin_code
-    from noxla.tflite_schema import read_model, schema
+    from noxla.writers.tflite.flatbuffer.merge import builtin_code
+    from noxla.writers.tflite.flatbuffer.schema import read_model, schema
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
     model = read_model(data)
     return collections.Counter(names[builtin_code(model, op)] for g in model.subgraphs for op in g.operators or [])
@@ -106,17 +106,17 @@ def test_export_takes_the_graph_for_strict_and_webgpu(target, strict, tmp_path):
 
 
 def _tf_path(model, args, tmp_path, **options) -> bytes:
-    from noxla.export import export
+    from noxla.pipeline.tf_path import export
     path = str(tmp_path / "tf_path.tflite")
-    export(model.fun, args, tflite=path, **options)   # TF's path (noxla.export.export takes no graph writer)
+    export(model.fun, args, tflite=path, **options)   # TF's path (noxla.pipeline.tf_path.export takes no graph writer)
     with open(path, "rb") as f:
         return f.read()
 
 
 def _logical_ops_of_a_constant(data) -> int:
     """LOGICAL_OR and LOGICAL_AND operators reading a constant (grappler folds them on TF's path)."""
-    from noxla.tflite_merge import builtin_code
-    from noxla.tflite_schema import read_model, schema
+    from noxla.writers.tflite.flatbuffer.merge import builtin_code
+    from noxla.writers.tflite.flatbuffer.schema import read_model, schema
     model = read_model(data)
     logical = {schema.BuiltinOperator.LOGICAL_OR, schema.BuiltinOperator.LOGICAL_AND}
     return sum(builtin_code(model, op) in logical and any(model.buffers[g.tensors[t].buffer].data is not None
@@ -155,8 +155,8 @@ def test_zoo_model_for_webgpu_through_the_graph_runs_on_litertjs_webgpu(name, li
     fallback, and has no more operators than TF's path's WebGPU file."""
     from limitations.engine import check_jaxpr
     from limitations.targets import declared_fallback
-    from noxla.litertjs import TOLERANCE
-    from noxla.verify import jax_outputs, relative_error
+    from noxla.runtimes.litertjs import TOLERANCE
+    from noxla.runtimes.verify import jax_outputs, relative_error
     model = MODELS[name]
     args = model.inputs(1)
     program = trace(model.fun, tuple(args))
@@ -185,7 +185,7 @@ def test_webgpu_file_takes_the_flatbuffer_passes_the_delegate_needs(litertjs, tm
     (tests/test_litertjs.py: test_not_equal_with_nan_on_webgpu, test_constant_operands_on_webgpu),
     in the graph's WebGPU file: ``x != y`` with NaNs, ``x + w`` with a constant w of the result's
     shape (the delegate read its first row only). Both on the GPU, as JAX."""
-    from noxla.litertjs import TOLERANCE
+    from noxla.runtimes.litertjs import TOLERANCE
     rng = np.random.default_rng(0)
     w = rng.uniform(0.5, 1.5, (3, 4)).astype(np.float32)
     x = np.array([np.nan, 1.0, np.nan, -np.inf, np.inf, 0.0, 2.0], np.float32)
@@ -224,8 +224,8 @@ def test_several_signatures_for_webgpu_run_on_litertjs_webgpu(signatures, litert
     """Several signatures for LiteRT.js's WebGPU, from the graph: each signature equals JAX on the
     delegate in headless Chromium (every op on the GPU), with no more operators than TF's path's
     WebGPU file (each signature's converted file with its WebGPU passes, merged)."""
-    from noxla.litertjs import TOLERANCE
-    from noxla.verify import jax_outputs, relative_error
+    from noxla.runtimes.litertjs import TOLERANCE
+    from noxla.runtimes.verify import jax_outputs, relative_error
     from tests.test_graph_signatures import DECODER, PAIR, _operators, _tf_path
     chosen = {"pair": PAIR, "decoder": DECODER}[signatures]
     monkeypatch.delenv("NOXLA_TFLITE_GRAPH", raising=False)

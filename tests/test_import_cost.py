@@ -1,4 +1,4 @@
-"""What importing the check costs: the modules ``import noxla.preflight`` may not load.
+"""What importing the check costs: the modules ``import noxla.pipeline.preflight`` may not load.
 
 An export's first step is the preflight (trace, then every rule's declarations), so its imports are
 every export's fixed cost before any work. TensorFlow is the lowering's (2 s); the others cost tens
@@ -20,7 +20,7 @@ NOT_IMPORTED = ("tensorflow", "jax.extend", "jax._src.pallas", "jax.scipy.linalg
 
 
 def test_importing_the_preflight_loads_no_heavy_module_the_check_does_not_use():
-    code = ("import sys, noxla.preflight, lowering_rules\n"
+    code = ("import sys, noxla.pipeline.preflight, lowering_rules\n"
             f"print(sorted(m for m in sys.modules if m.startswith({NOT_IMPORTED!r})))")
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,

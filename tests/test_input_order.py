@@ -24,7 +24,7 @@ CASES = [(two, ("s", "t")), (three, ("x", "a", "b"))]
 
 
 def _export(tmp_path, fun, n):
-    from noxla.export import export
+    from noxla.pipeline.tf_path import export
     args = [np.arange(4, dtype=np.float32) + 10 * (i + 1) for i in range(n)]
     exported = export(fun, args, tfjs=str(tmp_path / "tfjs"), tflite=str(tmp_path / "m.tflite"), demo_page=False)
     return args, np.asarray(jax.jit(fun)(*args)), exported.written

@@ -81,7 +81,7 @@ def test_harness_sample_in_tflite_and_tfjs(chunk, tfjs_runner):
     _assert_all_right(_run(names, ["tflite", "tfjs"], tfjs_runner), least_matched=0.25)
 
 
-# Slow: the graph's .tflite writer (noxla.graph.tflite) on these groups, the default lowering
+# Slow: the graph's .tflite writer (noxla.writers.tflite) on these groups, the default lowering
 # it stands in for. A harness it does not cover is "uncovered" (the TF path exports it).
 DIRECT_GROUPS = ("add", "sub", "mul", "div", "max", "min", "neg", "abs", "tanh", "logistic", "sqrt", "sin", "cos",
                  "floor", "ceil", "integer_pow", "reshape", "broadcast_in_dim")
@@ -177,7 +177,7 @@ def test_tfjs_model_of_a_freed_program_is_not_given_to_a_new_one_with_its_id(tmp
     # A harness worker frees each harness's program; CPython may give the next one the same id(),
     # and the TF.js runtime then ran the previous harness's model (a scatter_max of the TF.js
     # sample scattered at the other harness's constant indices). Simulated: B takes A's cache slots.
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
     from tests.differential import Runtimes
     runtimes = Runtimes(str(tmp_path), None)
     x = np.zeros(3, np.float32)

@@ -33,8 +33,8 @@ from limitations.targets import ALL_TARGETS, Target
 from lowering_rules import RULES
 from lowering_rules.cases import case, f32
 from lowering_rules.registry import Limitation, register
-from noxla import tfjs_ops
-from noxla.tfjs_ops import TFJS_BACKSTOP
+from noxla.writers.tfjs import ops as tfjs_ops
+from noxla.writers.tfjs.ops import TFJS_BACKSTOP
 from tests.differential import FORCED_RUNTIMES, forced_failure, traced
 from tools import gen_limitations
 

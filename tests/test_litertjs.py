@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from noxla.export import export
-from noxla.litertjs import TOLERANCE, LiteRtJsRunner
+from noxla.pipeline.tf_path import export
 from noxla.runtimes import tflite_op_names
-from noxla.verify import jax_outputs, relative_error
+from noxla.runtimes.litertjs import TOLERANCE, LiteRtJsRunner
+from noxla.runtimes.verify import jax_outputs, relative_error
 
 pytestmark = pytest.mark.slow
 
@@ -93,8 +93,8 @@ def _forced_error(litertjs, path, named, accelerator, expected):
 
 
 def _tflite_unchecked(fun, args, tmp_path, polymorphic_shapes=None):
-    from noxla.export import serving_function, tflite_bytes
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
+    from noxla.pipeline.tf_path import serving_function, tflite_bytes
     program = trace(fun, tuple(args), polymorphic_shapes)
     path = tmp_path / "forced.tflite"
     path.write_bytes(tflite_bytes(serving_function(program, tflite=True)))
@@ -238,7 +238,7 @@ def test_zoo_model_matches_jax_on_wasm_and_webgpu(name, litertjs, tmp_path):
         r = result[accelerator]
         if "rejected" in r:  # only WebGPU's declared limitations may refuse a zoo model
             assert accelerator == "webgpu"
-            report = check_jaxpr(__import__("noxla.tracing").tracing.trace(model.fun, model.inputs(1)).closed_jaxpr,
+            report = check_jaxpr(__import__("noxla.front.tracing").front.tracing.trace(model.fun, model.inputs(1)).closed_jaxpr,
                                  Target.LITERTJS_WEBGPU)
             assert all(v.declared for v in report.violations), report.format()
             continue
@@ -320,7 +320,7 @@ def test_rule_case_sample_on_wasm_and_webgpu(case):
 
 
 def test_the_graph_tflite_writers_file_runs_on_litertjs_wasm(litertjs, tmp_path):
-    """A covered program exported for LiteRT.js takes noxla.graph.tflite, as for LiteRT."""
+    """A covered program exported for LiteRT.js takes noxla.writers.tflite, as for LiteRT."""
     import noxla
     from tests.small_cnn import CNN_INPUT, small_cnn
     steps = []
@@ -351,7 +351,7 @@ const { watchForStall } = require(process.argv[2]);
 
 
 def test_a_browser_call_that_stops_making_progress_is_called_hung_and_a_slow_one_is_not(tmp_path):
-    # The runners' stall watch (noxla/tfjs_runner/chromium.js), with a 1 s limit: a call whose page
+    # The runners' stall watch (noxla/runtimes/tfjs_runner/chromium.js), with a 1 s limit: a call whose page
     # stays at one step is rejected as hung, naming the step; a 5 s call that moves on is waited for.
     import json
     import os
@@ -380,8 +380,9 @@ def test_constant_operands_on_webgpu(op, litertjs, tmp_path):
     """LiteRT.js's WebGPU delegate reads only the first batch of a constant operand of a binary op
     of rank 1-3 (x + w, w a constant (3, 4): row 0 of w added to every row, off by up to 1.85; found
     when the rule-case sample moved onto remat_opt:value_and_grad). The .tflite exported for WebGPU
-    runs each such op on a leading unit axis (noxla/webgpu_constants.py), on the GPU (its RESHAPEs too)."""
-    from noxla.tracing import trace
+    runs each such op on a leading unit axis (noxla/writers/tflite/flatbuffer/webgpu_constants.py), on the GPU (its
+    RESHAPEs too)."""
+    from noxla.front.tracing import trace
     from tests.differential import assert_matches
     from tests.litertjs_harness import write_program
     rng = np.random.RandomState(0)
@@ -404,7 +405,7 @@ def test_not_equal_with_nan_on_webgpu(litertjs, tmp_path):
     """LiteRT.js's WebGPU delegate gives false for NOT_EQUAL(a, b) when a or b is NaN: ``x != y`` was
     wrong there, and searchsorted's NaN queries counted 0 keys below them, not 9
     (lt_to:searchsorted_compare_all). The .tflite exported for WebGPU writes LOGICAL_NOT(EQUAL)."""
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
     from tests.litertjs_harness import write_program
 
     def fun(x, y):
@@ -418,10 +419,10 @@ def test_not_equal_with_nan_on_webgpu(litertjs, tmp_path):
 
 
 def test_infinite_literals_on_litertjs_wasm_and_webgpu(litertjs, tmp_path):
-    """An infinite literal reaches the .tflite as inf, not FLT_MAX (noxla/tflite_infinities.py: the
+    """An infinite literal reaches the .tflite as inf, not FLT_MAX (noxla/writers/tflite/converter/infinities.py: the
     where returned inf for x = inf), and a masked softmax's -inf, once handed to the converter
     as an input, still ends a scalar constant: WebGPU keeps its SELECT_V2 (a (1, 1) branch left it)."""
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
     from tests.litertjs_harness import write_program
     x = np.array([[np.inf, -np.inf, 1.0, 5.0, 0.0, 3e38, -2.0, 0.5]] * 2, np.float32)
     funs = {"where": lambda x: jnp.where(jnp.abs(x) == jnp.inf, 0.0, x),

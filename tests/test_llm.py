@@ -116,8 +116,9 @@ def test_llm_tflite_greedy_tokens_in_signature_runners_equal_jax(tmp_path):
 def test_litertlm_engine_generates_jax_greedy_tokens(tmp_path, monkeypatch, buffer_offsets):
     """The bundle in LiteRT-LM's own engine (a child process of this Python, in this environment)
     decodes the same greedy tokens as JAX; also with the .tflite in the
-    form of one past 2 GB (the limit lowered: weights after the flatbuffer, noxla.large_tflite)."""
-    from noxla import large_tflite, llm
+    form of one past 2 GB (the limit lowered: weights after the flatbuffer, noxla.writers.tflite.flatbuffer.large)."""
+    from noxla import llm
+    from noxla.writers.tflite.flatbuffer import large as large_tflite
     used_offsets = []
     if buffer_offsets:
         monkeypatch.setattr(large_tflite, "FLATBUFFER_LIMIT", large_tflite._TABLES_MARGIN + 1)
@@ -169,8 +170,9 @@ def test_cli_llm_export_writes_a_tflite_with_jax_greedy_tokens(tmp_path):
 
 
 def test_quantized_weights_past_2_gib_are_refused_before_any_work(tmp_path, monkeypatch):
-    from noxla import large_tflite, llm
+    from noxla import llm
     from noxla.errors import ExportError
+    from noxla.writers.tflite.flatbuffer import large as large_tflite
     params = tiny_llama.init_params(LAYOUT_CONFIG)
     weight_bytes = sum(x.nbytes for x in jax.tree_util.tree_leaves(params))
     monkeypatch.setattr(large_tflite, "FLATBUFFER_LIMIT", weight_bytes - 1)
@@ -211,7 +213,7 @@ def test_decode_step_attention_has_no_transpose_and_rms_norm_no_reshape(tmp_path
     assert "MEAN" not in names, names
     assert not [op for op in ops if op["op_name"] == "RESHAPE" and op["inputs"][0] in means], names
     # The mask's unit axis (scores reshaped to [kv_heads, group, 1, cache], the mask added, the
-    # softmax, reshaped back) is gone: noxla.tflite_reshapes runs them on [1, kv_heads, group,
+    # softmax, reshaped back) is gone: noxla.writers.tflite.flatbuffer.reshapes runs them on [1, kv_heads, group,
     # cache], the products reading the updated caches, not a squeezed copy of them.
     softmaxes = {op["outputs"][0] for op in ops if op["op_name"] == "SOFTMAX"}
     assert len(softmaxes) == c.layers and all(shapes[s][:2] == (1, c.kv_heads) and len(shapes[s]) == 4
@@ -231,7 +233,7 @@ def test_decode_step_attention_has_no_transpose_and_rms_norm_no_reshape(tmp_path
 
 def _signature_ops(path, signature):
     """[(op name, input 0's shape, output 0's shape)] of one signature's subgraph."""
-    from noxla.tflite_schema import schema
+    from noxla.writers.tflite.flatbuffer.schema import schema
     data = open(path, "rb").read()
     model = schema.Model.GetRootAsModel(data, 0)
     names = {v: k for k, v in schema.BuiltinOperator.__dict__.items() if not k.startswith("_")}
@@ -284,7 +286,7 @@ FOLD_CONFIG = tiny_llama.Config(vocab=256, hidden=128, layers=2, heads=4, kv_hea
 
 def _norm_weight_muls(path, signature, hidden) -> int:
     """The MULs of ``signature`` that read a constant of ``hidden`` floats (an RMSNorm's weight)."""
-    from noxla.tflite_schema import schema
+    from noxla.writers.tflite.flatbuffer.schema import schema
     data = open(path, "rb").read()
     model = schema.Model.GetRootAsModel(data, 0)
     codes = [max(model.OperatorCodes(i).BuiltinCode(), model.OperatorCodes(i).DeprecatedBuiltinCode())
@@ -311,7 +313,7 @@ def test_rms_norm_weights_fold_into_the_projections_but_not_into_a_tied_embeddin
     from ai_edge_litert.interpreter import Interpreter
 
     from noxla import llm
-    from noxla.export import export_signatures
+    from noxla.pipeline.tf_path import export_signatures
     c = FOLD_CONFIG
     params = tiny_llama.init_params(c)
     # Not all ones, which the converter would drop: the final norm is then a MUL to keep.

@@ -15,7 +15,7 @@ import llm_graph  # noqa: E402
 def test_census_counts_each_weight_once_and_a_lookup_as_its_rows(tmp_path):
     import jax.numpy as jnp
 
-    from noxla.export import export_signatures
+    from noxla.pipeline.tf_path import export_signatures
     rng = np.random.default_rng(0)
     table = rng.standard_normal((64, 16)).astype(np.float32)  # 4 kB
     up = rng.standard_normal((16, 32)).astype(np.float32)  # 2 kB, read by two projections

@@ -1,4 +1,4 @@
-"""noxla.llm's decoders written by noxla's graph (the default, noxla.graph_signatures): the
+"""noxla.llm's decoders written by noxla's graph (the default, noxla.pipeline.graph_signatures): the
 tiny Llama's .tflite and .litertlm, float and quantized (int8, int4, int4_b32), exported in a fresh
 process that imports no TensorFlow, against TF's path's export of the same decoder: no more
 operators per signature, the same greedy tokens in LiteRT's signature runners and in LiteRT-LM's
@@ -113,7 +113,7 @@ def test_exports_through_the_graph_import_no_tensorflow(exports):
 
 
 def _operators(path: str) -> dict:
-    from noxla.tflite_schema import read_model_file
+    from noxla.writers.tflite.flatbuffer.schema import read_model_file
     model = read_model_file(path)
     return {s.signatureKey.decode(): collections.Counter(
         model.operatorCodes[op.opcodeIndex].builtinCode for op in model.subgraphs[s.subgraphIndex].operators)
@@ -127,7 +127,7 @@ def test_no_more_operators_than_tf_paths_per_signature(exports, mode):
     assert set(graph) == set(tf) == {"prefill_8", "decode"}
     for key in graph:
         # The cache write is one DYNAMIC_UPDATE_SLICE per cache, as on TF's path (no PAD + SELECT).
-        from noxla.tflite_schema import schema
+        from noxla.writers.tflite.flatbuffer.schema import schema
         writes = schema.BuiltinOperator.DYNAMIC_UPDATE_SLICE
         assert graph[key][writes] == tf[key][writes] == 2 * CONFIG.layers, (key, graph[key], tf[key])
         assert sum(graph[key].values()) <= sum(tf[key].values()), (key, graph[key], tf[key])

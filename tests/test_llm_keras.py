@@ -93,7 +93,8 @@ def _keras_greedy(lm, prompt, max_new):
                                                ("gemma", "backbone", [17, 42, 5, 9]),
                                                ("gemma3", "backbone", [17, 42, 5, 9])])
 def test_keras_hub_litertlm_engine_generates_jax_greedy_tokens(family, wrap, words, tmp_path):
-    from noxla import llm, llm_keras
+    from noxla import llm
+    from noxla.llm import keras as llm_keras
     backbone = _backbone(family)
     lm = llm_keras.causal_lm(backbone)
     model = lm if wrap == "causal_lm" else backbone
@@ -109,13 +110,14 @@ def test_keras_hub_litertlm_engine_generates_jax_greedy_tokens(family, wrap, wor
 def test_gemma3_int4_litertlm_generates_in_litertlm_with_keras_hubs_tokens_teacher_forced(tmp_path):
     """Gemma 3's structure (interleaved sliding-window and global layers, QK norm; tools/llm_scale.py
     exports the same at 1B's shapes) to an int4 .litertlm: every weight int4, the embedding table too
-    (keras-hub looks up tokens [1, T]: EMBEDDING_LOOKUP takes [T], noxla.llm_quantize reshapes around
+    (keras-hub looks up tokens [1, T]: EMBEDDING_LOOKUP takes [T], noxla.llm.quantize reshapes around
     it); the file fed keras-hub's float greedy tokens predicts many of them (measured 14, 16 and 17
     of 32 over the three prompts; bound 8 as in tests/test_llm_quantize.py: int4 in blocks of 32 is
     coarse and these random weights are chaotic, but a broken table or scale is near chance, 1 in
     96); LiteRT-LM's engine generates the signature runners' tokens from the bundle."""
-    from noxla import llm, llm_keras
-    from noxla.tflite_schema import read_model_file, schema
+    from noxla import llm
+    from noxla.llm import keras as llm_keras
+    from noxla.writers.tflite.flatbuffer.schema import read_model_file, schema
     backbone = _backbone("gemma3")
     lm = llm_keras.causal_lm(backbone)
     path = llm.export_tflite(backbone, str(tmp_path / "gemma3.tflite"), cache_length=CACHE, prefill_lengths=(8,),
@@ -164,7 +166,7 @@ _GEMMA_MASK = pytest.mark.xfail(
 @pytest.mark.parametrize("family, graph", [("llama", "1"), ("mistral", "1"), ("gemma", "1"), ("gpt2", "1"),
                                            pytest.param("gemma", "0", marks=_GEMMA_MASK, id="gemma-tf_path")])
 def test_keras_hub_decode_step_moves_no_cache(family, graph, tmp_path, monkeypatch):
-    """noxla.llm_keras writes a step as transposes, stacks and slices of the caches around
+    """noxla.llm.keras writes a step as transposes, stacks and slices of the caches around
     keras-hub's own, and keras-hub repeats grouped-query KV heads: none of that may copy a cache in
     the decode step (a SmolLM-135M-shaped keras-hub Llama ran 4.9x the hand-written decoder's
     time). The caches go from the inputs to their DYNAMIC_UPDATE_SLICE and from there to the
@@ -196,7 +198,8 @@ def test_keras_hub_signatures_match_keras_forward_logits(family, tmp_path):
     tokens: each step's logits equal keras-hub's forward pass over the whole sequence there."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from noxla import llm, llm_keras
+    from noxla import llm
+    from noxla.llm import keras as llm_keras
     lm = llm_keras.causal_lm(_backbone(family))
     cache = 24
     path = llm.export_tflite(lm.backbone, str(tmp_path / f"{family}.tflite"), cache_length=cache,
@@ -256,8 +259,9 @@ def tiny_keras_qwen():
 
 @pytest.mark.slow
 def test_cli_llm_export_writes_a_keras_hub_model_with_jax_greedy_tokens(tmp_path):
-    from noxla import llm, llm_keras
+    from noxla import llm
     from noxla.cli import main
+    from noxla.llm import keras as llm_keras
     path = str(tmp_path / "cli.tflite")
     assert main(["llm-export", "tests.test_llm_keras:tiny_keras_qwen", "--tflite", path, "--cache-length", "24",
                  "--prefill", "4"]) == 0
@@ -290,7 +294,7 @@ def test_import_noxla_llm_imports_no_keras_hub_or_flax():
     """Nothing beyond what TensorFlow imports itself (it imports part of Keras)."""
     done = _python("import sys, tensorflow\n"
                    "before = set(sys.modules)\n"
-                   "import noxla, noxla.llm, noxla.llm_keras\n"
+                   "import noxla, noxla.llm, noxla.llm.keras\n"
                    "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
                    "print(sorted(new & {'keras', 'keras_hub', 'flax'}))")
     assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr[-2000:])

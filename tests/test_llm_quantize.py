@@ -1,4 +1,4 @@
-"""Quantized LLM exports (noxla.llm_quantize, LiteRT's quantizer): int8 and int4 weights per
+"""Quantized LLM exports (noxla.llm.quantize, LiteRT's quantizer): int8 and int4 weights per
 channel and int4 blockwise, in the .tflite's signature runners and in LiteRT-LM's engine, against
 float JAX.
 
@@ -78,7 +78,7 @@ def exports(tmp_path_factory):
 def _weights(path: str) -> dict:
     """{buffer: (tensor type name, bytes, the signatures reading it)} of the weights of
     FULLY_CONNECTED and of the embedding lookup (GATHER in float, EMBEDDING_LOOKUP quantized)."""
-    from noxla.tflite_schema import read_model_file, schema
+    from noxla.writers.tflite.flatbuffer.schema import read_model_file, schema
     model = read_model_file(path)
     weight_input = {schema.BuiltinOperator.FULLY_CONNECTED: 1, schema.BuiltinOperator.EMBEDDING_LOOKUP: 1,
                     schema.BuiltinOperator.GATHER: 0}
@@ -141,7 +141,7 @@ def test_quantized_llm_in_signature_runners_against_jax(exports, mode):
 
 
 def _engine_tokens(bundle: str, prompt: list[int]) -> list[int]:
-    from noxla import litertlm_bundle
+    from noxla.writers.litertlm import bundle as litertlm_bundle
     assert prompt[0] == BOS  # the bundle's start token, which the engine prepends itself
     reply = litertlm_bundle.call("generate", {"model": bundle, "prompt": " ".join(f"t{t}" for t in prompt[1:]),
                                               "max_num_tokens": CACHE, "max_output_tokens": MAX_NEW})
@@ -159,7 +159,7 @@ def _quantized_weights(model) -> dict:
     """{signature: sorted (type, shape, bytes, scale, zero point, axis, (block size, scales' type,
     shape and bytes))} of an unpacked model's integer tensors, names left out (each export numbers
     its tensors its own way)."""
-    from noxla.tflite_schema import schema
+    from noxla.writers.tflite.flatbuffer.schema import schema
     integer = (schema.TensorType.INT8, schema.TensorType.INT4)
     out = {}
     for signature in model.signatureDefs:
@@ -184,11 +184,11 @@ def _quantized_weights(model) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["int8", "int4"])
 def test_weights_quantized_as_written_equal_the_quantizers_own(exports, mode):
-    """noxla.llm quantizes weight by weight as it writes the file (noxla.llm_quantize_weights, so
+    """noxla.llm quantizes weight by weight as it writes the file (noxla.writers.tflite.flatbuffer.quantize_weights, so
     that a 1B model never exists as a float .tflite); the quantizer run on the whole float file
     gives the expected weights: the same tensors, bytes, scales and blocks in every signature."""
-    from noxla import llm_quantize
-    from noxla.tflite_schema import read_model, read_model_file
+    from noxla.llm import quantize as llm_quantize
+    from noxla.writers.tflite.flatbuffer.schema import read_model, read_model_file
     with open(exports[None], "rb") as f:
         expected = _quantized_weights(read_model(
             llm_quantize.quantize_tflite(f.read(), mode)))
@@ -201,7 +201,7 @@ def test_weights_quantized_as_written_equal_the_quantizers_own(exports, mode):
 
 @pytest.mark.slow
 def test_int8_bundle_in_litertlm_generates_the_signature_runners_tokens(exports, tmp_path):
-    from noxla import litertlm_bundle
+    from noxla.writers.litertlm import bundle as litertlm_bundle
     paths = exports
     tokenizer = tiny_llama.word_level_tokenizer(tmp_path / "tokenizer.json", CONFIG.vocab)
     metadata = tmp_path / "llm_metadata.textproto"
@@ -249,7 +249,7 @@ def test_bad_llm_quantize_mode_is_refused_before_any_work(tmp_path):
 
 
 def _builtin_counts(data: bytes) -> dict:
-    from noxla.tflite_schema import read_model, schema
+    from noxla.writers.tflite.flatbuffer.schema import read_model, schema
     model = read_model(data)
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
     counts: dict = {}
@@ -268,9 +268,9 @@ def test_embedding_lookup_rewrite_computes_the_gathers_rows(tmp_path):
     import jax.numpy as jnp
 
     import noxla
-    from noxla import llm_quantize_weights
     from noxla.runtimes import run_tflite
-    from noxla.tflite_schema import model_bytes, read_model_file
+    from noxla.writers.tflite.flatbuffer import quantize_weights as llm_quantize_weights
+    from noxla.writers.tflite.flatbuffer.schema import model_bytes, read_model_file
     table = np.random.default_rng(0).standard_normal((10, 6)).astype(np.float32)
 
     def f(ids, x):
@@ -296,7 +296,7 @@ def test_quantizing_past_the_quantizers_inline_size(tmp_path):
     import jax.numpy as jnp
 
     import noxla
-    from noxla import llm_quantize
+    from noxla.llm import quantize as llm_quantize
     from noxla.runtimes import run_tflite
     rng = np.random.default_rng(1)
     table = rng.standard_normal((4096, 96)).astype(np.float32)
@@ -327,9 +327,9 @@ def test_a_weight_also_read_as_a_float_keeps_its_float_buffer(graph, tmp_path, m
     monkeypatch.setenv("NOXLA_TFLITE_GRAPH", graph)
     import jax.numpy as jnp
 
-    from noxla import llm_quantize_weights
-    from noxla.export import export_signatures
+    from noxla.pipeline.tf_path import export_signatures
     from noxla.runtimes import run_tflite
+    from noxla.writers.tflite.flatbuffer import quantize_weights as llm_quantize_weights
     rng = np.random.default_rng(4)
     table = (rng.standard_normal((128, 128)) / 8).astype(np.float32)
 

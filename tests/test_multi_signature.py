@@ -13,7 +13,7 @@ from noxla.errors import ExportError
 from tests import tiny_llama
 
 # The embedding and MLP weights are large enough (64 KiB and more) to be the weights that
-# the signatures share while lowering (noxla.interpreter.WEIGHT_BYTES); the norms stay Consts.
+# the signatures share while lowering (noxla.front.interpreter.WEIGHT_BYTES); the norms stay Consts.
 CONFIG = tiny_llama.Config(layers=2, vocab=512, hidden=64, ffn=256)
 CACHE = 16
 PARAMS = tiny_llama.init_params(CONFIG)
@@ -37,13 +37,13 @@ def _inputs(tokens, start):
 
 def _named(fun, args) -> dict:
     """The inputs by the names an export gives them (parameter names and pytree paths)."""
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
     program = trace(fun, args)
     return dict(zip(program.in_names, jax.tree_util.tree_leaves(args)))
 
 
 def _expected(fun, args) -> dict:
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
     program = trace(fun, args)
     return dict(zip(program.out_names, (np.asarray(x) for x in jax.tree_util.tree_leaves(fun(*args)))))
 
@@ -103,10 +103,10 @@ def test_several_signatures_refuse_example_args_after_the_dict(tmp_path):
 
 
 def test_several_signatures_take_the_single_function_preflight_once_for_every_output(tmp_path):
-    """export_signatures runs the preflight every export runs (noxla.preflight.preflight_signatures):
+    """export_signatures runs the preflight every export runs (noxla.pipeline.preflight.preflight_signatures):
     each signature traced once, however many outputs, and checked for every output's target before
     any output is lowered or written."""
-    from noxla.export import export_signatures
+    from noxla.pipeline.tf_path import export_signatures
     steps = []
     examples = {"double": (lambda x: 2 * x, (np.ones(3, np.float32),)),
                 "half": (lambda x: x / 2, (np.ones(3, np.float32),))}
@@ -119,9 +119,9 @@ def test_several_signatures_take_the_single_function_preflight_once_for_every_ou
 
 
 def test_an_unknown_export_option_is_a_type_error(tmp_path):
-    """One options object (noxla.preflight.ExportOptions) from the public keywords: a misspelt one
+    """One options object (noxla.pipeline.preflight.ExportOptions) from the public keywords: a misspelt one
     is refused, not filtered away on the way down."""
-    from noxla.export import export
+    from noxla.pipeline.tf_path import export
     for call in (lambda: noxla.api.export(lambda x: x, (np.ones(2, np.float32),), tflite=str(tmp_path / "a"),
                                           tflite_targt="litertjs"),
                  lambda: export(lambda x: x, (np.ones(2, np.float32),), tflite=str(tmp_path / "a"), strcit=True)):

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 import noxla
-from noxla import tflite_quantize
 from noxla.errors import tensorflow_installed
+from noxla.front.tracing import trace
 from noxla.runtimes import run_tflite
-from noxla.tracing import trace
-from noxla.verify import jax_outputs
+from noxla.runtimes.verify import jax_outputs
+from noxla.writers.tflite import quantize as tflite_quantize
 from tests import zoo
 
 MODELS = zoo.build()
@@ -83,7 +83,7 @@ def _size(path: str) -> int:
 
 def _weight_bytes(path: str) -> int:
     """The bytes of a .tflite's constant buffers."""
-    from noxla.tflite_schema import read_model_file
+    from noxla.writers.tflite.flatbuffer.schema import read_model_file
     model = read_model_file(path)
     return sum(len(b.data) for b in model.buffers if b.data is not None)
 
@@ -100,7 +100,7 @@ def float_exports(tmp_path_factory):
             model = MODELS[name]
             path = str(root / f"{name}.{kind}")
             args = model.inputs(1)
-            from noxla.export import export  # TF's pipeline
+            from noxla.pipeline.tf_path import export  # TF's pipeline
             cache[name, kind] = (export(model.fun, args, tflite=path).written["tflite"] if kind == "tf_tflite"
                                  else noxla.export_tflite(model.fun, *args, path=path) if kind == "tflite"
                                  else noxla.export_tfjs(model.fun, *args, path=path))
@@ -108,7 +108,7 @@ def float_exports(tmp_path_factory):
     return get
 
 
-# Who quantizes: LiteRT's quantizer (the default where it is installed, noxla.tflite_quantize) or TF's
+# Who quantizes: LiteRT's quantizer (the default where it is installed, noxla.writers.tflite.quantize) or TF's
 # converter (NOXLA_TFLITE_QUANTIZER=tf), held to the same bounds.
 QUANTIZERS = {"litert": "quantize {mode} (LiteRT's quantizer)", "tf": "NOXLA_TFLITE_QUANTIZER=tf"}
 
@@ -150,7 +150,7 @@ def test_tflite_quantized(name, mode, quantizer, float_exports, tmp_path):
 
 
 # The sampling models' uint8/uint16 runs hold their PRNG's exact float32 tables unquantized
-# (noxla.quantize.tfjs_quantized): rounded, they drew other samples.
+# (noxla.writers.quantize.tfjs_quantized): rounded, they drew other samples.
 @pytest.mark.parametrize("mode", list(TFJS_BOUNDS))
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_tfjs_quantized(name, mode, float_exports, tfjs_runner, tmp_path):

@@ -124,8 +124,8 @@ def test_calls_sharing_tables_share_the_joined_tables():
 def test_rotations_run_on_litertjs_wasm_and_webgpu(name, tmp_path):
     """The default .tflite on LiteRT.js, WebGPU included: its delegate fails to build a model where a
     SPLIT's two outputs are joined again swapped (so the halves are two SLICEs, also for keras-hub)."""
-    from noxla.litertjs import TOLERANCE
-    from noxla.verify import relative_error
+    from noxla.runtimes.litertjs import TOLERANCE
+    from noxla.runtimes.verify import relative_error
     from tests.litertjs_harness import runner
     case = next(c for c in CASES if c.name == name)
     args = _arguments(case)

@@ -75,7 +75,7 @@ def test_tensorflow_imported_through_noxla_leaves_keras_to_first_use():
     pytest.importorskip("keras", reason="TF loads Keras eagerly only when Keras is installed")
     code = (
         "import sys\n"
-        "import noxla.export\n"  # the exporters import TF (noxla.api alone no longer does)
+        "import noxla.pipeline.tf_path\n"  # the exporters import TF (noxla.api alone no longer does)
         "assert 'tensorflow' in sys.modules\n"
         "assert not [k for k in sys.modules if k.split('.')[0] in ('keras', 'pandas', 'IPython')], 'loaded'\n"
         "assert not [f for f in sys.meta_path if type(f).__module__ == 'noxla.lean_tensorflow'], 'left installed'\n"
@@ -239,7 +239,7 @@ def test_tflite_export_frees_the_lowered_graph_before_the_converter_runs(tmp_pat
     import numpy as np
     from tensorflow.lite.python import convert as tflite_convert
 
-    from noxla import export as export_module
+    from noxla.pipeline import tf_path as export_module
     from noxla.runtimes import run_tflite
     lowered, alive_at_conversion = [], []
     serving_function, convert_graphdef = export_module.serving_function, tflite_convert.convert_graphdef
@@ -257,7 +257,7 @@ def test_tflite_export_frees_the_lowered_graph_before_the_converter_runs(tmp_pat
     monkeypatch.setattr(tflite_convert, "convert_graphdef", checking_convert_graphdef)
     w = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
     x = np.ones((2, 8), np.float32)
-    # The TF path's pipeline (export_tflite writes this program without TF: noxla.graph.tflite).
+    # The TF path's pipeline (export_tflite writes this program without TF: noxla.writers.tflite).
     path = export_module.export(lambda x: jnp.tanh(x @ w), (x,), tflite=str(tmp_path / "m.tflite")).written["tflite"]
     assert alive_at_conversion == [[False]]
     (out,) = run_tflite(path, {"x": x}).values()

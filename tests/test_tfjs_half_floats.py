@@ -1,4 +1,4 @@
-"""bfloat16 and float16 inside a TF.js graph model (noxla/tfjs_half_floats.py): carried in float32,
+"""bfloat16 and float16 inside a TF.js graph model (noxla/writers/tfjs/half_floats.py): carried in float32,
 each result rounded with float arithmetic, against ml_dtypes and JAX op by op (``jax.disable_jit``:
 JAX's jit keeps float32 between the ops of a fusion, which is not half-float arithmetic)."""
 from __future__ import annotations
@@ -101,7 +101,7 @@ def test_loops_and_conditionals_round_in_their_bodies(tmp_path, tfjs_runner):
 @pytest.mark.parametrize("make", [_mlp, _cnn], ids=["mlp", "cnn"])
 def test_flax_bfloat16_model_on_tfjs(make, tmp_path, tfjs_runner):
     # Float32 parameters and outputs, bfloat16 compute (flax's dtype=): a model trained on TPUs.
-    from noxla.verify import relative_error
+    from noxla.runtimes.verify import relative_error
     fun, x = _model(make)
     report = noxla.check(fun, x, target="tfjs")
     assert report.ok, report.format()
@@ -115,7 +115,7 @@ def test_flax_bfloat16_model_on_tfjs(make, tmp_path, tfjs_runner):
 
 def test_float16_program_on_tfjs(tmp_path, tfjs_runner):
     # A float16 layer: matmul, bias, gelu, layer norm and softmax, with float32 in and out.
-    from noxla.verify import relative_error
+    from noxla.runtimes.verify import relative_error
     rng = np.random.default_rng(4)
     w, b = rng.standard_normal((16, 32)).astype(np.float16) / 4, rng.standard_normal(32).astype(np.float16)
     x = rng.standard_normal((8, 16)).astype(np.float32)

@@ -1,4 +1,4 @@
-"""noxla's TF.js graph-model writer (noxla/tfjs_writer.py): the format TF.js loads, its weights and
+"""noxla's TF.js graph-model writer (noxla/writers/tfjs/writer.py): the format TF.js loads, its weights and
 quantization, the generated op list, and (where the tensorflowjs package is installed, as an
 oracle) the zoo written as TF.js's own converter wrote it."""
 import collections
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import noxla
-import noxla.export as export_module
-from noxla.quantize import tfjs_quantized
-from noxla.tfjs_graph import Function, Graph, Node, TensorSpec, dtype_attr, shape_attr
-from noxla.tfjs_writer import write_graph_model
-from noxla.tracing import trace
+import noxla.pipeline.tf_path as export_module
+from noxla.front.tracing import trace
+from noxla.writers.quantize import tfjs_quantized
+from noxla.writers.tfjs.graph import Function, Graph, Node, TensorSpec, dtype_attr, shape_attr
+from noxla.writers.tfjs.writer import write_graph_model
 from tests import tfjs_oracle, zoo
 from tools import gen_tfjs_ops
 
@@ -116,7 +116,7 @@ def test_op_check_keeps_a_jaxprs_constants():
     import jax
     import jax.numpy as jnp
 
-    from noxla import tfjs_ops
+    from noxla.writers.tfjs import ops as tfjs_ops
     w = jnp.arange(3.0)
     program = tfjs_ops._as_program(jax.make_jaxpr(lambda x: x * w)(np.ones(3, np.float32)))
     consts = program.closed_jaxpr.consts

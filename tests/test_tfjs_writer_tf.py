@@ -8,9 +8,9 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from noxla.tfjs_graph_def import graph_from_graph_def
-from noxla.tfjs_optimize import optimized_for_tfjs
-from noxla.tfjs_writer import write_graph_model
+from noxla.writers.tfjs.graph_def import graph_from_graph_def
+from noxla.writers.tfjs.optimize import optimized_for_tfjs
+from noxla.writers.tfjs.writer import write_graph_model
 
 RNG = np.random.default_rng(0)
 KERNEL = RNG.standard_normal((3, 3, 4, 6)).astype(np.float32) / 6
@@ -40,7 +40,7 @@ def _shared_depthwise(x):
 def _export(path: str, quantize: str | None, model=_model) -> dict:
     from tensorflow.core.framework import types_pb2
 
-    from noxla.tfjs_graph import TensorSpec
+    from noxla.writers.tfjs.graph import TensorSpec
     concrete = model.get_concrete_function()
     optimized = optimized_for_tfjs(concrete.graph.as_graph_def(), concrete.inputs, concrete.outputs)
     specs = [[TensorSpec(t.name, types_pb2.DataType.Name(t.dtype.as_datatype_enum), tuple(t.shape.as_list()))

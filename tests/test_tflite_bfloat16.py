@@ -1,4 +1,4 @@
-"""bfloat16 inside a .tflite (noxla/tflite_bfloat16.py): carried in float32, each result rounded to
+"""bfloat16 inside a .tflite (noxla/writers/tflite/converter/bfloat16.py): carried in float32, each result rounded to
 bfloat16 with integer builtins, against JAX op by op (``jax.disable_jit``: JAX's jit keeps float32
 between the ops of a fusion, which is not bfloat16 arithmetic)."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import noxla
-from noxla.export import serving_function, tflite_bytes
+from noxla.front.tracing import trace
+from noxla.pipeline.tf_path import serving_function, tflite_bytes
 from noxla.runtimes import run_tflite
-from noxla.tracing import trace
 
 BF16 = jnp.bfloat16
 
@@ -138,7 +138,7 @@ def _model(make):
 
 @pytest.mark.parametrize("make", [_mlp, _cnn], ids=["mlp", "cnn"])
 def test_flax_bfloat16_model_exports_and_matches_jax_op_by_op(make, tmp_path):
-    from noxla.verify import relative_error
+    from noxla.runtimes.verify import relative_error
     fun, x = _model(make)
     for target in ("tflite", "litertjs", "tfjs"):  # TF.js: tests/test_tfjs_half_floats.py
         assert noxla.check(fun, x, target=target).ok, noxla.check(fun, x, target=target).format()
@@ -154,7 +154,7 @@ def test_flax_bfloat16_model_exports_and_matches_jax_op_by_op(make, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("make", [_mlp, _cnn], ids=["mlp", "cnn"])
 def test_flax_bfloat16_model_on_litertjs_wasm(make, tmp_path):
-    from noxla.verify import relative_error
+    from noxla.runtimes.verify import relative_error
     from tests.litertjs_harness import runner
     fun, x = _model(make)
     path = tmp_path / "m.tflite"
@@ -179,7 +179,7 @@ INT8_BOUND = 0.1  # tests/test_quantize.py's bound for int8
 
 @pytest.mark.parametrize("make", [_mlp, _cnn], ids=["mlp", "cnn"])
 def test_int8_export_of_a_bfloat16_model_runs_within_int8s_bound(make, tmp_path):
-    from noxla.verify import relative_error
+    from noxla.runtimes.verify import relative_error
     fun, x = _model(make)
     path = str(tmp_path / "m.tflite")
     noxla.export_tflite(fun, x, path=path, quantize="int8", representative_data=[(x,)])
@@ -191,7 +191,7 @@ def test_int8_export_of_a_bfloat16_model_runs_within_int8s_bound(make, tmp_path)
 def test_flax_bfloat16_model_on_litertjs_webgpu(make, tmp_path):
     # The .tflite exported for LiteRT.js's WebGPU delegate: the same errors as wasm (measured: MLP 0,
     # CNN 0.0056), and the rounding's edges bit for bit.
-    from noxla.verify import relative_error
+    from noxla.runtimes.verify import relative_error
     from tests.litertjs_harness import runner
     fun, x = _model(make)
     path = str(tmp_path / "m.tflite")

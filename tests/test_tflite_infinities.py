@@ -1,5 +1,6 @@
-"""Infinities the TFLite converter would write as the largest finite float (noxla/tflite_infinities.py),
-and int8 quantization, whose activations hold none (noxla/quantize.py: calibrated_int8)."""
+"""Infinities the TFLite converter would write as the largest finite float
+(noxla/writers/tflite/converter/infinities.py), and int8 quantization, whose activations hold none
+(noxla/writers/quantize.py: calibrated_int8)."""
 import os
 from unittest import mock
 

@@ -1,5 +1,5 @@
 """Matrix-vector products that read one input, joined into one FULLY_CONNECTED and SLICEs
-(``noxla.tflite_projections``): joined in a decode step, its prefill reading the joined weight too,
+(``noxla.writers.tflite.flatbuffer.projections``): joined in a decode step, its prefill reading the joined weight too,
 and left alone where a join would store a weight twice or the products have many rows; outputs
 bit-identical to the unjoined export (LiteRT with and without XNNPACK) and equal to JAX's."""
 from __future__ import annotations
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 import noxla
-import noxla.export
-import noxla.graph_signatures
+import noxla.pipeline.graph_signatures
+import noxla.pipeline.tf_path
 
 RNG = np.random.default_rng(0)
 HIDDEN = 64
-# 64 x 320 float32 is 80 KiB: past noxla.weight_stubs.STUB_BYTES, so a stand-in while converting;
+# 64 x 320 float32 is 80 KiB: past noxla.writers.tf.weight_stubs.STUB_BYTES, so a stand-in while converting;
 # the small ones are plain constants. Both kinds are joined.
 W_Q, W_K, W_V = (RNG.standard_normal((HIDDEN, n)).astype(np.float32) for n in (320, 24, 24))
 W_GATE, W_UP = (RNG.standard_normal((HIDDEN, 96)).astype(np.float32) for _ in range(2))
@@ -41,7 +41,7 @@ def key_read_twice(x, y):  # W_K also projects another input: joined, it would b
 
 def _ops(path: str) -> dict[str, collections.Counter]:
     """Per signature key, its operators."""
-    from noxla.tflite_schema import read_model, schema
+    from noxla.writers.tflite.flatbuffer.schema import read_model, schema
     with open(path, "rb") as f:
         model = read_model(bytearray(f.read()))
     names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
@@ -54,7 +54,7 @@ def _ops(path: str) -> dict[str, collections.Counter]:
 def _export(target, args, path, monkeypatch, joined: bool) -> str:
     with monkeypatch.context() as patch:
         if not joined:   # TF's path's call and the graph's (several signatures, by default)
-            for module in (noxla.export, noxla.graph_signatures):
+            for module in (noxla.pipeline.tf_path, noxla.pipeline.graph_signatures):
                 patch.setattr(module, "join_matrix_vector_projections", lambda model, stubs=None: 0)
         if isinstance(target, dict):
             return str(noxla.export_tflite(target, path=path, overwrite=True))

@@ -1,4 +1,4 @@
-"""Quantized .tflite files from LiteRT's quantizer (noxla/tflite_quantize.py): the graph's float file
+"""Quantized .tflite files from LiteRT's quantizer (noxla/writers/tflite/quantize.py): the graph's float file
 quantized without TensorFlow, byte-identical from one export to the next (TF 2.21's int8 quantizer
 is not: lstm_classifier's file was 74,920 or 75,520 bytes), and TF's converter where the quantizer
 is not installed or is turned off. tests/test_quantize.py holds every zoo model to its error bounds
@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 import noxla
-from noxla import tflite_quantize
 from noxla.errors import tensorflow_installed
-from noxla.graph import why_tflite_needs_tensorflow
-from noxla.preflight import ExportOptions
+from noxla.pipeline.graph_path import why_tflite_needs_tensorflow
+from noxla.pipeline.preflight import ExportOptions
 from noxla.runtimes import run_tflite
+from noxla.writers.tflite import quantize as tflite_quantize
 from tests import zoo
 from tests.test_tflite_infinities import INFINITE_CALIBRATIONS
 
@@ -94,8 +94,8 @@ def test_quantized_exports_without_tensorflow(tmp_path):
     # tests/test_quantize.py's bounds (max error relative to the output's scale), in LiteRT.
     _run_without(tmp_path, ["tensorflow"], f"""
         from noxla.runtimes import run_tflite
-        from noxla.tracing import trace
-        from noxla.verify import jax_outputs
+        from noxla.front.tracing import trace
+        from noxla.runtimes.verify import jax_outputs
         for name in ("cnn", "llama"):
             model = MODELS[name]
             args = model.inputs(1)
@@ -130,7 +130,7 @@ def test_without_tensorflow_or_the_quantizer_the_error_names_both_extras(tmp_pat
 
 def test_tensor_names_shared_across_subgraphs_are_kept():
     # A While body's tensors may be named as the main graph's; the quantizer wants them unique.
-    from noxla.tflite_schema import schema
+    from noxla.writers.tflite.flatbuffer.schema import schema
     model = schema.ModelT()
     model.subgraphs = []
     for names in ([b"x", b"t0"], [b"x", b"t0", b""]):

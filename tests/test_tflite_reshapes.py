@@ -1,4 +1,4 @@
-"""RESHAPEs and TRANSPOSEs that move nothing (``noxla.tflite_reshapes``): RESHAPE pairs around an
+"""RESHAPEs and TRANSPOSEs that move nothing (``noxla.writers.tflite.flatbuffer.reshapes``): RESHAPE pairs around an
 elementwise chain removed where running the chain in the first reshape's input layout pairs the
 same elements and kept where it would not, squeezed caches read by BATCH_MATMUL itself, transposes
 of transposes composed; the .tflite gives JAX's values either way (LiteRT with its default XNNPACK
@@ -15,9 +15,9 @@ import pytest
 from jax import lax
 
 import noxla
-import noxla.export
+import noxla.pipeline.tf_path
 from noxla.runtimes import tflite_op_names
-from noxla.tflite_reshapes import _pairs_alike, static_shape
+from noxla.writers.tflite.flatbuffer.reshapes import _pairs_alike, static_shape
 
 RNG = np.random.default_rng(0)
 
@@ -42,7 +42,7 @@ def test_dynamic_and_unranked_shapes_are_not_rewritten():
     # A polymorphic dimension is written as 1 in ``shape`` and -1 in ``shape_signature``: the 1
     # would let a wrong pairing pass the check. (The converter folds the pair itself in the
     # polymorphic exports tried, so this is checked on the tensor.)
-    from noxla.tflite_schema import schema
+    from noxla.writers.tflite.flatbuffer.schema import schema
     tensor = schema.TensorT()
     tensor.shape, tensor.shapeSignature, tensor.hasRank = np.array([1, 8], np.int32), np.array([-1, 8], np.int32), True
     assert static_shape(tensor) is None
@@ -132,8 +132,8 @@ CASES = {
 def _export(f, args, path, monkeypatch, with_pass: bool) -> str:
     with monkeypatch.context() as patch:
         if not with_pass:
-            patch.setattr(noxla.export, "remove_reshape_pairs", lambda model: 0)
-            patch.setattr(noxla.export, "read_caches_in_batch_matmul", lambda model: 0)
+            patch.setattr(noxla.pipeline.tf_path, "remove_reshape_pairs", lambda model: 0)
+            patch.setattr(noxla.pipeline.tf_path, "read_caches_in_batch_matmul", lambda model: 0)
         return str(noxla.export_tflite(f, *args, path=path, overwrite=True))
 
 
@@ -147,7 +147,7 @@ def _run(path: str, f, args, delegates: bool) -> list[np.ndarray]:
 
 
 def _unreferenced(path: str) -> int:
-    from noxla.tflite_schema import read_model
+    from noxla.writers.tflite.flatbuffer.schema import read_model
     with open(path, "rb") as f:
         graph = read_model(bytearray(f.read())).subgraphs[0]
     used = set(graph.inputs) | set(graph.outputs)
@@ -184,7 +184,7 @@ def test_reshape_pairs(name, tmp_path, monkeypatch):
 
 
 def keras_layout_cache(k_cache, v_cache, k, pos, q):
-    """noxla.llm_keras's shape of a keras-hub step: the caches moved to keras-hub's layout and
+    """noxla.llm.keras's shape of a keras-hub step: the caches moved to keras-hub's layout and
     stacked, read back and updated there, read by the scores (keys transposed once more), stacked
     again and moved back for the output."""
     both = jnp.stack([jnp.transpose(k_cache, (0, 2, 1, 3)), jnp.transpose(v_cache, (0, 2, 1, 3))], 1)
@@ -218,7 +218,7 @@ def test_transpose_pairs(name, tmp_path, monkeypatch):
     for with_pass in (False, True):
         with monkeypatch.context() as patch:
             if not with_pass:
-                patch.setattr(noxla.export, "fold_transpose_pairs", lambda model: 0)
+                patch.setattr(noxla.pipeline.tf_path, "fold_transpose_pairs", lambda model: 0)
             paths[with_pass] = str(noxla.export_tflite(f, *args, path=str(tmp_path / f"{with_pass}.tflite")))
     before, after = (collections.Counter(tflite_op_names(paths[w])) for w in (False, True))
     assert before["TRANSPOSE"] - after["TRANSPOSE"] == removed, (before, after)

@@ -1,4 +1,4 @@
-"""The one TFLite schema of noxla's flatbuffer passes (``noxla.tflite_schema``, ai-edge-litert's):
+"""The one TFLite schema of noxla's flatbuffer passes (``noxla.writers.tflite.flatbuffer.schema``, ai-edge-litert's):
 no module reads or writes a .tflite with TensorFlow's copy, and a file's bytes survive a read and
 a write, also a file past 2 GB's form (buffers after the flatbuffer)."""
 from __future__ import annotations
@@ -11,11 +11,11 @@ import textwrap
 
 import numpy as np
 
-from noxla import large_tflite
-from noxla.tflite_schema import model_bytes, read_model, schema
+from noxla.writers.tflite.flatbuffer import large as large_tflite
+from noxla.writers.tflite.flatbuffer.schema import model_bytes, read_model, schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# TensorFlow's copies of what noxla.tflite_schema gives (their objects are other classes), as
+# TensorFlow's copies of what noxla.writers.tflite.flatbuffer.schema gives (their objects are other classes), as
 # imported: ``from tensorflow.lite.tools import flatbuffer_utils`` or by the dotted name.
 TF_FLATBUFFER_IMPORT = re.compile(r"tensorflow\.lite\.(python|tools)(\.| import )"
                                   r"(schema_py_generated|flatbuffer_utils)")
@@ -32,7 +32,7 @@ def test_no_module_reads_a_tflite_with_tensorflows_schema():
                         found = [m.group(0) for m in TF_FLATBUFFER_IMPORT.finditer(source.read())]
                     if found:
                         bad[os.path.relpath(path, ROOT)] = found
-    assert not bad, f"read and write .tflite files with noxla.tflite_schema: {bad}"
+    assert not bad, f"read and write .tflite files with noxla.writers.tflite.flatbuffer.schema: {bad}"
 
 
 def _model() -> schema.ModelT:
@@ -79,8 +79,12 @@ def test_the_flatbuffer_passes_import_no_tensorflow():
     DIV pass and the sequence passes of TF's path, without importing TensorFlow."""
     script = textwrap.dedent("""
         import sys
-        from noxla import large_tflite, quantize, tflite_merge, tflite_projections, tflite_reshapes
-        from noxla.tflite_schema import model_bytes, read_model
+        from noxla.writers.tflite.flatbuffer import large as large_tflite
+        from noxla.writers.tflite.flatbuffer import merge as tflite_merge
+        from noxla.writers.tflite.flatbuffer import projections as tflite_projections
+        from noxla.writers.tflite.flatbuffer import reshapes as tflite_reshapes
+        from noxla.writers import quantize
+        from noxla.writers.tflite.flatbuffer.schema import model_bytes, read_model
         from tests.test_tflite_schema import _model
         data = model_bytes(_model())
         merged = tflite_merge.merge_tflite({"a": data, "b": data})

@@ -13,7 +13,7 @@ import tensorflow as tf
 from jax import lax
 
 import noxla
-from noxla.export import export
+from noxla.pipeline.tf_path import export
 from noxla.runtimes import run_tflite
 
 CACHE = np.random.default_rng(0).standard_normal((1, 2, 16, 4)).astype(np.float32)

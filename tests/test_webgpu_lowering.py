@@ -13,7 +13,7 @@ from flax import linen as nn
 
 import noxla
 from noxla.runtimes import run_tflite, tflite_op_names
-from noxla.verify import jax_outputs, relative_error
+from noxla.runtimes.verify import jax_outputs, relative_error
 
 pytestmark = pytest.mark.slow
 
@@ -21,11 +21,11 @@ pytestmark = pytest.mark.slow
 def _ops_and_check(fun, args, path, target, writer):
     """The .tflite's ops (with each TRANSPOSE_CONV's version) after checking it against JAX in LiteRT,
     and that ``writer`` wrote it."""
-    from noxla.tflite_schema import read_model_file, schema
+    from noxla.writers.tflite.flatbuffer.schema import read_model_file, schema
     steps = []
     noxla.export_tflite(fun, *args, path=str(path), target=target, on_step=lambda name, s: steps.append(name))
     assert ("lower+write (graph tflite)" in steps) == (writer == "graph"), steps
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
     program = trace(fun, tuple(args))
     outs = run_tflite(str(path), dict(zip(program.in_names, args)))
     for name, expected in zip(program.out_names, jax_outputs(fun, args)):

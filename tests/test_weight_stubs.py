@@ -1,5 +1,5 @@
 """Several signatures converted on TF's path (NOXLA_TFLITE_GRAPH=0) with their large weights as
-stand-ins (noxla.weight_stubs): the converter never sees the weights' bytes, and the .tflite still
+stand-ins (noxla.writers.tf.weight_stubs): the converter never sees the weights' bytes, and the .tflite still
 computes what JAX computes. By default noxla's graph writes them and no converter runs: its own
 test of what the stand-ins are for (each weight stored once, JAX's values) is here too."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import noxla
-from noxla import weight_stubs
+from noxla.writers.tf import weight_stubs
 from tests import tiny_llama
 
 # hidden 128: wq and wo are square and 64 KiB, so stubbed (wk and wv, 32 KiB, stay Consts); the
@@ -69,7 +69,7 @@ def _einsum_dense():
 def _check_against_jax(path, signatures):
     from ai_edge_litert.interpreter import Interpreter
 
-    from noxla.tracing import trace
+    from noxla.front.tracing import trace
     interpreter = Interpreter(model_path=path)
     for key, (fun, args) in signatures.items():
         program = trace(fun, args)
@@ -113,7 +113,7 @@ def test_the_converter_gets_stand_ins_and_the_tflite_holds_the_real_weights(tmp_
 @pytest.mark.slow
 def test_a_tied_embedding_read_through_a_transpose_goes_to_the_converter_as_a_stand_in(tmp_path, monkeypatch):
     """keras-hub's tied embedding: ``take(E, ids)`` and ``x @ transpose(E)`` on [1, T, hidden]
-    activations, a GatherV2 and a Transpose feeding a MatMul. Before noxla.weight_stub_readers the
+    activations, a GatherV2 and a Transpose feeding a MatMul. Before noxla.writers.tf.weight_stub_readers the
     table went to the converter as a real constant (Gemma 3 1B's, 1.2 GB, took a conversion past
     14 GB); now as stand-ins only, stored once, and the values are JAX's."""
     graph_bytes = _graph_sizes(monkeypatch)
@@ -128,7 +128,7 @@ def test_a_tied_embedding_read_through_a_transpose_goes_to_the_converter_as_a_st
 @pytest.mark.slow
 def test_einsum_dense_kernels_reshaped_to_matrices_go_to_the_converter_as_stand_ins(tmp_path, monkeypatch):
     """keras's EinsumDense kernels ([hidden, heads, head_dim] and back) reach MatMuls through a
-    Reshape: stand-ins of the reshaped matrices (noxla.weight_stub_readers), not real constants
+    Reshape: stand-ins of the reshaped matrices (noxla.writers.tf.weight_stub_readers), not real constants
     (Qwen 3 0.6B's attention, 0.7 GB, took its export to 12.5 GB); the values are JAX's."""
     graph_bytes = _graph_sizes(monkeypatch)
     signatures, (wq, _) = _einsum_dense()
@@ -185,7 +185,7 @@ def test_the_graph_hands_no_converter_the_weights_and_stores_each_once(case, tmp
     """The default path of several signatures, noxla's graph, what the stand-ins give TF's path: no
     converter sees a weight (none runs), the file holds each weight once (the tied embedding not a
     transposed second time, the EinsumDense kernels once as matrices), and the values are JAX's."""
-    from noxla.tflite_schema import read_model_file
+    from noxla.writers.tflite.flatbuffer.schema import read_model_file
     if case == "llama":
         signatures = _signatures()
         weights = jax.tree_util.tree_leaves(PARAMS)
@@ -204,7 +204,7 @@ def test_the_graph_hands_no_converter_the_weights_and_stores_each_once(case, tmp
 
 
 def test_attach_refuses_a_stand_in_read_by_another_operator():
-    from noxla.tflite_schema import schema
+    from noxla.writers.tflite.flatbuffer.schema import schema
     stubs = weight_stubs.WeightStubs()
     stubs.real[0] = np.ones((128, 128), np.float32)
     stubs.shapes[0] = (128, 128)
@@ -235,12 +235,12 @@ def test_attach_refuses_a_stand_in_read_by_another_operator():
 def test_a_model_past_the_flatbuffer_limit_is_written_with_buffer_offsets(tmp_path, monkeypatch):
     """The limit lowered to just under this model's size: the file holds the weights after the
     flatbuffer (buffers with offsets), and LiteRT's signature runners still compute JAX's outputs."""
-    from noxla import large_tflite
+    from noxla.writers.tflite.flatbuffer import large as large_tflite
     weight_bytes = sum(np.asarray(x).nbytes for x in jax.tree_util.tree_leaves(PARAMS))
     monkeypatch.setattr(large_tflite, "FLATBUFFER_LIMIT", large_tflite._TABLES_MARGIN + weight_bytes // 2)
     signatures = _signatures()
     path = noxla.export_tflite(signatures, path=str(tmp_path / "m.tflite"))
-    from noxla.tflite_schema import schema
+    from noxla.writers.tflite.flatbuffer.schema import schema
     with open(path, "rb") as f:
         data = f.read()
     raw = schema.Model.GetRootAs(data, 0)
@@ -255,8 +255,8 @@ def test_a_model_past_the_flatbuffer_limit_is_written_with_buffer_offsets(tmp_pa
 def test_packed_leaves_the_buffers_out_of_the_builder_and_writes_the_same_bytes():
     """large_tflite.packed builds the flatbuffer around room for each large buffer and hands the
     buffers over as chunks of their own: joined, the bytes one flatbuffer builder would write."""
-    from noxla import large_tflite
-    from noxla.tflite_schema import model_bytes, read_model
+    from noxla.writers.tflite.flatbuffer import large as large_tflite
+    from noxla.writers.tflite.flatbuffer.schema import model_bytes, read_model
     rng = np.random.default_rng(3)
     w, b = rng.standard_normal((64, 48)).astype(np.float32), rng.standard_normal(48).astype(np.float32)
 
@@ -277,7 +277,7 @@ def test_unread_weight_tensors_take_no_memory_and_stand_for_their_arrays():
     """interpreter.Weights(unread=True): the eager tensor has the weight's dtype and shape on
     pages never written (256 MB of weights add well under 64 MB of RSS), and ``array_of`` gives
     the array itself, which export.frozen_graph_def reads in its place."""
-    from noxla.interpreter import Weights
+    from noxla.front.interpreter import Weights
 
     def rss_mb():
         with open("/proc/self/status") as status:
@@ -298,8 +298,8 @@ def test_equal_buffers_are_shared_by_their_bytes_without_digesting_every_weight(
     a bucket's second and later buffers. Kept buffers as before: a plain buffer holding a stand-in's
     transposed (or scaled) weight joins it, a buffer that agrees on every sampled byte but one
     other does not, and buffers alone in their bucket are never digested."""
-    from noxla import tflite_merge
-    from noxla.tflite_schema import schema
+    from noxla.writers.tflite.flatbuffer import merge as tflite_merge
+    from noxla.writers.tflite.flatbuffer.schema import schema
     rng = np.random.default_rng(5)
     weight = rng.standard_normal((96, 40)).astype(np.float32)
     stubs = weight_stubs.WeightStubs()

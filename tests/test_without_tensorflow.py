@@ -37,7 +37,7 @@ def _run(tmp_path, body: str) -> str:
 def test_every_zoo_model_exports_and_matches_jax_without_tensorflow(tmp_path):
     out = _run(tmp_path, f"""
         from noxla.runtimes import TfjsRunner, run_tflite
-        from noxla.tracing import trace
+        from noxla.front.tracing import trace
         from tests import zoo
         runner = TfjsRunner()
         for name, model in zoo.build().items():

@@ -5,8 +5,8 @@ import tensorflow as tf
 import noxla
 from limitations.engine import check_jaxpr
 from limitations.targets import RUNTIMES
-from noxla.tracing import trace
-from noxla.verify import jax_outputs
+from noxla.front.tracing import trace
+from noxla.runtimes.verify import jax_outputs
 from tests import zoo
 from tests.differential import assert_matches
 

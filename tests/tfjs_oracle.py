@@ -1,4 +1,4 @@
-"""The TF.js export as noxla wrote it before ``noxla.tfjs_writer``: through the ``tensorflowjs``
+"""The TF.js export as noxla wrote it before ``noxla.writers.tfjs.writer``: through the ``tensorflowjs``
 package's converter (with noxla's fixes of its bugs, applied by patching it), as a TEST ORACLE
 for the writer (tests/test_tfjs_writer.py). Only where tensorflowjs is installed (it no longer
 installs beside current TF/protobuf; the Python 3.11 environment has it with --no-deps)."""
@@ -111,7 +111,7 @@ def _finite_weights_only(original):
 
 
 def _portable_remapping(keep):
-    from noxla.tfjs_fusions import portable_fusions
+    from noxla.writers.tfjs.fusions import portable_fusions
 
     def wrap(original):
         def run_grappler(config, graph_def, graph, signature_def):
@@ -133,13 +133,13 @@ def vector_bias_adds_only():
 
 
 def write_tfjs(concrete, path: str, quantize: str | None = None, weight_shard_size_bytes: int = 4 << 20) -> None:
-    """``noxla.export.write_tfjs`` as it was, through the tensorflowjs converter."""
+    """``noxla.pipeline.tf_path.write_tfjs`` as it was, through the tensorflowjs converter."""
     import tensorflow as tf
     from google.protobuf.json_format import MessageToDict
     from tensorflow.core.protobuf import meta_graph_pb2
 
-    from noxla.export import frozen_graph_def, name_tfjs_signature
-    from noxla.tfjs_fusions import check_fused_ops
+    from noxla.pipeline.tf_path import frozen_graph_def, name_tfjs_signature
+    from noxla.writers.tfjs.fusions import check_fused_ops
     conversion, normalize_bias_add, graph_rewrite_util, write_weights = _converter()
     graph_def, inputs = frozen_graph_def(concrete)
     graph = tf.Graph()

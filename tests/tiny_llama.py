@@ -193,7 +193,7 @@ def engine_greedy(bundle: str, words, max_new: int, cache_length: int) -> list[i
     """The token ids LiteRT-LM's engine decodes greedily after the prompt ``t{w}...`` of a bundle
     with ``word_level_tokenizer``'s vocabulary (run in the builder's venv: litert_lm does not
     import beside TF 2.19's protobuf)."""
-    from noxla import litertlm_bundle
+    from noxla.writers.litertlm import bundle as litertlm_bundle
     reply = litertlm_bundle.call("generate", {"model": bundle, "prompt": " ".join(f"t{w}" for w in words),
                                               "max_num_tokens": cache_length, "max_output_tokens": max_new})
     return token_ids("".join(reply["texts"]))

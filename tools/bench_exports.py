@@ -44,9 +44,9 @@ def noxla_export_child(kind: str, name: str, out: str, source: str = "zoo") -> N
     # a .tflite's graph writer (no TF; a program it does not cover then imports TF within the
     # cold export, as a user's would), TF.js's TF and converter.
     if kind == "tflite":
-        import noxla.graph.tflite  # noqa: F401
+        import noxla.writers.tflite  # noqa: F401
     else:
-        import noxla.export  # noqa: F401
+        import noxla.pipeline.tf_path  # noqa: F401
     export = noxla.export_tflite if kind == "tflite" else noxla.export_tfjs
     import_s = time.perf_counter() - start
     build_start = time.perf_counter()
@@ -182,7 +182,7 @@ def refresh_noxla_venv(python: str) -> None:
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", REPO], check=True,
                    capture_output=True)
     # The first process after a reinstall imported noxla in 2.4 s, the next ones in 0.6-0.9 s.
-    subprocess.run([python, "-c", "import noxla.graph.tflite, noxla.export"], check=True, capture_output=True)
+    subprocess.run([python, "-c", "import noxla.writers.tflite, noxla.pipeline.tf_path"], check=True, capture_output=True)
 
 
 def anchor_export(mode: str, python: str, name: str, work: str) -> dict:

@@ -20,10 +20,10 @@ def measure(model, runner, directory: str, repeats: int = 0, batch: int = 1, web
     .tflite exported for it (``tflite_target="litertjs-webgpu"``) unless ``webgpu_lowering`` is off."""
     from limitations.engine import check_jaxpr
     from lowering_rules.vocabulary import Target
-    from noxla.export import export
+    from noxla.front.tracing import trace
+    from noxla.pipeline.tf_path import export
     from noxla.runtimes import tflite_op_names
-    from noxla.tracing import trace
-    from noxla.verify import jax_outputs, relative_error
+    from noxla.runtimes.verify import jax_outputs, relative_error
 
     args = model.inputs(batch)
     closed_jaxpr = trace(model.fun, tuple(args)).closed_jaxpr
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     parser.add_argument("--default-lowering", action="store_true",
                         help="run the default .tflite on WebGPU too (not the one exported for it)")
     args = parser.parse_args(argv)
-    from noxla.litertjs import LiteRtJsRunner
+    from noxla.runtimes.litertjs import LiteRtJsRunner
     from tests import zoo
     models = zoo.build()
     names = args.models.split(",") if args.models else sorted(models)

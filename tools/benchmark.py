@@ -275,9 +275,9 @@ def max_error(got: list, expected: list) -> float | str:
 
 def quantized_rows(name: str, model, work: str, repeats: int) -> list[list[str]]:
     import noxla
-    from noxla.quantize import TFJS_MODES, TFLITE_MODES
-    from noxla.tracing import trace
-    from noxla.verify import jax_outputs
+    from noxla.front.tracing import trace
+    from noxla.runtimes.verify import jax_outputs
+    from noxla.writers.quantize import TFJS_MODES, TFLITE_MODES
     example = model.inputs(1)
     expected = jax_outputs(model.fun, example)
     inputs = dict(zip(trace(model.fun, example).in_names, example))
@@ -334,8 +334,8 @@ class LazyModels(dict):
 
 def measure(name: str, model, args, work: str, pythons: dict) -> dict:
 
-    from noxla.tracing import trace
-    from noxla.verify import jax_outputs
+    from noxla.front.tracing import trace
+    from noxla.runtimes.verify import jax_outputs
     example = model.inputs(1)
     expected = jax_outputs(model.fun, example)
     in_names = trace(model.fun, example).in_names

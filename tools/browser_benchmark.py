@@ -251,8 +251,8 @@ def per_run_ms(reply: dict) -> float:
 
 def measure(model, runners: dict, work: str, onnx: dict, args) -> dict:
     """Exports, checks against JAX, then times every path that matched, interleaved."""
-    from noxla.export import export
-    from noxla.verify import jax_outputs, relative_error
+    from noxla.pipeline.tf_path import export
+    from noxla.runtimes.verify import jax_outputs, relative_error
     from tools.benchmark import interleaved
 
     example = model.inputs(1)
@@ -334,8 +334,8 @@ def main(argv=None) -> int:
         export_onnx_child(sys.argv[2].split(","), sys.argv[3])
         return 0
     args = parse_args(argv)
-    from noxla.litertjs import LiteRtJsRunner
     from noxla.runtimes import BrowserRunner
+    from noxla.runtimes.litertjs import LiteRtJsRunner
     from tests import zoo
 
     names = args.models.split(",") if args.models else list(zoo.build())

@@ -33,11 +33,11 @@ def main() -> int:
 
     import numpy as np
 
-    from noxla.export import write_tfjs
-    from noxla.lowering import needs_tfjs_lowering, serving_function
+    from noxla.front.lowering import needs_tfjs_lowering, serving_function
+    from noxla.front.tracing import trace
+    from noxla.pipeline.tf_path import write_tfjs
     from noxla.runtimes import BrowserRunner, _decode, _encode
-    from noxla.tracing import trace
-    from noxla.verify import jax_outputs
+    from noxla.runtimes.verify import jax_outputs
     from tests import zoo
 
     models = zoo.build()

@@ -144,7 +144,7 @@ def main() -> int:
     import bench_exports
     import real_models
 
-    from noxla.verify import jax_outputs
+    from noxla.runtimes.verify import jax_outputs
     python = os.path.join(args.litert_venv, "bin", "python")
     load = os.getloadavg()[0]
     results: dict = {}

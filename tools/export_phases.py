@@ -46,7 +46,7 @@ def main() -> int:
     mark("import jax")
     import tensorflow  # noqa: F401
     mark("import tensorflow (without Keras)")
-    import noxla.export  # noqa: F401  (the exporters: noxla.export_tflite alone imports only the check's modules)
+    import noxla.pipeline.tf_path  # noqa: F401  (the exporters: noxla.export_tflite alone imports only the check's modules)
     export = noxla.export_tflite
     mark("noxla's export modules (rules, limitations, exporters)")
     import real_models

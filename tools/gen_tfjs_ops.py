@@ -1,4 +1,4 @@
-"""Regenerate noxla/tfjs_op_list.json: the TF op types TF.js's graph models run.
+"""Regenerate noxla/writers/tfjs/op_list.json: the TF op types TF.js's graph models run.
 
 TF.js's converter package (@tensorflow/tfjs-converter, in node_modules) compiles its op mapper
 lists into ``dist/operations/op_list/<category>.js``, one ``{'tfOpName': ..., ...}`` entry per op;
@@ -17,7 +17,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONVERTER = os.path.join(ROOT, "node_modules", "@tensorflow", "tfjs-converter")
-OUTPUT = os.path.join(ROOT, "noxla", "tfjs_op_list.json")
+OUTPUT = os.path.join(ROOT, "noxla", "writers", "tfjs", "op_list.json")
 _OP_NAME = re.compile(r"""['"]tfOpName['"]\s*:\s*['"]([A-Za-z0-9_]+)['"]""")
 
 

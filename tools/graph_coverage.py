@@ -1,9 +1,9 @@
 """How much of the rules noxla's graph records (issue 41, stage 1): every rule case the TF target
-accepts, recorded (``noxla.graph.lower``), replayed as real TF ops (``noxla.graph.tf_replay``) and
+accepts, recorded (``noxla.graph.lower``), replayed as real TF ops (``noxla.writers.tf.replay``) and
 compared with JAX. With ``--tflite``: every rule case the TFLite target accepts, written by the
-graph's TFLite writer (``noxla.graph.tflite``, default mode) and run on LiteRT against JAX. With
+graph's TFLite writer (``noxla.writers.tflite``, default mode) and run on LiteRT against JAX. With
 ``--tfjs``: every rule case TF.js's declarations accept, written as the default TF.js export writes
-it (``noxla.graph.write_program_tfjs``) and run on TF.js's Node cpu backend against JAX.
+it (``noxla.pipeline.graph_path.write_program_tfjs``) and run on TF.js's Node cpu backend against JAX.
 
     python tools/graph_coverage.py [--tflite | --tfjs] [SUBSTRING]
 
@@ -29,8 +29,8 @@ def replay_case(case):
     from lowering_rules.vocabulary import Target
     from noxla.graph.dtypes import Uncovered
     from noxla.graph.lower import record_program
-    from noxla.graph.tf_replay import replay_numpy
-    from noxla.preflight import full_check
+    from noxla.pipeline.preflight import full_check
+    from noxla.writers.tf.replay import replay_numpy
     from tests.differential import assert_matches, default_mode_inputs
     program, args, expected = default_mode_inputs(case)
     if isinstance(expected, Exception) or not full_check(program.closed_jaxpr, Target.TF).ok:
@@ -49,9 +49,9 @@ def tflite_case(case):
     its default mode: the fast variants' inputs made finite)."""
     from lowering_rules.vocabulary import Target
     from noxla.graph.dtypes import Uncovered
-    from noxla.graph.tflite import graph_tflite_chunks
-    from noxla.preflight import full_check
+    from noxla.pipeline.preflight import full_check
     from noxla.runtimes import run_tflite
+    from noxla.writers.tflite import graph_tflite_chunks
     from tests.differential import assert_matches, default_mode_inputs
     program, args, expected = default_mode_inputs(case)
     if isinstance(expected, Exception) or not full_check(program.closed_jaxpr, Target.TFLITE).ok:
@@ -76,8 +76,8 @@ def tfjs_case(case):
 
     from limitations.engine import check_jaxpr
     from lowering_rules.vocabulary import Target
-    from noxla.graph import write_program_tfjs
     from noxla.graph.dtypes import Uncovered
+    from noxla.pipeline.graph_path import write_program_tfjs
     from noxla.runtimes import TfjsRunner
     from tests.differential import assert_matches, default_mode_inputs
     program, args, expected = default_mode_inputs(case)

@@ -1,4 +1,4 @@
-"""Prove the TF.js half-float rounding (noxla/tfjs_half_floats.py) on every float32 bit pattern.
+"""Prove the TF.js half-float rounding (noxla/writers/tfjs/half_floats.py) on every float32 bit pattern.
 
 The graph the TF.js writer emits for ``x.astype(bfloat16 or float16).astype(float32)`` (the
 rewrite itself, not a copy of its formula) runs on all 2^32 patterns against ml_dtypes' round to
@@ -30,7 +30,7 @@ def rounding_function(dtype_name: str):
     """A callable running the rewritten graph of ``x.astype(dtype).astype(float32)`` on a float32 array."""
     import tensorflow as tf
 
-    from noxla.tfjs_half_floats import carry_half_floats_in_float32
+    from noxla.writers.tfjs.half_floats import carry_half_floats_in_float32
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
     def original(x):

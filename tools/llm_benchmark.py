@@ -14,7 +14,7 @@ against JAX's and against each other; per .tflite: prefill tokens/s and decode m
 signature runners at 1 and 4 threads; per .litertlm: prefill and decode in LiteRT-LM's engine.
 Latencies alternate the two exports round by round and report the median per-round ratio, as
 tools/benchmark.py does: the machine is shared, so ratios hold where absolute numbers do not.
-``--quantize int8,int4`` adds each quantization on both sides: noxla's (noxla.llm_quantize) and
+``--quantize int8,int4`` adds each quantization on both sides: noxla's (noxla.llm.quantize) and
 litert-torch's export_hf with its int8 (its default) and int4 recipes (llm_report.ANCHOR_RECIPES),
 side by side: export time and memory, size, LiteRT-LM decode ms/token and prefill tokens/s, greedy
 agreement with float JAX over --prompts prompts (leading and teacher-forced), and the decode step's
@@ -222,7 +222,7 @@ def interleaved_latencies(paths: dict, threads: int, args, lay) -> dict:
 
 
 def engine_latencies(bundles: dict, threads: int, args, work: str) -> dict:
-    from noxla import litertlm_bundle
+    from noxla.writers.litertlm import bundle as litertlm_bundle
     prompt = " ".join(f"t{t}" for t in args.prompt[1:])
     # litert-torch's bundle names no start token (its llm_metadata holds none for this checkpoint),
     # so LiteRT-LM prepends none: its prompt carries <bos> itself, and both decode the same tokens.
@@ -402,7 +402,7 @@ def engine_runs(r: dict, paths: dict, bundles: dict, tokenizer: str, args, work:
     """LiteRT-LM's engine over every bundle, the memory bandwidth measured before and after."""
     from llm_graph import memory_bandwidth
 
-    from noxla import litertlm_bundle
+    from noxla.writers.litertlm import bundle as litertlm_bundle
     llm_metadata = os.path.join(work, "llm_metadata.textproto")
     with open(llm_metadata, "w") as f:
         f.write(litertlm_bundle.metadata_textproto(BOS, [EOS], args.cache))
@@ -443,7 +443,7 @@ def parse_args(argv=None):
     parser.add_argument("--batch-ms", type=float, default=50.0)
     parser.add_argument("--warmup-ms", type=float, default=500.0)
     parser.add_argument("--quantize", type=lambda s: [m for m in s.split(",") if m], default=[],
-                        help="also export noxla quantized: a comma list of noxla.llm_quantize's modes (int8,int4)")
+                        help="also export noxla quantized: a comma list of noxla.llm.quantize's modes (int8,int4)")
     parser.add_argument("--export-only", action="store_true", help="exports only: time, memory, size")
     parser.add_argument("--no-anchor", action="store_true", help="noxla alone (no litert-torch venv)")
     parser.add_argument("--no-engine", action="store_true", help="skip LiteRT-LM's engine")
@@ -457,7 +457,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.cache is None:
         args.cache = 64 if args.config == "tiny" else 256
-    from noxla.llm_quantize import QUANTIZER_MODES
+    from noxla.llm.quantize import QUANTIZER_MODES
     bad = [m for m in args.quantize if m not in QUANTIZER_MODES]
     if bad:
         parser.error(f"--quantize {','.join(bad)}: expected modes among {', '.join(QUANTIZER_MODES)}")

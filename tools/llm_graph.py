@@ -31,7 +31,7 @@ def _names(enum) -> dict:
 
 def census(path: str, signature: str = "decode") -> dict:
     """The signature's ops, weight bytes per call and weight forms (see the module's docstring)."""
-    from noxla.tflite_schema import schema
+    from noxla.writers.tflite.flatbuffer.schema import schema
     with open(path, "rb") as f:
         data = f.read()
     model = schema.Model.GetRootAs(data, 0)

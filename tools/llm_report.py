@@ -113,13 +113,13 @@ def paired_table(r: dict) -> list[str]:
     modes = r.get("modes", [])
     if len(modes) < 2:
         return []
-    from noxla.llm_quantize import QUANTIZER_MODES
+    from noxla.llm.quantize import QUANTIZER_MODES
     threads = r["threads"][0]
     engine, lat = r.get("engine", {}).get(threads, {}), r.get("latency", {}).get(threads, {})
     bound, bandwidth = r.get("bound", {}), r.get("bandwidth", {}).get("read")
     head = "| |" + "".join(f" noxla {m} | litert-torch {m} | noxla / litert-torch |" for m in modes)
     lines = ["", f"Each quantization side by side, LiteRT-LM's engine and LiteRT at {threads} thread(s); "
-             "noxla's recipes are LiteRT's quantizer's (noxla.llm_quantize), litert-torch's those of "
+             "noxla's recipes are LiteRT's quantizer's (noxla.llm.quantize), litert-torch's those of "
              "its export_hf `quantization_recipe` (its default int8, and its int4):", "",
              head, "| --- |" + " --- | --- | --- |" * len(modes)]
 

@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from llm_benchmark import call_script
 
-    from noxla import litertlm_bundle
+    from noxla.writers.litertlm import bundle as litertlm_bundle
     work = args.work or tempfile.mkdtemp(prefix="noxla-llm-scale-")
     os.makedirs(work, exist_ok=True)
     bundle = os.path.join(work, f"{args.shapes}-{args.quantize}.litertlm")

@@ -5,7 +5,7 @@
 
 tests/tiny_llama.py's decoder (tools/llm_benchmark.py's configs and seed) through noxla.llm, once
 as noxla exports it ("on") and once with the switched rewrite left out ("off"): ``rope``, the
-lowering_rules.rope rules; ``projections``, noxla.tflite_projections (a decode step's projections of
+lowering_rules.rope rules; ``projections``, noxla.writers.tflite.flatbuffer.projections (a decode step's projections of
 one input joined). Per export: ops of the decode signature; whether the two files' logits and caches
 are the same bits; the logits against JAX's; then decode and prefill latency in LiteRT's signature
 runners, the exports' timers interleaved round by round in both orders of making them
@@ -33,12 +33,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 @contextlib.contextmanager
 def switched_off(switch: str):
     """noxla with ``switch`` left out, for the ``with`` block."""
-    import noxla.export
+    import noxla.pipeline.tf_path
     from lowering_rules import rope
     if switch == "rope":
         names, module = ("halves_rotation", "rotate_half", "pairs_rotation"), rope
     else:
-        names, module = ("join_matrix_vector_projections",), noxla.export
+        names, module = ("join_matrix_vector_projections",), noxla.pipeline.tf_path
     saved = {name: getattr(module, name) for name in names}
     for name in names:
         setattr(module, name, lambda *args, **kwargs: None)
@@ -60,7 +60,7 @@ def export(config, params, lay, path: str, switch: str | None, prefill: int) -> 
 
 def signature_ops(path: str, key: str) -> list[str]:
     """The builtin op names of one signature's subgraph (runtimes.tflite_op_names reads the first only)."""
-    from noxla.tflite_schema import schema
+    from noxla.writers.tflite.flatbuffer.schema import schema
     with open(path, "rb") as f:
         model = schema.Model.GetRootAs(f.read(), 0)
     names = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
@@ -150,7 +150,7 @@ def engine_rounds(paths: dict, config, args, work: str) -> None:
 
     import llm_benchmark as lb
 
-    from noxla import litertlm_bundle
+    from noxla.writers.litertlm import bundle as litertlm_bundle
     from tests import tiny_llama
     tokenizer, metadata = os.path.join(work, "tokenizer.json"), os.path.join(work, "llm_metadata.textproto")
     tiny_llama.word_level_tokenizer(tokenizer, config.vocab)

@@ -58,7 +58,7 @@ def main() -> int:
             ops = collections.Counter(tflite_op_names(path))
             line = f"{name}: tflite {sum(ops.values())} ops"
             if args.latency:
-                from noxla.tracing import trace
+                from noxla.front.tracing import trace
                 from tools.benchmark import alone_ms
                 named = dict(zip(trace(model.fun, example).in_names, example))
                 line += f", {alone_ms('LiteRT', {'tflite': path}, named, 50):.3f} ms"
@@ -68,8 +68,8 @@ def main() -> int:
                 js_ops = tfjs_ops(js)
                 line = f"  tfjs {sum(js_ops.values())} nodes"
                 if args.latency:
+                    from noxla.front.tracing import trace
                     from noxla.runtimes import TfjsRunner
-                    from noxla.tracing import trace
                     runner = runner or TfjsRunner()
                     named = dict(zip(trace(model.fun, example).in_names, example))
                     runner.run(js, named, "wasm")

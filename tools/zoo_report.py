@@ -23,9 +23,9 @@ def main() -> int:
     args = parser.parse_args()
 
     import noxla
+    from noxla.front.tracing import trace
     from noxla.runtimes import tflite_op_names
-    from noxla.tracing import trace
-    from noxla.verify import verify_artifacts
+    from noxla.runtimes.verify import verify_artifacts
     from tests import zoo
 
     models = zoo.build()

@@ -1,6 +1,6 @@
 """Ops of TF's ``gen_xla_ops`` that a rule emits only in the lowering the TFLite converter reads
 (``LoweringFor.tflite_converter``), recorded for the graph's TFLite writer, which legalizes them
-as the converter does (``noxla.graph.tflite.legalize``). Never in a TF.js or replayed graph: those
+as the converter does (``noxla.writers.tflite.legalize``). Never in a TF.js or replayed graph: those
 are recorded without ``tflite_converter``."""
 from __future__ import annotations
 

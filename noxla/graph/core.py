@@ -6,8 +6,8 @@ proto3 JSON form of AttrValue: ``{"type": "DT_FLOAT"}``, ``{"i": "1"}``), its in
 an output of another node) and the dtype and static shape of each output, inferred when recorded.
 A ``Const`` holds its value as a NumPy array; an op whose inputs are all constants is folded into
 one when it is recorded (``noxla.graph.ops``), as grappler folds it on TF's path. Writers read
-the nodes in order (each node's inputs come before it): ``noxla.graph.tfjs`` (model.json, no
-TensorFlow), ``noxla.graph.tf_replay`` (real TF ops: the oracle of the recording).
+the nodes in order (each node's inputs come before it): ``noxla.writers.tfjs.from_graph`` (model.json, no
+TensorFlow), ``noxla.writers.tf.replay`` (real TF ops: the oracle of the recording).
 """
 from __future__ import annotations
 

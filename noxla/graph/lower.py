@@ -8,12 +8,12 @@ import numpy as np
 
 from lowering_rules import complex_values, limb_values
 from lowering_rules.vocabulary import LoweringFor
+from noxla.front.interpreter import Lowering, lower_jaxpr
+from noxla.front.shapes import Dims, is_static
+from noxla.front.tracing import Program
 from noxla.graph import api, ops
 from noxla.graph.core import Graph, Tensor
 from noxla.graph.dtypes import Uncovered, as_dtype
-from noxla.interpreter import Lowering, lower_jaxpr
-from noxla.shapes import Dims, is_static
-from noxla.tracing import Program
 
 
 @dataclasses.dataclass
@@ -28,7 +28,7 @@ class Recorded:
 def record_program(program: Program, strict: bool = False, uint32_as_int32: bool = False,
                    tflite_converter: bool = False, webgpu: bool = False) -> Recorded:
     """``program`` as a graph (a symbolic size is None in the static shapes, computed at run time).
-    ``uint32_as_int32``: TF.js's own lowering (see ``noxla.lowering.serving_function``).
+    ``uint32_as_int32``: TF.js's own lowering (see ``noxla.front.lowering.serving_function``).
     ``tflite_converter``: the lowering TF's path hands its TFLite converter alone, for the graph's
     TFLite writer (``LoweringFor.tflite_converter``). ``webgpu``: for LiteRT.js's WebGPU delegate
     (``LoweringFor.webgpu``). Raises ``Uncovered`` for anything not recorded yet."""

@@ -1,5 +1,5 @@
 // Runs .onnx models on onnxruntime-web (wasm and WebGPU execution providers) in headless Chromium,
-// for tools/browser_benchmark.py only. Same line protocol as noxla/tfjs_runner:
+// for tools/browser_benchmark.py only. Same line protocol as noxla/runtimes/tfjs_runner:
 //   {"model": file.onnx, "ep": "wasm"|"webgpu", "inputs": {name: {dtype, shape, data}}, "repeats": n}
 //   -> {"outputs": {...}, "ms": median, "times": [...]}     {"probe": true} -> {"eps": [...], "version"}
 // or {"error": message}. onnxruntime-web's dist/ is served from ORT_DIST on 127.0.0.1 under /ort/.

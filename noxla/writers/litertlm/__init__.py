@@ -1,0 +1,1 @@
+"""``.litertlm`` bundles through LiteRT-LM's builder, and its engine."""

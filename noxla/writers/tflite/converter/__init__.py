@@ -1,0 +1,2 @@
+"""What TensorFlow's TFLite converter is given (GraphDef rewrites) and what is fixed in the file
+it writes."""

@@ -1,0 +1,170 @@
+"""Rewrites of a converted .tflite, exact, one op more each (mostly for LiteRT.js).
+
+``copy_passthrough_outputs`` for every .tflite (LiteRT.js returns garbage for an output that is an
+input, and LiteRT mixes up a WHILE body's swapped carries); ``unfuse_transpose_conv_activations``
+only for one exported with ``target="litertjs-webgpu"``, where the TFLite converter's fusion makes
+an op its WebGPU delegate refuses (it then runs on wasm), and ``not_equal_as_negated_equal`` there too.
+"""
+from __future__ import annotations
+
+import copy
+
+# TFLite's ActivationFunctionType -> the builtin that applies it on its own.
+_ACTIVATION_OPS = {1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH"}
+
+
+def unfuse_transpose_conv_activations(model) -> int:
+    """Move every activation fused into a TRANSPOSE_CONV (``ModelT``, unpacked) into its own op after
+    it; returns how many. The converter fuses a following RELU into the op, which makes it version 4,
+    and LiteRT.js 2.5.3's delegate takes versions up to 3 ("Max version supported: 3. Requested
+    version 4"): the VAE decoder's two transposed convolutions left the GPU, and everything after them."""
+    from noxla.writers.tflite.flatbuffer.schema import schema
+
+    ops = schema.BuiltinOperator
+    codes = model.operatorCodes
+    rewritten = 0
+    for graph in model.subgraphs:
+        new_ops = []
+        for op in graph.operators or []:
+            new_ops.append(op)
+            code = codes[op.opcodeIndex]
+            options = op.builtinOptions
+            if (max(code.builtinCode, code.deprecatedBuiltinCode) != ops.TRANSPOSE_CONV
+                    or not isinstance(options, schema.TransposeConvOptionsT)
+                    or options.fusedActivationFunction not in _ACTIVATION_OPS):
+                continue
+            activation = getattr(ops, _ACTIVATION_OPS[options.fusedActivationFunction])
+            options.fusedActivationFunction = 0
+            new_ops.append(_then(model, graph, op, activation, b"/before_activation"))
+            rewritten += 1
+        graph.operators = new_ops
+    for code in codes:  # none fuses an activation now: 4 is the version that asks for one (noxla's
+        # graph writer gives every TRANSPOSE_CONV 4); 3 takes the bias input
+        if max(code.builtinCode, code.deprecatedBuiltinCode) == ops.TRANSPOSE_CONV and code.version == 4:
+            code.version = 3
+    return rewritten
+
+
+def _then(model, graph, op, builtin: int, suffix: bytes):
+    """A new one-input operator ``builtin`` that takes over ``op``'s output, ``op`` now writing a
+    fresh tensor of the same type and shape (named with ``suffix``) that it reads; returned for the
+    caller to place after ``op``."""
+    from noxla.writers.tflite.flatbuffer.merge import (
+        opcode_index,  # imported here: noxla.errors imports the rules, and TF
+    )
+    from noxla.writers.tflite.flatbuffer.schema import schema
+    out = graph.tensors[op.outputs[0]]
+    middle = copy.copy(out)
+    middle.name, middle.buffer = out.name + suffix, 0
+    graph.tensors.append(middle)
+    then = schema.OperatorT()
+    then.opcodeIndex = opcode_index(model, builtin)
+    then.inputs, then.outputs = [len(graph.tensors) - 1], [op.outputs[0]]
+    op.outputs = [len(graph.tensors) - 1]
+    return then
+
+
+def copy_passthrough_outputs(model) -> int:
+    """Give an output that is an input its own tensor (``_copy``); returns how many. In the main
+    subgraph every such output (a value returned unchanged, such as the real part of
+    ``lax.complex(a, b)``): LiteRT.js 2.5.3 returns garbage for one, on wasm and WebGPU (LiteRT returns
+    the input). In a WHILE body each carry returned at another position (a swap of two carries):
+    LiteRT gave (t, t) for a body returning (t, x) twice over (x, t), reading a carry it had already
+    overwritten with another (TF's own converter writes the same file)."""
+    from noxla.writers.tflite.flatbuffer.schema import schema
+
+    copied = 0
+    graph = model.subgraphs[0]
+    inputs = set(graph.inputs if graph.inputs is not None else [])
+    outputs = [int(t) for t in (graph.outputs if graph.outputs is not None else [])]
+    for i, t in enumerate(outputs):
+        if t in inputs:
+            outputs[i] = _copy(model, graph, t)
+            copied += 1
+    graph.outputs = outputs
+    for op in [op for g in model.subgraphs for op in g.operators or []]:
+        if not isinstance(op.builtinOptions, schema.WhileOptionsT):
+            continue
+        body = model.subgraphs[op.builtinOptions.bodySubgraphIndex]
+        carries, returned = [int(t) for t in body.inputs], [int(t) for t in body.outputs]
+        for i, t in enumerate(returned):
+            if t in carries and carries.index(t) != i:
+                returned[i] = _copy(model, body, t)
+                copied += 1
+        body.outputs = returned
+    return copied
+
+
+def _copy(model, graph, t: int) -> int:
+    """A new tensor of ``graph`` holding tensor ``t``'s value, through a RESHAPE to its shape. A
+    polymorphic size makes the shape a SHAPE op's, read at run time: ``shape`` holds 1 there, and
+    reshaping to it failed every input of another size."""
+    import numpy as np
+
+    from noxla.writers.tflite.flatbuffer.merge import (
+        opcode_index,  # imported here: noxla.errors imports the rules, and TF
+    )
+    from noxla.writers.tflite.flatbuffer.schema import schema
+    source = graph.tensors[t]
+    shape = np.asarray(source.shape, np.int32)
+    dynamic = source.shapeSignature is not None and -1 in list(source.shapeSignature)
+    shape_tensor = schema.TensorT()
+    shape_tensor.shape, shape_tensor.type = [len(shape)], schema.TensorType.INT32
+    shape_tensor.buffer, shape_tensor.name = 0, source.name + b"/shape"
+    if not dynamic:
+        buffer = schema.BufferT()
+        buffer.data = shape.view(np.uint8)
+        model.buffers.append(buffer)
+        shape_tensor.buffer = len(model.buffers) - 1
+    out = copy.copy(source)
+    out.name, out.buffer = source.name + b"/output", 0
+    graph.tensors += [shape_tensor, out]
+    if dynamic:
+        read = schema.OperatorT()
+        read.opcodeIndex = opcode_index(model, schema.BuiltinOperator.SHAPE)
+        read.inputs, read.outputs = [t], [len(graph.tensors) - 2]
+        read.builtinOptionsType = schema.BuiltinOptions.ShapeOptions
+        read.builtinOptions = schema.ShapeOptionsT()
+        read.builtinOptions.outType = schema.TensorType.INT32
+        graph.operators = [*(graph.operators or []), read]
+    op = schema.OperatorT()
+    op.opcodeIndex = opcode_index(model, schema.BuiltinOperator.RESHAPE)
+    op.inputs, op.outputs = [t, len(graph.tensors) - 2], [len(graph.tensors) - 1]
+    if not dynamic:
+        op.builtinOptionsType = schema.BuiltinOptions.ReshapeOptions
+        op.builtinOptions = schema.ReshapeOptionsT()
+        op.builtinOptions.newShape = [int(d) for d in shape]
+    graph.operators = [*(graph.operators or []), op]
+    return len(graph.tensors) - 1
+
+
+_FLOATS = (0, 1)  # TensorType FLOAT32, FLOAT16
+
+
+def not_equal_as_negated_equal(model) -> int:
+    """Write every float NOT_EQUAL (``ModelT``, unpacked) as LOGICAL_NOT of EQUAL; returns how many.
+    LiteRT.js 2.5.3's WebGPU delegate gives false for NOT_EQUAL(a, b) when a or b is NaN (IEEE, and
+    JAX: true), so ``x != y`` and the total order's NaN tests were wrong there: searchsorted counted
+    0 keys below a NaN query, not 9. Its EQUAL and LOGICAL_NOT are exact with NaNs, and stay on the
+    GPU (the delegate refuses a comparison of a tensor with itself either way: that runs on wasm)."""
+    from noxla.writers.tflite.flatbuffer.merge import builtin_code, opcode_index
+    from noxla.writers.tflite.flatbuffer.schema import schema
+    ops = schema.BuiltinOperator
+    rewritten = 0
+    for graph in model.subgraphs:
+        new_ops = []
+        for op in graph.operators or []:
+            new_ops.append(op)
+            if (builtin_code(model, op) != ops.NOT_EQUAL
+                    or graph.tensors[op.inputs[0]].type not in _FLOATS):
+                continue
+            op.opcodeIndex = opcode_index(model, ops.EQUAL)
+            op.builtinOptionsType = schema.BuiltinOptions.EqualOptions
+            op.builtinOptions = schema.EqualOptionsT()
+            negate = _then(model, graph, op, ops.LOGICAL_NOT, b"/equal")
+            negate.builtinOptionsType = schema.BuiltinOptions.LogicalNotOptions
+            negate.builtinOptions = schema.LogicalNotOptionsT()
+            new_ops.append(negate)
+            rewritten += 1
+        graph.operators = new_ops
+    return rewritten
