@@ -229,6 +229,7 @@ def test_zoo_model_matches_jax_on_wasm_and_webgpu(name, litertjs, tmp_path):
     from limitations.engine import check_jaxpr
     from limitations.targets import declared_fallback
     from lowering_rules.vocabulary import Target
+    from noxla.front.tracing import trace
     from tools.bench_litertjs import measure
 
     model = _zoo()[name]
@@ -238,8 +239,7 @@ def test_zoo_model_matches_jax_on_wasm_and_webgpu(name, litertjs, tmp_path):
         r = result[accelerator]
         if "rejected" in r:  # only WebGPU's declared limitations may refuse a zoo model
             assert accelerator == "webgpu"
-            report = check_jaxpr(__import__("noxla.front.tracing").front.tracing.trace(model.fun, model.inputs(1)).closed_jaxpr,
-                                 Target.LITERTJS_WEBGPU)
+            report = check_jaxpr(trace(model.fun, model.inputs(1)).closed_jaxpr, Target.LITERTJS_WEBGPU)
             assert all(v.declared for v in report.violations), report.format()
             continue
         assert r["shapes_match"] and r["max_error"] <= TOLERANCE[accelerator], (accelerator, r)

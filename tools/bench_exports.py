@@ -182,7 +182,8 @@ def refresh_noxla_venv(python: str) -> None:
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", REPO], check=True,
                    capture_output=True)
     # The first process after a reinstall imported noxla in 2.4 s, the next ones in 0.6-0.9 s.
-    subprocess.run([python, "-c", "import noxla.writers.tflite, noxla.pipeline.tf_path"], check=True, capture_output=True)
+    subprocess.run([python, "-c", "import noxla.writers.tflite, noxla.pipeline.tf_path"], check=True,
+                   capture_output=True)
 
 
 def anchor_export(mode: str, python: str, name: str, work: str) -> dict:
