@@ -1,7 +1,7 @@
-"""noxla's own graph of TF ops (issue 41): the rules' ops recorded without TensorFlow
-(``lower.record_program``), written as a TF.js graph model (``tfjs``) or replayed as real TF ops
-(``tf_replay``, the oracle). The default TF.js export: what is not recorded yet raises
-``Uncovered``, and the export takes TensorFlow's path, saying so in its steps. See docs/graph.md."""
+"""The default .tflite and TF.js exports: written from noxla's graph (``noxla.graph``, recorded
+without TensorFlow) by its writers (``noxla.writers.tflite``, ``noxla.writers.tfjs``). What the graph
+does not record yet raises ``Uncovered``, and the export takes TensorFlow's path
+(``noxla.pipeline.tf_path``), saying so in its steps. See docs/graph.md."""
 from __future__ import annotations
 
 import os
