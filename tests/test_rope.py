@@ -95,9 +95,12 @@ def test_tiny_llama_decode_step_rotates_in_six_ops_per_call(tmp_path, monkeypatc
     assert after["SUB"] == before["SUB"] - calls and after["ADD"] == before["ADD"], (before, after)
     assert after["SLICE"] == before["SLICE"] and "SPLIT" not in after, (before, after)
     assert after["NEG"] == before["NEG"] + 1, (before, after)
-    # Per call 3 ops fewer; once per graph the tables' two CONCATENATIONs, the NEG and (their
-    # [1, 1, half] shape) two RESHAPEs.
-    assert sum(after.values()) == sum(before.values()) - 3 * calls + 5, (before, after)
+    # Per call 3 ops fewer; once per graph the tables' two CONCATENATIONs and the NEG, and at most
+    # two RESHAPEs to their [1, 1, half] shape (none since session 26: the file's reshape passes
+    # read them in place).
+    assert after["RESHAPE"] <= before["RESHAPE"] + 2, (before, after)
+    assert (sum(after.values()) - after["RESHAPE"]
+            == sum(before.values()) - before["RESHAPE"] - 3 * calls + 3), (before, after)
     want = run_tflite(plain, feed)
     assert got.keys() == want.keys()
     for name in got:

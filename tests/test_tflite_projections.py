@@ -14,6 +14,7 @@ import pytest
 import noxla
 import noxla.pipeline.graph_signatures
 import noxla.pipeline.tf_path
+import noxla.writers.tflite.flatbuffer.projections
 
 RNG = np.random.default_rng(0)
 HIDDEN = 64
@@ -54,7 +55,8 @@ def _ops(path: str) -> dict[str, collections.Counter]:
 def _export(target, args, path, monkeypatch, joined: bool) -> str:
     with monkeypatch.context() as patch:
         if not joined:   # TF's path's call and the graph's (several signatures, by default)
-            for module in (noxla.pipeline.tf_path, noxla.pipeline.graph_signatures):
+            # TF's path's name for it, and the module the graph's merged passes read it from.
+            for module in (noxla.pipeline.tf_path, noxla.writers.tflite.flatbuffer.projections):
                 patch.setattr(module, "join_matrix_vector_projections", lambda model, stubs=None: 0)
         if isinstance(target, dict):
             return str(noxla.export_tflite(target, path=path, overwrite=True))
