@@ -73,7 +73,7 @@ def test_the_stride_2_same_vae_form_is_one_fused_transpose_conv_per_upsampling(t
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
-    from noxla.pipeline.tf_path import export
+    from noxla.api import export
     from noxla.runtimes.verify import jax_outputs, relative_error
     from tools import real_models
     model = real_models.build(["vae_decoder_64"], tiny=True)["vae_decoder_64"]
@@ -119,7 +119,7 @@ def test_keras_real_models_compute_o1_logits_so_that_a_wrong_weight_fails_the_ch
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
-    from noxla.pipeline.tf_path import export
+    from noxla.api import export
     from noxla.runtimes.verify import jax_outputs, relative_error
     from tools import real_models
 

@@ -21,7 +21,7 @@ def measure(model, runner, directory: str, repeats: int = 0, batch: int = 1, web
     from limitations.engine import check_jaxpr
     from lowering_rules.vocabulary import Target
     from noxla.front.tracing import trace
-    from noxla.pipeline.tf_path import export
+    from noxla.api import export
     from noxla.runtimes import tflite_op_names
     from noxla.runtimes.verify import jax_outputs, relative_error
 

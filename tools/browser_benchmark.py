@@ -235,7 +235,7 @@ def ort_runner(modules: str):
     shared = node_modules_dir() or modules
     env = dict(os.environ, NODE_PATH=shared, NOXLA_CHROMIUM=chromium_path() or "/usr/bin/chromium",
                ORT_DIST=os.path.join(modules, "onnxruntime-web", "dist"),
-               NOXLA_CHROMIUM_JS=os.path.join(REPO, "noxla", "tfjs_runner", "chromium.js"))
+               NOXLA_CHROMIUM_JS=os.path.join(REPO, "noxla", "runtimes", "tfjs_runner", "chromium.js"))
     return OrtWebRunner([shutil.which("node"), os.path.join(ORT_DIR, "browser.js")], env)
 
 
@@ -251,7 +251,7 @@ def per_run_ms(reply: dict) -> float:
 
 def measure(model, runners: dict, work: str, onnx: dict, args) -> dict:
     """Exports, checks against JAX, then times every path that matched, interleaved."""
-    from noxla.pipeline.tf_path import export
+    from noxla.api import export
     from noxla.runtimes.verify import jax_outputs, relative_error
     from tools.benchmark import interleaved
 

@@ -33,9 +33,7 @@ def main() -> int:
 
     import numpy as np
 
-    from noxla.front.lowering import needs_tfjs_lowering, serving_function
-    from noxla.front.tracing import trace
-    from noxla.pipeline.tf_path import write_tfjs
+    from noxla.api import export
     from noxla.runtimes import BrowserRunner, _decode, _encode
     from noxla.runtimes.verify import jax_outputs
     from tests import zoo
@@ -49,12 +47,12 @@ def main() -> int:
         for name in args.models or sorted(models):
             model = models[name]
             example = model.inputs(args.batch)
-            program = trace(model.fun, example)
             expected = jax_outputs(model.fun, example)
-            inputs = {n: _encode(np.asarray(a)) for n, a in zip(program.in_names, example)}
             cells = []
             with tempfile.TemporaryDirectory() as out:
-                write_tfjs(serving_function(program, uint32_as_int32=needs_tfjs_lowering(program)), out)
+                # what a user's noxla.export_tfjs writes (noxla's graph where it covers the program)
+                program = export(model.fun, example, tfjs=out, overwrite=True, demo_page=False).program
+                inputs = {n: _encode(np.asarray(a)) for n, a in zip(program.in_names, example)}
                 for backend in backends:
                     reply = browser.request({"model": os.path.abspath(out), "backend": backend,
                                              "repeats": args.repeats, "inputs": inputs})
