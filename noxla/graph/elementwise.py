@@ -28,8 +28,21 @@ def _floor_div(x, y):
     return np.floor(x / y)  # TF's float FloorDiv is floor(x / y), not NumPy's fmod-based one
 
 
+def _portable(fn):
+    """``fn`` folded in long double and rounded back. NumPy picks its float16/32/64 loops for exp,
+    log, tanh, sin, cos ... by the CPU's instruction set (AVX2, AVX-512 and the baseline give
+    different last bits: measured in float32), and a folded value is written into the file; long
+    double's loops are scalar C library code with no such dispatch, so the file is the same on
+    every x86 CPU (``tests/test_cpu_independence.py``), and its values nearly always correctly rounded."""
+    def fold(*xs):
+        return fn(*(x.astype(np.longdouble) for x in xs)).astype(xs[0].dtype)
+    return fold
+
+
 def _int_pow(x, y):
-    return None if x.dtype.kind in "iu" and (y < 0).any() else np.power(x, y)
+    if x.dtype.kind in "iu":
+        return None if (y < 0).any() else np.power(x, y)
+    return _portable(np.power)(x, y)
 
 
 # op: (NumPy fold or None, dtypes the op is recorded for: "f" floats, "i" ints, "b" bool)
@@ -59,6 +72,11 @@ UNARY = {
     "Elu": (None, "f"), "Selu": (None, "f"), "Softplus": (None, "f"),
     "LogicalNot": (np.logical_not, "b"), "Invert": (np.invert, "i"),
 }
+# Folded in long double (``_portable``): the functions NumPy computes with CPU-picked loops.
+_TRANSCENDENTAL = {"Exp", "Log", "Log1p", "Expm1", "Sin", "Cos", "Tan", "Atan", "Asin", "Acos", "Tanh", "Sigmoid",
+                   "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Atan2"}
+BINARY, UNARY = ({op: (_portable(fold) if op in _TRANSCENDENTAL else fold, kinds)
+                  for op, (fold, kinds) in table.items()} for table in (BINARY, UNARY))
 PREDICATES = {"IsFinite": np.isfinite, "IsInf": np.isinf, "IsNan": np.isnan}
 
 
