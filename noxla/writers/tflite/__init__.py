@@ -89,7 +89,7 @@ def _without(passes_: tuple, left_out: frozenset) -> tuple:
 
 def _webgpu_flatbuffer_passes() -> tuple:
     """TF's path's passes on the converted file for LiteRT.js's WebGPU delegate, in its order
-    (``noxla.pipeline.tf_path.finish_tflite`` with ``webgpu``): reshape and transpose pairs removed, constant
+    (``noxla.pipeline.tf_tflite_finish.finish_tflite`` with ``webgpu``): reshape and transpose pairs removed, constant
     operands given a unit batch, NOT_EQUAL of floats as LOGICAL_NOT of EQUAL, activations taken out
     of TRANSPOSE_CONV. Not its squeezes read by BATCH_MATMUL nor its joined projections (it makes
     neither for WebGPU)."""
