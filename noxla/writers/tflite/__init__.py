@@ -29,7 +29,7 @@ from noxla.writers.tflite import (  # noqa: F401
     legalize_shapes,
     passes,
 )
-from noxla.writers.tflite.decline import decline_what_the_tf_path_does_better
+from noxla.writers.tflite.decline import what_the_tf_path_does_better
 from noxla.writers.tflite.legalize import legalize
 from noxla.writers.tflite.model import model_of, serialize
 from noxla.writers.tflite.outputs import copy_passthrough_outputs
@@ -167,9 +167,9 @@ def _passes(graph, chosen: Passes, passes_follow: bool, declined: list) -> None:
     graph.prune()   # what only a folded empty tensor read (``empty``, ``legalize_more``)
     fuse.fuse(graph, chosen.fusions, chosen.finish)
     passes.simplify(graph, chosen.simplify)
-    try:
-        decline_what_the_tf_path_does_better(graph, passes_follow)
-    except Uncovered:   # TF's path's passes write it smaller: they run on the file (``Passes.merged``)
+    # TF's path's passes write it smaller: they run on the file (``Passes.merged``). Where they follow
+    # anyway (``passes_follow``: on the merged signatures, as on TF's path), nothing is to decide.
+    if not passes_follow and what_the_tf_path_does_better(graph) is not None:
         declined.append(graph)
 
 
