@@ -280,6 +280,9 @@ def test_what_the_tf_path_writes_shorter_is_no_longer_here(name, tmp_path):
         if reason is not None:
             found.append(reason)
         return reason
-    with mock.patch.object(writer, "what_the_tf_path_does_better", spy):
+    # The writer decides on the reason: TF's path's passes run on the file (read back) iff one was found.
+    with mock.patch.object(writer, "what_the_tf_path_does_better", spy), \
+            mock.patch.object(writer, "_read_back", wraps=writer._read_back) as read_back:
         _no_longer_than_the_tf_paths(fun, args, tmp_path)
     assert (declined is None and not found) or any(declined in f for f in found), found
+    assert read_back.called == bool(found), (read_back.call_count, found)
