@@ -20,8 +20,8 @@ def measure(model, runner, directory: str, repeats: int = 0, batch: int = 1, web
     .tflite exported for it (``tflite_target="litertjs-webgpu"``) unless ``webgpu_lowering`` is off."""
     from limitations.engine import check_jaxpr
     from lowering_rules.vocabulary import Target
-    from noxla.front.tracing import trace
     from noxla.api import export
+    from noxla.front.tracing import trace
     from noxla.runtimes import tflite_op_names
     from noxla.runtimes.verify import jax_outputs, relative_error
 
