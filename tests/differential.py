@@ -34,7 +34,9 @@ from lowering_rules.cases import ArgSpec, Case
 from noxla.front.tracing import Program, trace
 from noxla.pipeline import graph_path as graph
 from noxla.pipeline.preflight import full_check
-from noxla.pipeline.tf_path import input_signature, serving_function, tflite_bytes, write_tfjs
+from noxla.pipeline.tf_path import input_signature, serving_function
+from noxla.pipeline.tf_tfjs import write_tfjs
+from noxla.pipeline.tf_tflite import tflite_bytes
 from noxla.runtimes import BROWSER_TOLERANCE, BrowserRunner, TfjsRunner, run_tflite
 from noxla.runtimes.verify import jax_outputs
 from noxla.writers.tfjs.ops import backstop_reading

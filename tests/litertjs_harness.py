@@ -9,7 +9,8 @@ from typing import Sequence
 import numpy as np
 
 from noxla.front.tracing import Program
-from noxla.pipeline.tf_path import serving_function, tflite_bytes
+from noxla.pipeline.tf_path import serving_function
+from noxla.pipeline.tf_tflite import tflite_bytes
 from noxla.runtimes.litertjs import LiteRtJsRunner
 
 _RUNNER: list[LiteRtJsRunner] = []

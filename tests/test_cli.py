@@ -187,7 +187,7 @@ def test_refused_export_and_check_never_import_tensorflow(tmp_path):
 
 
 def test_check_takes_the_webgl_sub_target_by_either_spelling():
-    from noxla.cli import build_parser
+    from noxla.cli.parser import build_parser
     for name in ("tfjs-webgl", "tfjs_webgl"):
         args = build_parser().parse_args(["check", "m:f", "--input", "i32[4]", "--target", name])
         assert args.target == "tfjs_webgl"
@@ -198,7 +198,7 @@ def test_progress_prints_a_note_that_has_no_start_of_its_own():
     its text must show, not a bare ' done in 0.00s'."""
     import io
 
-    from noxla.cli import Progress
+    from noxla.cli.report import Progress
     out = io.StringIO()
     progress = Progress(out)
     progress("trace", None)

@@ -69,7 +69,7 @@ def test_demo_page_reports_a_webgl_rejection_instead_of_a_number(tmp_path):
     page and --verify-browser say why WebGL does not run it, and wasm and cpu match JAX."""
     from jax import lax
 
-    from noxla.cli import _browser_errors
+    from noxla.cli.report import browser_errors
 
     def scramble(x):
         return lax.shift_left(x, np.int32(21)) + 1
@@ -82,7 +82,7 @@ def test_demo_page_reports_a_webgl_rejection_instead_of_a_number(tmp_path):
     assert isinstance(results, dict), results
     assert results["webgl"] == {"rejected": rejected["webgl"]}, results
     assert results["wasm"]["max_error"] == 0 and results["cpu"]["max_error"] == 0, results
-    row = _browser_errors(results)["chromium_webgl"]
+    row = browser_errors(results)["chromium_webgl"]
     assert row.startswith("not run, rejected up front: shift_left: dtype=int32"), row
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import noxla
 from noxla.front.lowering import serving_function
 from noxla.front.tracing import trace
-from noxla.pipeline.tf_path import tflite_bytes
+from noxla.pipeline.tf_tflite import tflite_bytes
 from noxla.runtimes import tflite_op_names
 from noxla.writers.tf import weight_stubs
 
@@ -165,7 +165,7 @@ def test_a_function_only_frozen_converts_as_the_tf_function_does():
 
     import jax
 
-    from noxla.pipeline.tf_path import frozen_graph_def
+    from noxla.pipeline.tf_function import frozen_graph_def
     from noxla.writers.tflite.flatbuffer.schema import read_model
     straight = trace(mlp, (X,))
     graph_defs = [frozen_graph_def(serving_function(straight, sequenced=s))[0] for s in (False, True)]

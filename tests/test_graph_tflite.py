@@ -206,7 +206,8 @@ _AS_TF_PATH = ["cumsum:axis0_reverse", "cumsum:i32", "round:half_even", "slice:i
 def test_case_is_written_with_the_tf_paths_operators(case_id):
     """Written (not Uncovered), equal to JAX on LiteRT, and with the builtins TF's path's converter
     writes for the same case, as many of each."""
-    from noxla.pipeline.tf_path import serving_function, tflite_bytes
+    from noxla.pipeline.tf_path import serving_function
+    from noxla.pipeline.tf_tflite import tflite_bytes
     (case,) = [c for c in CASES if c.id == case_id]
     program, args, expected = default_mode_inputs(case)
     data = graph_tflite_bytes(program)
@@ -223,7 +224,8 @@ _RESHAPES_REMOVED = ["scatter-add:oob_dropped_i32", "scatter-add:window_rows_vma
 
 @pytest.mark.parametrize("case_id", _RESHAPES_REMOVED)
 def test_case_with_reshapes_the_tf_paths_passes_remove_is_written_no_larger(case_id):
-    from noxla.pipeline.tf_path import serving_function, tflite_bytes
+    from noxla.pipeline.tf_path import serving_function
+    from noxla.pipeline.tf_tflite import tflite_bytes
     (case,) = [c for c in CASES if c.id == case_id]
     program, args, expected = default_mode_inputs(case)
     data = graph_tflite_bytes(program)

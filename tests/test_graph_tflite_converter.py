@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from noxla.front.tracing import trace
-from noxla.graph.dtypes import Uncovered
 from noxla.runtimes import run_tflite
 from noxla.runtimes.verify import relative_error
 from tests.small_cnn import CNN_INPUT, small_cnn
@@ -274,14 +273,16 @@ def test_what_the_tf_path_writes_shorter_is_no_longer_here(name, tmp_path):
     import noxla.writers.tflite as writer
     fun, shapes, declined = _SHORTER[name]
     args = tuple(np.random.default_rng(0).standard_normal(s).astype(np.float32) for s in shapes)
-    found, decline = [], writer.decline_what_the_tf_path_does_better
+    found, predicate = [], writer.what_the_tf_path_does_better
 
-    def spy(graph, passes_follow=False):
-        try:
-            decline(graph, passes_follow)
-        except Uncovered as e:
-            found.append(str(e))
-            raise
-    with mock.patch.object(writer, "decline_what_the_tf_path_does_better", spy):
+    def spy(graph):
+        reason = predicate(graph)
+        if reason is not None:
+            found.append(reason)
+        return reason
+    # The writer decides on the reason: TF's path's passes run on the file (read back) iff one was found.
+    with mock.patch.object(writer, "what_the_tf_path_does_better", spy), \
+            mock.patch.object(writer, "_read_back", wraps=writer._read_back) as read_back:
         _no_longer_than_the_tf_paths(fun, args, tmp_path)
     assert (declined is None and not found) or any(declined in f for f in found), found
+    assert read_back.called == bool(found), (read_back.call_count, found)

@@ -79,7 +79,8 @@ def test_case_is_written_and_equals_jax(case_id):
 
 @pytest.mark.parametrize("case_id", AS_TF_PATH)
 def test_case_has_the_tf_paths_operators(case_id):
-    from noxla.pipeline.tf_path import serving_function, tflite_bytes
+    from noxla.pipeline.tf_path import serving_function
+    from noxla.pipeline.tf_tflite import tflite_bytes
     program, data = _written(case_id)
     assert _op_counts(data) == _op_counts(tflite_bytes(serving_function(program, tflite=True)))
 

@@ -94,7 +94,8 @@ def _forced_error(litertjs, path, named, accelerator, expected):
 
 def _tflite_unchecked(fun, args, tmp_path, polymorphic_shapes=None):
     from noxla.front.tracing import trace
-    from noxla.pipeline.tf_path import serving_function, tflite_bytes
+    from noxla.pipeline.tf_path import serving_function
+    from noxla.pipeline.tf_tflite import tflite_bytes
     program = trace(fun, tuple(args), polymorphic_shapes)
     path = tmp_path / "forced.tflite"
     path.write_bytes(tflite_bytes(serving_function(program, tflite=True)))

@@ -11,7 +11,8 @@ import pytest
 
 import noxla
 from noxla.front.tracing import trace
-from noxla.pipeline.tf_path import serving_function, tflite_bytes
+from noxla.pipeline.tf_path import serving_function
+from noxla.pipeline.tf_tflite import tflite_bytes
 from noxla.runtimes import run_tflite
 
 BF16 = jnp.bfloat16

@@ -133,12 +133,13 @@ def vector_bias_adds_only():
 
 
 def write_tfjs(concrete, path: str, quantize: str | None = None, weight_shard_size_bytes: int = 4 << 20) -> None:
-    """``noxla.pipeline.tf_path.write_tfjs`` as it was, through the tensorflowjs converter."""
+    """``noxla.pipeline.tf_tfjs.write_tfjs`` as it was, through the tensorflowjs converter."""
     import tensorflow as tf
     from google.protobuf.json_format import MessageToDict
     from tensorflow.core.protobuf import meta_graph_pb2
 
-    from noxla.pipeline.tf_path import frozen_graph_def, name_tfjs_signature
+    from noxla.pipeline.tf_function import frozen_graph_def
+    from noxla.pipeline.tf_tfjs import name_tfjs_signature
     from noxla.writers.tfjs.fusions import check_fused_ops
     conversion, normalize_bias_add, graph_rewrite_util, write_weights = _converter()
     graph_def, inputs = frozen_graph_def(concrete)

@@ -167,21 +167,25 @@ def export_tflite(model, *args, layout: CacheLayout | None = None, cache_length:
     ``model, *args``: ``keras_model, path`` (with ``cache_length``), ``nnx_module, path`` or
     ``step, params, path`` (with ``layout``); see ``decoder``.
     ``quantize``: None; "int8", "int4" or "int4_b32" (LiteRT's quantizer, see noxla.llm.quantize); or
-    the TFLite converter's "float16" or "dynamic_int8" (see noxla.writers.quantize). Past 2 GB of weights the
-    file is written with buffer offsets (``noxla.writers.tflite.flatbuffer.large``). "int8", "int4" and "int4_b32"
-    quantize weight by weight as the file is written (noxla.writers.tflite.flatbuffer.quantize_weights), at any size;
-    the converter's modes would have TF's converter hold the float weights in one GraphDef, a protobuf
-    (2 GB at most): refused up front past that."""
+    ``noxla.export_tflite``'s "float16" or "dynamic_int8" (see noxla.writers.quantize): the merged file
+    from noxla's graph quantized by LiteRT's quantizer, else each signature by TF's converter. Past
+    2 GB of weights the file is written with buffer offsets (``noxla.writers.tflite.flatbuffer.large``).
+    "int8", "int4" and "int4_b32" quantize weight by weight as the file is written
+    (noxla.writers.tflite.flatbuffer.quantize_weights), at any size; "float16" and "dynamic_int8"
+    quantize the whole float file, which LiteRT's quantizer takes as one flatbuffer and TF's converter
+    as one GraphDef, a protobuf (each 2 GB at most): refused up front past that."""
     llm_quantize.check_mode(quantize)
     step, params, layout, path = decoder(model, *args, layout=layout, cache_length=cache_length)
     weight_bytes = sum(int(getattr(x, "nbytes", 0)) for x in _leaves(params))
     if quantize in llm_quantize.CONVERTER_MODES and weight_bytes >= large_tflite.FLATBUFFER_LIMIT:
-        raise ExportError(f"the weights take {weight_bytes / 2**30:.2f} GiB: quantize={quantize!r} runs in TF's "
-                          f"converter, which takes at most 2 GiB of float weights; export unquantized "
-                          f"(written with buffer offsets past 2 GiB) or quantize the weights beforehand")
+        raise ExportError(f"the weights take {weight_bytes / 2**30:.2f} GiB: quantize={quantize!r} quantizes the "
+                          f"whole float file, at most 2 GiB (one flatbuffer for LiteRT's quantizer, one GraphDef "
+                          f"for TF's converter); export unquantized (written with buffer offsets past 2 GiB) or "
+                          f"quantize the weights beforehand")
     functions = signatures(step, params, layout, prefill_lengths)
     # The entry every export takes: the same preflight and check as noxla.export_tflite's. The
-    # quantizer's modes quantize the merged model's weights (a rewrite), the converter's convert.
+    # quantizer's modes quantize the merged model's weights (a rewrite); float16 and dynamic_int8
+    # are the export's own quantize= (LiteRT's quantizer on the graph's merged file, or TF's converter).
     if llm_quantize.uses_quantizer(quantize):
         options = ExportOptions(tflite=path, overwrite=overwrite, on_step=on_step)
         return run(functions, (), options, rewrite=llm_quantize.weight_rewrite(quantize)).written["tflite"]

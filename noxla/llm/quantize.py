@@ -36,7 +36,10 @@ QUANTIZER_MODES = {
     "int4": ("dynamic_wi4c_afp32", "int4 weights, per output channel"),
     "int4_b32": ("dynamic_wi4b32_afp32", "int4 weights, blockwise (32 values per scale)"),
 }
-# The TFLite converter's own modes (noxla.writers.quantize), which noxla.llm passes to it per signature.
+# noxla.export_tflite's own modes (noxla.writers.quantize), which noxla.llm passes to the export: LiteRT's
+# quantizer quantizes the merged file where noxla's graph writes the signatures (noxla.pipeline.graph_signatures),
+# else TF's converter each signature (no quantizer installed, NOXLA_TFLITE_QUANTIZER=tf, or a signature the
+# graph does not cover).
 CONVERTER_MODES = ("float16", "dynamic_int8")
 MODES = (*QUANTIZER_MODES, *CONVERTER_MODES)
 
@@ -51,7 +54,7 @@ def check_mode(quantize: str | None) -> None:
     if quantize not in QUANTIZER_MODES:
         described = ", ".join(f"{m!r} ({QUANTIZER_MODES[m][1]})" for m in QUANTIZER_MODES)
         raise QuantizationError(f"LLM quantize={quantize!r}: expected one of {described}, "
-                                f"{', '.join(map(repr, CONVERTER_MODES))} (the TFLite converter's), or None")
+                                f"{', '.join(map(repr, CONVERTER_MODES))} (noxla.export_tflite's), or None")
     if importlib.util.find_spec("ai_edge_quantizer") is None:
         raise QuantizationError(f"LLM quantize={quantize!r} uses LiteRT's quantizer: pip install \"noxla[quantize]\"")
 

@@ -1,25 +1,20 @@
-"""Exporters: SavedModel, .tflite (builtins only unless Flex is allowed) and TF.js graph models.
-
-One pipeline (``export``) serves the public ``export_*`` functions and the CLI: it traces, runs
-the up-front check for each target, lowers into one ``tf.function`` with named inputs and
-outputs, and writes beside the final path before renaming into place: a failed export leaves
-nothing at ``path``. ``on_step`` reports each step as it runs (the CLI prints them).
+"""TF's path: the export pipeline through TensorFlow, for one function (``export``) and for several
+signatures (``export_signatures``), as the API and the CLI take it where noxla's graph does not
+(``noxla.api.run``). It lowers into one ``tf.function`` with named inputs and outputs, converts
+(``noxla.pipeline.tf_tflite``: TF's TFLite converter; ``noxla.pipeline.tf_tfjs``: TF.js through
+grappler; a SavedModel here) and writes beside the final path before renaming into place: a failed
+export leaves nothing at ``path``. ``on_step`` reports each step as it runs (the CLI prints them).
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import gc
-import json
 import os
-import warnings
 from typing import Callable, Mapping, Sequence
 
-import numpy as np
 import tensorflow as tf
 
 from lowering_rules.vocabulary import Target
-from noxla.errors import ExportError, QuantizationError
 from noxla.front.interpreter import Weights
 from noxla.front.lowering import (  # noqa: F401  (part of this module's API)
     input_signature,
@@ -32,51 +27,28 @@ from noxla.front.shapes import dim_vars
 from noxla.front.tracing import Program
 from noxla.pipeline import graph_signatures
 from noxla.pipeline.preflight import (  # noqa: F401  (atomic_output, Exported: part of this module's API)
-    DEFAULT_SHARD_BYTES,
     Cleared,
     ClearedSignatures,
     Exported,
     ExportOptions,
     OnStep,
     atomic_output,
-    ensure_writable,
     preflight,
     preflight_signatures,
     require_supported,
     run_step,
     write_chunks,
 )
+from noxla.pipeline.tf_function import Handoff, module_for
+from noxla.pipeline.tf_tfjs import write_tfjs
+from noxla.pipeline.tf_tflite import tflite_bytes
 from noxla.runtimes.demo import write_demo
-from noxla.writers import quantize as quantization
 from noxla.writers.tf.gradients import SAVE_OPTIONS, saved_model_module
-from noxla.writers.tf.weight_stubs import StubMismatch, WeightStubs, fold_into_stand_ins
-from noxla.writers.tfjs.graph import TensorSpec
-from noxla.writers.tfjs.graph_def import graph_from_graph_def
+from noxla.writers.tf.weight_stubs import StubMismatch, WeightStubs
 from noxla.writers.tfjs.ops import backstop_reading
-from noxla.writers.tfjs.optimize import optimized_for_tfjs
-from noxla.writers.tfjs.writer import write_graph_model
-from noxla.writers.tflite.converter import graph_passes as tflite_graph_passes
-from noxla.writers.tflite.converter import infinities as tflite_infinities
 from noxla.writers.tflite.flatbuffer import large as large_tflite
-from noxla.writers.tflite.flatbuffer.merge import builtin_code, merge_tflite, merged_model, share_constant_buffers  # noqa: F401  (API)
+from noxla.writers.tflite.flatbuffer.merge import merged_model
 from noxla.writers.tflite.flatbuffer.projections import join_matrix_vector_projections
-from noxla.writers.tflite.flatbuffer.reshapes import (
-    fold_transpose_pairs,
-    read_caches_in_batch_matmul,
-    remove_reshape_pairs,
-)
-from noxla.writers.tflite.flatbuffer.webgpu import (
-    copy_passthrough_outputs,
-    not_equal_as_negated_equal,
-    unfuse_transpose_conv_activations,
-)
-from noxla.writers.tflite.flatbuffer.webgpu_constants import constants_with_unit_batch
-
-
-def module_for(concrete) -> tf.Module:
-    module = tf.Module()
-    module.serve = concrete
-    return module
 
 
 def write_saved_model(concrete, path: str, module: tf.Module | None = None) -> None:
@@ -84,307 +56,6 @@ def write_saved_model(concrete, path: str, module: tf.Module | None = None) -> N
     custom gradients included (``gradients.saved_model_module``'s are JAX's)."""
     tf.saved_model.save(module or module_for(concrete), path, signatures={"serving_default": concrete},
                         options=SAVE_OPTIONS)
-
-
-class Handoff:
-    """A lowered function given to its last user, which drops it once it has read the graph: the
-    TF graph and the weights it holds (2-3x the weights' size) are then freed before the TFLite
-    converter, whose own copies make an export's peak memory, starts (BERT-base-shaped, 2 layers:
-    376 of 2,639 MB)."""
-
-    def __init__(self, concrete):
-        self._concrete = concrete
-
-    def take(self):
-        concrete, self._concrete = self._concrete, None
-        return concrete
-
-
-@dataclasses.dataclass(frozen=True)
-class _Endpoint:
-    """What ``convert_graphdef`` reads of an input or output tensor, without its graph."""
-    name: str
-    dtype: object
-    shape: object
-
-
-def tflite_bytes(concrete, allow_flex: bool = False, quantize: str | None = None,
-                 samples: Callable | None = None, webgpu: bool = False,
-                 stubs: WeightStubs | None = None, weights: Weights | None = None) -> bytes:
-    """The converted model. ``concrete``: the lowered function, or a ``Handoff`` of it (released
-    before converting). ``webgpu``: with the rewrites LiteRT.js's WebGPU delegate needs
-    (``noxla.writers.tflite.flatbuffer.webgpu``), for a concrete function lowered for it. ``stubs``: convert with the
-    large weights as stand-ins (``noxla.writers.tf.weight_stubs``); the result is then the unpacked model,
-    whose weights ``large_tflite.serialized`` writes. ``weights``: those the function was lowered
-    with, its values (``frozen_graph_def``)."""
-    from tensorflow.core.framework.graph_debug_info_pb2 import GraphDebugInfo
-    from tensorflow.lite.python import convert as tflite_convert
-    handoff = isinstance(concrete, Handoff)
-    if handoff:
-        concrete = concrete.take()
-    trackable = module_for(concrete)
-    # Without debug info the converter collects every op's Python stack for its error messages
-    # (10-15% of a conversion); the model comes out byte for byte the same, and an error still
-    # names the op by its name-scope path, which holds the primitive's name.
-    trackable.graph_debug_info = GraphDebugInfo()
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete], trackable)
-    ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    if allow_flex:
-        ops.append(tf.lite.OpsSet.SELECT_TF_OPS)
-    converter.target_spec.supported_ops = ops
-    quantization.configure_tflite(converter, quantize, samples)
-    graph_def, inputs = frozen_graph_def(concrete, stubs, weights)
-    if not allow_flex:
-        tflite_graph_passes.for_builtins(graph_def, calibrated=quantize == "int8")
-    # int8's calibration runs the model with its constants inside (an input it is not given would
-    # not be fed), and int8 activations hold no infinity: the converter's FLT_MAX stays.
-    infinite = tflite_infinities.take(graph_def) if quantize != "int8" else {}
-    in_names = [t.name.split(":")[0] for t in inputs]
-    out_names = sorted(concrete.structured_outputs)
-    constants = _outputs_of_a_constant_program(concrete, inputs, out_names)
-    # The converter's own entry point for a concrete function saves it as a SavedModel, loads it
-    # back and converts that (or, without a trackable object, re-imports the graph to freeze it):
-    # most of its time on a model without loops (mobilenet_v2: 0.51 of 0.65 CPU s). A noxla graph
-    # has no variables, so it is frozen already and its GraphDef goes straight to the converter
-    # step both of those paths end in; the ops and weights come out the same. That step writes no
-    # signature, which LiteRT's signature runner reads the names from: ``finish_tflite`` adds it.
-    try:
-        # ``TFLiteConverterBaseV2.convert`` without its last step, ``_optimize_tflite_model``: for the
-        # other modes (no calibration, no sparsity) that step only unpacks the flatbuffer
-        # into Python objects twice and packs it once, to share equal constant buffers (0.2-0.35 CPU s
-        # of a sampling model's 690-op export). ``finish_tflite`` shares them in its own single pass.
-        # int8 runs that step: its calibration is there.
-        converter._validate_inputs(graph_def, inputs)
-        flags = converter._get_base_converter_args()
-        flags.update(converter._quant_mode.converter_flags())
-        # The converter serializes the GraphDef it is given; given it serialized, the proto (a copy
-        # of the weights) is freed before the conversion's own copies are made.
-        serialized = _SerializedGraphDef(graph_def.SerializeToString())
-        del graph_def
-        inputs, outputs = ([_Endpoint(t.name, t.dtype, t.shape) for t in tensors]
-                           for tensors in (inputs, concrete.outputs))
-        if handoff and quantize != "int8":  # the graph is cyclic: collected, not just dereferenced
-            del concrete, converter, trackable
-            gc.collect()
-        stand_ins = stubs.input_specs() if stubs is not None else []
-        data = tflite_convert.convert_graphdef(serialized, inputs + stand_ins + tflite_infinities.input_specs(infinite),
-                                               outputs, **flags)
-        if quantize == "int8":
-            from tensorflow.lite.python.lite import _build_conversion_flags
-            with warnings.catch_warnings():  # "Statistics for quantized inputs were expected": calibration's
-                warnings.simplefilter("ignore", UserWarning)
-                debug_options = _build_conversion_flags(**flags).debug_options
-            data = quantization.float_divisions(quantization.calibrated_int8(converter, data, debug_options))
-    except QuantizationError:
-        raise
-    except Exception as e:  # the converter raises several private error types
-        raise ExportError(f"the TFLite converter rejected the lowered program: {e}") from e
-    return finish_tflite(data, in_names, out_names, stubs, webgpu, constants, infinite)
-
-
-def _outputs_of_a_constant_program(concrete, inputs, out_names) -> list[np.ndarray] | None:
-    """The outputs, in ``out_names`` order, of a program whose inputs hold no elements (or that has
-    none): its outputs are constants, which the converter folds, and it writes an infinite constant
-    as the largest finite float. Their values, computed here in TF (a polymorphic size as 1: an output
-    whose shape depends on it is not folded, and ``_write_constant_outputs`` passes it by), are
-    written back exactly."""
-    if not all(0 in t.shape.as_list() for t in inputs):  # a polymorphic size times 0 is 0 too
-        return None
-    outputs = concrete(*(tf.zeros([1 if d is None else d for d in t.shape.as_list()], t.dtype) for t in inputs))
-    return [np.asarray(outputs[name]) for name in out_names]
-
-
-class _SerializedGraphDef:
-    """A GraphDef already serialized, as ``convert_graphdef`` reads it (``SerializeToString`` only)."""
-
-    def __init__(self, data: bytes):
-        self.data = data
-
-    def SerializeToString(self) -> bytes:  # noqa: N802  (protobuf's name)
-        return self.data
-
-
-# The dtypes whose values ``make_tensor_proto`` writes as raw ``tensor_content`` (more than one element).
-_CONTENT_DTYPES = {np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32,
-                                         np.int64, np.uint8, np.uint16)}
-
-
-def frozen_graph_def(concrete, stubs: WeightStubs | None = None, weights: Weights | None = None) -> tuple:
-    """The function's GraphDef with every captured eager tensor (a rule's module-level constant)
-    as a Const node, and its inputs without those captures: what freezing it would give, as it
-    holds no variables, without re-importing the graph in Python. ``stubs``: the weights it takes
-    become stand-ins (``noxla.writers.tf.weight_stubs``). ``weights``: the function's, whose values are read
-    from their arrays, not from the eager tensors (see ``interpreter.Weights``)."""
-    graph_def = concrete.graph.as_graph_def()
-    captured = {internal.op.name: external for external, internal in concrete.graph.captures}
-    for node in graph_def.node:
-        if node.name in captured:
-            value = captured.pop(node.name)
-            if value.dtype == tf.resource:
-                raise ExportError(f"the lowered program captures a resource ({node.name}); noxla emits none")
-            node.op = "Const"
-            node.ClearField("attr")
-            node.attr["dtype"].type = value.dtype.as_datatype_enum
-            array = weights.array_of(value) if weights is not None else None
-            if array is None:
-                array = np.asarray(value)  # a view: ``numpy()`` would copy every weight
-            if stubs is not None and stubs.takes(array):
-                stubs.stub(node, value.ref(), array)
-            else:
-                _write_const(node, array)
-    if stubs is not None:
-        stubs.finish_graph_def(graph_def, _write_const)
-    internal = {t.ref() for _, t in concrete.graph.captures}
-    return graph_def, [t for t in concrete.inputs if t.ref() not in internal]
-
-
-def _write_const(node, array: np.ndarray) -> None:
-    tensor = node.attr["value"].tensor
-    if array.dtype in _CONTENT_DTYPES and array.size > 1:
-        # A weight's bytes written straight into the node: ``make_tensor_proto`` would
-        # build a second proto of the same size to copy from.
-        tensor.dtype = tf.as_dtype(array.dtype).as_datatype_enum
-        tensor.tensor_shape.CopyFrom(tf.TensorShape(array.shape).as_proto())
-        tensor.tensor_content = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
-    else:
-        tensor.CopyFrom(tf.make_tensor_proto(array))
-
-
-def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str],
-                  stubs: WeightStubs | None = None, webgpu: bool = False,
-                  constants: Sequence[np.ndarray] | None = None,
-                  infinite: Mapping[str, np.ndarray] | None = None) -> bytes:
-    """The converted model with its ``serving_default`` signature (inputs and outputs by name, in
-    the subgraph's order: the concrete function's inputs, its outputs flattened in key order) and
-    ``keep_num_dims`` on every FULLY_CONNECTED whose input and output are 2-D, as the native
-    path's converter writes it. TF's MatMul converts without it; on a 2-D input both give the same
-    [batch, units] output, but without it XNNPACK adds a reshape per op: 5% of the mlp's LiteRT
-    latency (1.62 vs 1.53 us, interleaved). Equal constant buffers are shared, as the converter's
-    own last step (skipped by ``tflite_bytes``) does. ``constants``: the exact values of outputs
-    the converter folded (``_outputs_of_a_constant_program``). ``infinite``: the infinite constants
-    handed to the converter as inputs (``noxla.writers.tflite.converter.infinities``). One unpack and pack of the
-    flatbuffer; with ``stubs``, the unpacked model (``ModelT``), its weights placeholders (see
-    ``WeightStubs.attach``)."""
-    from noxla.writers.tflite.flatbuffer.schema import model_bytes, read_model, schema
-    # Read from the bytes themselves: the buffers become read-only views of them, not of a copy
-    # (nothing here writes into a buffer's data; sharing only re-points tensors).
-    model = read_model(data)
-    main = model.subgraphs[0]
-    if stubs is not None:  # the stand-ins become constants with the weights' bytes
-        stubs.attach(model)
-        fold_into_stand_ins(model, stubs)
-    tflite_infinities.attach(model, infinite or {})
-    if constants is not None:
-        _write_constant_outputs(schema, model, constants)
-    copy_passthrough_outputs(model)
-    remove_reshape_pairs(model)  # reshapes that move nothing around elementwise chains (attention's mask)
-    if not webgpu:  # WebGPU's BATCH_MATMUL is not known to broadcast batch axes of unequal rank
-        read_caches_in_batch_matmul(model)
-    fold_transpose_pairs(model)  # the converter folds a pair only when nothing else reads the first
-    if webgpu:  # the delegate reads a constant operand's first batch only, and NOT_EQUAL of a NaN as false
-        constants_with_unit_batch(model)
-        not_equal_as_negated_equal(model)
-
-    model.signatureDefs = [large_tflite.serving_signature(schema, in_names, main.inputs, out_names, main.outputs)]
-    share_constant_buffers(model, stubs)
-    if webgpu:
-        unfuse_transpose_conv_activations(model)
-    for graph in model.subgraphs:
-        for op in graph.operators or []:
-            if builtin_code(model, op) != schema.BuiltinOperator.FULLY_CONNECTED:
-                continue
-            options = op.builtinOptions
-            ranks = {len(graph.tensors[op.inputs[0]].shape), len(graph.tensors[op.outputs[0]].shape)}
-            if isinstance(options, schema.FullyConnectedOptionsT) and ranks == {2}:
-                options.keepNumDims = True
-    if stubs is not None:
-        return model
-    return model_bytes(model)
-
-
-def _write_constant_outputs(schema, model, values: Sequence[np.ndarray]) -> None:
-    """Each output of the main subgraph that is a constant gets its own buffer holding ``values``'
-    bytes (the converter's copy has the largest finite float where the value is infinite)."""
-    graph = model.subgraphs[0]
-    for t, value in zip(graph.outputs, values):
-        tensor = graph.tensors[t]
-        data = model.buffers[tensor.buffer].data if tensor.buffer else None
-        exact = np.ascontiguousarray(value).view(np.uint8).reshape(-1)
-        if data is None or len(data) != exact.size:
-            continue
-        buffer = schema.BufferT()
-        buffer.data = exact
-        model.buffers.append(buffer)
-        tensor.buffer = len(model.buffers) - 1
-
-
-def write_tfjs(concrete, path: str, quantize: str | None = None,
-               weight_shard_size_bytes: int = DEFAULT_SHARD_BYTES) -> None:
-    """The function's frozen graph (``frozen_graph_def``: it holds no variables), optimised as TF.js's
-    converter optimises a graph (``noxla.writers.tfjs.optimize``), written as a TF.js graph model."""
-    graph_def, inputs = frozen_graph_def(concrete)
-    try:
-        optimized = optimized_for_tfjs(graph_def, inputs, concrete.outputs)
-    except ExportError:
-        raise
-    except Exception as e:  # grappler raises TF's error types
-        raise ExportError(f"the TF.js graph optimisation rejected the lowered program: {e}") from e
-    specs = [[TensorSpec(t.name, _dtype_name(t.dtype),
-                         None if t.shape.rank is None else tuple(t.shape.as_list())) for t in tensors]
-             for tensors in (inputs, concrete.outputs)]
-    write_graph_model(graph_from_graph_def(optimized), path, *specs, quantize=quantize,
-                      weight_shard_size_bytes=weight_shard_size_bytes, generated_by=tf.__version__,
-                      # As TF.js's converter writes it: the output keys, in flattening order.
-                      metadata={"structuredOutputKeys": sorted(concrete.structured_outputs)})
-    name_tfjs_signature(os.path.join(path, "model.json"), concrete, inputs)
-
-
-def _dtype_name(dtype) -> str:
-    """A TF dtype as model.json names it (``DT_FLOAT``)."""
-    from tensorflow.core.framework import types_pb2
-    return types_pb2.DataType.Name(tf.as_dtype(dtype).as_datatype_enum)
-
-
-def name_tfjs_signature(model_json: str, concrete, inputs: Sequence) -> None:
-    """Key the graph model's signature by our readable names, its inputs (``frozen_graph_def``'s,
-    in the function's parameter order) in that order.
-
-    The TF.js converter keys outputs by graph node (``Identity_1:0``) and drops
-    the name of any that share shape and dtype; TF.js's GraphModel reports and
-    accepts signature keys, so keying them by name makes them stable.
-    """
-    with open(model_json) as f:
-        model = json.load(f)
-    signature = model.setdefault("signature", {})
-    out_names = sorted(concrete.structured_outputs)  # tf.nest flattens dicts in key order
-    by_node = {t.name: name for t, name in zip(concrete.outputs, out_names)}
-    outputs = signature.get("outputs", {})
-    signature["outputs"] = {by_node.get(info["name"], key): info for key, info in outputs.items()}
-    # TF.js's GraphModel lists its inputs (``model.inputs``, and the order a positional
-    # ``execute([...])`` feeds them in) in the order of the signature's keys, which the converter
-    # writes in no particular order (f(s, t) came out [t, s]): they follow the parameters here.
-    order = {t.name: i for i, t in enumerate(inputs)}
-    entries = sorted(signature.get("inputs", {}).values(), key=lambda info: order.get(info["name"], len(order)))
-    signature["inputs"] = {info["name"].split(":")[0]: info for info in entries}
-    nodes = model["modelTopology"].get("node", [])
-    slots = [i for i, n in enumerate(nodes) if n.get("op") == "Placeholder"]
-    by_order = sorted((nodes[i] for i in slots), key=lambda n: order.get(n["name"] + ":0", len(order)))
-    for i, node in zip(slots, by_order):  # without a signature, TF.js lists the placeholders in graph order
-        nodes[i] = node
-    placeholders = [nodes[i]["attr"].get("shape", {}).get("shape", {}) for i in slots]
-    for shape in (*placeholders, *(info.get("tensorShape", {}) for info in signature["inputs"].values()),
-                  *(info.get("tensorShape", {}) for info in signature["outputs"].values())):
-        for dim in shape.get("dim", []):
-            # proto3 JSON omits zero values, and TF.js reads a missing size as NaN.
-            dim.setdefault("size", "0")
-    with open(model_json, "w") as f:
-        json.dump(model, f)
-
-
-def write_tflite(concrete, path: str, allow_flex: bool = False, quantize: str | None = None) -> None:
-    data = tflite_bytes(concrete, allow_flex, quantize)
-    with open(path, "wb") as f:
-        f.write(data)
 
 
 # --------------------------------------------------------------------------- the pipeline

@@ -29,7 +29,7 @@ from noxla.writers.tflite import (  # noqa: F401
     legalize_shapes,
     passes,
 )
-from noxla.writers.tflite.decline import decline_what_the_tf_path_does_better
+from noxla.writers.tflite.decline import what_the_tf_path_does_better
 from noxla.writers.tflite.legalize import legalize
 from noxla.writers.tflite.model import model_of, serialize
 from noxla.writers.tflite.outputs import copy_passthrough_outputs
@@ -89,7 +89,7 @@ def _without(passes_: tuple, left_out: frozenset) -> tuple:
 
 def _webgpu_flatbuffer_passes() -> tuple:
     """TF's path's passes on the converted file for LiteRT.js's WebGPU delegate, in its order
-    (``noxla.pipeline.tf_path.finish_tflite`` with ``webgpu``): reshape and transpose pairs removed, constant
+    (``noxla.pipeline.tf_tflite_finish.finish_tflite`` with ``webgpu``): reshape and transpose pairs removed, constant
     operands given a unit batch, NOT_EQUAL of floats as LOGICAL_NOT of EQUAL, activations taken out
     of TRANSPOSE_CONV. Not its squeezes read by BATCH_MATMUL nor its joined projections (it makes
     neither for WebGPU)."""
@@ -167,9 +167,9 @@ def _passes(graph, chosen: Passes, passes_follow: bool, declined: list) -> None:
     graph.prune()   # what only a folded empty tensor read (``empty``, ``legalize_more``)
     fuse.fuse(graph, chosen.fusions, chosen.finish)
     passes.simplify(graph, chosen.simplify)
-    try:
-        decline_what_the_tf_path_does_better(graph, passes_follow)
-    except Uncovered:   # TF's path's passes write it smaller: they run on the file (``Passes.merged``)
+    # TF's path's passes write it smaller: they run on the file (``Passes.merged``). Where they follow
+    # anyway (``passes_follow``: on the merged signatures, as on TF's path), nothing is to decide.
+    if not passes_follow and what_the_tf_path_does_better(graph) is not None:
         declined.append(graph)
 
 

@@ -1,12 +1,12 @@
 """Graphs the graph's TFLite writer would write with more operators than the TF path: reshapes and
-projections TF's path's flatbuffer passes remove or join. Each raises ``Uncovered``, and the writer
-then runs those passes on its file (``noxla.writers.tflite.Passes.merged``), which must come out no
-larger than the TF path's."""
+projections TF's path's flatbuffer passes remove or join. ``what_the_tf_path_does_better`` names
+what it finds, and the writer then runs those passes on its file
+(``noxla.writers.tflite.Passes.merged``), which must come out no larger than the TF path's."""
 from __future__ import annotations
 
 import numpy as np
 
-from noxla.writers.tflite.model import Graph, Uncovered, View, unknown
+from noxla.writers.tflite.model import Graph, View, unknown
 
 # Operators that run alike in another layout of their input (``noxla.writers.tflite.flatbuffer.reshapes``).
 _ELEMENTWISE = {"ABS", "CEIL", "COS", "EXP", "FLOOR", "GELU", "HARD_SWISH", "LOG", "LOGISTIC", "NEG", "RELU",
@@ -14,25 +14,22 @@ _ELEMENTWISE = {"ABS", "CEIL", "COS", "EXP", "FLOOR", "GELU", "HARD_SWISH", "LOG
                 "SOFTMAX"}
 
 
-def decline_what_the_tf_path_does_better(graph: Graph, passes_follow: bool = False) -> None:
-    """``Uncovered`` for a fused graph the TF path's flatbuffer passes would write smaller: a reshape
+def what_the_tf_path_does_better(graph: Graph) -> str | None:
+    """What the TF path's flatbuffer passes would write smaller in a fused graph, or None: a reshape
     and its inverse around operators that run alike in either layout, a squeeze of leading unit axes
-    before a batched product (``noxla.writers.tflite.flatbuffer.reshapes``), projections of one row of one input, which
-    it joins into one FULLY_CONNECTED (``noxla.writers.tflite.flatbuffer.projections``). ``passes_follow``: those passes
-    run on what is written here (``noxla.pipeline.graph_signatures`` runs them on the merged signatures, as
-    TF's path does), so nothing is declined for them."""
-    if passes_follow:
-        return
+    before a batched product (``noxla.writers.tflite.flatbuffer.reshapes``), projections of one row
+    of one input, which it joins into one FULLY_CONNECTED (``noxla.writers.tflite.flatbuffer.projections``)."""
     reason = reshapes_the_tf_path_removes(graph)
     if reason:
-        raise Uncovered(reason)
+        return reason
     rows: dict = {}
     for op in graph.ops:
         if op.kind == "FULLY_CONNECTED":
             lead = op.inputs[0].shape[:-1]   # rows known only at run time: not one row here
             rows.setdefault(op.inputs[0].id, []).append(None if unknown(lead) else int(np.prod(lead)))
     if any(len(r) > 1 and 1 in r for r in rows.values()):
-        raise Uncovered("projections of one row of one input, which the TF path joins")
+        return "projections of one row of one input, which the TF path joins"
+    return None
 
 
 def reshapes_the_tf_path_removes(graph: Graph) -> str | None:

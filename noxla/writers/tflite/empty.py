@@ -2,7 +2,7 @@
 outputs hold no elements is a constant (LiteRT copies no empty tensor), a concatenation drops its
 empty parts, and a reduction over an empty axis is its identity element. A run-time input with
 no elements (the program's) is not folded: its outputs are constants only after TF's path runs it
-(``noxla.pipeline.tf_path._outputs_of_a_constant_program``)."""
+(``noxla.pipeline.tf_tflite._outputs_of_a_constant_program``)."""
 from __future__ import annotations
 
 import numpy as np

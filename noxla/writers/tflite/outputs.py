@@ -1,4 +1,4 @@
-"""The outputs as TF's path finishes them (``noxla.pipeline.tf_path.finish_tflite``): an output that is a
+"""The outputs as TF's path finishes them (``noxla.pipeline.tf_tflite_finish.finish_tflite``): an output that is a
 program input is copied by a RESHAPE to its own shape with ``newShape`` set (LiteRT.js returned
 garbage for an output that is an input: ``noxla.writers.tflite.flatbuffer.webgpu.copy_passthrough_outputs``); a
 constant output (the converter's fold of ``x * 0``, of an empty product) stays a constant tensor,
