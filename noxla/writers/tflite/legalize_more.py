@@ -7,8 +7,10 @@ operators, checked on the same TF ops), each computed by LiteRT bit for bit as J
 - ``IsInf`` as ``|x| == inf`` (``ABS``, ``EQUAL``): the converter's operators, with the infinity
   stored as it is (the converter stores the largest float);
 - a boolean ``Pack`` as a ``RESHAPE`` of each item into one ``CONCATENATION`` (LiteRT's ``PACK``
-  has no bool kernel; its ``CONCATENATION`` has one); a ``Pack`` past rank 6 packed at rank 3
-  between ``RESHAPE``s;
+  has no bool kernel; its ``CONCATENATION`` has one);
+- a ``Pack``, ``Transpose`` (and in ``legalize_math`` a ``GatherNd``) past rank 6 (``MAX_RANK``:
+  LiteRT's TRANSPOSE stops there; a gather of 3 batch and 4 offset axes), over fewer axes between
+  ``RESHAPE``s, which take any rank;
 - a uint32 ``AddV2`` through int32 (LiteRT's ``ADD`` has no uint32 kernel; its ``MUL`` has one,
   written by ``legalize`` as it is);
 - ``Conv3D`` as ``CONV_3D``;
@@ -96,11 +98,11 @@ def _transpose(graph, node, x, perm):
         else:
             groups.append([a])
     by_input = sorted(groups)
-    size = lambda group: int(np.prod([x.shape[a] for a in group]))   # noqa: E731
-    merged = reshape(graph, x, [size(g) for g in by_input])
+    sizes = {g[0]: int(np.prod([x.shape[a] for a in g])) for g in groups}
+    merged = reshape(graph, x, [sizes[g[0]] for g in by_input])
     if len(groups) > 1:
         merged = graph.add("TRANSPOSE", [merged, _int32(graph, [by_input.index(g) for g in groups])],
-                           tuple(size(g) for g in groups), x.dtype)
+                           tuple(sizes[g[0]] for g in groups), x.dtype)
     return reshape(graph, merged, _shape(node))
 
 
