@@ -21,8 +21,6 @@ _U32 = np.array([[0, 1, 2 ** 32 - 1, 2 ** 31], [2 ** 31 - 1, 7, 2 ** 32 - 2, 5],
 _I8 = np.array([[-128, 127, 0], [-1, 5, 100]], np.int8)
 _U8 = np.array([[0, 255, 128], [1, 127, 200]], np.uint8)
 _I16 = np.array([[-32768, 32767, 0, -1, 300], [-300, 1, 2, -2, 7]], np.int16)
-
-
 _R6 = np.arange(24, dtype=np.int32).reshape(1, 2, 1, 3, 2, 2) - 11
 # lax.gather of 3 batch axes and 4 offset axes (JAX's gather harness "3d batch dims"): its rule
 # stacks rank-6 coordinates into rank-7 index vectors, gathers rank-7 slices and transposes them.
