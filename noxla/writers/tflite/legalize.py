@@ -378,12 +378,6 @@ def _concat(graph, node, *xs):
     return _out(graph, "CONCATENATION", node, list(xs), axis=axis, fusedActivationFunction=0)
 
 
-@legalizer("Pack")
-def _pack(graph, node, *xs):
-    axis = _attr(node, "axis", 0) % len(_shape(node))
-    return _out(graph, "PACK", node, list(xs), valuesCount=len(xs), axis=axis)
-
-
 @legalizer("Unpack")
 def _unpack(graph, node, x):
     axis = _attr(node, "axis", 0) % len(x.shape)

@@ -8,6 +8,7 @@ import numpy as np
 
 from noxla.graph.dtypes import Uncovered
 from noxla.writers.tflite.legalize import _attr, _dtype, _int32, _out, _shape, _static, legalizer, reshape
+from noxla.writers.tflite.model import MAX_RANK
 
 
 @legalizer("Atan2")
@@ -40,7 +41,16 @@ def _all(graph, node, x, axes):
 
 @legalizer("GatherNd")
 def _gather_nd(graph, node, params, indices):
-    return _out(graph, "GATHER_ND", node, [params, indices])
+    """Past rank 6 (``model.MAX_RANK``), the index vectors as one list, gathered, and a RESHAPE to
+    the output: each slice taken at the same index vector, in the same order."""
+    shape = _shape(node)
+    if len(shape) <= MAX_RANK:
+        return _out(graph, "GATHER_ND", node, [params, indices])
+    depth = int(indices.shape[-1])
+    count = int(np.prod(indices.shape[:-1]))
+    flat = graph.add("GATHER_ND", [params, reshape(graph, indices, (count, depth))],
+                     (count, *params.shape[depth:]), _dtype(node))
+    return reshape(graph, flat, shape)
 
 
 @legalizer("Fill")

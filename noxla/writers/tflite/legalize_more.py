@@ -8,6 +8,9 @@ operators, checked on the same TF ops), each computed by LiteRT bit for bit as J
   stored as it is (the converter stores the largest float);
 - a boolean ``Pack`` as a ``RESHAPE`` of each item into one ``CONCATENATION`` (LiteRT's ``PACK``
   has no bool kernel; its ``CONCATENATION`` has one);
+- a ``Pack``, ``Transpose`` (and in ``legalize_math`` a ``GatherNd``) past rank 6 (``MAX_RANK``:
+  LiteRT's TRANSPOSE stops there; a gather of 3 batch and 4 offset axes), over fewer axes between
+  ``RESHAPE``s, which take any rank;
 - a uint32 ``AddV2`` through int32 (LiteRT's ``ADD`` has no uint32 kernel; its ``MUL`` has one,
   written by ``legalize`` as it is);
 - ``Conv3D`` as ``CONV_3D``;
@@ -35,7 +38,7 @@ from noxla.writers.tflite.legalize import (
     legalizer,
     reshape,
 )
-from noxla.writers.tflite.model import Graph, Tensor
+from noxla.writers.tflite.model import MAX_RANK, Graph, Tensor
 
 
 @legalizer("Bitcast")
@@ -52,20 +55,55 @@ def _is_inf(graph, node, x):
     return _out(graph, "EQUAL", node, [magnitude, graph.constant(np.array(np.inf, x.dtype))])
 
 
-_PACK = LEGALIZERS["Pack"]
-
-
 @legalizer("Pack")
 def _pack(graph, node, *xs):
-    """A boolean one as each item given its new axis, then one CONCATENATION: the same elements in
-    the same order, through builtins with a bool kernel."""
-    if _dtype(node) != np.bool_:
-        return _PACK(graph, node, *xs)
-    shape = _shape(node)
+    """Past rank 6 (LiteRT's PACK and CONCATENATION are held to JAX up to it here), the items as
+    (before the axis, after it), packed between, and a RESHAPE (of any rank) to the output: the
+    same elements in the same order."""
+    shape, dtype = _shape(node), _dtype(node)
     axis = _attr(node, "axis", 0) % len(shape)
+    if len(shape) <= MAX_RANK:
+        return _packed(graph, list(xs), axis, shape, dtype)
+    outer, inner = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1:]))
+    items = [reshape(graph, x, (outer, inner)) for x in xs]
+    return reshape(graph, _packed(graph, items, 1, (outer, len(xs), inner), dtype), shape)
+
+
+def _packed(graph: Graph, xs: list, axis: int, shape: tuple, dtype) -> Tensor:
+    """A PACK; a boolean one as each item given its new axis, then one CONCATENATION: the same
+    elements in the same order, through builtins with a bool kernel."""
+    if dtype != np.bool_:
+        return graph.add("PACK", xs, shape, dtype, valuesCount=len(xs), axis=axis)
     one = shape[:axis] + (1,) + shape[axis + 1:]
-    return _out(graph, "CONCATENATION", node, [reshape(graph, x, one) for x in xs], axis=axis,
-                fusedActivationFunction=0)
+    return graph.add("CONCATENATION", [reshape(graph, x, one) for x in xs], shape, dtype, axis=axis,
+                     fusedActivationFunction=0)
+
+
+_TRANSPOSE = LEGALIZERS["Transpose"]
+
+
+@legalizer("Transpose")
+def _transpose(graph, node, x, perm):
+    """Past rank 6 (LiteRT's TRANSPOSE stops there) the same move over fewer axes, between RESHAPEs:
+    unit axes dropped, and axes next to each other in both orders merged into one."""
+    if len(x.shape) <= MAX_RANK:
+        return _TRANSPOSE(graph, node, x, perm)
+    perm = [int(a) for a in _static(perm, "a permutation")]
+    kept = [a for a in perm if int(x.shape[a]) != 1]
+    rank_in = {a: i for i, a in enumerate(sorted(kept))}
+    groups: list = []   # runs of output axes that follow each other in the input too
+    for a in kept:
+        if groups and rank_in[a] == rank_in[groups[-1][-1]] + 1:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    by_input = sorted(groups)
+    sizes = {g[0]: int(np.prod([x.shape[a] for a in g])) for g in groups}
+    merged = reshape(graph, x, [sizes[g[0]] for g in by_input])
+    if len(groups) > 1:
+        merged = graph.add("TRANSPOSE", [merged, _int32(graph, [by_input.index(g) for g in groups])],
+                           tuple(sizes[g[0]] for g in groups), x.dtype)
+    return reshape(graph, merged, _shape(node))
 
 
 def fold_padded_empty(graph: Graph, node, inputs: list, empties: set) -> list | None:   # one of legalize's FOLDS

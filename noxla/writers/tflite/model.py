@@ -81,17 +81,28 @@ BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQ
 # kernels for these copy or convert them, as on TF's path): uint32, where the rules move a PRNG
 # key's words (threefry computes in int32 limbs); float16 and the narrow integers, which the rules
 # convert to float32 or int32 to compute and back (``lowering_rules.helpers.wide``); int64, in which
-# the rules compare and divide uint32 values (every uint32 and their differences fit exactly).
+# the rules compare and divide uint32 values and take their max and min (every uint32 and their
+# differences fit exactly).
+_MOVES = {"CAST", "RESHAPE", "SLICE", "BITCAST", "DYNAMIC_UPDATE_SLICE"}   # BITCAST: a float16's bits
 GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION", "CAST",
                                              "SELECT", "SELECT_V2",   # a key carried through a vmapped loop
                                              "STRIDED_SLICE", "PACK", "MUL"},   # MUL: LiteRT's wraps (uint32_t)
                       np.dtype(np.bool_): {"UNPACK"},   # LiteRT's PACK has no bool kernel
-                      **{np.dtype(t): {"CAST", "RESHAPE", "SLICE", "BITCAST",   # BITCAST: a float16's bits
-                                       "DYNAMIC_UPDATE_SLICE"} | ({"PAD"} if t != np.uint16 else set())
-                         for t in (np.float16, np.int8, np.uint8, np.int16, np.uint16)},   # LiteRT's PAD: no uint16
+                      np.dtype(np.float16): _MOVES | {"PAD"},
+                      np.dtype(np.uint16): _MOVES,   # LiteRT's PAD: no uint16
+                      # Those the rules move as they are, as TF's converter writes them: LiteRT's
+                      # TRANSPOSE, CONCATENATION and REVERSE_V2 copy an unquantized integer by its
+                      # size, its PADV2 fills one with the value, and its unquantized int16 ABS wraps
+                      # |-32768| to -32768 as JAX does (tests/test_graph_tflite_dtypes.py).
+                      np.dtype(np.int8): _MOVES | {"PAD", "TRANSPOSE", "CONCATENATION"},
+                      np.dtype(np.uint8): _MOVES | {"PAD", "PADV2", "TRANSPOSE", "CONCATENATION", "REVERSE_V2"},
+                      np.dtype(np.int16): _MOVES | {"PAD", "REVERSE_V2", "ABS"},
                       np.dtype(np.int64): {"CAST", "RESHAPE", "SLICE", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
                                            "EQUAL", "NOT_EQUAL", "FLOOR_MOD", "FLOOR_DIV", "SELECT", "SELECT_V2",
-                                           "MAXIMUM", "MINIMUM", "ADD", "SUB", "MUL"}}
+                                           "MAXIMUM", "MINIMUM", "ADD", "SUB", "MUL",
+                                           # a uint32 scatter's, reduction's or scan's max and min
+                                           "SCATTER_ND", "REDUCE_MAX", "REDUCE_MIN", "TRANSPOSE", "CONCATENATION",
+                                           "PACK"}}
 MAX_RANK = 6
 # LiteRT's RESHAPE copies a buffer of any rank (its kernel checks element counts only); TF's
 # converter writes a rank-7 one where the rules merge a seventh axis away (a vmapped transpose).
