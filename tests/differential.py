@@ -183,6 +183,20 @@ class Runtimes:
         return self._graph_models[key][1]
 
 
+CHROMIUM_BACKENDS = ("webgl", "wasm", "cpu", "webgpu")
+
+
+def chromium(browser_runner, backend: str) -> BrowserRunner:
+    """The session's Chromium (the ``browser_runner`` fixture) for TF.js's ``backend``: a skip, with
+    the reason, where it offers no WebGPU adapter; the other backends are part of every Chromium."""
+    browser = browser_runner()
+    if backend == "webgpu" and backend not in browser.backends():
+        import pytest
+        pytest.skip(f"this Chromium offers no WebGPU adapter (offers {browser.backends()})")
+    assert backend in browser.backends(), browser.backends()
+    return browser
+
+
 def graph_tflite_bytes(program: Program) -> bytes:
     from noxla.writers.tflite import graph_tflite_chunks
     return b"".join(bytes(c() if callable(c) else c) for c in graph_tflite_chunks(program))

@@ -1,7 +1,7 @@
 """Several signatures in one TF.js model written by noxla's graph (noxla/writers/tfjs/signatures.py):
 each signature run alone (its inputs only, its outputs only) on TF.js's Node cpu and wasm backends
-equals JAX, the weights the signatures share are stored once, and loop bodies of the same name in
-two signatures stay apart."""
+and (slow, with the browser tests) on Chromium's webgl, wasm, cpu and webgpu equals JAX, the weights the
+signatures share are stored once, and loop bodies of the same name in two signatures stay apart."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,8 @@ import pytest
 import noxla
 from noxla.errors import ExportError
 from noxla.pipeline.graph_path import ENV
-from tests.differential import assert_matches
+from noxla.runtimes import BROWSER_TOLERANCE
+from tests.differential import CHROMIUM_BACKENDS, assert_matches, chromium
 from tests.test_tflite_bfloat16 import _op_by_op
 
 BACKENDS = ("cpu", "wasm")
@@ -65,16 +66,30 @@ def _model(path) -> dict:
         return json.load(f)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("key", sorted(SIGNATURES))
-def test_each_signature_run_alone_matches_jax(key, backend, exported, tfjs_runner):
+def _run_alone(key, exported, runner, backend, where, tolerance) -> float:
+    """One signature's outputs from its inputs alone, against JAX: the largest error relative to scale."""
     fun, args = SIGNATURES[key]
     listed = _model(exported)["userDefinedMetadata"]["signatures"][key]
     inputs = {f"{key}/{name}": np.asarray(a) for name, a in zip(listed["inputs"], args)}
-    outs = tfjs_runner.run(exported, inputs, backend, outputs=[f"{key}/{n}" for n in listed["outputs"]])
+    outs = runner.run(exported, inputs, backend, outputs=[f"{key}/{n}" for n in listed["outputs"]])
+    assert sorted(outs) == sorted(f"{key}/{n}" for n in listed["outputs"]), sorted(outs)
     expected = _op_by_op(fun, *args)  # float16 rounded op by op (jit fuses in float32)
-    assert_matches(expected, [outs[f"{key}/{n}"] for n in listed["outputs"]], listed["outputs"],
-                   where=f"{key} [graph signatures, tfjs_{backend}]", atol=1e-5, rtol=1e-5)
+    return assert_matches(expected, [outs[f"{key}/{n}"] for n in listed["outputs"]], listed["outputs"],
+                          where=f"{key} [graph signatures, {where}]", atol=tolerance, rtol=tolerance)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("key", sorted(SIGNATURES))
+def test_each_signature_run_alone_matches_jax(key, backend, exported, tfjs_runner):
+    _run_alone(key, exported, tfjs_runner, backend, f"tfjs_{backend}", 1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", CHROMIUM_BACKENDS)
+def test_each_signature_run_alone_matches_jax_in_chromium(backend, exported, browser_runner):
+    browser = chromium(browser_runner, backend)
+    for key in sorted(SIGNATURES):
+        _run_alone(key, exported, browser, backend, f"chromium_{backend}", BROWSER_TOLERANCE[backend])
 
 
 def test_one_model_keyed_by_signature_with_shared_weights_stored_once(exported):

@@ -1,6 +1,6 @@
 // Runs TF.js graph models in headless Chromium, for noxla's tests and verify step.
 // Same line protocol as runner.js, on stdin/stdout:
-//   {"model": dir, "backend": "webgl"|"wasm"|"cpu"|"webgpu", "inputs": {...}, "repeats": n}
+//   {"model": dir, "backend": "webgl"|"wasm"|"cpu"|"webgpu", "inputs": {...}, "repeats": n[, "outputs": [name]]}
 // -> {"outputs": {name: {dtype, shape, data}}, "ms": median latency, "flags": {...}} or {"error": message}.
 //   {"probe": true} -> {"backends": [...], "version": "..."}
 //   {"demo": dir, "backend": b, "screenshot": png?} -> the export's own index.html run on b, as a
@@ -72,6 +72,7 @@ async function main() {
       return session.evaluate((req) => noxla.runEncoded(req), {
         model: `${server.url(request.model)}model.json?v=${mtime}`, backend: request.backend,
         inputs: request.inputs, repeats: request.repeats || 0, flags: request.flags || defaultFlags(request.backend),
+        outputs: request.outputs || null,
       });
     },
   });

@@ -17,7 +17,8 @@ graph under grappler's conditions, so the graph path's model.json has no more op
 - its ``AddOpsRewrite``: a tree of Add/AddV2/AddN whose inner adds are read once (the root being
   no output) is one AddN of its leaves in depth-first order, or, when the leaves have several
   shapes, one AddN per shape (smallest first) added pairwise. For floats this reassociates the
-  sum, as it does on TF's path (tests/test_graph.py checks the zoo against JAX in TF.js).
+  sum, as it does on TF's path (tests/test_graph.py checks the zoo against JAX in TF.js); an
+  integer tree's constants are summed first (constant folding's push-down: exact for integers).
 """
 from __future__ import annotations
 
@@ -155,6 +156,24 @@ def _add_n(node: Node, inputs: list[Tensor], dtype_attr: dict) -> None:
     node.attrs = {**dtype_attr, "N": ops.int_attr(len(inputs))}
 
 
+def _integer_constants_summed(graph: Graph, root: Node, leaves: list[Tensor]) -> list[Tensor]:
+    """An integer add tree's constant leaves as one constant, the last leaf: constant folding's
+    push-down on TF's path (``(b + 2) - 1`` of a run-time size is ``b + 1`` there), exact for
+    wrapping integer sums. (A float's is not made: it changes the rounding, see the module's doc.)
+    A run-time size is then one AddV2, which TF.js's WebGPU backend computes on the CPU where its
+    operands are; as an AddN it ran on the GPU, and the reader's synchronous readback of it gave 0
+    in headless Chromium (slice:symbolic_limit, dynamic_slice:symbolic_operand)."""
+    constants = [leaf for leaf in leaves if leaf.constant is not None]
+    if len(constants) < 2 or constants[0].constant.dtype.kind not in "iu":
+        return leaves
+    total = np.atleast_1d(constants[0].constant)
+    for c in constants[1:]:
+        total = np.add(total, np.atleast_1d(c.constant), dtype=total.dtype)  # wraps, as the kernels do
+    shape = np.broadcast_shapes(*(c.constant.shape for c in constants))
+    summed = _const(graph, root, root.name + "/summed", total.reshape(shape))
+    return [leaf for leaf in leaves if leaf.constant is None] + [summed]
+
+
 def add_trees_as_add_n(graph: Graph, kept) -> None:
     """AddOpsRewrite above: roots taken last node first, as grappler's queue pops them."""
     readers = collections.Counter((id(t.node), t.index) for n in graph.nodes for t in n.inputs)
@@ -179,6 +198,10 @@ def add_trees_as_add_n(graph: Graph, kept) -> None:
         if not absorbed or any(None in leaf.shape.dims for leaf in leaves):  # unknown sizes: left as adds
             continue
         done.update(id(n) for n in (root, *absorbed))
+        leaves = _integer_constants_summed(graph, root, leaves)
+        if len(leaves) == 2 and leaves[0].shape.dims == leaves[1].shape.dims:
+            root.op, root.inputs, root.attrs = "AddV2", leaves, {"T": root.attrs["T"]}
+            continue
         by_shape: dict[tuple, list[Tensor]] = {}
         for leaf in leaves:
             by_shape.setdefault(leaf.shape.dims, []).append(leaf)
