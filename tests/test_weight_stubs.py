@@ -276,7 +276,7 @@ def test_packed_leaves_the_buffers_out_of_the_builder_and_writes_the_same_bytes(
 def test_unread_weight_tensors_take_no_memory_and_stand_for_their_arrays():
     """interpreter.Weights(unread=True): the eager tensor has the weight's dtype and shape on
     pages never written (256 MB of weights add well under 64 MB of RSS), and ``array_of`` gives
-    the array itself, which export.frozen_graph_def reads in its place."""
+    the array itself, which noxla.pipeline.tf_function.frozen_graph_def reads in its place."""
     from noxla.front.interpreter import Weights
 
     def rss_mb():

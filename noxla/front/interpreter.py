@@ -37,7 +37,7 @@ def weight_constant(array: np.ndarray, unread: bool = False, uint32_as_int32: bo
     (C-contiguous, writable, 64-byte aligned), else on one aligned copy. ``tf.constant`` copies
     through a second buffer that stays in the heap: measured 2.0x a weight's bytes per constant
     (SmolLM-135M's shapes: 1.25 GB of RSS for 0.62 GB of weights), DLPack 1.0x or 0x. The values,
-    dtype and shape are the same; export.frozen_graph_def reads them back without a copy.
+    dtype and shape are the same; noxla.pipeline.tf_function.frozen_graph_def reads them back without a copy.
     ``unread``: a tensor of the weight's dtype and shape on fresh pages never written (zeros that
     take no memory), standing for a weight whose values are read from ``array`` (``Weights``).
     ``uint32_as_int32``: a uint32 weight in its carrier (``LoweringFor``)."""
@@ -60,7 +60,7 @@ class Weights(dict):
     model), each held once: id(array) -> (array, the eager tensor the graphs capture; see
     ``Lowering``). ``unread``: the tensors only stand for the arrays (``weight_constant``), so
     the weights are not copied at all; whoever reads the graphs' values must take them from
-    ``array_of`` (export.frozen_graph_def does), as the tensors hold zeros."""
+    ``array_of`` (noxla.pipeline.tf_function.frozen_graph_def does), as the tensors hold zeros."""
 
     def __init__(self, unread: bool = False):
         super().__init__()
@@ -104,7 +104,7 @@ class Lowering:
         # (the signatures of one model). A large array is then held once, as an eager tensor the
         # graph captures, instead of as a Const in each graph and each of its function
         # definitions (three copies per graph, measured on TF 2.19); freezing makes it a Const
-        # again (``export.frozen_graph_def``).
+        # again (``noxla.pipeline.tf_function.frozen_graph_def``).
         self._weights = weights
 
     def in_root_graph(self):

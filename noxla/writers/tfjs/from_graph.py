@@ -121,7 +121,7 @@ def _specs(tensors) -> list[tfjs_graph.TensorSpec]:
 
 
 def _keys(recorded: Recorded) -> tuple[dict[str, str], dict[str, str]]:
-    """Signature keys as ``noxla.pipeline.tf_path.name_tfjs_signature`` writes them, by tensor name: inputs by
+    """Signature keys as ``noxla.pipeline.tf_tfjs.name_tfjs_signature`` writes them, by tensor name: inputs by
     parameter name, outputs by output name."""
     return ({f"{t.node.name}:0": name for t, name in zip(recorded.inputs, recorded.in_names)},
             {f"{t.node.name}:{t.index}": name for t, name in zip(recorded.outputs, recorded.out_names)})
