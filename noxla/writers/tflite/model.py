@@ -21,7 +21,7 @@ from noxla.graph.dtypes import Uncovered
 _TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32", np.dtype(np.bool_): "BOOL",
           np.dtype(np.int64): "INT64", np.dtype(np.float16): "FLOAT16", np.dtype(np.int8): "INT8",
           np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16",
-          np.dtype(np.uint32): "UINT32", np.dtype(np.uint16): "UINT16"}
+          np.dtype(np.uint32): "UINT32", np.dtype(np.uint16): "UINT16", np.dtype(np.complex64): "COMPLEX64"}
 _ids = itertools.count()
 
 
@@ -86,6 +86,7 @@ GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION",
                                              "SELECT", "SELECT_V2",   # a key carried through a vmapped loop
                                              "STRIDED_SLICE", "PACK", "MUL"},   # MUL: LiteRT's wraps (uint32_t)
                       np.dtype(np.bool_): {"UNPACK"},   # LiteRT's PACK has no bool kernel
+                      np.dtype(np.complex64): {"REAL", "IMAG"},   # a program input split (graph.lower)
                       **{np.dtype(t): {"CAST", "RESHAPE", "SLICE", "BITCAST",   # BITCAST: a float16's bits
                                        "DYNAMIC_UPDATE_SLICE"} | ({"PAD"} if t != np.uint16 else set())
                          for t in (np.float16, np.int8, np.uint8, np.int16, np.uint16)},   # LiteRT's PAD: no uint16
