@@ -94,6 +94,8 @@ GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION",
                                            "EQUAL", "NOT_EQUAL", "FLOOR_MOD", "FLOOR_DIV", "SELECT", "SELECT_V2",
                                            "MAXIMUM", "MINIMUM", "ADD", "SUB", "MUL"}}
 MAX_RANK = 6
+# Builtins that make an empty tensor of a size known only at run time, as TF's path writes one.
+EMPTY_AT_RUN_TIME = {"FILL", "CAST"}
 # LiteRT's RESHAPE copies a buffer of any rank (its kernel checks element counts only); TF's
 # converter writes a rank-7 one where the rules merge a seventh axis away (a vmapped transpose).
 _ANY_RANK = {"RESHAPE"}
@@ -170,7 +172,8 @@ class Graph:
         allowed = _allowed(kind, self.uint32_moves)
         if np.dtype(dtype) not in allowed:
             raise Uncovered(f"{kind} on {np.dtype(dtype)}")
-        if 0 in shape or len(shape) > MAX_RANK and kind not in _ANY_RANK:   # LiteRT copies no empty tensors
+        if 0 in shape and not (unknown(shape) and kind in EMPTY_AT_RUN_TIME) \
+                or len(shape) > MAX_RANK and kind not in _ANY_RANK:   # LiteRT copies no empty tensors
             raise Uncovered(f"{kind} of shape {shape}")
 
     def producers(self) -> dict:
