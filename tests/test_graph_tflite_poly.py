@@ -192,3 +192,19 @@ def test_zoo_model_with_transposed_convolutions_at_a_polymorphic_batch(name, tmp
     graph = _op_counts(data)
     assert graph["TRANSPOSE_CONV"] == converted["TRANSPOSE_CONV"] > 0
     assert sum(graph.values()) <= sum(converted.values()), (graph - converted, converted - graph)
+
+
+@pytest.mark.parametrize("fn", [lax.argmax, lax.argmin])
+def test_an_empty_output_of_a_run_time_size_is_filled_at_run_time(fn):
+    """No constant holds a size known only at run time: an empty output of one is TF's path's FILL of
+    its run-time shape and a CAST to int16 (argmax/argmin:empty_symbolic_int16_index), at any size."""
+    from tests.test_graph_tflite import _op_counts
+    fun = lambda x: fn(x, 0, np.int16)  # noqa: E731
+    program = trace(fun, (np.zeros((3, 4, 0), np.int8),), ["(3, b, 0)"])
+    data = graph_tflite_bytes(program)
+    assert _op_counts(data) == {"SHAPE": 1, "STRIDED_SLICE": 1, "PACK": 1, "FILL": 1, "CAST": 1}, _op_counts(data)
+    for b in (1, 4, 7):
+        x = np.zeros((3, b, 0), np.int8)
+        got = run_tflite(data, {program.in_names[0]: x})[program.out_names[0]]
+        expected = np.asarray(jax.jit(fun)(x))
+        assert (got.shape, got.dtype) == (expected.shape, expected.dtype) == ((b, 0), np.int16)

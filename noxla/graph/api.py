@@ -172,6 +172,7 @@ _MATH = {
     "reduce_sum": _reduce("Sum"), "reduce_prod": _reduce("Prod"), "reduce_max": _reduce("Max"),
     "reduce_min": _reduce("Min"), "reduce_mean": _reduce("Mean"), "reduce_any": _reduce("Any"),
     "reduce_all": _reduce("All"), "cumsum": st.cumsum, "argmax": st.argmax, "top_k": st.top_k,
+    "real": ew.complex_part("Real"), "imag": ew.complex_part("Imag"),
 }
 _TOP = {name: _MATH[name] for name in (
     "add", "subtract", "multiply", "divide", "truediv", "floordiv", "maximum", "minimum", "pow", "equal", "not_equal",

@@ -181,6 +181,20 @@ def cast(x, dtype, name=None) -> Tensor:
     return ops.emit1("Cast", [x], attrs, dtype, x.shape.dims, fold, name, partial=known)
 
 
+def complex_part(op: str):
+    """``tf.math.real`` / ``tf.math.imag`` (TF's Real/Imag): a complex program input split into the
+    (real, imaginary) pair the rules compute with (``lowering_rules.complex_values``)."""
+    def part(input, name=None) -> Tensor:
+        x = convert_to_tensor(input)
+        if not x.dtype.is_complex:
+            raise Uncovered(f"tf.math.{op.lower()} of {x.dtype.name} values")
+        dtype = DTYPES["float32" if x.dtype.name == "complex64" else "float64"]
+        attrs = {"T": ops.type_attr(x.dtype), "Tout": ops.type_attr(dtype)}
+        fold = np.real if op == "Real" else np.imag
+        return ops.emit1(op, [x], attrs, dtype, x.shape.dims, lambda v: np.array(fold(v)), name)
+    return part
+
+
 def bitcast(input, type, name=None) -> Tensor:
     """``tf.bitcast`` between types of one size (the rules read a float32's or a float16's bits): the
     shape kept. Between sizes TF's Bitcast adds or drops a last axis: not recorded."""

@@ -79,20 +79,23 @@ def depthwise_conv2d(input, filter, strides, padding, data_format=None, dilation
     _check_nhwc(data_format)
     x, w = convert_to_tensor(input), convert_to_tensor(filter)
     _float(x, "DepthwiseConv2dNative")
-    if dilations is not None and any(v != 1 for v in static_ints(dilations, "dilations")):
-        raise Uncovered("tf.nn.depthwise_conv2d with dilations (SpaceToBatchND)")
-    s = static_ints(strides, "strides")
+    s, d = static_ints(strides, "strides"), _four(dilations, "dilations")
     if len(s) != 4:
         raise ValueError("depthwise_conv2d strides must have 4 values")
+    if d[0] != 1 or d[3] != 1 or d != [1, 1, 1, 1] and s != [1, 1, 1, 1]:
+        raise ValueError("depthwise_conv2d dilates the height and width only, and only at unit strides")
     if not isinstance(padding, str):
         raise Uncovered("tf.nn.depthwise_conv2d with explicit padding")
     pad = padding.upper()
     n, h, wd, c = x.shape.dims
     kh, kw, cin, mult = w.shape.dims
-    out = [n, _spatial(h, kh, s[1], 1, pad, None), _spatial(wd, kw, s[2], 1, pad, None), c * mult]
+    out = [n, _spatial(h, kh, s[1], d[1], pad, None), _spatial(wd, kw, s[2], d[2], pad, None), c * mult]
+    # Dilated: one node with TF's `dilations` attribute, which TFLite's DEPTHWISE_CONV_2D and TF.js's
+    # DepthwiseConv2dNative (cpu, wasm, webgl) read; TF's Python writes SpaceToBatchND around an
+    # undilated one instead, as its CPU kernel takes no dilation (the TF writer replays it so).
     attrs = {"T": ops.type_attr(x.dtype), "strides": ops.ints_attr(s), "padding": ops.str_attr(pad),
              "explicit_paddings": ops.ints_attr([]), "data_format": ops.str_attr("NHWC"),
-             "dilations": ops.ints_attr([1, 1, 1, 1])}
+             "dilations": ops.ints_attr(d)}
     return ops.emit1("DepthwiseConv2dNative", [x, w], attrs, x.dtype, out, None, name)
 
 

@@ -4,6 +4,7 @@ inferred (``ReplayMismatch`` otherwise), and the outputs must be JAX's (tests/te
 The only module of ``noxla.graph`` that imports TensorFlow."""
 from __future__ import annotations
 
+import base64
 from typing import Sequence
 
 import numpy as np
@@ -51,6 +52,8 @@ def _build(graph: Graph, values: dict) -> None:
             continue
         if node.op == "Const":
             results = [tf.constant(node.value, _dtype(node.attrs["dtype"]["type"]))]
+        elif _dilated_depthwise(node):
+            results = [_depthwise_through_space_to_batch(node, *(values[(id(t.node), t.index)] for t in node.inputs))]
         else:
             attrs = dict(node.attrs)
             for key, function in node.functions.items():  # While/If bodies, made as TF functions
@@ -67,6 +70,22 @@ def _build(graph: Graph, values: dict) -> None:
                 raise ReplayMismatch(f"{node.name} ({node.op}) output {index}: TF infers {result.dtype.name} "
                                      f"{result.shape.as_list()}, recorded {dtype.name} {list(shape)}")
             values[(id(node), index)] = result
+
+
+def _ints(node, key: str) -> list[int]:
+    return [int(i) for i in node.attrs[key]["list"].get("i", [])]
+
+
+def _dilated_depthwise(node) -> bool:
+    return node.op == "DepthwiseConv2dNative" and any(d != 1 for d in _ints(node, "dilations"))
+
+
+def _depthwise_through_space_to_batch(node, x, w):
+    """A dilated DepthwiseConv2dNative as TF runs one: ``tf.nn.depthwise_conv2d`` writes the
+    undilated op between SpaceToBatchND and BatchToSpaceND (TF's CPU kernel takes no dilation)."""
+    import tensorflow as tf
+    padding = base64.b64decode(node.attrs["padding"]["s"]).decode()
+    return tf.nn.depthwise_conv2d(x, w, _ints(node, "strides"), padding, dilations=_ints(node, "dilations")[1:3])
 
 
 def _function(function, graph_tf) -> str:

@@ -10,7 +10,10 @@ import numpy as np
 from noxla.graph.core import Node
 from noxla.graph.dtypes import Uncovered
 from noxla.writers.tflite.legalize import FOLDS, LEGALIZERS, _dtype, _shape, _static
-from noxla.writers.tflite.model import Graph
+from noxla.writers.tflite.model import Graph, unknown
+
+# The ops written for an empty tensor of a run-time size (``model.EMPTY_AT_RUN_TIME``'s builtins).
+RUN_TIME_EMPTY = {"Fill", "Cast", "Identity"}
 
 
 def _identity(op: str, dtype: np.dtype):
@@ -26,6 +29,12 @@ def fold_empty(graph: Graph, node: Node, inputs: list, empties: set) -> list | N
     """The node's outputs where an empty tensor folds them (their ids added to ``empties``), else
     None: the node's legalizer writes it. ``Uncovered`` for another op reading a folded empty."""
     shapes = [_shape(node, i) for i in range(len(node.outputs))]
+    if all(0 in s for s in shapes) and any(unknown(s) for s in shapes):
+        # No constant holds a size known only at run time: TF's path writes the empty output's
+        # FILL of its run-time shape (a CAST of it to a narrow type), which LiteRT runs.
+        if node.op not in RUN_TIME_EMPTY:
+            raise Uncovered(f"{node.op} of an empty tensor of a size known only at run time")
+        return None
     if all(0 in s for s in shapes):
         outs = [graph.constant(np.zeros(s, _dtype(node, i))) for i, s in enumerate(shapes)]
         empties.update(t.id for t in outs)

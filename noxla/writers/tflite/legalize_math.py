@@ -16,6 +16,12 @@ def _atan2(graph, node, y, x):
     return _out(graph, "ATAN2", node, [y, x])
 
 
+@legalizer("Real", "Imag")
+def _complex_part(graph, node, z):
+    """A complex64 program input's part, as TF's converter writes it: REAL / IMAG of the input."""
+    return _out(graph, node.op.upper(), node, [z])
+
+
 @legalizer("Sign")
 def _sign(graph, node, x):
     return _out(graph, "SIGN", node, [x])

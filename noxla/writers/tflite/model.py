@@ -21,7 +21,7 @@ from noxla.graph.dtypes import Uncovered
 _TYPES = {np.dtype(np.float32): "FLOAT32", np.dtype(np.int32): "INT32", np.dtype(np.bool_): "BOOL",
           np.dtype(np.int64): "INT64", np.dtype(np.float16): "FLOAT16", np.dtype(np.int8): "INT8",
           np.dtype(np.uint8): "UINT8", np.dtype(np.int16): "INT16",
-          np.dtype(np.uint32): "UINT32", np.dtype(np.uint16): "UINT16"}
+          np.dtype(np.uint32): "UINT32", np.dtype(np.uint16): "UINT16", np.dtype(np.complex64): "COMPLEX64"}
 _ids = itertools.count()
 
 
@@ -97,6 +97,7 @@ GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION",
                       np.dtype(np.int8): _MOVES | {"PAD", "TRANSPOSE", "CONCATENATION"},
                       np.dtype(np.uint8): _MOVES | {"PAD", "PADV2", "TRANSPOSE", "CONCATENATION", "REVERSE_V2"},
                       np.dtype(np.int16): _MOVES | {"PAD", "REVERSE_V2", "ABS"},
+                      np.dtype(np.complex64): {"REAL", "IMAG"},   # a program input split (graph.lower)
                       np.dtype(np.int64): {"CAST", "RESHAPE", "SLICE", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL",
                                            "EQUAL", "NOT_EQUAL", "FLOOR_MOD", "FLOOR_DIV", "SELECT", "SELECT_V2",
                                            "MAXIMUM", "MINIMUM", "ADD", "SUB", "MUL",
@@ -104,6 +105,8 @@ GRAPH_WRITER_KINDS = {np.dtype(np.uint32): {"RESHAPE", "SLICE", "CONCATENATION",
                                            "SCATTER_ND", "REDUCE_MAX", "REDUCE_MIN", "TRANSPOSE", "CONCATENATION",
                                            "PACK"}}
 MAX_RANK = 6
+# Builtins that make an empty tensor of a size known only at run time, as TF's path writes one.
+EMPTY_AT_RUN_TIME = {"FILL", "CAST"}
 # LiteRT's RESHAPE copies a buffer of any rank (its kernel checks element counts only); TF's
 # converter writes a rank-7 one where the rules merge a seventh axis away (a vmapped transpose).
 _ANY_RANK = {"RESHAPE"}
@@ -180,7 +183,8 @@ class Graph:
         allowed = _allowed(kind, self.uint32_moves)
         if np.dtype(dtype) not in allowed:
             raise Uncovered(f"{kind} on {np.dtype(dtype)}")
-        if 0 in shape or len(shape) > MAX_RANK and kind not in _ANY_RANK:   # LiteRT copies no empty tensors
+        if 0 in shape and not (unknown(shape) and kind in EMPTY_AT_RUN_TIME) \
+                or len(shape) > MAX_RANK and kind not in _ANY_RANK:   # LiteRT copies no empty tensors
             raise Uncovered(f"{kind} of shape {shape}")
 
     def producers(self) -> dict:
