@@ -23,8 +23,8 @@ import jax
 import numpy as np
 
 from limitations.targets import boundary_limits
-from lowering_rules import registry
-from lowering_rules.dtype_support import (
+from lowering_rules.core import registry
+from lowering_rules.core.dtype_support import (
     boundary_dtype_reason,
     boundary_dtype_workaround,
     carries_uint32,
@@ -33,8 +33,8 @@ from lowering_rules.dtype_support import (
     target_lacks,
     unsupported_dtypes,
 )
-from lowering_rules.jax_compat import core, open_jaxpr
-from lowering_rules.vocabulary import EqnView, Target, rule_params
+from lowering_rules.core.jax_compat import core, open_jaxpr
+from lowering_rules.core.vocabulary import EqnView, Target, rule_params
 from noxla.errors import source_line as user_line
 
 

@@ -18,7 +18,7 @@ from jax.extend import core
 
 from limitations.engine import check_jaxpr, eqn_view, iter_eqns
 from limitations.targets import ALL_TARGETS, RUNTIMES, Target
-from lowering_rules.dtype_support import (
+from lowering_rules.core.dtype_support import (
     KEY,
     ORDER,
     SHORT,
@@ -28,7 +28,7 @@ from lowering_rules.dtype_support import (
     target_lacks,
     unsupported_dtypes,
 )
-from lowering_rules.jax_compat import PRIMITIVE_MODULES
+from lowering_rules.core.jax_compat import PRIMITIVE_MODULES
 
 TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "LIMITATIONS.md")
 REGENERATE = "python tools/gen_limitations.py"
@@ -266,7 +266,7 @@ def _dtype_section() -> list[str]:
 def _rule_dtype_cell(rule, target: Target) -> str:
     """The dtypes the rule itself rejects on a target that has them (short names), and keys if taken."""
     accepted = set(rule.dtypes.accepted(target))
-    if rule.complex is None:  # complex values need a complex lowering (lowering_rules/complex_values.py)
+    if rule.complex is None:  # complex values need a complex lowering (lowering_rules/values/complex_values.py)
         accepted -= {"complex64", "complex128"}
     rejected = [SHORT[n] for n in ORDER if n != KEY and target_has(target, n) and n not in accepted]
     text = ("rejects " + ", ".join(rejected)) if rejected else "all"

@@ -1,11 +1,11 @@
-"""The targets noxla lowers for (defined in ``lowering_rules.vocabulary``), and the runtimes that execute each of
+"""The targets noxla lowers for (defined in ``lowering_rules.core.vocabulary``), and the runtimes that execute each of
 them in tests."""
 from __future__ import annotations
 
 import dataclasses
 from typing import Iterator
 
-from lowering_rules.vocabulary import ALL_TARGETS, Target, dtype_name
+from lowering_rules.core.vocabulary import ALL_TARGETS, Target, dtype_name
 
 # The runtimes a differential case runs in, and the target whose support they prove.
 RUNTIMES = {

@@ -36,6 +36,6 @@ from lowering_rules import (  # noqa: F401
 # isort: split
 # Complex support is declared on the rules above, so these come last.
 from lowering_rules import complex, fft  # noqa: F401
-from lowering_rules.registry import RULES, rule_for
+from lowering_rules.core.registry import RULES, rule_for
 
 __all__ = ["RULES", "rule_for"]

@@ -13,10 +13,10 @@ from jax.ad_checkpoint import checkpoint_name
 from jax.experimental.layout import Layout, with_layout_constraint
 from jax.sharding import AxisType, NamedSharding, PartitionSpec, SingleDeviceSharding
 
-from lowering_rules.cases import boolean, case, f32, i32
-from lowering_rules.jax_compat import ad_checkpoint, lax_internal, pjit
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import lowering
+from lowering_rules.core.cases import boolean, case, f32, i32
+from lowering_rules.core.jax_compat import ad_checkpoint, lax_internal, pjit
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import lowering
 
 
 def _mesh(axis_type):

@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import case, f16, f32
-from lowering_rules.dtype_support import FLOATS, dtypes
-from lowering_rules.jax_compat import ann
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import lowering
+from lowering_rules.core.cases import case, f16, f32
+from lowering_rules.core.dtype_support import FLOATS, dtypes
+from lowering_rules.core.jax_compat import ann
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import lowering
 from lowering_rules.sorting import Rows, stable_order, too_long
 
 # Ranks here are runs (below n): keys rank * n + position stay below n^2 <= 2^31 up to n = 46340

@@ -1,7 +1,7 @@
 """bitcast_convert_type between 32-bit types, through arithmetic on 16-bit limbs.
 
 TF.js has no Bitcast op, so one lowering serving every target reads the IEEE fields with exact
-limb arithmetic (``lowering_rules/limbs.py``). JAX's uniform sampler ends in such a bitcast
+limb arithmetic (``lowering_rules/values/limbs.py``). JAX's uniform sampler ends in such a bitcast
 (``random_bits >> 9 | 0x3F800000``, viewed as float32).
 """
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 from jax import lax
 
-from lowering_rules import limb_values
-from lowering_rules.cases import case, u32
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import Limitation, lowering
-from lowering_rules.vocabulary import ALL_TARGETS
+from lowering_rules.core.cases import case, u32
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import Limitation, lowering
+from lowering_rules.core.vocabulary import ALL_TARGETS
+from lowering_rules.values import limb_values
 
 _INTS32 = (np.dtype(np.int32), np.dtype(np.uint32))
 
@@ -51,7 +51,7 @@ _BIT_PATTERNS = np.array([0, 0x80000000, 0x3F800000, 0x3FFFFFFF, 0x7F7FFFFF, 0xF
                workaround="compute the value with arithmetic instead of reinterpreting its bits"),
 ], cases=[
     # A word joined from 16-bit halves in the graph: how a WebGL user passes bit patterns (WebGL
-    # rounds int32 inputs above 2^24; the limbs never form the word, lowering_rules/limb_values.py).
+    # rounds int32 inputs above 2^24; the limbs never form the word, lowering_rules/values/limb_values.py).
     case("u32_halves_to_f32", lambda hi, lo: lax.bitcast_convert_type(lax.shift_left(hi, np.uint32(16)) | lo,
                                                                       np.float32),
          _BIT_PATTERNS >> 16, _BIT_PATTERNS & 0xFFFF),

@@ -10,18 +10,18 @@ from __future__ import annotations
 import numpy as np
 from jax import lax
 
-from lowering_rules import limb_values, limbs
-from lowering_rules.cases import boolean, case, i8, i32, u8
-from lowering_rules.dtype_support import NUMERIC, dtypes
-from lowering_rules.helpers import (
+from lowering_rules.core.cases import boolean, case, i8, i32, u8
+from lowering_rules.core.dtype_support import NUMERIC, dtypes
+from lowering_rules.core.helpers import (
     as_int32,
     as_out,
     bit_pattern_info,
     powers_of_two,
     wrap_to,
 )
-from lowering_rules.lazy_tensorflow import op, tf
-from lowering_rules.registry import Limitation, Target, lowering
+from lowering_rules.core.lazy_tensorflow import op, tf
+from lowering_rules.core.registry import Limitation, Target, lowering
+from lowering_rules.values import limb_values, limbs
 
 # Bit manipulation is built for integers of at most 32 bits (32-bit masks, powers-of-two tables).
 _AT_MOST_32_BITS = dtypes(NUMERIC - {"int64", "uint64"}, missing=(
@@ -84,7 +84,7 @@ _WEBGL_SHIFT = limb_values.webgl_word_limitation(
     "32-bit integer words, except a uint32 shifted by a literal amount",
     "a shift moves bits across the whole word (a left shift multiplies by up to 2^31, a logical right shift "
     "reads a negative int32 as a word near 2^32), so even small operands make words WebGL rounds; noxla "
-    "computes a uint32 shifted by a literal amount on 16-bit limbs instead (lowering_rules/limb_values.py)",
+    "computes a uint32 shifted by a literal amount on 16-bit limbs instead (lowering_rules/values/limb_values.py)",
     lambda eqn: limb_values.has_word(eqn) and not limb_values.shift_on_limbs(eqn),
     "shift uint32 values by literal amounts (x >> 9, as jax.random does), or " + _KEEP_BITS_OUTSIDE)
 

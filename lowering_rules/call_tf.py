@@ -15,10 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lowering_rules.cases import case, f32, i32
-from lowering_rules.jax_compat import CALL_TF
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import lowering
+from lowering_rules.core.cases import case, f32, i32
+from lowering_rules.core.jax_compat import CALL_TF
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import lowering
 
 WEIGHT = np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3)
 

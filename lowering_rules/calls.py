@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import boolean, case, f16, f32, i32
-from lowering_rules.jax_compat import (
+from lowering_rules.core.cases import boolean, case, f16, f32, i32
+from lowering_rules.core.jax_compat import (
     SEARCHSORTED_IS_HIJAX,
     HiPrimitive,
     custom_derivatives,
@@ -34,9 +34,9 @@ from lowering_rules.jax_compat import (
     hijax,
     lax_internal,
 )
+from lowering_rules.core.registry import Limitation, lowering
+from lowering_rules.core.vocabulary import ALL_TARGETS
 from lowering_rules.prng import _lower_through_impl
-from lowering_rules.registry import Limitation, lowering
-from lowering_rules.vocabulary import ALL_TARGETS
 
 WEIGHT = np.linspace(-1.0, 1.5, 12, dtype=np.float32).reshape(3, 4)
 

@@ -20,17 +20,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import c64, case, f32, i8, i32
-from lowering_rules.complex_values import ComplexPair, part_dtype
-from lowering_rules.helpers import is_inf
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import (
+from lowering_rules.core.cases import c64, case, f32, i8, i32
+from lowering_rules.core.helpers import is_inf
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import (
     COMPONENTWISE,
     PASS_THROUGH,
     add_complex,
     lowering,
     rule_for,
 )
+from lowering_rules.values.complex_values import ComplexPair, part_dtype
 
 
 def _parts(z):

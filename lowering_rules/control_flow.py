@@ -12,13 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import case, f16, f32, i32
-from lowering_rules.helpers import compute_dtype
-from lowering_rules.jax_compat import CALL_IS_EVAL_JAXPR, bind_call, core, is_constant_dim, open_jaxpr, scan_counts
-from lowering_rules.key_types import physical_aval
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import Limitation, lowering
-from lowering_rules.vocabulary import Target
+from lowering_rules.core.cases import case, f16, f32, i32
+from lowering_rules.core.helpers import compute_dtype
+from lowering_rules.core.jax_compat import CALL_IS_EVAL_JAXPR, bind_call, core, is_constant_dim, open_jaxpr, scan_counts
+from lowering_rules.core.key_types import physical_aval
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import Limitation, lowering
+from lowering_rules.core.vocabulary import Target
 
 # A fixed weight the cases close over: it becomes a constant of the (sub-)program.
 WEIGHT = np.linspace(-1.5, 2.0, 12, dtype=np.float32).reshape(3, 4)

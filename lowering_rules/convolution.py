@@ -17,9 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import case, f16, f32, flax_linen, i8, i32
-from lowering_rules.fusion import FastVariant, zero_pad
-from lowering_rules.helpers import (
+from lowering_rules.core.cases import case, f16, f32, flax_linen, i8, i32
+from lowering_rules.core.helpers import (
     axis_slice,
     compute_dtype,
     dilated_size,
@@ -28,10 +27,11 @@ from lowering_rules.helpers import (
     size_vector,
     symbolic_padding,
 )
-from lowering_rules.jax_compat import is_constant_dim
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import Limitation, register
-from lowering_rules.vocabulary import ALL_TARGETS, Target
+from lowering_rules.core.jax_compat import is_constant_dim
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import Limitation, register
+from lowering_rules.core.vocabulary import ALL_TARGETS, Target
+from lowering_rules.patterns.fusion import FastVariant, zero_pad
 
 # ----------------------------------------------------------------------------------------------
 # The lowering

@@ -22,17 +22,17 @@ import numpy as np
 from jax import lax
 
 from lowering_rules import linalg_factor
-from lowering_rules.cases import case, f32
-from lowering_rules.dtype_support import dtypes, gap
-from lowering_rules.helpers import axis_slice
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.matrices import cols as _cols
-from lowering_rules.matrices import eye_like as _eye_like
-from lowering_rules.matrices import index as _index
-from lowering_rules.matrices import rows as _rows
-from lowering_rules.matrices import swap_last as _t
-from lowering_rules.registry import Limitation, Target, lowering
-from lowering_rules.vocabulary import ALL_TARGETS
+from lowering_rules.core.cases import case, f32
+from lowering_rules.core.dtype_support import dtypes, gap
+from lowering_rules.core.helpers import axis_slice
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.matrices import cols as _cols
+from lowering_rules.core.matrices import eye_like as _eye_like
+from lowering_rules.core.matrices import index as _index
+from lowering_rules.core.matrices import rows as _rows
+from lowering_rules.core.matrices import swap_last as _t
+from lowering_rules.core.registry import Limitation, Target, lowering
+from lowering_rules.core.vocabulary import ALL_TARGETS
 
 # Largest matrix dimension each rule unrolls. Measured at the limit (float32, batch 1, TFLite
 # builtins, LiteRT 1 thread, on a shared 2-core AMD EPYC, one primitive per model): cholesky 32:

@@ -21,11 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules import fusion, limb_values, rope, transposed_operand_cases, words
-from lowering_rules.cases import boolean, case, f16, f32, i32, u8, u32
-from lowering_rules.dtype_support import ALL, NUMERIC, dtypes, gap
-from lowering_rules.half_scans import rounded_to
-from lowering_rules.helpers import (
+from lowering_rules import transposed_operand_cases
+from lowering_rules.core.cases import boolean, case, f16, f32, i32, u8, u32
+from lowering_rules.core.dtype_support import ALL, NUMERIC, dtypes, gap
+from lowering_rules.core.helpers import (
     HALF_FLOATS,
     as_int32,
     as_out,
@@ -39,8 +38,11 @@ from lowering_rules.helpers import (
     wrap_to,
     wrapped,
 )
-from lowering_rules.lazy_tensorflow import op, tf
-from lowering_rules.registry import Target, lowering
+from lowering_rules.core.lazy_tensorflow import op, tf
+from lowering_rules.core.registry import Target, lowering
+from lowering_rules.patterns import fusion, rope
+from lowering_rules.patterns.half_scans import rounded_to
+from lowering_rules.values import limb_values, words
 
 NAN, INF = float("nan"), float("inf")
 

@@ -21,12 +21,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import c64, case, f32
 from lowering_rules.complex import _parts_of
-from lowering_rules.complex_values import ComplexPair, part_dtype
-from lowering_rules.dft_matrices import complex_matrix, on_last_axis, real_input_matrix, real_output_matrix
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import add_complex, lowering
+from lowering_rules.core.cases import c64, case, f32
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import add_complex, lowering
+from lowering_rules.patterns.dft_matrices import complex_matrix, on_last_axis, real_input_matrix, real_output_matrix
+from lowering_rules.values.complex_values import ComplexPair, part_dtype
 
 
 def _transform_axis(ctx, x, dims, axis: int, matrix_for, real_in: bool, real_out: bool):

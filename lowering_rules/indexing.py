@@ -23,8 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8, u32
-from lowering_rules.helpers import (
+from lowering_rules.core.cases import boolean, case, f16, f32, i8, i32, u8, u32
+from lowering_rules.core.helpers import (
     compute_dtype,
     convertible_constant,
     identity_element,
@@ -34,10 +34,10 @@ from lowering_rules.helpers import (
     size_vector,
     where_nan_either,
 )
-from lowering_rules.jax_compat import closed_jaxpr, core
-from lowering_rules.lazy_tensorflow import op, tf
-from lowering_rules.registry import Limitation, lowering
-from lowering_rules.vocabulary import ALL_TARGETS
+from lowering_rules.core.jax_compat import closed_jaxpr, core
+from lowering_rules.core.lazy_tensorflow import op, tf
+from lowering_rules.core.registry import Limitation, lowering
+from lowering_rules.core.vocabulary import ALL_TARGETS
 
 Mode = lax.GatherScatterMode
 

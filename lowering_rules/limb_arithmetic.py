@@ -18,9 +18,9 @@ instead of 2199).
 """
 from __future__ import annotations
 
-from lowering_rules import limb_values
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.limb_values import Limbs
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.values import limb_values
+from lowering_rules.values.limb_values import Limbs
 
 _LIMB = 1 << 16
 _BYTE = 256

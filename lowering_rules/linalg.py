@@ -5,11 +5,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules import grouped_query, power_spectrum
-from lowering_rules.cases import boolean, case, f16, f32, i8, i32
-from lowering_rules.helpers import kernel_dtype, transpose
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import lowering
+from lowering_rules.core.cases import boolean, case, f16, f32, i8, i32
+from lowering_rules.core.helpers import kernel_dtype, transpose
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import lowering
+from lowering_rules.patterns import grouped_query, power_spectrum
 
 
 def _product(sizes):
@@ -209,7 +209,7 @@ def _computed_operand_in_order(ctx, dimension_numbers):
 
 
 def _grouped_product(ctx, lhs, rhs, plan: grouped_query.Plan):
-    """The product with the repeated keys or values read unrepeated (lowering_rules.grouped_query)."""
+    """The product with the repeated keys or values read unrepeated (lowering_rules.patterns.grouped_query)."""
     other = 1 - plan.repeated
     split = tf.reshape((lhs, rhs)[other], plan.other_shape)
     out = _dot(ctx, split, ctx.value(plan.source), ctx.avals_in[other].update(shape=plan.other_shape),

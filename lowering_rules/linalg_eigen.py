@@ -29,19 +29,19 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import c64, case, f32
-from lowering_rules.complex_values import ComplexPair, is_complex
-from lowering_rules.dtype_support import NUMERIC, dtypes
-from lowering_rules.lazy_tensorflow import tf
+from lowering_rules.core.cases import c64, case, f32
+from lowering_rules.core.dtype_support import NUMERIC, dtypes
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.matrices import eye_like, index, swap_last
+from lowering_rules.core.registry import Limitation, add_complex, lowering
+from lowering_rules.core.vocabulary import ALL_TARGETS
 from lowering_rules.linalg_factor import (
     hessenberg_reflectors,
     householder_product,
     householder_qr,
     two_sided,
 )
-from lowering_rules.matrices import eye_like, index, swap_last
-from lowering_rules.registry import Limitation, add_complex, lowering
-from lowering_rules.vocabulary import ALL_TARGETS
+from lowering_rules.values.complex_values import ComplexPair, is_complex
 
 # Measured at 8x8 (float32, batch 1, TFLite builtins, LiteRT 1 thread, a shared 2-core AMD EPYC):
 # schur 268 ops, 131 KB, 5.2 ms; eig (values) 243 ops, 125 KB, 4.8 ms, export 8 s; eig with right

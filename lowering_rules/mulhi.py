@@ -20,12 +20,12 @@ from __future__ import annotations
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import case, i8, i32, u8
-from lowering_rules.dtype_support import INTEGERS, dtypes
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.limb_values import has_word, webgl_word_limitation
-from lowering_rules.limbs import as_word, to_limbs
-from lowering_rules.registry import lowering
+from lowering_rules.core.cases import case, i8, i32, u8
+from lowering_rules.core.dtype_support import INTEGERS, dtypes
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import lowering
+from lowering_rules.values.limb_values import has_word, webgl_word_limitation
+from lowering_rules.values.limbs import as_word, to_limbs
 
 _I32_EDGES = np.array([0, 1, -1, 2 ** 31 - 1, -2 ** 31, 65535, -65536, 123456789, -987654321, 46341], np.int32)
 _U32_EDGES = np.array([0, 1, 2 ** 32 - 1, 2 ** 31, 2 ** 31 - 1, 65535, 65536, 0x9E3779B9, 3000000000, 77777],

@@ -7,9 +7,9 @@
   traced on the key data and that jaxpr is lowered (it applies threefry2x32, iota_2x32_shape,
   xor, shifts). It reads ``jax_threefry_partitionable`` as JAX does, so both settings match.
 - ``random_wrap``/``random_unwrap`` change only the type: a key flows as its key data
-  (``lowering_rules/key_types.py``).
+  (``lowering_rules/core/key_types.py``).
 
-The hash runs on exact 32-bit word arithmetic (``lowering_rules/limbs.py``): TF.js has no xor or
+The hash runs on exact 32-bit word arithmetic (``lowering_rules/values/limbs.py``): TF.js has no xor or
 shifts and its wasm backend divides int32 through float32, and TFLite has no bitwise AND.
 """
 from __future__ import annotations
@@ -19,16 +19,16 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules import limb_values
-from lowering_rules.cases import case, u32
-from lowering_rules.dtype_support import NUMERIC, dtypes
-from lowering_rules.jax_compat import prng as jax_prng
-from lowering_rules.jax_compat import threefry2x32 as jax_threefry
-from lowering_rules.key_types import physical_aval
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.limb_values import Limbs, packed_add, packed_rotate_left, packed_xor
-from lowering_rules.limbs import from_bits, rotate_left_bits, to_bits, xor_bits
-from lowering_rules.registry import lowering
+from lowering_rules.core.cases import case, u32
+from lowering_rules.core.dtype_support import NUMERIC, dtypes
+from lowering_rules.core.jax_compat import prng as jax_prng
+from lowering_rules.core.jax_compat import threefry2x32 as jax_threefry
+from lowering_rules.core.key_types import physical_aval
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import lowering
+from lowering_rules.values import limb_values
+from lowering_rules.values.limb_values import Limbs, packed_add, packed_rotate_left, packed_xor
+from lowering_rules.values.limbs import from_bits, rotate_left_bits, to_bits, xor_bits
 
 # Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"):
 # the rotation schedule, and the key-schedule parity constant.
@@ -227,6 +227,6 @@ def lower_random_unwrap(ctx, keys):
     return keys
 
 
-# These rules take uint32 values as Limbs and hand them to their bodies (lowering_rules/limb_values.py).
+# These rules take uint32 values as Limbs and hand them to their bodies (lowering_rules/values/limb_values.py).
 limb_values.register_native("threefry2x32", "random_seed", "random_split", "random_fold_in", "random_bits",
                             "random_wrap", "random_unwrap")

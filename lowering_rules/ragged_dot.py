@@ -15,12 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import case, f16, f32, i32
-from lowering_rules.dtype_support import NUMERIC, dtypes, gap
-from lowering_rules.jax_compat import lax_internal
+from lowering_rules.core.cases import case, f16, f32, i32
+from lowering_rules.core.dtype_support import NUMERIC, dtypes, gap
+from lowering_rules.core.jax_compat import lax_internal
+from lowering_rules.core.registry import lowering
+from lowering_rules.core.vocabulary import Target
 from lowering_rules.prng import _lower_through_impl
-from lowering_rules.registry import lowering
-from lowering_rules.vocabulary import Target
 
 
 def _ragged_contracting(lhs, rhs, sizes):

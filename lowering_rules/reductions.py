@@ -19,10 +19,9 @@ import numpy as np
 from jax import lax
 from jax.core import ShapedArray
 
-from lowering_rules import fusion, half_scans
-from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
-from lowering_rules.dtype_support import dtypes, gap
-from lowering_rules.helpers import (
+from lowering_rules.core.cases import boolean, case, f16, f32, i8, i32, u8
+from lowering_rules.core.dtype_support import dtypes, gap
+from lowering_rules.core.helpers import (
     compute_dtype,
     convertible_constant,
     filled,
@@ -31,10 +30,11 @@ from lowering_rules.helpers import (
     is_nan,
     kernel_dtype,
 )
-from lowering_rules.jax_compat import core, open_jaxpr
-from lowering_rules.lazy_tensorflow import op, tf
-from lowering_rules.registry import Limitation, Target, lowering
-from lowering_rules.vocabulary import ALL_TARGETS
+from lowering_rules.core.jax_compat import core, open_jaxpr
+from lowering_rules.core.lazy_tensorflow import op, tf
+from lowering_rules.core.registry import Limitation, Target, lowering
+from lowering_rules.core.vocabulary import ALL_TARGETS
+from lowering_rules.patterns import fusion, half_scans
 
 NAN_ROW = np.array([[1.0, np.nan, 3.0, 2.0], [-1.0, 5.0, 5.0, -2.0], [np.nan, np.nan, 0.0, 9.0]],
                    np.float32)

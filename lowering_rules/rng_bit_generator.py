@@ -26,13 +26,13 @@ import math
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import case, u32
-from lowering_rules.dtype_support import dtypes
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.limb_values import webgl_word_limitation
-from lowering_rules.limbs import as_word, from_bits, to_bits, xor_bits
+from lowering_rules.core.cases import case, u32
+from lowering_rules.core.dtype_support import dtypes
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import ALL_TARGETS, Limitation, lowering
 from lowering_rules.prng import threefry2x32
-from lowering_rules.registry import ALL_TARGETS, Limitation, lowering
+from lowering_rules.values.limb_values import webgl_word_limitation
+from lowering_rules.values.limbs import as_word, from_bits, to_bits, xor_bits
 
 _INT_MIN = np.int32(-(2 ** 31))
 # Philox-4x32 (Salmon et al., SC'11): the round multipliers and the Weyl key increments.

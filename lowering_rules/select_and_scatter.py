@@ -30,13 +30,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import case, f32, i32
-from lowering_rules.dtype_support import NUMERIC, dtypes, gap
-from lowering_rules.helpers import pad_or_crop, size_vector
-from lowering_rules.jax_compat import closed_jaxpr, windowed_reductions
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import Limitation, lowering
-from lowering_rules.vocabulary import ALL_TARGETS, Target
+from lowering_rules.core.cases import case, f32, i32
+from lowering_rules.core.dtype_support import NUMERIC, dtypes, gap
+from lowering_rules.core.helpers import pad_or_crop, size_vector
+from lowering_rules.core.jax_compat import closed_jaxpr, windowed_reductions
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import Limitation, lowering
+from lowering_rules.core.vocabulary import ALL_TARGETS, Target
 from lowering_rules.windows import _window_taps, place_at_tap
 
 

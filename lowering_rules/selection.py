@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from lowering_rules.cases import boolean, case, f16, f32, i32
-from lowering_rules.helpers import as_out, wide
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import lowering
+from lowering_rules.core.cases import boolean, case, f16, f32, i32
+from lowering_rules.core.helpers import as_out, wide
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import lowering
 
 
 def _is_narrow_int(x) -> bool:

@@ -26,11 +26,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import boolean, case, f16, f32, i32, u8
-from lowering_rules.helpers import is_nan
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import Limitation, lowering
-from lowering_rules.vocabulary import ALL_TARGETS, Target
+from lowering_rules.core.cases import boolean, case, f16, f32, i32, u8
+from lowering_rules.core.helpers import is_nan
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import Limitation, lowering
+from lowering_rules.core.vocabulary import ALL_TARGETS, Target
 
 # The stable order's int32 keys rank * n + position must stay below 2^31. sort's ranks reach
 # 2n - 1 (a NaN ranks n past its run), top_k's 2n (two per run, so that 0.0 comes before -0.0):
@@ -150,7 +150,7 @@ TOO_LONG = too_long(MAX_SORTED_LENGTH)
 
 _WIDE = frozenset(np.dtype(d) for d in (np.uint32, np.int64, np.uint64, np.float64))
 # Keys only: values are carried by the permutation whatever their dtype (JAX's sort gradient carries
-# a uint32 iota). TF.js has none of these dtypes at all (lowering_rules/dtype_support.py).
+# a uint32 iota). TF.js has none of these dtypes at all (lowering_rules/core/dtype_support.py).
 _WIDE_KEYS = Limitation(
     (Target.TF, Target.TFLITE, Target.TFLITE_FLEX), "a key's dtype is float64, int64, uint32 or uint64",
     reason="keys are ordered through int32/float32 top_k, which cannot hold these exactly",

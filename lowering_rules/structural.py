@@ -13,19 +13,20 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules import joins, linalg, rope
-from lowering_rules.cases import boolean, case, f16, f32, i8, i32, u8
-from lowering_rules.dtype_support import dtypes, gap
-from lowering_rules.helpers import (
+from lowering_rules import linalg
+from lowering_rules.core.cases import boolean, case, f16, f32, i8, i32, u8
+from lowering_rules.core.dtype_support import dtypes, gap
+from lowering_rules.core.helpers import (
     DtypeNames,
     pad_exactly,
     size_vector,
     symbolic_padding,
     transpose,
 )
-from lowering_rules.jax_compat import device_put_p, dim_as_value_p
-from lowering_rules.lazy_tensorflow import tf, xla_ops
-from lowering_rules.registry import Target, lowering
+from lowering_rules.core.jax_compat import device_put_p, dim_as_value_p
+from lowering_rules.core.lazy_tensorflow import tf, xla_ops
+from lowering_rules.core.registry import Target, lowering
+from lowering_rules.patterns import joins, rope
 
 
 def _reshape(ctx, x, sizes):

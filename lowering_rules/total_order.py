@@ -18,11 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import boolean, case, f16, f32, i32
-from lowering_rules.dtype_support import BOOL, FLOATS, INTEGERS, dtypes
-from lowering_rules.jax_compat import SEARCHSORTED_IS_HIJAX, lax_internal
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import lowering
+from lowering_rules.core.cases import boolean, case, f16, f32, i32
+from lowering_rules.core.dtype_support import BOOL, FLOATS, INTEGERS, dtypes
+from lowering_rules.core.jax_compat import SEARCHSORTED_IS_HIJAX, lax_internal
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import lowering
 
 _SORTED = np.array([-np.inf, -2.5, -1.0, 0.0, 0.0, 0.5, 3.0, 3.0, np.inf, np.nan], np.float32)
 _QUERIES = np.array([-np.inf, -3.0, -1.0, -0.0, 0.0, 0.25, 3.0, 7.0, np.inf, np.nan, -np.nan, 0.5],

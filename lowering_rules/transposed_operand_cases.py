@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
-from lowering_rules.cases import case, i32
+from lowering_rules.core.cases import case, i32
 
 
 def _loop(body, steps: int = 3):

@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from lowering_rules.cases import case, f32, i32
-from lowering_rules.jax_compat import lax_internal  # empty_p and empty2_p are not exported
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import lowering
+from lowering_rules.core.cases import case, f32, i32
+from lowering_rules.core.jax_compat import lax_internal  # empty_p and empty2_p are not exported
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import lowering
 
 
 @lowering(lax_internal.empty_p, cases=[

@@ -22,10 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules import fusion
-from lowering_rules.cases import boolean, case, f16, f32, flax_linen, i32
-from lowering_rules.dtype_support import dtypes, gap
-from lowering_rules.helpers import (
+from lowering_rules.core.cases import boolean, case, f16, f32, flax_linen, i32
+from lowering_rules.core.dtype_support import dtypes, gap
+from lowering_rules.core.helpers import (
     axis_slice,
     convertible_constant,
     dilated_size,
@@ -36,10 +35,11 @@ from lowering_rules.helpers import (
     size_vector,
     symbolic_padding,
 )
-from lowering_rules.jax_compat import closed_jaxpr, windowed_reductions
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.registry import Limitation, Target, lowering
-from lowering_rules.vocabulary import ALL_TARGETS
+from lowering_rules.core.jax_compat import closed_jaxpr, windowed_reductions
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.registry import Limitation, Target, lowering
+from lowering_rules.core.vocabulary import ALL_TARGETS
+from lowering_rules.patterns import fusion
 
 # ----------------------------------------------------------------------------------------------
 # Monoids

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import lowering_rules  # noqa: F401  (registers every rule)
 from limitations.engine import Report
-from lowering_rules.vocabulary import Target
+from lowering_rules.core.vocabulary import Target
 from noxla.errors import ExportError, require_tensorflow
 from noxla.front.tracing import check_callable, trace
 from noxla.pipeline.preflight import (
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from noxla.pipeline.preflight import OnStep
 
 # The exporters and the converted callable import TensorFlow; ``check`` needs none, so they are
-# imported when first called (see ``lowering_rules.lazy_tensorflow``).
+# imported when first called (see ``lowering_rules.core.lazy_tensorflow``).
 
 
 def check(fun: Callable, *example_args, target: Target | str = Target.TFLITE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from lowering_rules.jax_compat import user_frames
+from lowering_rules.core.jax_compat import user_frames
 
 
 class NoxlaError(Exception):

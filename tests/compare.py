@@ -7,7 +7,7 @@ from typing import Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from lowering_rules.cases import default_tolerance
+from lowering_rules.core.cases import default_tolerance
 from noxla.runtimes.verify import as_real, relative_error
 
 

@@ -30,7 +30,7 @@ import noxla
 from limitations.engine import Report, check_jaxpr
 from limitations.targets import BROWSER_RUNTIMES, RUNTIMES, Target
 from lowering_rules import RULES
-from lowering_rules.cases import ArgSpec, Case
+from lowering_rules.core.cases import ArgSpec, Case
 from noxla.front.tracing import Program, trace
 from noxla.pipeline import graph_path as graph
 from noxla.pipeline.preflight import full_check

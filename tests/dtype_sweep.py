@@ -22,7 +22,7 @@ import jax
 import ml_dtypes
 import numpy as np
 
-from lowering_rules.cases import Case, default_tolerance
+from lowering_rules.core.cases import Case, default_tolerance
 from noxla.front.tracing import Program, trace
 
 # (name, dtype, needs x64). Key dtypes are named by their PRNG implementation.
@@ -230,7 +230,7 @@ def _swept(sd: SweepDtype) -> bool:
 
 
 def _carries(target, sd: SweepDtype) -> bool:
-    from lowering_rules.dtype_support import boundary_lacks, target_has
+    from lowering_rules.core.dtype_support import boundary_lacks, target_has
     return not sd.is_key and target_has(target, sd.name) and boundary_lacks(target, sd.name) is not None
 
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from lowering_rules.jax_compat import primitive_test_harnesses
+from lowering_rules.core.jax_compat import primitive_test_harnesses
 from tests import dtype_sweep
 
 # Each CLI target: the up-front check's target and the runtimes its programs run in.

@@ -3,8 +3,8 @@
 Dependencies point one way: cli -> api, llm -> pipeline -> writers -> runtimes -> graph -> front
 -> rules (``NOXLA_RANK``: noxla's packages in the order of its pipeline). The
 limitations engine reads the rules and knows no exporter (the exporters hand it the TF.js op-list
-backstop); the rules and the engine share the ``lowering_rules.vocabulary`` leaf (targets,
-``Limitation``, ``EqnView``) and the rules' dtype data (``lowering_rules.dtype_support``). Every ``import`` in the
+backstop); the rules and the engine share the ``lowering_rules.core.vocabulary`` leaf (targets,
+``Limitation``, ``EqnView``) and the rules' dtype data (``lowering_rules.core.dtype_support``). Every ``import`` in the
 source counts, function-level ones included: a lazy import hides a cycle, it does not remove it.
 """
 from __future__ import annotations
@@ -40,7 +40,8 @@ def rank(module: str) -> int | None:
 # What of noxla the limitations package may read: the user's source line and tracing (for cases).
 # Leaves of the rules package that every layer may use: JAX's internals, the shared vocabulary, and
 # the ``tf`` seam (TensorFlow or noxla.graph's recorder, whichever the lowering speaks to).
-SHARED_LEAVES = {"lowering_rules.jax_compat", "lowering_rules.vocabulary", "lowering_rules.lazy_tensorflow"}
+SHARED_LEAVES = {"lowering_rules.core.jax_compat", "lowering_rules.core.vocabulary",
+                 "lowering_rules.core.lazy_tensorflow"}
 LIMITATIONS_MAY_IMPORT = {"noxla", "noxla.errors", "noxla.front.tracing", "noxla.front.shapes"}
 
 
@@ -82,9 +83,10 @@ GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
 
 
 def test_the_graph_sees_the_packages():
-    assert {"lowering_rules.vocabulary", "lowering_rules.registry", "limitations.engine", "noxla.front.interpreter",
+    assert {"lowering_rules.core.vocabulary", "lowering_rules.core.registry", "limitations.engine",
+            "noxla.front.interpreter",
             "noxla.pipeline.tf_path", "noxla.cli"} <= set(GRAPH)
-    assert "lowering_rules.registry" in GRAPH["noxla.front.interpreter"]
+    assert "lowering_rules.core.registry" in GRAPH["noxla.front.interpreter"]
 
 
 def _cycle() -> list[str] | None:
@@ -120,9 +122,10 @@ def _edges(from_prefix: str):
 
 
 def test_vocabulary_is_a_leaf():
-    assert not GRAPH["lowering_rules.jax_compat"]
-    assert GRAPH["lowering_rules.vocabulary"] <= {"lowering_rules.jax_compat"}
-    assert GRAPH["lowering_rules.dtype_support"] <= {"lowering_rules.vocabulary", "lowering_rules.jax_compat"}
+    assert not GRAPH["lowering_rules.core.jax_compat"]
+    assert GRAPH["lowering_rules.core.vocabulary"] <= {"lowering_rules.core.jax_compat"}
+    assert GRAPH["lowering_rules.core.dtype_support"] <= {"lowering_rules.core.vocabulary",
+                                                          "lowering_rules.core.jax_compat"}
 
 
 def test_rules_import_only_rules():
@@ -155,7 +158,7 @@ def _hidden_state_uses(path: str) -> list[str]:
 # (TensorFlow, or noxla.graph's recorder), set by the Lowering around the rules; it tells a rule
 # nothing of the target, and no rule reads it.
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m.startswith("lowering_rules")
-                                          and m != "lowering_rules.lazy_tensorflow"
+                                          and m != "lowering_rules.core.lazy_tensorflow"
                                           or m in ("noxla.front.interpreter", "noxla.front.lowering")))
 def test_no_rule_reads_a_context_variable(module):
     uses = _hidden_state_uses(MODULES[module])
@@ -197,7 +200,7 @@ def test_no_source_file_over_45_kb():
 
 
 def test_jax_internals_are_imported_in_one_place():
-    compat = os.path.join(ROOT, "lowering_rules", "jax_compat.py")
+    compat = os.path.join(ROOT, "lowering_rules", "core", "jax_compat.py")
     users = []
     for path in _source_files():
         if path == compat:
@@ -208,7 +211,7 @@ def test_jax_internals_are_imported_in_one_place():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             users += [f"{os.path.relpath(path, ROOT)}:{node.lineno}" for n in names if n.startswith("jax._src")]
-    assert not users, f"import JAX internals through lowering_rules/jax_compat.py: {users}"
+    assert not users, f"import JAX internals through lowering_rules/core/jax_compat.py: {users}"
 
 
 def test_importing_noxla_loads_no_test_library():
@@ -223,7 +226,7 @@ def test_importing_noxla_loads_no_test_library():
 
 
 def test_checking_for_tflite_imports_no_tensorflow():
-    """The rules' declarations and the check need no TF (``lowering_rules.lazy_tensorflow``), and an
+    """The rules' declarations and the check need no TF (``lowering_rules.core.lazy_tensorflow``), and an
     export the check refuses is refused before TF is imported (``noxla.pipeline.preflight``): a rule module
     reading ``tf`` at its top level, a check that lowers, or an exporter imported before the
     preflight fails here. Lowering then imports it on first use."""

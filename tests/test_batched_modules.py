@@ -18,7 +18,7 @@ import pytest
 
 from limitations.engine import check_jaxpr
 from limitations.targets import RUNTIMES
-from lowering_rules.vocabulary import Target
+from lowering_rules.core.vocabulary import Target
 from noxla.front.tracing import trace
 from noxla.runtimes.verify import jax_outputs
 from tests.differential import assert_matches

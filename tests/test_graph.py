@@ -369,7 +369,7 @@ def _dim_values(program, args) -> dict:
     """The case's value of each dimension variable, read back from its inputs' sizes."""
     import itertools
 
-    from lowering_rules.jax_compat import evaluate_dim, is_constant_dim
+    from lowering_rules.core.jax_compat import evaluate_dim, is_constant_dim
     dims = [(d, np.shape(a)[i]) for aval, a in zip(program.in_avals, args) for i, d in enumerate(aval.shape)
             if not is_constant_dim(d)]
     names = sorted({v for d, _ in dims for v in d._get_vars()})
@@ -383,7 +383,7 @@ def _dim_values(program, args) -> dict:
 def _inputs_at(program, args, step: int) -> list:
     """The case's inputs with every dimension variable grown by ``step``: each array cycled along
     its symbolic axes (values stay in the case's ranges; indices into a symbolic axis stay valid)."""
-    from lowering_rules.jax_compat import evaluate_dim, is_constant_dim
+    from lowering_rules.core.jax_compat import evaluate_dim, is_constant_dim
     env = {v: n + step for v, n in _dim_values(program, args).items()}
     out = []
     for aval, a in zip(program.in_avals, args):
@@ -429,7 +429,7 @@ def test_polymorphic_case_through_the_graph_matches_jax_in_tfjs_at_several_sizes
     import json
 
     from limitations.engine import check_jaxpr
-    from lowering_rules.vocabulary import Target
+    from lowering_rules.core.vocabulary import Target
     from noxla.graph.dtypes import Uncovered
     from noxla.pipeline.graph_path import write_program_tfjs
     from noxla.runtimes.verify import jax_outputs

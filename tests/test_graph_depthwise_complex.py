@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from lowering_rules import RULES
-from lowering_rules.vocabulary import Target
+from lowering_rules.core.vocabulary import Target
 from noxla.front.tracing import trace
 from noxla.graph.lower import record_program
 from noxla.pipeline.graph_path import write_program_tfjs

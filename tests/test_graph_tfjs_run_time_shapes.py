@@ -97,7 +97,7 @@ def polymorphic_rule_models(tmp_path_factory):
     """Each polymorphic rule case the TF.js check accepts and the graph writes: (case, program, its
     inputs, the model's path)."""
     from limitations.engine import check_jaxpr
-    from lowering_rules.vocabulary import Target
+    from lowering_rules.core.vocabulary import Target
     from noxla.graph.dtypes import Uncovered
     from noxla.pipeline.graph_path import write_program_tfjs
     from tests.differential import default_mode_inputs

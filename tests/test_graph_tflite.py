@@ -16,7 +16,7 @@ import pytest
 
 import noxla
 from lowering_rules import RULES
-from lowering_rules.vocabulary import Target
+from lowering_rules.core.vocabulary import Target
 from noxla.front.tracing import trace
 from noxla.graph.dtypes import Uncovered
 from noxla.pipeline.preflight import full_check

@@ -1,4 +1,4 @@
-"""Grouped-query attention's repeated keys and values (``lowering_rules.grouped_query``): read
+"""Grouped-query attention's repeated keys and values (``lowering_rules.patterns.grouped_query``): read
 unrepeated where the repeat feeds a batched product and nothing else, so the .tflite holds no
 BROADCAST_TO (LiteRT's reference kernel: half of a keras-hub decode step's time), and kept where
 something else reads the repeat. Values against JAX are the dot_general cases' (tests/test_rules.py)."""

@@ -3,7 +3,7 @@
 An export's first step is the preflight (trace, then every rule's declarations), so its imports are
 every export's fixed cost before any work. TensorFlow is the lowering's (2 s); the others cost tens
 of milliseconds each and only some rules' cases or lowerings use them, which import them on first
-use: anything under ``jax.extend`` (its package imports Pallas; ``lowering_rules.jax_compat`` has
+use: anything under ``jax.extend`` (its package imports Pallas; ``lowering_rules.core.jax_compat`` has
 the same names) and ``jax.scipy``'s linalg and special (importing them jits dozens of functions).
 Asserted on ``sys.modules``, not on timings, which vary from machine to machine.
 """

@@ -31,8 +31,8 @@ from limitations import table
 from limitations.engine import check_jaxpr, iter_eqns, op_violations
 from limitations.targets import ALL_TARGETS, Target
 from lowering_rules import RULES
-from lowering_rules.cases import case, f32
-from lowering_rules.registry import Limitation, register
+from lowering_rules.core.cases import case, f32
+from lowering_rules.core.registry import Limitation, register
 from noxla.writers.tfjs import ops as tfjs_ops
 from noxla.writers.tfjs.ops import TFJS_BACKSTOP
 from tests.differential import FORCED_RUNTIMES, forced_failure, traced
@@ -110,7 +110,7 @@ def _stages(fun, *args) -> set[str]:
 
 
 def test_primitives_said_never_staged_are_not():
-    from lowering_rules.jax_compat import ad_util, custom_derivatives, lax_internal
+    from lowering_rules.core.jax_compat import ad_util, custom_derivatives, lax_internal
     x, key = np.float32([1.0, 2.0]), jax.random.key(0)
     attempts = {
         "custom_jvp_call_jaxpr": _stages(lambda a: custom_derivatives.custom_jvp_call_jaxpr_p.bind(a), x),

@@ -229,7 +229,7 @@ def _zoo():
 def test_zoo_model_matches_jax_on_wasm_and_webgpu(name, litertjs, tmp_path):
     from limitations.engine import check_jaxpr
     from limitations.targets import declared_fallback
-    from lowering_rules.vocabulary import Target
+    from lowering_rules.core.vocabulary import Target
     from noxla.front.tracing import trace
     from tools.bench_litertjs import measure
 
@@ -304,7 +304,7 @@ def test_declared_limits_fail_when_forced(case_id, litertjs):
 @pytest.mark.parametrize("case", _rule_case_sample())
 def test_rule_case_sample_on_wasm_and_webgpu(case):
     from limitations.engine import check_jaxpr
-    from lowering_rules.vocabulary import Target
+    from lowering_rules.core.vocabulary import Target
     from tests.differential import assert_declared_rejection, assert_matches, traced
     from tests.litertjs_harness import run_program
 

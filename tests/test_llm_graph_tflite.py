@@ -131,7 +131,7 @@ def test_no_more_operators_than_tf_paths_per_signature(exports, mode):
         writes = schema.BuiltinOperator.DYNAMIC_UPDATE_SLICE
         assert graph[key][writes] == tf[key][writes] == 2 * CONFIG.layers, (key, graph[key], tf[key])
         assert sum(graph[key].values()) <= sum(tf[key].values()), (key, graph[key], tf[key])
-        # RMSNorm's mean a SUM, as on TF's path (lowering_rules/fusion.py's ``mean``: LiteRT-LM ran
+        # RMSNorm's mean a SUM, as on TF's path (lowering_rules/patterns/fusion.py's ``mean``: LiteRT-LM ran
         # the decode step's MEANs slower), and the softmax's reshapes gone as there.
         mean, reshape = schema.BuiltinOperator.MEAN, schema.BuiltinOperator.RESHAPE
         assert not graph[key][mean] and graph[key][schema.BuiltinOperator.SUM] == tf[key][schema.BuiltinOperator.SUM]

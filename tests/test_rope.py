@@ -1,4 +1,4 @@
-"""lowering_rules.rope: rotary embeddings in fewer TFLite ops with JAX's values bit for bit.
+"""lowering_rules.patterns.rope: rotary embeddings in fewer TFLite ops with JAX's values bit for bit.
 
 The rule cases (run against JAX in every runtime by test_rules.py) compare within a tolerance,
 as JAX's jit contracts x*c + y*s into FMAs. Here the reference is JAX op by op (no jit: each
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import noxla
-from lowering_rules import rope
-from lowering_rules.cases import ArgSpec
+from lowering_rules.core.cases import ArgSpec
+from lowering_rules.patterns import rope
 from noxla.runtimes import run_tflite, tflite_op_names
 from tests import tiny_llama
 

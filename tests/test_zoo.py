@@ -32,7 +32,7 @@ def _program(programs, model, batch):
 
 # Known failures, each with its reason; strict, so a fix shows up as an unexpected pass.
 # (The zoo Llama on TF.js's WebGPU backend was one until its repeated KV heads stopped being a
-# broadcast, lowering_rules/grouped_query.py: that backend read the broadcast synchronously, which
+# broadcast, lowering_rules/patterns/grouped_query.py: that backend read the broadcast synchronously, which
 # Chromium's WebGPU refuses.)
 KNOWN_FAILURES: dict = {}
 

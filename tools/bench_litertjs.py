@@ -19,7 +19,7 @@ def measure(model, runner, directory: str, repeats: int = 0, batch: int = 1, web
     ops} | {rejected: report}}, and the default .tflite's op count under "ops". WebGPU runs the
     .tflite exported for it (``tflite_target="litertjs-webgpu"``) unless ``webgpu_lowering`` is off."""
     from limitations.engine import check_jaxpr
-    from lowering_rules.vocabulary import Target
+    from lowering_rules.core.vocabulary import Target
     from noxla.api import export
     from noxla.front.tracing import trace
     from noxla.runtimes import tflite_op_names

@@ -26,7 +26,7 @@ DECLARED_DIFFERENCES = {"top_k:signed_nans", "reduce_sum:f16_rounds_each_step"}
 def replay_case(case):
     """"uncovered: <what>", "rejected" (by the TF check, or JAX cannot run it) or "matched";
     raises AssertionError when the replayed graph differs from JAX."""
-    from lowering_rules.vocabulary import Target
+    from lowering_rules.core.vocabulary import Target
     from noxla.graph.dtypes import Uncovered
     from noxla.graph.lower import record_program
     from noxla.pipeline.preflight import full_check
@@ -47,7 +47,7 @@ def replay_case(case):
 def tflite_case(case):
     """As ``replay_case``, for the graph's TFLite writer on LiteRT (what ``export_tflite`` gives in
     its default mode: the fast variants' inputs made finite)."""
-    from lowering_rules.vocabulary import Target
+    from lowering_rules.core.vocabulary import Target
     from noxla.graph.dtypes import Uncovered
     from noxla.pipeline.preflight import full_check
     from noxla.runtimes import run_tflite
@@ -75,7 +75,7 @@ def tfjs_case(case):
     import tempfile
 
     from limitations.engine import check_jaxpr
-    from lowering_rules.vocabulary import Target
+    from lowering_rules.core.vocabulary import Target
     from noxla.graph.dtypes import Uncovered
     from noxla.pipeline.graph_path import write_program_tfjs
     from noxla.runtimes import TfjsRunner

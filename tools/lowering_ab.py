@@ -5,8 +5,8 @@
 
 tests/tiny_llama.py's decoder (tools/llm_benchmark.py's configs and seed) through noxla.llm, once
 as noxla exports it ("on") and once with the switched rewrite left out ("off"): ``rope``, the
-lowering_rules.rope rules; ``projections``, noxla.writers.tflite.flatbuffer.projections (a decode step's projections of
-one input joined). Per export: ops of the decode signature; whether the two files' logits and caches
+lowering_rules.patterns.rope rules; ``projections``, noxla.writers.tflite.flatbuffer.projections (a decode step's
+projections of one input joined). Per export: ops of the decode signature; whether the two files' logits and caches
 are the same bits; the logits against JAX's; then decode and prefill latency in LiteRT's signature
 runners, the exports' timers interleaved round by round in both orders of making them
 (tools/interleaving.interleaved_both_ways), at each thread count: the machine is shared, so the
@@ -34,7 +34,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 def switched_off(switch: str):
     """noxla with ``switch`` left out, for the ``with`` block."""
     import noxla.pipeline.tf_path
-    from lowering_rules import rope
+    from lowering_rules.patterns import rope
     if switch == "rope":
         names, module = ("halves_rotation", "rotate_half", "pairs_rotation"), rope
     else:

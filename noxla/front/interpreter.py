@@ -14,10 +14,11 @@ from typing import Callable, Sequence
 import numpy as np
 from jax.extend import core
 
-from lowering_rules import complex_values, jax_compat, key_types, lazy_tensorflow, limb_values, registry
-from lowering_rules.helpers import constant, runtime_infinity, tf_dtype
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.vocabulary import DEFAULT_LOWERING, LoweringFor, rule_params
+from lowering_rules.core import jax_compat, key_types, lazy_tensorflow, registry
+from lowering_rules.core.helpers import constant, runtime_infinity, tf_dtype
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.vocabulary import DEFAULT_LOWERING, LoweringFor, rule_params
+from lowering_rules.values import complex_values, limb_values
 from noxla.errors import LoweringError, NoxlaError, source_line
 from noxla.front.shapes import Dims
 
@@ -191,7 +192,7 @@ class Lowering:
 
     def shared(self, key: tuple, operands: Sequence[tf.Tensor], make: Callable):
         """``make(*operands)``, made once per graph for the same TF tensors and ``key``: tables that
-        every decoder layer derives from the same cos and sin (lowering_rules.rope) are then one set of
+        every decoder layer derives from the same cos and sin (lowering_rules.patterns.rope) are then one set of
         ops. TFLite's converter merges such copies itself; TF.js's keeps each."""
         graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         full_key = (key, id(graph), *(id(x) for x in operands))

@@ -10,8 +10,8 @@ import jax
 import numpy as np
 import tensorflow as tf
 
-from lowering_rules import complex_values, limb_values
-from lowering_rules.vocabulary import DEFAULT_LOWERING, LoweringFor
+from lowering_rules.core.vocabulary import DEFAULT_LOWERING, LoweringFor
+from lowering_rules.values import complex_values, limb_values
 from noxla.front.interpreter import Lowering, lower_jaxpr, tf_dtype
 from noxla.front.lowering_variants import needs_tfjs_lowering, needs_tflite_lowering, uses_uint32  # noqa: F401  (re-exported)
 from noxla.front.shapes import Dims, is_static

@@ -6,9 +6,9 @@ import numpy as np
 
 from limitations.engine import eqn_view, iter_eqns
 from lowering_rules import RULES
-from lowering_rules.helpers import TFLITE_OWN_PRIMITIVES
-from lowering_rules.key_types import physical_dtype
-from lowering_rules.vocabulary import Target
+from lowering_rules.core.helpers import TFLITE_OWN_PRIMITIVES
+from lowering_rules.core.key_types import physical_dtype
+from lowering_rules.core.vocabulary import Target
 from noxla.front.tracing import Program
 
 

@@ -13,8 +13,8 @@ import jax
 import numpy as np
 from jax.core import ShapedArray
 
-from lowering_rules.jax_compat import evaluate_dim, is_constant_dim, solve_dim_vars
-from lowering_rules.lazy_tensorflow import tf  # TensorFlow only where a size is symbolic
+from lowering_rules.core.jax_compat import evaluate_dim, is_constant_dim, solve_dim_vars
+from lowering_rules.core.lazy_tensorflow import tf  # TensorFlow only where a size is symbolic
 from noxla.errors import ShapeMismatchError
 
 DimSize = "int | tf.Tensor"

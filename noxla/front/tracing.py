@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
-from lowering_rules.jax_compat import InconclusiveDimensionOperation, dce_jaxpr
+from lowering_rules.core.jax_compat import InconclusiveDimensionOperation, dce_jaxpr
 from noxla.errors import _LIBRARY_DIRS, TracingError
 
 

@@ -183,7 +183,7 @@ def cast(x, dtype, name=None) -> Tensor:
 
 def complex_part(op: str):
     """``tf.math.real`` / ``tf.math.imag`` (TF's Real/Imag): a complex program input split into the
-    (real, imaginary) pair the rules compute with (``lowering_rules.complex_values``)."""
+    (real, imaginary) pair the rules compute with (``lowering_rules.values.complex_values``)."""
     def part(input, name=None) -> Tensor:
         x = convert_to_tensor(input)
         if not x.dtype.is_complex:

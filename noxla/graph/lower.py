@@ -6,8 +6,8 @@ import dataclasses
 
 import numpy as np
 
-from lowering_rules import complex_values, limb_values
-from lowering_rules.vocabulary import LoweringFor
+from lowering_rules.core.vocabulary import LoweringFor
+from lowering_rules.values import complex_values, limb_values
 from noxla.front.interpreter import Lowering, lower_jaxpr
 from noxla.front.shapes import Dims, is_static
 from noxla.front.tracing import Program
@@ -37,8 +37,8 @@ def record_program(program: Program, strict: bool = False, uint32_as_int32: bool
     graph = Graph()
     recorder = api.recorder()
     with ops.recording(graph):
-        from lowering_rules.helpers import tf_dtype
-        from lowering_rules.lazy_tensorflow import using
+        from lowering_rules.core.helpers import tf_dtype
+        from lowering_rules.core.lazy_tensorflow import using
         with using(recorder):
             dtypes = [tf_dtype(a.dtype, uint32_as_int32) for a in program.in_avals]
         inputs = []

@@ -12,10 +12,10 @@ cache differs. What the adapter owns is only the cache contract: keras-hub keeps
 [batch, C, kv_heads, head_dim]), the contract one K [1, kv_heads, C, head_dim] and one
 transposed V [1, kv_heads, head_dim, C] per layer, so the step is written as transposes in,
 stacks, slices and transposes out. None of that moves the cache in the .tflite: a slice of a
-stack reads the stacked part (lowering_rules/joins.py), the update is made in the contract's
+stack reads the stacked part (lowering_rules/patterns/joins.py), the update is made in the contract's
 layout before the transpose (structural.py's dynamic_update_slice), the transposes in and out
 then cancel (noxla.writers.tflite.flatbuffer.reshapes.fold_transpose_pairs), and the repeated KV heads of grouped
-attention are read unrepeated (lowering_rules/grouped_query.py). SmolLM-135M's shapes as a
+attention are read unrepeated (lowering_rules/patterns/grouped_query.py). SmolLM-135M's shapes as a
 keras-hub Llama: 1.05x the hand-written decoder's decode step in LiteRT (it was 4.9x).
 
 Positions and mask: keras-hub derives both from the index of the first new token (RoPE or learned

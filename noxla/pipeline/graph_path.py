@@ -70,7 +70,7 @@ def covers_signatures(options: ExportOptions) -> bool:
 def tflite_chunks(cleared: Cleared, why: list[str]) -> list | None:
     """The .tflite's chunks from the graph's TFLite writer (nothing written yet); None where TF's
     path must write it, with the reason appended to ``why`` and given as a step."""
-    from lowering_rules.vocabulary import Target
+    from lowering_rules.core.vocabulary import Target
     from noxla.writers.tflite import graph_tflite_chunks
     on_step = cleared.options.on_step
     reason = why_tflite_needs_tensorflow(cleared.options)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from lowering_rules.vocabulary import Target
+from lowering_rules.core.vocabulary import Target
 from noxla.graph.dtypes import Uncovered
 from noxla.pipeline import graph_path as graph
 from noxla.pipeline.preflight import ClearedSignatures, run_step, write_chunks

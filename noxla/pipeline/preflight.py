@@ -2,7 +2,7 @@
 paths, the trace, and the program checked against every target it is exported for; and how every
 output is written (beside its path, renamed into place once whole).
 
-Declarations and dtypes need no TF (``lowering_rules.lazy_tensorflow``): ``noxla.check`` and an
+Declarations and dtypes need no TF (``lowering_rules.core.lazy_tensorflow``): ``noxla.check`` and an
 export that the check refuses never import it (2 s and 450 MB). TF.js's targets add the op-list
 backstop, which lowers the program to read the ops the TF.js converter would get, and imports it.
 """
@@ -17,7 +17,7 @@ import time
 from typing import Callable, Iterator, Mapping, Sequence
 
 from limitations.engine import Report, check_jaxpr
-from lowering_rules.vocabulary import Target
+from lowering_rules.core.vocabulary import Target
 from noxla.errors import ExportError, UnsupportedError
 from noxla.front.tracing import Program, trace
 from noxla.writers import quantize as quantization

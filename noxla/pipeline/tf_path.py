@@ -14,7 +14,7 @@ from typing import Callable, Mapping, Sequence
 
 import tensorflow as tf
 
-from lowering_rules.vocabulary import Target
+from lowering_rules.core.vocabulary import Target
 from noxla.front.interpreter import Weights
 from noxla.front.lowering import (  # noqa: F401  (part of this module's API)
     input_signature,

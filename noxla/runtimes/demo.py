@@ -72,7 +72,7 @@ def backend_rejections(program) -> dict[str, str]:
     """Per TF.js backend that noxla's check rejects the program for (WebGL: whole 32-bit words), the
     report saying why; the page shows it instead of running there, and --verify-browser reports it."""
     from limitations.engine import check_jaxpr
-    from lowering_rules.vocabulary import Target
+    from lowering_rules.core.vocabulary import Target
 
     report = check_jaxpr(program.closed_jaxpr, Target.TFJS_WEBGL)  # TF.js itself passed the export's check
     return {} if report.ok else {"webgl": report.format()}

@@ -35,7 +35,7 @@ def accelerator_rejections(program) -> dict[str, str]:
     """Per accelerator noxla's check rejects the program for, the report (the page shows it instead
     of running there). The .tflite itself passed TFLite's check at export."""
     from limitations.engine import check_jaxpr
-    from lowering_rules.vocabulary import Target
+    from lowering_rules.core.vocabulary import Target
 
     out = {}
     for accelerator, target in (("wasm", Target.LITERTJS), ("webgpu", Target.LITERTJS_WEBGPU)):

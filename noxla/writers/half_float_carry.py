@@ -13,8 +13,8 @@ frozen GraphDef (and the function bodies of its loops and conditionals) before a
 
 Rounding a float32 result is half-float arithmetic exactly for +, -, *, / and sqrt (the double
 rounding is innocuous: 24 >= 2 * 11 + 2 bits), which is what the rules compute half floats in
-(they widen them to float32 and cast back, ``lowering_rules.helpers.wide``). Program inputs and
-outputs stay float32 only: a half-float one is refused up front (``lowering_rules.dtype_support``).
+(they widen them to float32 and cast back, ``lowering_rules.core.helpers.wide``). Program inputs and
+outputs stay float32 only: a half-float one is refused up front (``lowering_rules.core.dtype_support``).
 """
 from __future__ import annotations
 

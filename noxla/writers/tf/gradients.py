@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from limitations.engine import check_jaxpr
-from lowering_rules.vocabulary import Target
+from lowering_rules.core.vocabulary import Target
 from noxla.errors import NoxlaError, UnsupportedError
 from noxla.front.lowering import input_signature, lower_program, program_inputs
 from noxla.front.shapes import is_static

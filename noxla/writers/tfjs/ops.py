@@ -18,8 +18,8 @@ from typing import Callable, Iterable
 from jax.extend import core
 
 from limitations.engine import iter_eqns
-from lowering_rules.jax_compat import closed_jaxpr
-from lowering_rules.vocabulary import Target
+from lowering_rules.core.jax_compat import closed_jaxpr
+from lowering_rules.core.vocabulary import Target
 from noxla.front.lowering import needs_tfjs_lowering, serving_function
 from noxla.front.tracing import Program
 from noxla.writers.tfjs.graph import tfjs_supported_ops

@@ -159,7 +159,7 @@ def _keep_reduced_dims(graph: Graph) -> bool:
 
 # A sum, and what it becomes divided by the count of what it sums.
 # Not SUM / count as MEAN: the rules write jnp.mean as MEAN, but as SUM and a division in the
-# lowering for the converter alone (an LLM's, lowering_rules/fusion.py's ``mean``: LiteRT-LM ran its
+# lowering for the converter alone (an LLM's, lowering_rules/patterns/fusion.py's ``mean``: LiteRT-LM ran its
 # RMSNorms' MEANs slower), which TF's path keeps a SUM.
 _AVERAGES = {"SUM_POOL_2D": "AVERAGE_POOL_2D"}
 

@@ -80,7 +80,7 @@ BOOL_KINDS = {"LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQ
 # Types only the graph writer carries, each with the builtins that may read or make it (LiteRT's
 # kernels for these copy or convert them, as on TF's path): uint32, where the rules move a PRNG
 # key's words (threefry computes in int32 limbs); float16 and the narrow integers, which the rules
-# convert to float32 or int32 to compute and back (``lowering_rules.helpers.wide``); int64, in which
+# convert to float32 or int32 to compute and back (``lowering_rules.core.helpers.wide``); int64, in which
 # the rules compare and divide uint32 values and take their max and min (every uint32 and their
 # differences fit exactly).
 _MOVES = {"CAST", "RESHAPE", "SLICE", "BITCAST", "DYNAMIC_UPDATE_SLICE"}   # BITCAST: a float16's bits

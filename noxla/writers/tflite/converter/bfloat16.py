@@ -6,7 +6,7 @@ each op that computes a new bfloat16 value is followed by the rounding below, ma
 the float's bits. The rounding keeps NaN (the input NaN itself), rounds past the largest bfloat16
 to infinity as bfloat16 does, and rounds float32 subnormals on their bits as well (integer ops:
 LiteRT does not flush them). Program inputs and outputs stay float32 only: a bfloat16 one is
-refused up front (``lowering_rules.dtype_support``), as TFLite takes no bfloat16 tensor.
+refused up front (``lowering_rules.core.dtype_support``), as TFLite takes no bfloat16 tensor.
 """
 from __future__ import annotations
 

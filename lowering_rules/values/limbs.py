@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowering_rules.lazy_tensorflow import tf
+from lowering_rules.core.lazy_tensorflow import tf
 
 _LIMB = 1 << 16
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from lowering_rules.jax_compat import core as jax_core
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.vocabulary import is_key_dtype, physical_dtype  # noqa: F401  (key_types is where rules look)
+from lowering_rules.core.jax_compat import core as jax_core
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.vocabulary import is_key_dtype, physical_dtype  # noqa: F401  (key_types is where rules look)
 
 
 def is_key(aval) -> bool:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from lowering_rules.fusion import producer
-from lowering_rules.helpers import is_static_shape
-from lowering_rules.jax_compat import core
+from lowering_rules.core.helpers import is_static_shape
+from lowering_rules.core.jax_compat import core
+from lowering_rules.patterns.fusion import producer
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from lowering_rules.lazy_tensorflow import tf
+from lowering_rules.core.lazy_tensorflow import tf
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,8 +27,8 @@ cumlogsumexp 441 / 790 forward, 508 / 906 reverse.
 """
 from __future__ import annotations
 
-from lowering_rules.helpers import HALF_FLOATS, infinity_like, size_vector
-from lowering_rules.lazy_tensorflow import tf
+from lowering_rules.core.helpers import HALF_FLOATS, infinity_like, size_vector
+from lowering_rules.core.lazy_tensorflow import tf
 
 BLOCK = 16  # XLA CPU's ReduceWindowRewriter base length
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 import jax
 import numpy as np
 
-from lowering_rules.vocabulary import Target, dtype_name  # noqa: F401  (dtype_name is re-exported)
+from lowering_rules.core.vocabulary import Target, dtype_name  # noqa: F401  (dtype_name is re-exported)
 
 KEY = "key"  # the class of every PRNG key dtype
 
@@ -170,7 +170,8 @@ def dtypes(*groups: Iterable[str], gaps: Iterable[DtypeGap] = (), missing: str =
     computes = frozenset().union(*map(frozenset, groups)) if groups else NUMERIC
     unknown = computes - set(ORDER)
     if unknown:
-        raise ValueError(f"unknown dtype names {sorted(unknown)}; use the names in lowering_rules.dtype_support.ORDER")
+        raise ValueError(f"unknown dtype names {sorted(unknown)}; use the names in "
+                         "lowering_rules.core.dtype_support.ORDER")
     return DtypeSupport(computes, tuple(gaps), missing)
 
 
@@ -200,7 +201,7 @@ def workaround_for(name: str, accepted: Iterable[str]) -> str:
 
 
 # Complex values inside a program are (real, imaginary) pairs of float tensors
-# (lowering_rules.complex_values): only a complex program input or output needs the target's own
+# (lowering_rules.values.complex_values): only a complex program input or output needs the target's own
 # complex ops, Real and Imag to split an input, Complex to join an output. TFLite builtins have
 # REAL and IMAG but no op that builds a complex tensor; TF.js's wasm backend has no complex kernel.
 _COMPLEX_INPUTS = frozenset({Target.TF, Target.TFLITE, Target.TFLITE_FLEX})
@@ -248,7 +249,7 @@ def boundary_dtype_workaround(target: Target, dtype) -> str:
 
 
 # TF.js has no uint32, but noxla's TF.js lowering carries a uint32 as the int32 with the same bits
-# (lowering_rules/helpers.py). That is right only where the rule reads bit patterns, never signs
+# (lowering_rules/core/helpers.py). That is right only where the rule reads bit patterns, never signs
 # or magnitudes: PRNG keys and bits, bit operations, wrapping add/sub, equality and data movement;
 # products and remainders are computed on 16-bit limbs (limb_arithmetic.py).
 # Anything else on uint32 (comparisons, division, conversion to float, ...) stays rejected.

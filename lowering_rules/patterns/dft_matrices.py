@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowering_rules.helpers import size_vector
-from lowering_rules.lazy_tensorflow import tf
+from lowering_rules.core.helpers import size_vector
+from lowering_rules.core.lazy_tensorflow import tf
 
 
 def on_last_axis(x, dims, matrix):

@@ -31,7 +31,7 @@ class _TensorFlow:
         return getattr(module, name)
 
     def __repr__(self) -> str:
-        return "<tensorflow, imported on first use (lowering_rules.lazy_tensorflow)>"
+        return "<tensorflow, imported on first use (lowering_rules.core.lazy_tensorflow)>"
 
 
 _MODULE: list = [None]

@@ -4,9 +4,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from lowering_rules.jax_compat import is_constant_dim
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.vocabulary import ALL_TARGETS, Limitation
+from lowering_rules.core.jax_compat import is_constant_dim
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.vocabulary import ALL_TARGETS, Limitation
 
 # The primitives whose rules read ``ctx.lowering_for.tflite_converter``: a program applying one gets a
 # lowering of its own for the .tflite (``noxla.front.lowering.needs_tflite_lowering``); any other shares its graph.

@@ -13,11 +13,10 @@ import dataclasses
 import inspect
 from typing import Any, Callable, Sequence
 
-from lowering_rules.cases import Case
-from lowering_rules.dtype_support import ALL, KEY, DtypeSupport
-from lowering_rules.fusion import FastVariant
-from lowering_rules.key_types import takes_keys
-from lowering_rules.vocabulary import (  # noqa: F401  (re-exported: rule files import the vocabulary from here)
+from lowering_rules.core.cases import Case
+from lowering_rules.core.dtype_support import ALL, KEY, DtypeSupport
+from lowering_rules.core.key_types import takes_keys
+from lowering_rules.core.vocabulary import (  # noqa: F401  (re-exported: rule files import the vocabulary from here)
     ALL_TARGETS,
     PLACEMENT_PARAMS,
     EqnView,
@@ -25,6 +24,7 @@ from lowering_rules.vocabulary import (  # noqa: F401  (re-exported: rule files 
     Target,
     dtype_limitation,
 )
+from lowering_rules.patterns.fusion import FastVariant
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Rule:
     limitations: tuple[Limitation, ...] = ()
     cases: tuple[Case, ...] = ()
     # How the rule lowers complex values, which noxla carries as (real, imaginary) pairs of float
-    # tensors (lowering_rules.complex_values): None (complex operands are rejected up front),
+    # tensors (lowering_rules.values.complex_values): None (complex operands are rejected up front),
     # COMPONENTWISE, PASS_THROUGH or a lowering taking ComplexPair operands.
     complex: Callable[..., Any] | str | None = None
     fast: FastVariant | None = None   # where the default (non-strict) lowering may differ from JAX

@@ -123,7 +123,7 @@ def is_key_dtype(dtype) -> bool:
 def physical_dtype(dtype) -> np.dtype:
     """What the dtype tables see: a key's data dtype (uint32) for a key, else the dtype itself."""
     if is_key_dtype(dtype):
-        from lowering_rules.jax_compat import core
+        from lowering_rules.core.jax_compat import core
         return np.dtype(core.physical_element_aval(dtype).dtype)
     return np.dtype(dtype)
 

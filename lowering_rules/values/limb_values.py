@@ -28,10 +28,10 @@ import dataclasses
 
 import numpy as np
 
-from lowering_rules.helpers import int32_constant, int_info, wrap_to
-from lowering_rules.key_types import is_key
-from lowering_rules.lazy_tensorflow import tf
-from lowering_rules.vocabulary import Limitation, Target
+from lowering_rules.core.helpers import int32_constant, int_info, wrap_to
+from lowering_rules.core.key_types import is_key
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.core.vocabulary import Limitation, Target
 
 _LIMB = 1 << 16
 

@@ -17,9 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import case, f32
-from lowering_rules.jax_compat import core, is_constant_dim, open_jaxpr
-from lowering_rules.lazy_tensorflow import tf
+from lowering_rules.core.cases import case, f32
+from lowering_rules.core.jax_compat import core, is_constant_dim, open_jaxpr
+from lowering_rules.core.lazy_tensorflow import tf
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lowering_rules.helpers import axis_slice
-from lowering_rules.lazy_tensorflow import tf
+from lowering_rules.core.helpers import axis_slice
+from lowering_rules.core.lazy_tensorflow import tf
 
 
 def rows(x, start, stop=None):

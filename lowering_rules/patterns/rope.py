@@ -31,11 +31,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.cases import case, f32
-from lowering_rules.fusion import producer
-from lowering_rules.helpers import is_static_shape
-from lowering_rules.jax_compat import core
-from lowering_rules.lazy_tensorflow import tf
+from lowering_rules.core.cases import case, f32
+from lowering_rules.core.helpers import is_static_shape
+from lowering_rules.core.jax_compat import core
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.patterns.fusion import producer
 
 
 def _float32(atom) -> bool:

@@ -10,9 +10,9 @@ exact in every mode, and the join, if nothing else reads it, is left for the con
 """
 from __future__ import annotations
 
-from lowering_rules.fusion import producer
-from lowering_rules.helpers import is_static_shape
-from lowering_rules.jax_compat import core
+from lowering_rules.core.helpers import is_static_shape
+from lowering_rules.core.jax_compat import core
+from lowering_rules.patterns.fusion import producer
 
 
 def _non_unit_axes(shape) -> list[int]:

@@ -11,10 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules import fusion
-from lowering_rules.cases import case, f32
-from lowering_rules.dft_matrices import on_last_axis, real_input_matrix
-from lowering_rules.lazy_tensorflow import tf
+from lowering_rules.core.cases import case, f32
+from lowering_rules.core.lazy_tensorflow import tf
+from lowering_rules.patterns import fusion
+from lowering_rules.patterns.dft_matrices import on_last_axis, real_input_matrix
 
 POWER_SPECTRUM = fusion.FastVariant(
     "a power spectrum real(rfft(x))^2 + imag(rfft(x))^2 multiplied by a constant matrix M (float32) "

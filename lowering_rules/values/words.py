@@ -15,7 +15,7 @@ TF.js has no int64 (nor uint32 beyond bit patterns): uint32 division stays rejec
 """
 from __future__ import annotations
 
-from lowering_rules.lazy_tensorflow import tf
+from lowering_rules.core.lazy_tensorflow import tf
 
 
 def unsigned_sub(a, b):
