@@ -1,11 +1,12 @@
 """The code's own shape: one direction of dependencies, no import cycles.
 
 Dependencies point one way: cli -> api, llm -> pipeline -> writers -> runtimes -> graph -> front
--> rules (``NOXLA_RANK``: noxla's packages in the order of its pipeline). The
-limitations engine reads the rules and knows no exporter (the exporters hand it the TF.js op-list
-backstop); the rules and the engine share the ``lowering_rules.core.vocabulary`` leaf (targets,
-``Limitation``, ``EqnView``) and the rules' dtype data (``lowering_rules.core.dtype_support``). Every ``import`` in the
-source counts, function-level ones included: a lazy import hides a cycle, it does not remove it.
+-> rules (``NOXLA_RANK``: noxla's packages in the order of its pipeline), and inside the rules:
+rule families -> patterns -> values -> core (``RULES_RANK``). The limitations engine reads the
+rules and knows no exporter (the exporters hand it the TF.js op-list backstop); the rules and the
+engine share the ``lowering_rules.core.vocabulary`` leaf (targets, ``Limitation``, ``EqnView``)
+and the rules' dtype data (``lowering_rules.core.dtype_support``). Every ``import`` in the source
+counts, function-level ones included: a lazy import hides a cycle, it does not remove it.
 """
 from __future__ import annotations
 
@@ -131,6 +132,38 @@ def test_vocabulary_is_a_leaf():
 def test_rules_import_only_rules():
     bad = [(a, b) for a, b in _edges("lowering_rules") if not b.startswith("lowering_rules")]
     assert not bad, f"rules must not import the engine or noxla: {bad}"
+
+
+# lowering_rules' packages from the bottom up: what every rule reads (the registry, the shared
+# vocabulary, the ``tf`` seam, JAX's internals, dtype and PRNG key data, helpers, the cases'
+# vocabulary); values and arithmetic a target lacks, in other forms; patterns of several equations
+# lowered whole. Every other module (the rule families at the package's top, and the package,
+# which imports them all) ranks above them.
+RULES_RANK = {"lowering_rules.core": 1, "lowering_rules.values": 2, "lowering_rules.patterns": 3}
+FAMILY_RANK = 4
+# Modules at lowering_rules' top that the package does not import (so no rule family), and why
+# they sit there and not in a support package.
+TOP_NOT_FAMILIES = {"lowering_rules.transposed_operand_cases": "elementwise's own cases of sub and div"}
+
+
+def rules_rank(module: str) -> int:
+    parts = module.split(".")
+    return next((RULES_RANK[".".join(parts[:i])] for i in range(len(parts), 1, -1)
+                 if ".".join(parts[:i]) in RULES_RANK), FAMILY_RANK)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in GRAPH if m.startswith("lowering_rules")))
+def test_rules_dependencies_point_down(module):
+    up = [b for b in sorted(GRAPH[module]) if b.startswith("lowering_rules") and rules_rank(b) > rules_rank(module)]
+    assert not up, f"{module} imports {up}, which sit above it (rule families -> patterns -> values -> core)"
+
+
+def test_the_top_of_lowering_rules_holds_the_rule_families():
+    """A module the package does not import registers no rule: it belongs in core, values or patterns."""
+    top = {m for m in GRAPH if m.count(".") == 1 and m.startswith("lowering_rules.") and m not in RULES_RANK}
+    stray = sorted(top - GRAPH["lowering_rules"] - set(TOP_NOT_FAMILIES))
+    assert not stray, f"move these support modules into one of {sorted(RULES_RANK)}: {stray}"
+    assert set(TOP_NOT_FAMILIES) <= top
 
 
 

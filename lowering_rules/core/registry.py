@@ -24,7 +24,17 @@ from lowering_rules.core.vocabulary import (  # noqa: F401  (re-exported: rule f
     Target,
     dtype_limitation,
 )
-from lowering_rules.patterns.fusion import FastVariant
+
+
+@dataclasses.dataclass(frozen=True)
+class FastVariant:
+    """A rule's default (non-strict) lowering that may differ from JAX for NaN or inf inputs.
+
+    ``differs`` says where (shown in the limitations table); ``applies(eqn)`` tells from an
+    ``EqnView`` whether this application may take the fast lowering (the differential tests run
+    such programs in both modes)."""
+    differs: str
+    applies: Callable = lambda eqn: True
 
 
 @dataclasses.dataclass(frozen=True)

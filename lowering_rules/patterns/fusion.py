@@ -9,9 +9,6 @@ each rule that uses one declares, as a ``FastVariant``, where the fused op may d
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Callable
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,17 +17,7 @@ from jax import lax
 from lowering_rules.core.cases import case, f32
 from lowering_rules.core.jax_compat import core, is_constant_dim, open_jaxpr
 from lowering_rules.core.lazy_tensorflow import tf
-
-
-@dataclasses.dataclass(frozen=True)
-class FastVariant:
-    """A rule's default (non-strict) lowering that may differ from JAX for NaN or inf inputs.
-
-    ``differs`` says where (shown in the limitations table); ``applies(eqn)`` tells from an
-    ``EqnView`` whether this application may take the fast lowering (the differential tests run
-    such programs in both modes)."""
-    differs: str
-    applies: Callable = lambda eqn: True
+from lowering_rules.core.registry import FastVariant
 
 
 def float32_out(eqn) -> bool:
