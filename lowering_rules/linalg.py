@@ -6,19 +6,10 @@ import numpy as np
 from jax import lax
 
 from lowering_rules.core.cases import boolean, case, f16, f32, i8, i32
-from lowering_rules.core.helpers import kernel_dtype, transpose
+from lowering_rules.core.helpers import kernel_dtype, product, transpose
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import lowering
 from lowering_rules.patterns import grouped_query, power_spectrum
-
-
-def _product(sizes):
-    """The product of dimension sizes, a Python int while every size is static."""
-    total = 1
-    for size in sizes:
-        total = total * size
-    return total
-
 
 # TFLite's BATCH_MATMUL takes operands of rank <= 5: more batch dimensions are folded into one.
 _MAX_BATCH_DIMS = 3
@@ -62,8 +53,8 @@ def _as_batched_matrix(ctx, x, aval, batch, rows, cols, fold_batch):
         held = range(len(perm))
     dims = [ctx.dim(aval.shape[d]) for d in perm]
     nb, nr = len(batch), len(rows)
-    folded = [_product(dims[nb:nb + nr]), _product(dims[nb + nr:])]
-    folded[:0] = [_product(dims[:nb])] if fold_batch and batch else dims[:nb]
+    folded = [product(dims[nb:nb + nr]), product(dims[nb + nr:])]
+    folded[:0] = [product(dims[:nb])] if fold_batch and batch else dims[:nb]
     # Compared with the shape x has now: a transpose can give the operand's own shape back permuted.
     same = _same_static_shape(folded, [ctx.dim(aval.shape[d]) for d in held])
     return x if same else tf.reshape(x, folded)
@@ -299,7 +290,7 @@ def _dot(ctx, lhs, rhs, lhs_aval, rhs_aval, dimension_numbers, out_shape, free=N
         out = tf.linalg.matmul(rhs, lhs, transpose_a=not adj_rhs, transpose_b=not adj_lhs)
     else:
         out = tf.linalg.matmul(lhs, rhs, transpose_a=adj_lhs, transpose_b=adj_rhs)
-    sizes = lambda aval, dims: _product([ctx.dim(aval.shape[d]) for d in dims])  # noqa: E731
+    sizes = lambda aval, dims: product([ctx.dim(aval.shape[d]) for d in dims])  # noqa: E731
     if fold_batch:
         folded_out = [sizes(lhs_aval, lhs_batch)]
     else:
@@ -319,7 +310,7 @@ def _transpose_cost(shape, perm) -> tuple[int, int]:
     and copies blocks)."""
     if _in_order(shape, perm):
         return 0, 0
-    size = _product(shape)
+    size = product(shape)
     inner = [d for d in range(len(shape)) if shape[d] != 1][-1:]
     return size, (0 if [p for p in perm if shape[p] != 1][-1:] == inner else size)
 

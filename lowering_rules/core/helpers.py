@@ -129,7 +129,7 @@ def interior_pad(x, dims, axis: int, factor: int, value=0):
     kernel makes a fragment shader that does not compile at rank 5 and above."""
     if factor == 1 or (isinstance(dims[axis], (int, np.integer)) and dims[axis] == 0):
         return x
-    before, after = _product(dims[:axis]), _product(dims[axis + 1:])
+    before, after = product(dims[:axis]), product(dims[axis + 1:])
     widened = tf.reshape(x, size_vector([before, dims[axis], 1, after]))
     widened = pad_exactly(widened, [[0, 0], [0, 0], [0, factor - 1], [0, 0]], value)
     merged = tf.reshape(widened, size_vector([before, dims[axis] * factor, after]))
@@ -139,7 +139,7 @@ def interior_pad(x, dims, axis: int, factor: int, value=0):
     return tf.reshape(trimmed, size_vector(new_dims))
 
 
-def _product(dims):
+def product(dims):
     """The product of sizes that are ints or int32 scalars (an int when all are static)."""
     total = 1
     for d in dims:
@@ -180,7 +180,7 @@ def transpose(x, perm):
                 current = [current[j] for j in step]
         return x
     by_input = sorted(groups)
-    merged = tf.reshape(x, size_vector([_product([dims[d] for d in g]) for g in by_input]))
+    merged = tf.reshape(x, size_vector([product([dims[d] for d in g]) for g in by_input]))
     moved = tf.transpose(merged, [by_input.index(g) for g in groups])
     return tf.reshape(moved, size_vector([dims[p] for p in perm]))
 
