@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     llm_export.add_argument("--quantize", choices=llm_quantize.MODES, help="; ".join(
         [f"{m}: {what} (LiteRT's quantizer, recipe {recipe})"
          for m, (recipe, what) in llm_quantize.QUANTIZER_MODES.items()]
-        + [f"{', '.join(llm_quantize.CONVERTER_MODES)}: as `noxla export --quantize` (by LiteRT's quantizer, "
+        + [f"{', '.join(llm_quantize.EXPORT_MODES)}: as `noxla export --quantize` (by LiteRT's quantizer, "
            "or by TF's converter on TF's path)"]))
     llm_export.add_argument("--force", action="store_true", help="replace existing outputs")
     llm_export.set_defaults(run=cmd_llm_export)

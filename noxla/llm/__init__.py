@@ -177,7 +177,7 @@ def export_tflite(model, *args, layout: CacheLayout | None = None, cache_length:
     llm_quantize.check_mode(quantize)
     step, params, layout, path = decoder(model, *args, layout=layout, cache_length=cache_length)
     weight_bytes = sum(int(getattr(x, "nbytes", 0)) for x in _leaves(params))
-    if quantize in llm_quantize.CONVERTER_MODES and weight_bytes >= large_tflite.FLATBUFFER_LIMIT:
+    if quantize in llm_quantize.EXPORT_MODES and weight_bytes >= large_tflite.FLATBUFFER_LIMIT:
         raise ExportError(f"the weights take {weight_bytes / 2**30:.2f} GiB: quantize={quantize!r} quantizes the "
                           f"whole float file, at most 2 GiB (one flatbuffer for LiteRT's quantizer, one GraphDef "
                           f"for TF's converter); export unquantized (written with buffer offsets past 2 GiB) or "

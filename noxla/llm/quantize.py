@@ -40,8 +40,8 @@ QUANTIZER_MODES = {
 # quantizer quantizes the merged file where noxla's graph writes the signatures (noxla.pipeline.graph_signatures),
 # else TF's converter each signature (no quantizer installed, NOXLA_TFLITE_QUANTIZER=tf, or a signature the
 # graph does not cover).
-CONVERTER_MODES = ("float16", "dynamic_int8")
-MODES = (*QUANTIZER_MODES, *CONVERTER_MODES)
+EXPORT_MODES = ("float16", "dynamic_int8")
+MODES = (*QUANTIZER_MODES, *EXPORT_MODES)
 
 
 def check_mode(quantize: str | None) -> None:
@@ -49,12 +49,12 @@ def check_mode(quantize: str | None) -> None:
     # Here, not at the top: the CLI reads this module's modes for its --help, which must not
     # load JAX and TensorFlow (noxla.errors imports JAX's internals).
     from noxla.errors import QuantizationError
-    if quantize is None or quantize in CONVERTER_MODES:
+    if quantize is None or quantize in EXPORT_MODES:
         return
     if quantize not in QUANTIZER_MODES:
         described = ", ".join(f"{m!r} ({QUANTIZER_MODES[m][1]})" for m in QUANTIZER_MODES)
         raise QuantizationError(f"LLM quantize={quantize!r}: expected one of {described}, "
-                                f"{', '.join(map(repr, CONVERTER_MODES))} (noxla.export_tflite's), or None")
+                                f"{', '.join(map(repr, EXPORT_MODES))} (noxla.export_tflite's), or None")
     if importlib.util.find_spec("ai_edge_quantizer") is None:
         raise QuantizationError(f"LLM quantize={quantize!r} uses LiteRT's quantizer: pip install \"noxla[quantize]\"")
 
