@@ -148,8 +148,8 @@ def conv_cases(activations=tuple(ACTIVATIONS), paddings=tuple(_PADDINGS), stride
         pad = padding == "EXPLICIT"
         tag = f"{'VALID' if pad else padding},s{stride},d{dilation}"
         tfjs = (f"{'FusedDepthwiseConv2dNative' if groups > 1 else '_FusedConv2D'}({tag},{_fused(act)})",)
-        if groups > 1 and dilation > 1:  # TF.js: a dilated depthwise is a space-to-batch, not fused
-            tfjs = ("SpaceToBatchND", "DepthwiseConv2dNative(VALID,s1,d1)", "BiasAdd")
+        # a dilated depthwise too: noxla's graph writes one node with its dilations, which every TF.js
+        # backend's kernel takes (TF's own path wrote a space-to-batch around an undilated one)
         tflite = f"{'DEPTHWISE_CONV_2D' if groups > 1 else 'CONV_2D'}({tag},{TFLITE_ACTIVATION[act]})"
         cases.append(Case(f"{kind}_{act}_{padding}_s{stride}_d{dilation}", fun, (x,),
                           tfjs + (("Pad",) if pad else ()), (tflite,) + (("PAD",) if pad else ())))

@@ -15,7 +15,7 @@ import pytest
 from jax import lax
 
 import noxla
-import noxla.pipeline.tf_path
+import noxla.pipeline.tf_tflite_finish
 from noxla.runtimes import tflite_op_names
 from noxla.writers.tflite.flatbuffer.reshapes import _pairs_alike, static_shape
 
@@ -132,8 +132,8 @@ CASES = {
 def _export(f, args, path, monkeypatch, with_pass: bool) -> str:
     with monkeypatch.context() as patch:
         if not with_pass:
-            patch.setattr(noxla.pipeline.tf_path, "remove_reshape_pairs", lambda model: 0)
-            patch.setattr(noxla.pipeline.tf_path, "read_caches_in_batch_matmul", lambda model: 0)
+            patch.setattr(noxla.pipeline.tf_tflite_finish, "remove_reshape_pairs", lambda model: 0)
+            patch.setattr(noxla.pipeline.tf_tflite_finish, "read_caches_in_batch_matmul", lambda model: 0)
         return str(noxla.export_tflite(f, *args, path=path, overwrite=True))
 
 
@@ -218,7 +218,7 @@ def test_transpose_pairs(name, tmp_path, monkeypatch):
     for with_pass in (False, True):
         with monkeypatch.context() as patch:
             if not with_pass:
-                patch.setattr(noxla.pipeline.tf_path, "fold_transpose_pairs", lambda model: 0)
+                patch.setattr(noxla.pipeline.tf_tflite_finish, "fold_transpose_pairs", lambda model: 0)
             paths[with_pass] = str(noxla.export_tflite(f, *args, path=str(tmp_path / f"{with_pass}.tflite")))
     before, after = (collections.Counter(tflite_op_names(paths[w])) for w in (False, True))
     assert before["TRANSPOSE"] - after["TRANSPOSE"] == removed, (before, after)
