@@ -24,7 +24,6 @@ from typing import Callable, Sequence
 
 import jax
 import numpy as np
-import tensorflow as tf
 
 import noxla
 from limitations.engine import Report, check_jaxpr
@@ -34,13 +33,29 @@ from lowering_rules.core.cases import ArgSpec, Case
 from noxla.front.tracing import Program, trace
 from noxla.pipeline import graph_path as graph
 from noxla.pipeline.preflight import full_check
-from noxla.pipeline.tf_path import input_signature, serving_function
-from noxla.pipeline.tf_tfjs import write_tfjs
-from noxla.pipeline.tf_tflite import tflite_bytes
 from noxla.runtimes import BROWSER_TOLERANCE, BrowserRunner, TfjsRunner, run_tflite
 from noxla.runtimes.verify import jax_outputs
-from noxla.writers.tfjs.ops import backstop_reading
 from tests.compare import assert_matches  # noqa: F401 - the suite imports it from here
+
+
+def serving_function(*args, **kwargs):
+    """TF's path's lowering (``noxla.pipeline.tf_path.serving_function``), imported when first
+    needed: without TensorFlow installed the harness runs what noxla's graph writes, and a program
+    that needs TF's path raises ``TensorFlowMissing`` (counted apart), not an ImportError here."""
+    from noxla.errors import require_tensorflow
+    require_tensorflow("TF's path (a program noxla's graph does not cover)")
+    from noxla.pipeline.tf_path import serving_function as tf_serving_function
+    return tf_serving_function(*args, **kwargs)
+
+
+def tflite_bytes(*args, **kwargs):
+    from noxla.pipeline.tf_tflite import tflite_bytes as tf_tflite_bytes
+    return tf_tflite_bytes(*args, **kwargs)
+
+
+def write_tfjs(*args, **kwargs):
+    from noxla.pipeline.tf_tfjs import write_tfjs as tf_write_tfjs
+    return tf_write_tfjs(*args, **kwargs)
 
 
 def runtime_tolerance(runtime: str) -> float:
@@ -95,6 +110,9 @@ class Runtimes:
             out = noxla.convert(fun, polymorphic_shapes=polymorphic_shapes, strict=strict)(*args)
             return [_numpy(x) for x in jax.tree_util.tree_leaves(out)]
         if runtime == "tf_graph":
+            import tensorflow as tf
+
+            from noxla.pipeline.tf_path import input_signature
             graph_fn = tf.function(noxla.convert(fun, polymorphic_shapes=polymorphic_shapes, strict=strict),
                                    input_signature=input_signature(program), autograph=False)
             return [_numpy(x) for x in jax.tree_util.tree_leaves(graph_fn(*args))]
@@ -137,6 +155,9 @@ class Runtimes:
                 os.path.join(self._shared_path(key, strict), "model.json")):
             # TF.js on WebGL adds declarations only (its own and TF.js's): no lowering to read.
             return None if target is Target.TFJS else check_jaxpr(program.closed_jaxpr, target)
+        from noxla.errors import require_tensorflow
+        require_tensorflow("TF.js through TF's path (a program noxla's graph does not cover)")
+        from noxla.writers.tfjs.ops import backstop_reading  # TF's path's op list (imports TF)
         backstop = backstop_reading(program.closed_jaxpr, lambda: self.tfjs_lowering(program, strict))
         return full_check(program.closed_jaxpr, target, backstop)
 
