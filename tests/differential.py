@@ -149,14 +149,15 @@ class Runtimes:
         if not target.within((Target.TFJS,)):
             return full_check(program.closed_jaxpr, target)
         declared = check_jaxpr(program.closed_jaxpr, target)
-        if declared.ok and self.graph_model(program, strict) is not None:
+        if not declared.ok or self.graph_model(program, strict) is not None:
             return declared  # the graph's writer checked its ops against TF.js's list: no backstop
         if key is not None and self.shared_dir is not None and os.path.exists(
                 os.path.join(self._shared_path(key, strict), "model.json")):
             # TF.js on WebGL adds declarations only (its own and TF.js's): no lowering to read.
             return None if target is Target.TFJS else check_jaxpr(program.closed_jaxpr, target)
-        from noxla.errors import require_tensorflow
-        require_tensorflow("TF.js through TF's path (a program noxla's graph does not cover)")
+        from noxla.errors import tensorflow_installed
+        if not tensorflow_installed():  # the backstop reads noxla's graph's ops; TF's path's export then
+            return full_check(program.closed_jaxpr, target)  # says it needs TensorFlow (needs_tf)
         from noxla.writers.tfjs.ops import backstop_reading  # TF's path's op list (imports TF)
         backstop = backstop_reading(program.closed_jaxpr, lambda: self.tfjs_lowering(program, strict))
         return full_check(program.closed_jaxpr, target, backstop)

@@ -162,11 +162,8 @@ def run_harness(name: str, target: str, run, check, writer=None, event=_ignore,
     if isinstance(hp, str):
         return Outcome(name, target, "invalid", hp)
     event("check", [name])
-    from noxla.errors import TensorFlowMissing
     try:
         report = check(hp.program, runtimes[0])
-    except TensorFlowMissing as e:  # TF.js's check reads TF's path's lowering where the graph has none
-        return Outcome(name, target, "needs_tf", f"TensorFlowMissing: {e}")
     except Exception as e:  # noqa: BLE001 - the check must report, never raise
         return Outcome(name, target, "crashed", f"the check raised {type(e).__name__}: {dtype_sweep._first_line(e)}")
     if report is not None and not report.ok:

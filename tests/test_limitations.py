@@ -321,6 +321,26 @@ def test_tfjs_backstop_names_the_emitting_primitive_and_line():
     assert _at(v.source, "backstop:long")
 
 
+def test_tfjs_backstop_reads_noxlas_graph_and_names_the_line(monkeypatch):
+    # What TF.js's export writes is noxla's graph after TF.js's passes: the backstop reads those ops,
+    # and with no TensorFlow installed they are the verdict (TF's lowering is never asked for).
+    from noxla.writers.tfjs import graph as tfjs_graph
+    without_sin = tfjs_graph.tfjs_supported_ops() - {"Sin"}
+    monkeypatch.setattr(tfjs_graph, "tfjs_supported_ops", lambda: without_sin)
+    monkeypatch.setattr(tfjs_ops, "tensorflow_installed", lambda: False)
+    monkeypatch.setattr(tfjs_ops, "emitted_ops", lambda *a: pytest.fail("lowered through TensorFlow"))
+
+    def f(x, y):
+        a = jnp.cos(x)  # graph:cos
+        return jnp.sin(a + 1.0) * y  # graph:sin
+
+    report = noxla.check(f, np.ones(4, np.float32), np.ones(4, np.float32), target="tfjs")
+    v, = report.violations
+    assert (v.primitive, v.param, v.value, v.declared) == ("sin", "tf_op", "Sin", False)
+    assert _at(v.source, "graph:sin")
+    assert noxla.check(jnp.cos, np.ones(4, np.float32), target="tfjs").ok
+
+
 def test_emitted_ops_include_control_flow_bodies():
     # cond's branches are functions in the graph's library, not nodes of the graph itself.
     def f(p, x):

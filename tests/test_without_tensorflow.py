@@ -65,6 +65,10 @@ def test_what_needs_tensorflow_says_so_and_writes_nothing(tmp_path):
         f = lambda x: jax.numpy.sin(x) * 2
         x = np.ones((2, 3), np.float32)
         assert noxla.check(f, x).ok
+        # TF.js's check reads noxla's graph's ops, with no TensorFlow to lower through
+        assert noxla.check(f, x, target="tfjs").ok and noxla.check(f, x, target="tfjs-webgl").ok
+        report = noxla.check(lambda v: abs(v), np.ones(3, np.int16), target="tfjs")
+        assert not report.ok and "int16" in report.format(), report.format()
         for call in (lambda: noxla.convert(f),
                      lambda: noxla.export_saved_model(f, x, path={str(tmp_path / "sm")!r})):
             try:

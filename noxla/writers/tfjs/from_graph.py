@@ -25,11 +25,8 @@ def tfjs_graph_of(recorded: Recorded) -> tfjs_graph.Graph:
     """The recorded graph rewritten for TF.js, as ``noxla.writers.tfjs.graph``'s nodes. Raises ``Uncovered``
     for an op TF.js does not run (TF's path then gives the full diagnosis)."""
     graph = recorded.graph
-    optimize_for_tfjs(graph, recorded.outputs, recorded.inputs)
-    supported = tfjs_graph.tfjs_supported_ops()
-    functions = _functions(graph.nodes)
-    every_node = [*graph.nodes, *(m for f in functions for m in f.graph.nodes)]
-    missing = sorted({n.op for n in every_node if n.op not in supported and n.op != "_Arg"})
+    functions = optimized_for_tfjs(recorded)
+    missing = sorted({n.op for n in unsupported_nodes(graph, functions)})
     if missing:
         raise Uncovered(f"ops TF.js does not run: {', '.join(missing)}")
     # TF.js computes a half-float node in float32: each result is rounded back, as on TF's path.
@@ -44,6 +41,20 @@ def tfjs_graph_of(recorded: Recorded) -> tfjs_graph.Graph:
     nodes = [tfjs_graph.Node(n.name, n.op, [t.ref for t in n.inputs], dict(n.attrs), "",
                              n.value if n.op == "Const" else None) for n in graph.nodes]
     return tfjs_graph.Graph(nodes, [_function(f) for f in functions], dict(VERSIONS))
+
+
+def optimized_for_tfjs(recorded: Recorded) -> list:
+    """The recorded graph rewritten in place by TF.js's converter passes; its While/If bodies, rewritten too."""
+    optimize_for_tfjs(recorded.graph, recorded.outputs, recorded.inputs)
+    return _functions(recorded.graph.nodes)
+
+
+def unsupported_nodes(graph, functions) -> list:
+    """The nodes (main graph and bodies) of an op TF.js does not run: the TF.js check's backstop reads
+    their names (``noxla.writers.tfjs.ops``), this writer refuses them."""
+    supported = tfjs_graph.tfjs_supported_ops()
+    every_node = [*graph.nodes, *(m for f in functions for m in f.graph.nodes)]
+    return [n for n in every_node if n.op not in supported and n.op != "_Arg"]
 
 
 def _functions(nodes) -> list:

@@ -4,10 +4,12 @@ TF.js's graph models run the ops of its converter's op mapper lists; ``noxla/wri
 holds their names (``noxla.writers.tfjs.graph.tfjs_supported_ops``), generated from the npm package by
 ``tools/gen_tfjs_ops.py`` (a test fails when it is stale), and the TF.js export refuses a graph
 holding any other op. Rules declare their limitations up front; this module is the backstop that
-lowers the program once into a scratch graph and compares the op types it emits (function library
-and control-flow bodies included) with that list, naming the primitive whose ``tf.name_scope``
-emitted each unsupported op. It lives on the export side (it lowers), and the exporters hand
-``TFJS_BACKSTOP`` to the limitations engine's check.
+lowers the program once and compares the op types it emits (control-flow bodies included) with that
+list, naming the primitive whose name scope emitted each unsupported op. It reads the lowering the
+export writes: noxla's graph after TF.js's passes (no TensorFlow), and TF's lowering only where the
+graph does not record the program or emits an op TF.js lacks, which TF's path then exports (with
+TensorFlow installed; without it, the graph's ops are the verdict). It lives on the export side (it
+lowers), and the exporters hand ``TFJS_BACKSTOP`` to the limitations engine's check.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from jax.extend import core
 from limitations.engine import iter_eqns
 from lowering_rules.core.jax_compat import closed_jaxpr
 from lowering_rules.core.vocabulary import Target
-from noxla.front.lowering import needs_tfjs_lowering, serving_function
+from noxla.errors import tensorflow_installed
+from noxla.front.lowering_variants import needs_tfjs_lowering
 from noxla.front.tracing import Program
 from noxla.writers.tfjs.graph import tfjs_supported_ops
 
@@ -74,9 +77,27 @@ def emitting_primitive(node_name: str, primitives: Iterable[str]) -> str:
 
 
 def emitted_ops(program_or_jaxpr) -> list[EmittedOp]:
-    """Every op the TF.js lowering of a program emits (as a TF.js export lowers it), sorted by node name."""
+    """Every op TF's lowering of a program for TF.js emits (as TF's path lowers it), sorted by node name."""
+    from noxla.front.lowering import serving_function  # imports TensorFlow
     program = _as_program(program_or_jaxpr)
     return ops_of(serving_function(program, uint32_as_int32=needs_tfjs_lowering(program)), program.closed_jaxpr)
+
+
+def graph_unsupported_ops(program_or_jaxpr) -> list[EmittedOp] | None:
+    """The ops of noxla's graph of a program, after TF.js's passes (what its TF.js writer writes), that
+    TF.js does not run, sorted by node name; None where the graph does not record the program."""
+    from noxla.graph.dtypes import Uncovered
+    from noxla.graph.lower import record_program
+    from noxla.writers.tfjs.from_graph import optimized_for_tfjs, unsupported_nodes
+    program = _as_program(program_or_jaxpr)
+    try:
+        recorded = record_program(program, uint32_as_int32=needs_tfjs_lowering(program))
+        functions = optimized_for_tfjs(recorded)
+    except Uncovered:
+        return None
+    primitives = _primitives_in(program.closed_jaxpr)
+    nodes = {(n.op, n.name) for n in unsupported_nodes(recorded.graph, functions)}
+    return [EmittedOp(op, name, emitting_primitive(name, primitives)) for op, name in sorted(nodes, key=lambda o: o[1])]
 
 
 def ops_of(concrete, closed_jaxpr) -> list[EmittedOp]:
@@ -86,13 +107,16 @@ def ops_of(concrete, closed_jaxpr) -> list[EmittedOp]:
     return [EmittedOp(op, name, emitting_primitive(name, primitives)) for op, name in sorted(ops, key=lambda o: o[1])]
 
 
-def emitted_tf_ops(program_or_jaxpr) -> set[str]:
-    """The op types the lowering of a program emits."""
-    return {op.op_type for op in emitted_ops(program_or_jaxpr)}
-
-
 def unsupported_tfjs_ops(program_or_jaxpr) -> list[EmittedOp]:
-    """The emitted ops that TF.js cannot run."""
+    """The ops a TF.js export of a program would write that TF.js cannot run: noxla's graph's where it
+    records them all in ops TF.js runs (its writer writes the model), else TF's lowering's (TF's path
+    exports it), or the graph's when TensorFlow is not installed; none where neither lowers it (the
+    export then says it needs TensorFlow)."""
+    from_graph = graph_unsupported_ops(program_or_jaxpr)
+    if from_graph is not None and (not from_graph or not tensorflow_installed()):
+        return from_graph
+    if not tensorflow_installed():
+        return []
     return _unsupported(emitted_ops(program_or_jaxpr))
 
 
@@ -102,7 +126,7 @@ def _unsupported(ops: list[EmittedOp]) -> list[EmittedOp]:
 
 
 def eqn_emits(eqn, op_types: Iterable[str]) -> bool:
-    """Whether lowering this one equation alone emits any of ``op_types``.
+    """Whether lowering this one equation alone emits any of ``op_types`` TF.js lacks.
 
     Used only after a whole-program lowering found an unsupported op, to tell which of
     several applications of the same primitive emitted it.
@@ -110,7 +134,7 @@ def eqn_emits(eqn, op_types: Iterable[str]) -> bool:
     invars = list(dict.fromkeys(v for v in eqn.invars if not isinstance(v, core.Literal)))
     outvars = [v for v in eqn.outvars if not isinstance(v, core.DropVar)]
     jaxpr = core.Jaxpr([], invars, outvars, [eqn])
-    return bool(emitted_tf_ops(closed_jaxpr(jaxpr)) & set(op_types))
+    return bool({op.op_type for op in unsupported_tfjs_ops(closed_jaxpr(jaxpr))} & set(op_types))
 
 
 class _TfjsBackstop:
