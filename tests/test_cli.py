@@ -186,6 +186,25 @@ def test_refused_export_and_check_never_import_tensorflow(tmp_path):
     assert not os.path.exists(tmp_path / "m.tflite") and not os.path.exists(tmp_path / "m_js")
 
 
+def test_export_verify_and_tfjs_check_of_what_the_graph_writes_never_import_tensorflow(tmp_path):
+    """With TensorFlow installed, a .tflite and TF.js export that noxla's graph writes, its verification
+    (only the files written are run) and TF.js's check (its op-list backstop reads the graph) leave
+    TensorFlow unimported: its 2 s and 450 MB are for what needs it."""
+    (tmp_path / "model.py").write_text("import jax.numpy as jnp\n\n\ndef f(x):\n    return jnp.tanh(x) * 2.0\n")
+    code = ("import sys; from noxla import cli\n"
+            "args = ['model:f', '--input', 'f32[2,3]']\n"
+            "codes = [cli.main(['export', *args, '--tflite', 'm.tflite', '--tfjs', 'm_js']),\n"
+            "         cli.main(['check', *args, '--target', 'tfjs']),\n"
+            "         cli.main(['check', *args, '--target', 'tfjs-webgl'])]\n"
+            "print(codes, 'tensorflow' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])}
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                            env=env)
+    assert result.stdout.strip().splitlines()[-1] == "[0, 0, 0] False", result.stdout + result.stderr
+    assert "[tfjs (wasm)]" in result.stdout + result.stderr and "[tflite]" in result.stdout + result.stderr
+    assert os.path.exists(tmp_path / "m.tflite") and os.path.exists(tmp_path / "m_js" / "model.json")
+
+
 def test_check_takes_the_webgl_sub_target_by_either_spelling():
     from noxla.cli.parser import build_parser
     for name in ("tfjs-webgl", "tfjs_webgl"):

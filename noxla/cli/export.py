@@ -31,7 +31,7 @@ def cmd_export(args, out, err) -> int:
     errors = {}
     if not args.no_verify:
         from noxla.pipeline.preflight import run_step
-        errors = run_step(progress, "verify", verify, fun, exported.program, inputs, exported.written, args.strict)
+        errors = run_step(progress, "verify", verify, fun, exported.program, inputs, exported.written)
     if args.verify_browser and "tfjs" in exported.written:
         from noxla.pipeline.preflight import run_step
         from noxla.runtimes.demo import verify_in_browser
@@ -96,7 +96,7 @@ def _litertjs(progress, args, fun, inputs, exported, errors: dict) -> dict:
     return {"lines": lines}
 
 
-def verify(fun, program, inputs: Sequence[InputSpec], written: dict, strict: bool = False) -> dict:
+def verify(fun, program, inputs: Sequence[InputSpec], written: dict) -> dict:
     from noxla.runtimes.verify import verify_artifacts
     rng = np.random.default_rng(0)
-    return verify_artifacts(fun, program, [i.sample(rng) for i in inputs], written, strict=strict)
+    return verify_artifacts(fun, program, [i.sample(rng) for i in inputs], written)
