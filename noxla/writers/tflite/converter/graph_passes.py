@@ -8,10 +8,11 @@ BFLOAT16 tensors and CASTs, which LiteRT 2.3 runs (the quantizer aborted on the 
 from __future__ import annotations
 
 from noxla.writers.tflite.converter.bfloat16 import carry_bfloat16_in_float32
+from noxla.writers.tflite.converter.products import keep_activations_after_products
 from noxla.writers.tflite.converter.transposes import keep_operand_order
 
 # Each rewrites a GraphDef in place and says whether it changed anything.
-BUILTIN_PASSES = (carry_bfloat16_in_float32, keep_operand_order)
+BUILTIN_PASSES = (carry_bfloat16_in_float32, keep_operand_order, keep_activations_after_products)
 
 
 def for_builtins(graph_def, calibrated: bool = False) -> bool:
