@@ -495,17 +495,38 @@ def _matvec(kernel: np.ndarray, vector: np.ndarray) -> np.ndarray:
 def common_operators(graph: Graph) -> bool:
     """Operators that compute the same thing from the same inputs, computed once (``x - mean``
     written twice in a LayerNorm; a bound checked twice against one literal: small constants are
-    compared by value)."""
+    compared by value). Every one in a sweep after the first (a sweep per merge, each from the
+    start, took BERT's export quadratic time): the same merges, since the pruned graph then holds
+    no unread operator, a merged one is no other's first, and one reads only what comes before it."""
+    if not first_common_operator(graph):
+        return False
+    graph.prune()   # as after one merge: no operator left unread is taken as a first below
+    _merge_common_operators(graph, every=True)
+    return True
+
+
+def first_common_operator(graph: Graph) -> bool:
+    """The first of ``common_operators``' merges (``folds.fold`` tries its folds again after each)."""
+    return _merge_common_operators(graph, every=False)
+
+
+def _merge_common_operators(graph: Graph, every: bool) -> bool:
     seen: dict = {}
+    merged: dict = {}   # id of a merged operator's output -> its first's
     for op in graph.ops:
+        if merged:
+            op.inputs = [merged.get(id(t), t) for t in op.inputs]
         key = (op.kind, tuple(map(_identity, op.inputs)), repr(sorted(op.options.items())),
                tuple((t.shape, t.dtype.str) for t in op.outputs))   # CASTs of one tensor to two types differ
         first = seen.setdefault(key, op)
         if first is not op:
-            for old, new in zip(op.outputs, first.outputs):
-                graph.replace_uses(old, new)
-            return True
-    return False
+            if not every:
+                for old, new in zip(op.outputs, first.outputs):
+                    graph.replace_uses(old, new)
+                return True
+            merged.update((id(old), new) for old, new in zip(op.outputs, first.outputs))
+    graph.outputs = [merged.get(id(t), t) for t in graph.outputs]
+    return bool(merged)
 
 
 def _identity(t: Tensor | None):
