@@ -250,7 +250,7 @@ def test_jax_internals_are_imported_in_one_place():
 def test_importing_noxla_loads_no_test_library(tmp_path):
     """flax is a test extra: the rules import it inside case functions only. A default .tflite export
     (noxla's graph and its TFLite writer), first in a fresh process, imports none either, nor what
-    only other paths need: TF, Pallas (through ``jax.extend``: 0.2 s of a first export), the TF.js
+    only other paths need: TF, Pallas (through ``jax.extend``: 0.03 CPU s), the TF.js
     writer, LiteRT's interpreter."""
     code = ("import sys, numpy as np, jax.numpy as jnp, noxla\n"
             "noxla.export_tflite(lambda v: jnp.tanh(v @ v.T), np.ones((2, 3), np.float32), path=sys.argv[1])\n"
