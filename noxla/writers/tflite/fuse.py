@@ -52,6 +52,13 @@ def _with_scalar(op: Op) -> tuple[Tensor | None, float | None]:
     return None, None
 
 
+def _float32(value: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """A folded weight or bias as float32: an array the fold just made as it is (not copied a second
+    time), a copy where the fold left ``old`` unchanged (each constant keeps memory of its own:
+    several signatures' writer stores one memory once, ``WeightStubs.hold``)."""
+    return value.astype(np.float32, copy=value is old)
+
+
 def _take_output(producer: Op, consumer: Op) -> None:
     """``producer`` now makes what ``consumer`` made (``consumer`` is left unread, pruned)."""
     producer.outputs, consumer.outputs = consumer.outputs, [Tensor(consumer.out.shape, consumer.out.dtype)]
@@ -114,7 +121,8 @@ def _affine_into_linear(graph: Graph, kinds: frozenset = frozenset({"ADD", "SUB"
                 axis = 3 if linear.kind == "DEPTHWISE_CONV_2D" else 0
                 kernel = kernel * np.expand_dims(scale, [a for a in range(kernel.ndim) if a != axis])
                 bias = bias * scale
-            linear.inputs[1:3] = [graph.constant(kernel.astype(np.float32)), graph.constant(bias.astype(np.float32))]
+            linear.inputs[1:3] = [graph.constant(_float32(kernel, linear.inputs[1].data)),
+                                  graph.constant(_float32(bias, linear.inputs[2].data))]
             graph.replace_uses(op.out, x)
             return True
     return False
@@ -343,7 +351,7 @@ def _into_next_linear(graph: Graph) -> bool:
                 kernel = kernel * (vector if c.data.size > 1 else vector[0])
             else:
                 bias = bias + _matvec(kernel, vector if op.kind == "ADD" else -vector)
-            kernel, bias = (graph.constant(a.astype(np.float32)) for a in (kernel, bias))
+            kernel, bias = (graph.constant(_float32(a, t.data)) for a, t in zip((kernel, bias), linear.inputs[1:3]))
             linear.inputs[:3] = [x, kernel, bias]
         return True
     return False
@@ -461,8 +469,8 @@ def _scale_before_product(graph: Graph) -> bool:
             continue
         linear = view.producer(t, "FULLY_CONNECTED")
         if linear is not None and view.only_reader(t) and not linear.options["fusedActivationFunction"]:
-            linear.inputs[1:3] = [graph.constant((linear.inputs[1].data * scale).astype(np.float32)),
-                                  graph.constant((linear.inputs[2].data * scale).astype(np.float32))]
+            linear.inputs[1:3] = [graph.constant((linear.inputs[1].data * scale).astype(np.float32, copy=False)),
+                                  graph.constant((linear.inputs[2].data * scale).astype(np.float32, copy=False))]
         else:
             scaled = Tensor(t.shape, t.dtype)
             graph.ops.insert(graph.ops.index(reader), Op("MUL", [t, graph.constant(np.float32(scale))], [scaled],
