@@ -142,15 +142,16 @@ def violations_of(view: EqnView, target: Target, source: str = "") -> list[Viola
                        "ignoring it could change results",
                        "use the JAX version noxla was tested with, or update noxla", source)
              for p in rule.unknown_params(view.params)]
-    unsupported = unsupported_dtypes(target, view.dtypes)  # a key counts as its key data (uint32) here
-    if carries_uint32(target, view.primitive, view.dtypes):
+    dtypes = view.dtypes   # a property, computed anew on each read
+    unsupported = unsupported_dtypes(target, dtypes)  # a key counts as its key data (uint32) here
+    if carries_uint32(target, view.primitive, dtypes):
         unsupported = [name for name in unsupported if name != "uint32"]
     for name in unsupported:
         found.append(Violation(view.primitive, target, "dtype", name, target_lacks(target, name),
                                "cast to a supported dtype (e.g. float32 or int32) before this operation",
                                source, declared=True))
     if rule.complex is None:
-        complex_dtypes = sorted(d.name for d in view.dtypes if np.issubdtype(d, np.complexfloating))
+        complex_dtypes = sorted(d.name for d in dtypes if np.issubdtype(d, np.complexfloating))
         found.extend(Violation(view.primitive, target, "dtype", name,
                                "noxla computes complex values as (real, imaginary) float pairs and "
                                "this rule has no complex lowering",

@@ -130,12 +130,17 @@ def physical_dtype(dtype) -> np.dtype:
 
 def dtype_name(dtype) -> str:
     """A dtype's name: ``float32``, ``bfloat16``, ``key<fry>``. Never raises for a JAX dtype."""
-    import jax
     if isinstance(dtype, str):
         return dtype
-    if jax.dtypes.issubdtype(dtype, jax.dtypes.extended):
-        return str(dtype)
-    return np.dtype(dtype).name
+    name = _NAMES.get(dtype)   # the check asks for every operand of every equation
+    if name is None:
+        import jax
+        name = str(dtype) if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) else np.dtype(dtype).name
+        _NAMES[dtype] = name
+    return name
+
+
+_NAMES: dict = {}
 
 
 @dataclasses.dataclass(frozen=True)

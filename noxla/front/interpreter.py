@@ -12,10 +12,10 @@ import mmap
 from typing import Callable, Sequence
 
 import numpy as np
-from jax.extend import core
 
 from lowering_rules.core import jax_compat, key_types, lazy_tensorflow, registry
 from lowering_rules.core.helpers import constant, runtime_infinity, tf_dtype
+from lowering_rules.core.jax_compat import core  # jax.extend.core's names, without importing Pallas
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.vocabulary import DEFAULT_LOWERING, LoweringFor, rule_params
 from lowering_rules.values import complex_values, limb_values

@@ -22,6 +22,8 @@ def static_ints(value, what: str) -> list[int]:
         return [int(v) for v in np.reshape(value.constant, -1)]
     if isinstance(value, (list, tuple)):  # nested lists (paddings) flattened
         return [i for v in value for i in static_ints(v, what)]
+    if isinstance(value, (int, np.integer)):   # each size of a shape list: no array made
+        return [int(value)]
     return [int(v) for v in np.reshape(value, -1)]
 
 

@@ -21,7 +21,7 @@ from lowering_rules.core.vocabulary import Target
 from noxla.errors import ExportError, UnsupportedError
 from noxla.front.tracing import Program, trace
 from noxla.writers import quantize as quantization
-from noxla.writers.tfjs.writer import DEFAULT_SHARD_BYTES  # noqa: F401  (part of this module's API)
+from noxla.writers.tfjs import DEFAULT_SHARD_BYTES  # noqa: F401  (part of this module's API)
 
 # ``on_step(name, None)`` when a step starts, ``on_step(name, seconds)`` when it has finished.
 OnStep = Callable[[str, "float | None"], None]

@@ -34,9 +34,9 @@ import numpy as np
 
 from noxla.errors import ExportError
 from noxla.writers import quantize as quantization
+from noxla.writers.tfjs import DEFAULT_SHARD_BYTES
 from noxla.writers.tfjs.graph import Function, Graph, Node, TensorSpec, shape_json
 
-DEFAULT_SHARD_BYTES = 4 * 1024 * 1024  # 4 MiB, TF.js's converter's default: what browsers cache
 _STORED_AS = {"f": np.dtype(np.float32), "i": np.dtype(np.int32), "u": np.dtype(np.int32),
               "b": np.dtype(np.bool_), "c": np.dtype(np.complex64), "O": np.dtype(object)}
 _MANIFEST_DTYPES = {"f": "float32", "i": "int32", "u": "int32", "b": "bool", "c": "complex64", "O": "string"}

@@ -6,7 +6,7 @@ writes fewer operators than the legalized rules' ops:
   arithmetic whose results fit in int32 (``threefry``'s split of a PRNG key's seed into words:
   the high word of an int32 seed is a select on a constant condition of zeros);
 - operators of the same kind on equal small constants and the same run-time tensors compute
-  one thing, computed once (``fuse.common_operators`` again, after the folds: a bound checked
+  one thing, computed once (``fuse.first_common_operator``, after the folds: a bound checked
   twice against one literal);
 - a FULLY_CONNECTED of a RESHAPE that only merges the leading axes reads the RESHAPE's input, as
   the converter writes it (the kernel flattens leading axes itself);
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noxla.writers.tflite.fuse import activation_into_producer, common_operators
+from noxla.writers.tflite.fuse import activation_into_producer, first_common_operator
 from noxla.writers.tflite.model import Graph, Op
 
 _INT = {np.dtype(np.int32), np.dtype(np.uint32), np.dtype(np.bool_), np.dtype(np.int64), np.dtype(np.int8),
@@ -29,7 +29,7 @@ _ARITHMETIC = {"ADD": np.add, "SUB": np.subtract, "MUL": np.multiply}
 
 
 def fold(graph: Graph) -> bool:
-    for rewrite in (_constant_operators, _logical_identities, common_operators, _fully_connected_of_flatten,
+    for rewrite in (_constant_operators, _logical_identities, first_common_operator, _fully_connected_of_flatten,
                     activation_into_producer):
         if rewrite(graph):
             return True

@@ -52,6 +52,13 @@ def _with_scalar(op: Op) -> tuple[Tensor | None, float | None]:
     return None, None
 
 
+def _float32(value: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """A folded weight or bias as float32: an array the fold just made as it is (not copied a second
+    time), a copy where the fold left ``old`` unchanged (each constant keeps memory of its own:
+    several signatures' writer stores one memory once, ``WeightStubs.hold``)."""
+    return value.astype(np.float32, copy=value is old)
+
+
 def _take_output(producer: Op, consumer: Op) -> None:
     """``producer`` now makes what ``consumer`` made (``consumer`` is left unread, pruned)."""
     producer.outputs, consumer.outputs = consumer.outputs, [Tensor(consumer.out.shape, consumer.out.dtype)]
@@ -114,7 +121,8 @@ def _affine_into_linear(graph: Graph, kinds: frozenset = frozenset({"ADD", "SUB"
                 axis = 3 if linear.kind == "DEPTHWISE_CONV_2D" else 0
                 kernel = kernel * np.expand_dims(scale, [a for a in range(kernel.ndim) if a != axis])
                 bias = bias * scale
-            linear.inputs[1:3] = [graph.constant(kernel.astype(np.float32)), graph.constant(bias.astype(np.float32))]
+            linear.inputs[1:3] = [graph.constant(_float32(kernel, linear.inputs[1].data)),
+                                  graph.constant(_float32(bias, linear.inputs[2].data))]
             graph.replace_uses(op.out, x)
             return True
     return False
@@ -343,7 +351,7 @@ def _into_next_linear(graph: Graph) -> bool:
                 kernel = kernel * (vector if c.data.size > 1 else vector[0])
             else:
                 bias = bias + _matvec(kernel, vector if op.kind == "ADD" else -vector)
-            kernel, bias = (graph.constant(a.astype(np.float32)) for a in (kernel, bias))
+            kernel, bias = (graph.constant(_float32(a, t.data)) for a, t in zip((kernel, bias), linear.inputs[1:3]))
             linear.inputs[:3] = [x, kernel, bias]
         return True
     return False
@@ -461,8 +469,8 @@ def _scale_before_product(graph: Graph) -> bool:
             continue
         linear = view.producer(t, "FULLY_CONNECTED")
         if linear is not None and view.only_reader(t) and not linear.options["fusedActivationFunction"]:
-            linear.inputs[1:3] = [graph.constant((linear.inputs[1].data * scale).astype(np.float32)),
-                                  graph.constant((linear.inputs[2].data * scale).astype(np.float32))]
+            linear.inputs[1:3] = [graph.constant((linear.inputs[1].data * scale).astype(np.float32, copy=False)),
+                                  graph.constant((linear.inputs[2].data * scale).astype(np.float32, copy=False))]
         else:
             scaled = Tensor(t.shape, t.dtype)
             graph.ops.insert(graph.ops.index(reader), Op("MUL", [t, graph.constant(np.float32(scale))], [scaled],
@@ -495,17 +503,38 @@ def _matvec(kernel: np.ndarray, vector: np.ndarray) -> np.ndarray:
 def common_operators(graph: Graph) -> bool:
     """Operators that compute the same thing from the same inputs, computed once (``x - mean``
     written twice in a LayerNorm; a bound checked twice against one literal: small constants are
-    compared by value)."""
+    compared by value). Every one in a sweep after the first (a sweep per merge, each from the
+    start, took BERT's export quadratic time): the same merges, since the pruned graph then holds
+    no unread operator, a merged one is no other's first, and one reads only what comes before it."""
+    if not first_common_operator(graph):
+        return False
+    graph.prune()   # as after one merge: no operator left unread is taken as a first below
+    _merge_common_operators(graph, every=True)
+    return True
+
+
+def first_common_operator(graph: Graph) -> bool:
+    """The first of ``common_operators``' merges (``folds.fold`` tries its folds again after each)."""
+    return _merge_common_operators(graph, every=False)
+
+
+def _merge_common_operators(graph: Graph, every: bool) -> bool:
     seen: dict = {}
+    merged: dict = {}   # id of a merged operator's output -> its first's
     for op in graph.ops:
+        if merged:
+            op.inputs = [merged.get(id(t), t) for t in op.inputs]
         key = (op.kind, tuple(map(_identity, op.inputs)), repr(sorted(op.options.items())),
                tuple((t.shape, t.dtype.str) for t in op.outputs))   # CASTs of one tensor to two types differ
         first = seen.setdefault(key, op)
         if first is not op:
-            for old, new in zip(op.outputs, first.outputs):
-                graph.replace_uses(old, new)
-            return True
-    return False
+            if not every:
+                for old, new in zip(op.outputs, first.outputs):
+                    graph.replace_uses(old, new)
+                return True
+            merged.update((id(old), new) for old, new in zip(op.outputs, first.outputs))
+    graph.outputs = [merged.get(id(t), t) for t in graph.outputs]
+    return bool(merged)
 
 
 def _identity(t: Tensor | None):

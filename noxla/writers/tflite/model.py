@@ -217,10 +217,14 @@ class Graph:
         """Drop operators whose outputs nothing reads (rewrites leave them behind): one sweep from
         the outputs back, as an operator comes after everything it reads."""
         needed, kept = {t.id for t in self.outputs}, []
-        for op in reversed(self.ops):
-            if any(t.id in needed for t in op.outputs):
-                kept.append(op)
-                needed.update(t.id for t in op.inputs if t is not None)
+        for op in reversed(self.ops):   # loops, not generators: the fusions prune after every rewrite
+            for t in op.outputs:
+                if t.id in needed:
+                    kept.append(op)
+                    for i in op.inputs:
+                        if i is not None:
+                            needed.add(i.id)
+                    break
         self.ops = kept[::-1]
         self._view = None
 

@@ -249,7 +249,7 @@ def _scale_into_projection(graph: Graph) -> bool:
         if linear is None or not view.only_reader(source) or linear.options["fusedActivationFunction"] \
                 or not linear.inputs[1].is_constant:
             continue
-        weights = [graph.constant((w.data * np.float32(scale)).astype(np.float32)) if w is not None else None
+        weights = [None if w is None else graph.constant((w.data * np.float32(scale)).astype(np.float32, copy=False))
                    for w in linear.inputs[1:3]]
         linear.inputs[1:3] = weights
         graph.replace_uses(op.out, t)
