@@ -346,7 +346,7 @@ def main(argv=None) -> int:
     paths = WASM_PATHS + (WEBGPU_PATHS if args.webgpu else ())
     modules = ort_modules(args.ort_modules)
     # The wasm columns load each library's default build, as a page that runs on wasm only would
-    # (LiteRT.js's JSPI build, which its WebGPU needs, costs ~8 us more per call: tools/litertjs_call_cost.py).
+    # (LiteRT.js's JSPI build, which its WebGPU needs, costs 4-10 us more per call: tools/litertjs_call_cost.py).
     runners = {"litert": LiteRtJsRunner(build="default"), "tfjs": BrowserRunner(),
                "litert_webgpu": LiteRtJsRunner() if args.webgpu else None,
                "ort": ort_runner(modules) if modules else None}

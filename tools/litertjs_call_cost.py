@@ -69,10 +69,12 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--batch-ms", type=float, default=10.0)
     parser.add_argument("--json", help="also write the per-round times here")
+    parser.add_argument("--out", help="also write the table as Markdown here")
     args = parser.parse_args(argv)
 
     import shutil
     import subprocess
+    import time
 
     import numpy as np
 
@@ -81,6 +83,7 @@ def main(argv=None) -> int:
     from tests import zoo
     from tools import browser_benchmark as bb
 
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     modules = bb.ort_modules(None)
     python = bb.jax2onnx_python(bb.DEFAULT_VENV_PYTHON)
     with tempfile.TemporaryDirectory() as work:
@@ -109,8 +112,19 @@ def main(argv=None) -> int:
     print("first output value per variant (they must agree per model):")
     for name, value in reply["checks"].items():
         print(f"  {value:+.6f}  {name}")
-    print(f"median per call over {args.rounds} interleaved rounds; ratio = median per-round ratio:")
+    head = f"median per call over {args.rounds} interleaved rounds; ratio = median per-round ratio:"
+    print(head)
     print("\n".join(ratio_rows(reply["perCall"])))
+    if args.out:
+        given = " ".join(sys.argv[1:] if argv is None else argv)
+        what = __doc__.split("\n\n")[1].replace("\n", " ")
+        with open(args.out, "w") as f:
+            f.write("\n".join([
+                "# LiteRT.js wasm against onnxruntime-web wasm, per call, in one page", "",
+                f"Command: `nice -n {os.nice(0)} python tools/litertjs_call_cost.py {given}`", "",
+                f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, headless Chromium, 2-core machine "
+                f"shared with other jobs (load average {load} over 1/5/15 min at the start). {what}", "",
+                head, "", "```", *ratio_rows(reply["perCall"]), "```", ""]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(reply, f)

@@ -50,7 +50,7 @@ class LiteRtJsRunner(runtimes._LineRunner):
 
     def __init__(self, build: str = "jspi"):
         """``build``: LiteRT.js's JSPI build (wasm and WebGPU, whose unsupported ops fall back to
-        wasm) or its ``"default"`` build (wasm only; what a page without WebGPU loads, ~8 us less
+        wasm) or its ``"default"`` build (wasm only; what a page without WebGPU loads, 4-10 us less
         per call)."""
         if build not in ("jspi", "default"):
             raise ValueError(f"LiteRT.js build {build!r}: 'jspi' or 'default'")
