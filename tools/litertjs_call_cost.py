@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     print("\n".join(ratio_rows(reply["perCall"])))
     if args.out:
         given = " ".join(sys.argv[1:] if argv is None else argv)
-        what = __doc__.split("\n\n")[1].replace("\n", " ")
+        what = __doc__.split("\n\n")[2].replace("\n", " ")
         with open(args.out, "w") as f:
             f.write("\n".join([
                 "# LiteRT.js wasm against onnxruntime-web wasm, per call, in one page", "",
