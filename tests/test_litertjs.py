@@ -56,6 +56,28 @@ def test_cnn_on_wasm_and_webgpu_with_its_placement(litertjs, tmp_path):
     assert {u["op"] for u in placement["unsupported"]} <= set(ops)
 
 
+def test_the_default_build_runs_on_wasm_only_and_matches_jax(litertjs, tmp_path):
+    # tools/browser_benchmark.py's wasm column loads LiteRT.js's default build, as a wasm-only page
+    # would; the harness (WebGPU's per-op fallback) keeps the JSPI build.
+    assert litertjs.request({"probe": True})["build"] == "jspi"
+    default = LiteRtJsRunner(build="default")
+    try:
+        assert default.request({"probe": True})["build"] == "default"
+        assert default.accelerators() == ["wasm"]
+        from noxla.api import export as graph_export
+        rng = np.random.default_rng(0)
+        x, w = rng.standard_normal((1, 64), np.float32), rng.standard_normal((64, 10), np.float32)
+        fun = lambda x, w: jnp.maximum(x @ w, 0.0)  # noqa: E731
+        exported = graph_export(fun, [x, w], tflite=str(tmp_path / "m.tflite"), demo_page=False)
+        program = exported.program
+        outs = default.run(exported.written["tflite"], dict(zip(program.in_names, [x, w])), "wasm")
+        assert relative_error(jax_outputs(fun, [x, w])[0], outs[program.out_names[0]]) <= TOLERANCE["wasm"]
+    finally:
+        default.close()
+    with pytest.raises(ValueError, match="'jspi' or 'default'"):
+        LiteRtJsRunner(build="threads")
+
+
 def test_same_dtype_inputs_go_by_name(litertjs, tmp_path):
     # LiteRT.js swaps two same-dtype inputs passed by position when the model orders them otherwise;
     # the runner passes them by signature name, here in the reverse of the model's order.

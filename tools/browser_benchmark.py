@@ -11,7 +11,8 @@ full size (default: the ones a browser page runs in seconds: REAL_DEFAULT; "none
 
 Every artifact's outputs are checked against JAX first; a path that fails or differs is not timed.
 All paths of a model are then timed interleaved (tools/benchmark.py's `interleaved`): per round one
-batch of k in-page runs per path (outputs read back; its mean per run), alternating the order; a path's latency is
+batch of k in-page runs per path (each run makes its input tensors, runs and reads every output back; the
+batch's mean per run), alternating the order; a path's latency is
 the median over rounds, and LiteRT.js wasm / other is the median of the per-round ratios, so load
 from other processes cancels out of the ratios. Standalone, so tools/benchmark.py is left as is.
 
@@ -269,7 +270,8 @@ def measure(model, runners: dict, work: str, onnx: dict, args) -> dict:
 
         def litert(accelerator):
             def call(k):
-                outs, info = runners["litert"].run_timed(tflite, named, accelerator, k)
+                runner = runners["litert" if accelerator == "wasm" else "litert_webgpu"]
+                outs, info = runner.run_timed(tflite, named, accelerator, k)
                 return [outs[n] for n in program.out_names], per_run_ms(info)
             return call
 
@@ -343,12 +345,18 @@ def main(argv=None) -> int:
     models = build_models(names)
     paths = WASM_PATHS + (WEBGPU_PATHS if args.webgpu else ())
     modules = ort_modules(args.ort_modules)
-    runners = {"litert": LiteRtJsRunner(), "tfjs": BrowserRunner(), "ort": ort_runner(modules) if modules else None}
+    # The wasm columns load each library's default build, as a page that runs on wasm only would
+    # (LiteRT.js's JSPI build, which its WebGPU needs, costs 4-10 us more per call: tools/litertjs_call_cost.py).
+    runners = {"litert": LiteRtJsRunner(build="default"), "tfjs": BrowserRunner(),
+               "litert_webgpu": LiteRtJsRunner() if args.webgpu else None,
+               "ort": ort_runner(modules) if modules else None}
     version = runners["tfjs"].request({"probe": True}).get("version", "?")
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     environment = (f"Headless {version}, `nice -n {os.nice(0)}`, on a 2-core machine shared with other jobs (load "
-                   f"average {load} over 1/5/15 min at the start). @litertjs/core 2.5.3 (JSPI build), "
-                   "TF.js 4.22.0 wasm backend, onnxruntime-web 1.30.0 (1 wasm thread); jax2onnx 0.17.1. "
+                   f"average {load} over 1/5/15 min at the start). @litertjs/core 2.5.3 (default build on wasm, "
+                   "JSPI build on WebGPU), TF.js 4.22.0 wasm backend, onnxruntime-web 1.30.0 (default bundle on "
+                   "wasm, WebGPU bundle on WebGPU; 1 wasm thread); jax2onnx 0.17.1. Each timed run makes its "
+                   "input tensors from typed arrays, runs, and reads every output back. "
                    f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.")
     given = " ".join(argv if argv is not None else sys.argv[1:])
     command = f"nice -n {os.nice(0)} python tools/browser_benchmark.py {given}"

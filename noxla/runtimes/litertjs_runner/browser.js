@@ -2,11 +2,12 @@
 // `noxla export --verify-browser`. Line protocol on stdin/stdout (../tfjs_runner/jsonlines.js):
 //   {"model": file.tflite, "accelerator": "wasm"|"webgpu", "inputs": {name: {dtype, shape, data}}, "repeats": n}
 //   -> {"outputs": {...}, "ms": median latency, "times": [...], "placement": {gpuOps, cpuOps, unsupported, fullyAccelerated}}
-//   {"probe": true} -> {"accelerators": [...], "version": "..."}
+//   {"probe": true} -> {"accelerators": [...], "version": "...", "build": "jspi"|"default"}
 //   {"demo": dir} -> the export's own page (index.html beside model.tflite) run as a user sees it:
 //   {"results": [{accelerator, maxError, ms, placement} | {accelerator, error}]}
 // or {"error": message}. LiteRT.js (@litertjs/core, its wasm files, @litertjs/wasm-utils) is served
-// from node_modules on 127.0.0.1 under .../litertjs/.
+// from node_modules on 127.0.0.1 under .../litertjs/: its JSPI build, or with NOXLA_LITERTJS_BUILD=default
+// its default build (wasm only).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -42,11 +43,13 @@ async function main() {
   });
   // One page serves every model (LiteRT.js loads once).
   await serveRequests(server, {
-    profilePrefix: 'noxla-litertjs-', pagePath: '/page/index.html?harness=1', ready: 'window.noxla && window.noxla.ready',
+    profilePrefix: 'noxla-litertjs-', ready: 'window.noxla && window.noxla.ready',
+    pagePath: `/page/index.html?harness=1${process.env.NOXLA_LITERTJS_BUILD === 'default' ? '&build=default' : ''}`,
     async handle(request, session) {
       if (request.demo) return demo(session.browser, server, request);
       if (request.probe) {
-        return { accelerators: await session.evaluate('noxla.accelerators()'), version: await session.browser.version() };
+        return { accelerators: await session.evaluate('noxla.accelerators()'), build: await session.evaluate('noxla.build'),
+                 version: await session.browser.version() };
       }
       const mtime = fs.statSync(request.model).mtimeMs;
       const url = `${server.url(path.dirname(request.model))}${encodeURIComponent(path.basename(request.model))}?v=${mtime}`;
