@@ -169,20 +169,29 @@ def test_console_script_is_installed():
     assert os.path.exists(os.path.join(os.path.dirname(sys.executable), "noxla"))
 
 
-def test_refused_export_and_check_never_import_tensorflow(tmp_path):
-    """The CLI runs the export's preflight (noxla.pipeline.preflight) before its exporters: what the check
-    refuses is reported without TF's 2 s import, and nothing is written."""
-    (tmp_path / "printing.py").write_text("import jax\n\n\ndef f(x):\n    jax.debug.print('{}', x)\n    return x\n")
+def _cli_calls_in_a_fresh_process(tmp_path, module: str, source: str, *calls: str) -> tuple[str, str]:
+    """``calls`` (``cli.main`` argument lists after ``MODULE:f --input ...``, as Python source) run in one
+    fresh process beside ``module``.py holding ``source``: (its last line, printing the exit codes and
+    whether TensorFlow was imported; all its output)."""
+    (tmp_path / f"{module}.py").write_text(source)
     code = ("import sys; from noxla import cli\n"
-            "args = ['printing:f', '--input', 'f32[3]']\n"
-            "codes = [cli.main(['export', *args, '--tflite', 'm.tflite', '--tfjs', 'm_js']),\n"
-            "         cli.main(['check', *args])]\n"
+            f"args = ['{module}:f', '--input', 'f32[2,3]']\n"
+            f"codes = [{', '.join(f'cli.main([{c}])' for c in calls)}]\n"
             "print(codes, 'tensorflow' in sys.modules)")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])}
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600,
                             env=env)
-    assert result.stdout.strip().splitlines()[-1] == "[1, 1] False", result.stdout + result.stderr
-    assert "debug_print" in result.stdout + result.stderr
+    return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "", result.stdout + result.stderr
+
+
+def test_refused_export_and_check_never_import_tensorflow(tmp_path):
+    """The CLI runs the export's preflight (noxla.pipeline.preflight) before its exporters: what the check
+    refuses is reported without TF's 2 s import, and nothing is written."""
+    last, out = _cli_calls_in_a_fresh_process(
+        tmp_path, "printing", "import jax\n\n\ndef f(x):\n    jax.debug.print('{}', x)\n    return x\n",
+        "'export', *args, '--tflite', 'm.tflite', '--tfjs', 'm_js'", "'check', *args")
+    assert last == "[1, 1] False", out
+    assert "debug_print" in out
     assert not os.path.exists(tmp_path / "m.tflite") and not os.path.exists(tmp_path / "m_js")
 
 
@@ -190,18 +199,12 @@ def test_export_verify_and_tfjs_check_of_what_the_graph_writes_never_import_tens
     """With TensorFlow installed, a .tflite and TF.js export that noxla's graph writes, its verification
     (only the files written are run) and TF.js's check (its op-list backstop reads the graph) leave
     TensorFlow unimported: its 2 s and 450 MB are for what needs it."""
-    (tmp_path / "model.py").write_text("import jax.numpy as jnp\n\n\ndef f(x):\n    return jnp.tanh(x) * 2.0\n")
-    code = ("import sys; from noxla import cli\n"
-            "args = ['model:f', '--input', 'f32[2,3]']\n"
-            "codes = [cli.main(['export', *args, '--tflite', 'm.tflite', '--tfjs', 'm_js']),\n"
-            "         cli.main(['check', *args, '--target', 'tfjs']),\n"
-            "         cli.main(['check', *args, '--target', 'tfjs-webgl'])]\n"
-            "print(codes, 'tensorflow' in sys.modules)")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])}
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                            env=env)
-    assert result.stdout.strip().splitlines()[-1] == "[0, 0, 0] False", result.stdout + result.stderr
-    assert "[tfjs (wasm)]" in result.stdout + result.stderr and "[tflite]" in result.stdout + result.stderr
+    last, out = _cli_calls_in_a_fresh_process(
+        tmp_path, "model", "import jax.numpy as jnp\n\n\ndef f(x):\n    return jnp.tanh(x) * 2.0\n",
+        "'export', *args, '--tflite', 'm.tflite', '--tfjs', 'm_js'", "'check', *args, '--target', 'tfjs'",
+        "'check', *args, '--target', 'tfjs-webgl'")
+    assert last == "[0, 0, 0] False", out
+    assert "[tfjs (wasm)]" in out and "[tflite]" in out
     assert os.path.exists(tmp_path / "m.tflite") and os.path.exists(tmp_path / "m_js" / "model.json")
 
 
