@@ -224,6 +224,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     a, b = convert_to_tensor(a), convert_to_tensor(b, dtype=None)
     if a.dtype != b.dtype or output_type is not None or a_is_sparse or b_is_sparse:
         raise Uncovered("tf.linalg.matmul of mixed dtypes, output_type or sparse operands")
+    # bfloat16: TF's kernel's accumulation is not the fold's (the rules multiply half floats in float32).
     if a.dtype.is_complex or a.dtype.is_bool or a.dtype.name == "bfloat16":
         raise Uncovered(f"MatMul on {a.dtype.name}")
     ta, tb = transpose_a or adjoint_a, transpose_b or adjoint_b

@@ -324,7 +324,7 @@ def argmax(input, axis=None, output_type=DTYPES["int64"], name=None) -> Tensor:
     (a,) = static_ints(0 if axis is None else axis, "tf.argmax's axis")
     dims = _dims(x)
     a = _axis(a, len(dims))
-    if not (x.dtype.is_floating or x.dtype.is_integer) or x.dtype.name == "bfloat16":
+    if not (x.dtype.is_floating or x.dtype.is_integer):
         raise Uncovered(f"ArgMax on {x.dtype.name}")
 
     def fold(v, _):  # first of equal maxima, as TF's kernel; NaN is left to TF
@@ -552,7 +552,9 @@ _REDUCTIONS = {"Sum": np.sum, "Prod": np.prod, "Max": np.max, "Min": np.min, "Me
 
 def reduce(op: str, x, axis=None, keepdims=False, name=None) -> Tensor:
     x = convert_to_tensor(x)
-    if (op in ("Any", "All")) != x.dtype.is_bool or x.dtype.name == "bfloat16":
+    # bfloat16 sums, products and means: how TF's kernel accumulates is not the fold's (the rules
+    # accumulate half floats in float32); its max and min pick a value.
+    if (op in ("Any", "All")) != x.dtype.is_bool or (x.dtype.name == "bfloat16" and op not in ("Max", "Min")):
         raise Uncovered(f"{op} on {x.dtype.name}")
     rank = len(_dims(x))
     axes = list(range(rank)) if axis is None else static_ints(axis, "axis")
