@@ -142,3 +142,27 @@ def test_bfloat16_mlp_matches_jax_within_its_tolerance(tmp_path, tfjs_runner):
         np.testing.assert_allclose(actual, expected, rtol=JAX_BFLOAT16_TOLERANCE, atol=JAX_BFLOAT16_TOLERANCE,
                                    err_msg=runtime)
         assert not (actual.view(np.uint32) & 0xFFFF).any(), runtime   # every output a bfloat16 value
+
+
+# Normal values only: TF's CPU kernels (and JAX's) flush subnormal results, the folds do not, float32's
+# included (a float32 2^-130 * 1.5 folds to a subnormal where TF gives 0).
+_PAIRS = (np.float32([1.0, 1 + 2 ** -7, -3.0, 3e38, 0.1, -0.0, 2.0 ** -120, 7.0]),
+          np.float32([1 + 2 ** -8, 1 + 2 ** -7, 0.375, 3e38, 3.0, 5.0, 1.5, -2.5]))
+
+
+@pytest.mark.parametrize("what,fn,args", [
+    ("cast_to_bf16", lambda tf, x: tf.cast(x, tf.bfloat16), (EDGES[np.isfinite(EDGES)],)),
+    ("add", lambda tf, x, y: tf.cast(x, tf.bfloat16) + tf.cast(y, tf.bfloat16), _PAIRS),
+    ("mul", lambda tf, x, y: tf.cast(x, tf.bfloat16) * tf.cast(y, tf.bfloat16), _PAIRS),
+    ("div", lambda tf, x, y: tf.cast(x, tf.bfloat16) / tf.cast(y, tf.bfloat16), _PAIRS),
+    ("max", lambda tf, x, y: tf.maximum(tf.cast(x, tf.bfloat16), tf.cast(y, tf.bfloat16)), _PAIRS),
+    ("to_int32", lambda tf, x: tf.cast(tf.cast(x, tf.bfloat16), tf.int32), (np.float32([2.5, -7.9, 300.7]),)),
+    ("argmax", lambda tf, x: tf.argmax(tf.cast(x, tf.bfloat16), output_type=tf.int32), (_PAIRS[1],)),
+])
+def test_bfloat16_folds_compute_what_tf_computes(what, fn, args):
+    from tests.test_graph import _fold_and_tf
+    folded, expected = _fold_and_tf(fn, *args)
+    assert folded.dtype == expected.dtype and folded.shape == expected.shape, what
+    np.testing.assert_array_equal(np.asarray(folded, np.float32).view(np.uint32) if folded.dtype.itemsize == 2
+                                  else folded, np.asarray(expected, np.float32).view(np.uint32)
+                                  if expected.dtype.itemsize == 2 else expected, err_msg=what)
