@@ -552,10 +552,11 @@ _REDUCTIONS = {"Sum": np.sum, "Prod": np.prod, "Max": np.max, "Min": np.min, "Me
 
 def reduce(op: str, x, axis=None, keepdims=False, name=None) -> Tensor:
     x = convert_to_tensor(x)
-    # bfloat16 sums, products and means: how TF's kernel accumulates is not the fold's (the rules
-    # accumulate half floats in float32); its max and min pick a value.
-    if (op in ("Any", "All")) != x.dtype.is_bool or (x.dtype.name == "bfloat16" and op not in ("Max", "Min")):
+    if (op in ("Any", "All")) != x.dtype.is_bool:
         raise Uncovered(f"{op} on {x.dtype.name}")
+    # A bfloat16 sum, product or mean is not folded: how TF's kernel accumulates is not the fold's
+    # (the writers carry it as TF's path does: accumulated in float32, rounded once).
+    unfolded = x.dtype.name == "bfloat16" and op in ("Sum", "Prod", "Mean")
     rank = len(_dims(x))
     axes = list(range(rank)) if axis is None else static_ints(axis, "axis")
     norm = tuple(sorted({_axis(a, rank) for a in axes}))
@@ -575,7 +576,7 @@ def reduce(op: str, x, axis=None, keepdims=False, name=None) -> Tensor:
     attrs = {"T": ops.type_attr(x.dtype), "Tidx": ops.type_attr(I32), "keep_dims": ops.bool_attr(keepdims)}
     if op in ("Any", "All"):
         del attrs["T"]
-    return ops.emit1(op, [x, axes_tensor], attrs, x.dtype, out, fold, name)
+    return ops.emit1(op, [x, axes_tensor], attrs, x.dtype, out, None if unfolded else fold, name)
 
 
 def cumsum(x, axis=0, exclusive=False, reverse=False, name=None) -> Tensor:
