@@ -345,15 +345,19 @@ def test_tfjs_export_takes_the_graph_by_default_and_says_which_path_it_took(monk
     assert by == "noxla.graph" and "lower (noxla's graph, no TensorFlow)" in steps, steps
     steps, by = _steps_and_writer(monkeypatch, tmp_path, jnp.tanh, (x,), env="0")
     assert by != "noxla.graph" and f"tfjs through TensorFlow: {ENV}=0" in steps, steps
-    # What the graph does not cover yet (bfloat16) goes through TensorFlow, and the steps say what.
-    steps, by = _steps_and_writer(monkeypatch, tmp_path, lambda v: (v.astype(jnp.bfloat16) * 3).astype(jnp.float32),
-                                  (x,))
-    assert by != "noxla.graph" and "tfjs through TensorFlow: noxla's graph does not record tf.cast from float32 " \
-        "to bfloat16" in steps, steps
-    # float16 inside is written by the graph, each result rounded (tests/test_graph_tfjs_half_floats.py).
-    steps, by = _steps_and_writer(monkeypatch, tmp_path, lambda v: (v.astype(jnp.float16) * 3).astype(jnp.float32),
-                                  (x,))
-    assert by == "noxla.graph" and not any(s.startswith("tfjs through TensorFlow") for s in steps), steps
+    # What the graph does not cover (a TF function called by call_tf) goes through TensorFlow, and the
+    # steps say what.
+    import tensorflow as tf
+    from jax.experimental import jax2tf
+    steps, by = _steps_and_writer(monkeypatch, tmp_path, lambda v: jnp.sin(jax2tf.call_tf(tf.math.cos)(v)), (x,))
+    assert by != "noxla.graph" and "tfjs through TensorFlow: noxla's graph does not record tf.config" in steps, steps
+    # float16 and bfloat16 inside are written by the graph, each result rounded
+    # (tests/test_graph_tfjs_half_floats.py, tests/test_graph_bfloat16.py).
+    def times_3_in(half):
+        return lambda v: (v.astype(half) * 3).astype(jnp.float32)
+    for half in (jnp.float16, jnp.bfloat16):
+        steps, by = _steps_and_writer(monkeypatch, tmp_path, times_3_in(half), (x,))
+        assert by == "noxla.graph" and not any(s.startswith("tfjs through TensorFlow") for s in steps), steps
     # Symbolic sizes are recorded too (the model's -1 sizes), not sent to TensorFlow.
     steps, by = _steps_and_writer(monkeypatch, tmp_path, jnp.tanh, (x,), polymorphic_shapes=["(b, 3)"])
     assert by == "noxla.graph" and not any(s.startswith("tfjs through TensorFlow") for s in steps), steps

@@ -1,8 +1,7 @@
 """float16 inside a TF.js model written from noxla's graph (noxla/writers/tfjs/graph_half_floats.py): carried
 in float32, each result rounded back as TF's path rounds it, against JAX op by op and bit for bit
 on TF.js's Node cpu and wasm backends (and, slow, Chromium's webgl, wasm, cpu and webgpu), with no
-more ops than TF's path's model. (bfloat16 is not recorded by the graph yet: such a program still
-goes through TF's path, tests/test_tfjs_half_floats.py.)"""
+more ops than TF's path's model. (bfloat16, carried the same way: tests/test_graph_bfloat16.py.)"""
 from __future__ import annotations
 
 import json

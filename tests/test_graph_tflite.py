@@ -139,11 +139,12 @@ def test_export_tflite_writes_it_without_tensorflow(tmp_path):
             got = list(run_tflite(path, {{trace(fun, (x,)).in_names[0]: x}}).values())[0]
             np.testing.assert_allclose(got, np.asarray(jax.jit(fun)(x)), rtol=1e-5, atol=1e-6)
         steps = []
-        rounded = lambda x: (x.astype(jax.numpy.bfloat16) * 3).astype(np.float32)
-        noxla.export_tflite(rounded, np.ones((1, 5, 5, 2), np.float32), path={str(tmp_path / "c.tflite")!r},
+        import tensorflow as tf
+        from jax.experimental import jax2tf
+        called = lambda x: jax.numpy.sin(jax2tf.call_tf(tf.math.cos)(x))
+        noxla.export_tflite(called, np.ones((1, 5, 5, 2), np.float32), path={str(tmp_path / "c.tflite")!r},
                             on_step=lambda name, s: steps.append(name))
-        assert any(s.startswith("graph tflite writer: ") and "bfloat16" in s for s in steps), steps
-        assert "tensorflow" in sys.modules
+        assert any(s.startswith("graph tflite writer: ") and "tf.config" in s for s in steps), steps
         print("ok")
     """)
     env = {k: v for k, v in os.environ.items() if k != "NOXLA_TFLITE_GRAPH"}

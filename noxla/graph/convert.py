@@ -50,7 +50,7 @@ def _compatible(array: np.ndarray, dtype: DType) -> np.ndarray:
         if array.size and (array.min() < info.min or array.max() > info.max):
             raise TypeError(f"a value out of {dtype.name}'s range")
         return array.astype(target)
-    if array.dtype.kind in "iuf" and dtype.is_floating:
+    if (array.dtype.kind in "iuf" or array.dtype == np.dtype(DTYPES["bfloat16"].as_numpy_dtype)) and dtype.is_floating:
         return array.astype(target)
     raise Uncovered(f"converting a {array.dtype} array to {dtype.name}")
 

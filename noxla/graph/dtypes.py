@@ -2,10 +2,12 @@
 limits) and the enum GraphDef and model.json name it by.
 
 The enum values are TF's ``types.proto`` DataType numbers; model.json spells them ``DT_FLOAT``.
-bfloat16 has no numpy type of its own here (ml_dtypes' is JAX's): a graph holding one is Uncovered.
+bfloat16's numpy type is ml_dtypes' (JAX's and TF's own); a fold reads its values widened to float32
+(``noxla.graph.ops.emit``), since NumPy's float checks (``dtype.kind == "f"``) do not see it.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from noxla.errors import NoxlaError
@@ -15,8 +17,9 @@ _TABLE = {
     "float32": (1, "DT_FLOAT", np.float32), "float64": (2, "DT_DOUBLE", np.float64),
     "int32": (3, "DT_INT32", np.int32), "uint8": (4, "DT_UINT8", np.uint8), "int16": (5, "DT_INT16", np.int16),
     "int8": (6, "DT_INT8", np.int8), "string": (7, "DT_STRING", object), "complex64": (8, "DT_COMPLEX64", np.complex64),
-    "int64": (9, "DT_INT64", np.int64), "bool": (10, "DT_BOOL", np.bool_), "bfloat16": (14, "DT_BFLOAT16", None),
-    "uint16": (17, "DT_UINT16", np.uint16), "complex128": (18, "DT_COMPLEX128", np.complex128),
+    "int64": (9, "DT_INT64", np.int64), "bool": (10, "DT_BOOL", np.bool_),
+    "bfloat16": (14, "DT_BFLOAT16", ml_dtypes.bfloat16), "uint16": (17, "DT_UINT16", np.uint16),
+    "complex128": (18, "DT_COMPLEX128", np.complex128),
     "float16": (19, "DT_HALF", np.float16), "resource": (20, "DT_RESOURCE", None), "variant": (21, "DT_VARIANT", None),
     "uint32": (22, "DT_UINT32", np.uint32), "uint64": (23, "DT_UINT64", np.uint64),
 }
@@ -72,15 +75,15 @@ class DType:
 
     @property
     def size(self) -> int:
-        return 2 if self.name == "bfloat16" else np.dtype(self.as_numpy_dtype).itemsize
+        return np.dtype(self.as_numpy_dtype).itemsize
 
     @property
-    def min(self):
-        return np.finfo(self.as_numpy_dtype).min if self.is_floating else np.iinfo(self.as_numpy_dtype).min
+    def min(self):   # ml_dtypes.finfo: NumPy's does not know bfloat16
+        return ml_dtypes.finfo(self.as_numpy_dtype).min if self.is_floating else np.iinfo(self.as_numpy_dtype).min
 
     @property
     def max(self):
-        return np.finfo(self.as_numpy_dtype).max if self.is_floating else np.iinfo(self.as_numpy_dtype).max
+        return ml_dtypes.finfo(self.as_numpy_dtype).max if self.is_floating else np.iinfo(self.as_numpy_dtype).max
 
     def __eq__(self, other) -> bool:
         if isinstance(other, DType):

@@ -85,7 +85,8 @@ def _kind(dtype) -> str:
 
 
 def _check(op: str, dtype, kinds: str) -> None:
-    if dtype.name == "bfloat16" or _kind(dtype) not in kinds:
+    # TF's bfloat16 SquaredDifference rounds the difference, then its square: not the fold's one rounding.
+    if (dtype.name == "bfloat16" and op == "SquaredDifference") or _kind(dtype) not in kinds:
         raise Uncovered(f"{op} on {dtype.name}")
 
 
@@ -163,7 +164,7 @@ def cast(x, dtype, name=None) -> Tensor:
     x = convert_to_tensor(x)
     if x.dtype == dtype:
         return x
-    if x.dtype.is_complex or dtype.is_complex or "bfloat16" in (x.dtype.name, dtype.name):
+    if x.dtype.is_complex or dtype.is_complex:
         raise Uncovered(f"tf.cast from {x.dtype.name} to {dtype.name}")
 
     def fold(v):
@@ -200,6 +201,7 @@ def bitcast(input, type, name=None) -> Tensor:
     shape kept. Between sizes TF's Bitcast adds or drops a last axis: not recorded."""
     from noxla.graph.dtypes import as_dtype
     dtype, x = as_dtype(type), convert_to_tensor(input)
+    # bfloat16: a fold reads it widened to float32 (``ops.emit``), not its bits.
     if x.dtype.size != dtype.size or "bfloat16" in (x.dtype.name, dtype.name) or x.dtype.is_complex \
             or dtype.is_complex or x.dtype.is_bool or dtype.is_bool:
         raise Uncovered(f"tf.bitcast from {x.dtype.name} to {dtype.name}")

@@ -224,9 +224,12 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     a, b = convert_to_tensor(a), convert_to_tensor(b, dtype=None)
     if a.dtype != b.dtype or output_type is not None or a_is_sparse or b_is_sparse:
         raise Uncovered("tf.linalg.matmul of mixed dtypes, output_type or sparse operands")
-    if a.dtype.is_complex or a.dtype.is_bool or a.dtype.name == "bfloat16":
+    if a.dtype.is_complex or a.dtype.is_bool:
         raise Uncovered(f"MatMul on {a.dtype.name}")
     ta, tb = transpose_a or adjoint_a, transpose_b or adjoint_b
+    # A bfloat16 product is not folded: how TF's kernel accumulates is not the fold's (the writers
+    # carry it as TF's path does: accumulated in float32, rounded once).
+    fold = None if a.dtype.name == "bfloat16" else _matmul_fold(ta, tb)
     ad, bd = list(a.shape.dims), list(b.shape.dims)
     if len(ad) < 2 or len(bd) < 2:
         raise ValueError("matmul of a rank < 2 tensor")
@@ -237,11 +240,11 @@ def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_
     if len(ad) == 2 and len(bd) == 2:
         attrs = {"T": ops.type_attr(a.dtype), "transpose_a": ops.bool_attr(ta), "transpose_b": ops.bool_attr(tb),
                  "grad_a": ops.bool_attr(False), "grad_b": ops.bool_attr(False)}
-        return ops.emit1("MatMul", [a, b], attrs, a.dtype, [m, n], _matmul_fold(ta, tb), name)
+        return ops.emit1("MatMul", [a, b], attrs, a.dtype, [m, n], fold, name)
     batch = list(ops.broadcast_shapes(ad[:-2], bd[:-2]))
     attrs = {"T": ops.type_attr(a.dtype), "adj_x": ops.bool_attr(ta), "adj_y": ops.bool_attr(tb),
              "grad_x": ops.bool_attr(False), "grad_y": ops.bool_attr(False)}
-    return ops.emit1("BatchMatMulV2", [a, b], attrs, a.dtype, [*batch, m, n], _matmul_fold(ta, tb), name)
+    return ops.emit1("BatchMatMulV2", [a, b], attrs, a.dtype, [*batch, m, n], fold, name)
 
 
 def _matmul_fold(ta: bool, tb: bool):

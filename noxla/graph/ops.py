@@ -11,8 +11,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from noxla.graph.core import Tensor, current, recording  # noqa: F401  (recording: re-exported)
-from noxla.graph.dtypes import DType, as_dtype
+from noxla.graph.dtypes import DTYPES, DType, as_dtype
 
+BFLOAT16 = np.dtype(DTYPES["bfloat16"].as_numpy_dtype)
 FOLD_BYTES = 10 << 20  # grappler's largest folded constant (kMaxConstantSize)
 
 # Attribute values in model.json's (proto3 JSON) form.
@@ -61,7 +62,7 @@ def emit(op: str, inputs: Sequence[Tensor], attrs: dict, outputs: Sequence[tuple
             int(np.prod(shape, dtype=np.int64)) * (dtype.size if dtype.name != "string" else 8)
             for dtype, shape in outputs) <= FOLD_BYTES:
         with np.errstate(all="ignore"):
-            values = fold(*[t.constant for t in inputs])
+            values = fold(*[_widened(t.constant) for t in inputs])
         if values is not None:
             out = []
             for value, (dtype, shape) in zip(values, outputs):
@@ -72,6 +73,14 @@ def emit(op: str, inputs: Sequence[Tensor], attrs: dict, outputs: Sequence[tuple
             return out
     node = current().add(op, inputs, attrs, outputs, name=name)
     return [node.output(i) for i in range(len(outputs))]
+
+
+def _widened(value: np.ndarray) -> np.ndarray:
+    """A bfloat16 constant as float32 (exact) for a fold: NumPy's checks (``kind == "f"``, NaN) do
+    not see ml_dtypes' type. A bfloat16 result is rounded once from the float32 fold (``emit``),
+    which is what TF's bfloat16 kernels of one rounding, JAX on CPU, and the writers carrying
+    bfloat16 in float32 compute; the ops whose kernel rounds more often are not recorded on it."""
+    return value.astype(np.float32) if value.dtype == BFLOAT16 else value
 
 
 def emit1(op, inputs, attrs, dtype, shape, fold=None, name=None, partial=None) -> Tensor:

@@ -326,7 +326,7 @@ def argmax(input, axis=None, output_type=DTYPES["int64"], name=None) -> Tensor:
     (a,) = static_ints(0 if axis is None else axis, "tf.argmax's axis")
     dims = _dims(x)
     a = _axis(a, len(dims))
-    if not (x.dtype.is_floating or x.dtype.is_integer) or x.dtype.name == "bfloat16":
+    if not (x.dtype.is_floating or x.dtype.is_integer):
         raise Uncovered(f"ArgMax on {x.dtype.name}")
 
     def fold(v, _):  # first of equal maxima, as TF's kernel; NaN is left to TF
@@ -554,8 +554,11 @@ _REDUCTIONS = {"Sum": np.sum, "Prod": np.prod, "Max": np.max, "Min": np.min, "Me
 
 def reduce(op: str, x, axis=None, keepdims=False, name=None) -> Tensor:
     x = convert_to_tensor(x)
-    if (op in ("Any", "All")) != x.dtype.is_bool or x.dtype.name == "bfloat16":
+    if (op in ("Any", "All")) != x.dtype.is_bool:
         raise Uncovered(f"{op} on {x.dtype.name}")
+    # A bfloat16 sum, product or mean is not folded: how TF's kernel accumulates is not the fold's
+    # (the writers carry it as TF's path does: accumulated in float32, rounded once).
+    unfolded = x.dtype.name == "bfloat16" and op in ("Sum", "Prod", "Mean")
     rank = len(_dims(x))
     axes = list(range(rank)) if axis is None else static_ints(axis, "axis")
     norm = tuple(sorted({_axis(a, rank) for a in axes}))
@@ -575,7 +578,7 @@ def reduce(op: str, x, axis=None, keepdims=False, name=None) -> Tensor:
     attrs = {"T": ops.type_attr(x.dtype), "Tidx": ops.type_attr(I32), "keep_dims": ops.bool_attr(keepdims)}
     if op in ("Any", "All"):
         del attrs["T"]
-    return ops.emit1(op, [x, axes_tensor], attrs, x.dtype, out, fold, name)
+    return ops.emit1(op, [x, axes_tensor], attrs, x.dtype, out, None if unfolded else fold, name)
 
 
 def cumsum(x, axis=0, exclusive=False, reverse=False, name=None) -> Tensor:

@@ -29,6 +29,7 @@ from noxla.writers.tflite import (  # noqa: F401
     legalize_shapes,
     passes,
 )
+from noxla.writers.tflite.bfloat16 import carried_bfloat16
 from noxla.writers.tflite.decline import what_the_tf_path_does_better
 from noxla.writers.tflite.legalize import legalize
 from noxla.writers.tflite.model import model_of, serialize
@@ -153,7 +154,7 @@ def tflite_model_of(recorded: Recorded, stubs, variant_name: str = "default"):
 def _written_graph(recorded: Recorded, chosen: Passes, passes_follow: bool) -> tuple:
     """The legalized graph after ``chosen``'s passes, and whether ``decline`` found it shorter on
     TF's path (its flatbuffer passes then run on the file, ``Passes.merged``)."""
-    graph = legalize(recorded)
+    graph = legalize(carried_bfloat16(recorded))
     declined: list = []
     run = functools.partial(_passes, chosen=chosen, passes_follow=passes_follow or not chosen.decline,
                             declined=declined)
