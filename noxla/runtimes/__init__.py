@@ -76,6 +76,12 @@ def _decode(tensor: dict) -> np.ndarray:
     return array.astype(bool) if tensor["dtype"] == "bool" else array
 
 
+def npm_hint(packages: str) -> str:
+    """How to get the npm ``packages`` where ``node_modules_dir`` finds them, from a checkout or a wheel."""
+    return (f"run `npm install {packages}` in the folder you run noxla from (`npm ci` in a noxla checkout), "
+            "or set NOXLA_NODE_MODULES to a node_modules folder that has them")
+
+
 def node_modules_dir() -> str | None:
     """Where @tensorflow/tfjs is installed: NOXLA_NODE_MODULES, or a node_modules above this package."""
     candidates = [os.environ.get("NOXLA_NODE_MODULES", "")]
@@ -172,7 +178,7 @@ class TfjsRunner(_LineRunner):
         if node is None or modules is None:
             raise TfjsUnavailable(
                 "running TF.js needs Node 20 and the npm packages @tensorflow/tfjs and "
-                "@tensorflow/tfjs-backend-wasm (run `npm ci` in the noxla checkout)")
+                f"@tensorflow/tfjs-backend-wasm: {npm_hint('@tensorflow/tfjs @tensorflow/tfjs-backend-wasm')}")
         # A failed kernel can leave the wasm backend corrupted: later runs get a fresh process.
         super().__init__([node, RUNNER_JS], dict(os.environ, NODE_PATH=modules))
 
@@ -211,8 +217,8 @@ class BrowserRunner(_LineRunner):
         if chromium is None:
             raise BrowserUnavailable("Chromium is not installed (apt-get install chromium, or set NOXLA_CHROMIUM)")
         if node is None or modules is None or not os.path.isdir(os.path.join(modules, "puppeteer-core")):
-            raise BrowserUnavailable("driving Chromium needs Node 20 and the npm packages of package.json "
-                                     "(puppeteer-core, @tensorflow/tfjs; run `npm ci` in the noxla checkout)")
+            raise BrowserUnavailable("driving Chromium needs Node 20 and the npm packages puppeteer-core and "
+                                     f"@tensorflow/tfjs: {npm_hint('puppeteer-core @tensorflow/tfjs')}")
         super().__init__([node, BROWSER_JS], dict(os.environ, NODE_PATH=modules, NOXLA_CHROMIUM=chromium))
         self._backends: list[str] | None = None
 

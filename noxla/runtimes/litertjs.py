@@ -61,8 +61,8 @@ class LiteRtJsRunner(runtimes._LineRunner):
             raise LiteRtJsUnavailable("Chromium is not installed (apt-get install chromium, or set NOXLA_CHROMIUM)")
         if node is None or modules is None or not all(
                 os.path.isdir(os.path.join(modules, *p)) for p in (("puppeteer-core",), ("@litertjs", "core"))):
-            raise LiteRtJsUnavailable("running LiteRT.js needs Node 20 and the npm packages of package.json "
-                                      "(@litertjs/core, puppeteer-core; run `npm ci` in the noxla checkout)")
+            raise LiteRtJsUnavailable("running LiteRT.js needs Node 20 and the npm packages @litertjs/core and "
+                                      f"puppeteer-core: {runtimes.npm_hint('@litertjs/core puppeteer-core')}")
         super().__init__([node, BROWSER_JS], dict(os.environ, NODE_PATH=modules, NOXLA_CHROMIUM=chromium,
                                                   NOXLA_LITERTJS_BUILD=build))
         self._accelerators: list[str] | None = None
