@@ -4,7 +4,8 @@ output is written (beside its path, renamed into place once whole).
 
 Declarations and dtypes need no TF (``lowering_rules.core.lazy_tensorflow``): ``noxla.check`` and an
 export that the check refuses never import it (2 s and 450 MB). TF.js's targets add the op-list
-backstop, which lowers the program to read the ops the TF.js converter would get, and imports it.
+backstop, which records the program in noxla's graph to read the ops the TF.js writer would write
+(TF's lowering only where the graph does not record it: ``noxla.writers.tfjs.ops``).
 """
 from __future__ import annotations
 
