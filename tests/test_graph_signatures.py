@@ -120,12 +120,14 @@ def test_signatures_through_the_graph_equal_jax(case, tmp_path, monkeypatch):
 
 
 def test_a_signature_the_graph_does_not_cover_sends_every_signature_through_tensorflow(tmp_path, monkeypatch):
-    """A bfloat16 rounding (a cast to bfloat16, which the graph's TFLite writer does not write yet):
-    the step says which signature and why, and TF's path writes both, equal to JAX."""
+    """A TF function called through ``call_tf`` (TensorFlow by definition: the graph records no TF
+    function): the step says which signature and why, and TF's path writes both, equal to JAX."""
+    import tensorflow as tf
+    from jax.experimental import jax2tf
     monkeypatch.delenv("NOXLA_TFLITE_GRAPH", raising=False)
 
     def write(x):
-        return {"rounded": (x @ W_UP).astype(jnp.bfloat16).astype(jnp.float32)}
+        return {"called": jax2tf.call_tf(tf.math.cos)(x @ W_UP)}
     x = RNG.standard_normal((2, HIDDEN)).astype(np.float32)
     signatures = {"projected": PAIR["projected"], "write": (write, (x,))}
     steps = []

@@ -106,9 +106,11 @@ def test_one_model_keyed_by_signature_with_shared_weights_stored_once(exported):
 
 def test_several_signatures_to_tfjs_are_refused_where_the_graph_does_not_record_one(tmp_path, monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
-    bfloat16 = (lambda x: (x.astype(jnp.bfloat16) * 3).astype(jnp.float32), (np.ones(3, np.float32),))
-    with pytest.raises(ExportError, match="signature 'b16'"):
-        noxla.export_tfjs({"ok": SIGNATURES["prefill"], "b16": bfloat16}, path=str(tmp_path / "m"))
+    import tensorflow as tf
+    from jax.experimental import jax2tf
+    called = (lambda x: jax2tf.call_tf(tf.math.cos)(x) * 3, (np.ones(3, np.float32),))  # no TF function recorded
+    with pytest.raises(ExportError, match="signature 'called'"):
+        noxla.export_tfjs({"ok": SIGNATURES["prefill"], "called": called}, path=str(tmp_path / "m"))
     assert not os.path.exists(tmp_path / "m")
     with pytest.raises(ExportError, match="alone"):
         noxla.api.export(SIGNATURES, (), tfjs=str(tmp_path / "j"), tflite=str(tmp_path / "m.tflite"))
