@@ -27,13 +27,16 @@ _DT_FLOAT, _DT_INT32 = 1, 3
 def keep_activations_after_products(graph_def) -> bool:
     """Rewrites, in place, each float ``MatMul`` of ``graph_def`` (main graph and library functions) whose
     second operand is computed and that a fusable activation reads. Whether it changed anything."""
-    changed = _rewrite(graph_def.node, constant_nodes(graph_def.node), None)
+    changed = _rewrite(graph_def.node, None)
     for function in graph_def.library.function:
-        changed = _rewrite(function.node_def, constant_nodes(function.node_def), function) or changed
+        changed = _rewrite(function.node_def, function) or changed
     return changed
 
 
-def _rewrite(nodes, constant: set, function) -> bool:
+def _rewrite(nodes, function) -> bool:
+    if not any(n.op == "MatMul" for n in nodes):  # most graphs: no walk for constants
+        return False
+    constant = constant_nodes(nodes)
     readers: dict[str, set[str]] = {}
     for node in nodes:
         for i in node.input:
