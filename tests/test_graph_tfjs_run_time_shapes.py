@@ -13,6 +13,7 @@ import os
 import jax
 import numpy as np
 import pytest
+from jax import lax
 
 import noxla
 from noxla.front.tracing import trace
@@ -115,16 +116,11 @@ def polymorphic_rule_models(tmp_path_factory):
     return models
 
 
-# Runs that fail on TF's path's model too (its own export, NOXLA_TFJS_GRAPH=0; measured in session 27),
-# each a TF.js backend's: WebGL reshapes an empty reduction's input to (NaN, 0) (0 / 0 rows); WebGPU
-# computes a run-time size on the GPU where its operands are (an int32 FloorMod, an empty tensor's
-# reduction) and its synchronous readback for the reader gives 0 in headless Chromium (SwiftShader).
-KNOWN_WRONG = {
-    ("webgl", "reduce_max:only_input_empty_symbolic"): "webgl's Sum of an empty tensor reshapes it to (NaN, 0)",
-    ("webgpu", "reduce_max:only_input_empty_symbolic"): "webgpu allocates a buffer of NaN bytes for it",
-    ("webgpu", "conv_general_dilated:symbolic_zero_pad"): "the pad's run-time sizes read back as 0",
-    ("webgpu", "pad:symbolic_amounts"): "the run-time amounts (FloorMod on the GPU) read back as 0",
-}
+# Runs known to fail, by (backend, case): none since session 29. The four listed before failed on TF's
+# path's model too: WebGL and WebGPU reduced an empty input's run-time infinity as rows of 0 / 0
+# elements (now a constant: noxla.graph.structural.reduce); WebGPU computed run-time pad amounts (a
+# FloorMod, an AddN) on the GPU and read them back as 0 (noxla.writers.tfjs.run_time_sizes).
+KNOWN_WRONG: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.slow
@@ -162,8 +158,6 @@ def test_an_integer_add_trees_constants_are_summed_as_on_tf_path(tmp_path, tfjs_
     """``(b + 2) - 1`` (a slice to a run-time stop) is ``b + 1``, one AddV2, as TF's path's constant
     folding writes it (an AddN of the size and two constants ran on WebGPU's GPU and read back 0);
     the sum wraps as the kernels' (and JAX's) int32 adds do."""
-    from jax import lax
-
     from tools.op_census import tfjs_ops
     path = noxla.export_tfjs(lambda x: lax.slice(x, (1, 0), (x.shape[0] - 1, 4)), np.zeros((5, 4), np.float32),
                              path=str(tmp_path / "slice"), polymorphic_shapes=["(b + 2, 4)"])
@@ -175,3 +169,71 @@ def test_an_integer_add_trees_constants_are_summed_as_on_tf_path(tmp_path, tfjs_
     for backend in ("cpu", "wasm"):
         (out,) = tfjs_runner.run(path, {"i": i}, backend).values()
         np.testing.assert_array_equal(out, np.asarray(jax.jit(wrapping)(i)))
+
+
+def _padded_to_multiples(x):
+    """pad:symbolic_amounts' program: amounts ``b % 3`` and ``(-b) % 4``, and a crop of the padded axis."""
+    return lax.pad(x, 1.0, [(x.shape[1] % 3, 1, 0), (-1, (-x.shape[1]) % 4, 0)])
+
+
+@pytest.mark.parametrize("backend", ["cpu", "wasm"])
+def test_run_time_pad_amounts_are_computed_without_floor_mod_or_add_n(backend, tmp_path, tfjs_runner):
+    """Pad amounts that are a polymorphic size's FloorMod by a constant, summed with it: FloorDiv, Mul
+    and Sub, and AddV2s, which TF.js's WebGPU computes where the sizes are (its FloorMod and AddN ran
+    on the GPU and the pad read 0 back: the Chromium test's pad:symbolic_amounts and
+    conv_general_dilated:symbolic_zero_pad); right at sizes on both sides of each multiple."""
+    from tools.op_census import tfjs_ops
+    x = np.arange(10, dtype=np.float32).reshape(2, 5)
+    path = noxla.export_tfjs(_padded_to_multiples, x, path=str(tmp_path / "pad"), polymorphic_shapes=["(2, b)"])
+    assert not {"FloorMod", "AddN"} & set(tfjs_ops(path)) and "FloorDiv" in tfjs_ops(path), tfjs_ops(path)
+    for size in (5, 6, 7, 8, 9, 12, 13):
+        x = np.arange(2 * size, dtype=np.float32).reshape(2, size) - 3
+        (out,) = tfjs_runner.run(path, {"x": x}, backend).values()
+        np.testing.assert_array_equal(out, np.asarray(jax.jit(_padded_to_multiples)(x)))
+
+
+def test_only_a_run_time_sizes_floor_mod_and_add_n_are_rewritten():
+    """The rewrites above are for sizes only: a FloorMod or AddN of the program's data stays one
+    (TF.js's wasm divides int32 through float32, inexact past 2**24)."""
+    from noxla.graph import api, ops
+    from noxla.graph.core import Graph
+    from noxla.writers.tfjs.arithmetic import add_trees_as_add_n
+    from noxla.writers.tfjs.run_time_sizes import add_ns_of_sizes, floor_mods_of_sizes
+    tf = api.recorder()
+    with ops.recording(Graph()) as graph:
+        x, y = (graph.add("Placeholder", [], {"dtype": ops.type_attr(tf.int32)}, [(tf.int32, shape)],
+                          name=name).output(0) for name, shape in (("x", (None, 5)), ("y", (4,))))
+        size, data = (-tf.shape(x)[0]) % 8, y % 8
+        sizes, datas = size + tf.shape(x)[0] + 3, y + data + y
+    add_trees_as_add_n(graph, set())
+    assert (sizes.node.op, datas.node.op) == ("AddN", "AddN"), graph.nodes
+    floor_mods_of_sizes(graph)
+    add_ns_of_sizes(graph)
+    assert [t.node.op for t in (size, data, sizes, datas)] == ["Sub", "FloorMod", "AddV2", "AddN"], graph.nodes
+    assert [n.op for n in graph.nodes].count("FloorDiv") == 1, graph.nodes
+    assert sizes.node.inputs[0].node.op == "AddV2" and len(sizes.node.inputs) == 2, sizes.node.inputs
+
+
+def test_a_reduction_over_an_axis_of_size_zero_is_its_identity(tmp_path, tfjs_runner):
+    """A sum over an axis of static size 0 beside a polymorphic one is 0 at every size: the graph
+    records a constant (computed, TF.js's WebGL and WebGPU reduce it as rows of 0 / 0 elements: the
+    Chromium test's reduce_max:only_input_empty_symbolic, whose run-time infinity sums the empty
+    input). An unknown output shape is left to the kernel."""
+    from noxla.graph import api, ops
+    from noxla.graph.core import Graph
+    from tools.op_census import tfjs_ops
+    tf = api.recorder()
+    with ops.recording(Graph()) as graph:
+        x = graph.add("Placeholder", [], {"dtype": ops.type_attr(tf.float32)}, [(tf.float32, (0, None, 3))],
+                      name="x").output(0)
+        total, product, anything = tf.reduce_sum(x, axis=[0, 1]), tf.reduce_prod(x), tf.reduce_any(x[:, :, 0] > 0)
+        kept = tf.reduce_sum(x, axis=0)
+    assert [t.node.op for t in (total, product, anything, kept)] == ["Const", "Const", "Const", "Sum"], graph.nodes
+    np.testing.assert_array_equal(total.constant, np.zeros(3, np.float32))
+    assert product.constant == 1 and anything.constant == np.False_
+    path = noxla.export_tfjs(lambda x: lax.reduce_max(x, (0, 1)), np.zeros((0, 3), np.float32),
+                             path=str(tmp_path / "max"), polymorphic_shapes=["(0, b)"])
+    assert not tfjs_ops(path), tfjs_ops(path)
+    for backend in ("cpu", "wasm"):
+        (out,) = tfjs_runner.run(path, {"x": np.zeros((0, 4), np.float32)}, backend).values()
+        assert out == -np.inf, (backend, out)

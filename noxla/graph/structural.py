@@ -550,6 +550,8 @@ def tile(x, multiples, name=None) -> Tensor:
 
 _REDUCTIONS = {"Sum": np.sum, "Prod": np.prod, "Max": np.max, "Min": np.min, "Mean": np.mean, "Any": np.any,
                "All": np.all}
+# Each reduction's value over no elements, as TF's kernels give it (max, min and mean left to run).
+_EMPTY_REDUCTIONS = {"Sum": 0, "Prod": 1, "Any": False, "All": True}
 
 
 def reduce(op: str, x, axis=None, keepdims=False, name=None) -> Tensor:
@@ -574,6 +576,10 @@ def reduce(op: str, x, axis=None, keepdims=False, name=None) -> Tensor:
             return None
         kwargs = {"dtype": v.dtype} if op in ("Sum", "Prod", "Mean") else {}
         return _REDUCTIONS[op](v, axis=norm, keepdims=keepdims, **kwargs)
+    if op in _EMPTY_REDUCTIONS and None not in out and (0 in out or any(_dims(x)[i] == 0 for i in norm)):
+        # Over an axis of size 0 the result is the identity whatever the other (run-time) sizes: a
+        # constant. Computed, TF.js's WebGL and WebGPU reduce it as rows of 0 / 0 (NaN) elements.
+        return ops.constant(np.full(out, _EMPTY_REDUCTIONS[op], x.dtype.as_numpy_dtype), x.dtype, name=name or op)
     axes_tensor = ops.constant(np.array(axes[0] if scalar_axis else axes, np.int32), I32)
     attrs = {"T": ops.type_attr(x.dtype), "Tidx": ops.type_attr(I32), "keep_dims": ops.bool_attr(keepdims)}
     if op in ("Any", "All"):

@@ -21,7 +21,9 @@ graph path's model.json has no more ops than that path's.
   (tfjs_fusions.portable_fusions), DepthwiseConv2dNative + BiasAdd (+ Relu, Relu6, Elu) into
   FusedDepthwiseConv2dNative (tfjs_optimize.fused_depthwise_convolutions), a 1-D convolution's
   Conv2D + Squeeze + BiasAdd into _FusedConv2D + Squeeze (tfjs_fusions.portable_fusions): float32,
-  NHWC, each intermediate read once and not an output, a MatMul not transposed.
+  NHWC, each intermediate read once and not an output, a MatMul not transposed;
+- not the converter's: a run-time size's FloorMod by a constant as FloorDiv, Mul and Sub, its AddN
+  as AddV2s, which TF.js's WebGPU computes where the sizes are (``noxla.writers.tfjs.run_time_sizes``).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from noxla.graph import ops
 from noxla.graph.core import Graph, Node, Tensor
 from noxla.writers.tfjs import arithmetic as tfjs_arithmetic
 from noxla.writers.tfjs.fusions import PORTABLE_ACTIVATIONS
+from noxla.writers.tfjs.run_time_sizes import add_ns_of_sizes, floor_mods_of_sizes
 
 _BIAS_CONTRACTIONS = ("Conv2D", "DepthwiseConv2dNative", "MatMul")
 _DEPTHWISE_ACTIVATIONS = ("Relu", "Relu6", "Elu")
@@ -79,6 +82,8 @@ def optimize_for_tfjs(graph: Graph, outputs: Sequence[Tensor], inputs: Sequence[
     _bias_adds(graph)
     _untransposed_weights(graph, kept)
     _fuse(graph, kept)
+    floor_mods_of_sizes(graph)
+    add_ns_of_sizes(graph)
     pruned(graph, outputs, inputs)
 
 
