@@ -147,3 +147,18 @@ def test_complex_values_in_and_out_are_replayed(lowerings):
             assert got.dtype == tf.as_dtype(expected.dtype)
             np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6)
     assert lowerings == {"live": 0, "recorded": 1}
+
+
+def test_float0_and_uint32_outputs_are_replayed(lowerings):
+    grad = jax.grad(lambda n, y: jnp.sum(y * 2.0 + n), argnums=(0, 1), allow_int=True)
+    zero, dy = noxla.convert(grad)(np.int32(2), np.ones(3, np.float32))
+    assert zero.dtype == tf.bfloat16 and zero.shape == () and float(zero) == 0
+    np.testing.assert_array_equal(dy.numpy(), [2, 2, 2])
+
+    def hashed(x):  # uint32 products wrap: computed in 16-bit limbs, leaving the program as words
+        return (x * jnp.uint32(2654435761)) >> 3
+    x = np.array([1, 7, 2**31 + 5, 2**32 - 1], np.uint32)
+    got = noxla.convert(hashed)(x)
+    assert got.dtype == tf.uint32
+    np.testing.assert_array_equal(got.numpy(), hashed(x))
+    assert lowerings == {"live": 0, "recorded": 2}
