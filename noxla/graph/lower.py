@@ -23,15 +23,18 @@ class Recorded:
     outputs: list[Tensor]   # an Identity per output, in the program's output order
     in_names: tuple[str, ...]
     out_names: tuple[str, ...]
+    pairs: tuple[int, ...] = ()  # with ``complex_pairs``: the outputs recorded as (real, imaginary) parts
 
 
 def record_program(program: Program, strict: bool = False, uint32_as_int32: bool = False,
-                   tflite_converter: bool = False, webgpu: bool = False) -> Recorded:
+                   tflite_converter: bool = False, webgpu: bool = False, complex_pairs: bool = False) -> Recorded:
     """``program`` as a graph (a symbolic size is None in the static shapes, computed at run time).
     ``uint32_as_int32``: TF.js's own lowering (see ``noxla.front.lowering.serving_function``).
     ``tflite_converter``: the lowering TF's path hands its TFLite converter alone, for the graph's
     TFLite writer (``LoweringFor.tflite_converter``). ``webgpu``: for LiteRT.js's WebGPU delegate
-    (``LoweringFor.webgpu``). Raises ``Uncovered`` for anything not recorded yet."""
+    (``LoweringFor.webgpu``). ``complex_pairs``: a complex output is recorded as its two parts, in
+    ``outputs`` one after the other (TF joins them: ``noxla.writers.tf.forward``), its index in ``pairs``.
+    Raises ``Uncovered`` for anything not recorded yet."""
     if any(a.dtype == np.dtype("V") or "float0" in str(a.dtype) for a in program.out_avals):
         raise Uncovered("a float0 output")
     graph = Graph()
@@ -58,12 +61,16 @@ def record_program(program: Program, strict: bool = False, uint32_as_int32: bool
             args = [complex_values.split(t) if t.dtype.is_complex else t for t in inputs]
             outs = lower_jaxpr(lowering, program.closed_jaxpr.jaxpr, program.consts, args)
             outs = [limb_values.materialize(o, lowering.tf_dtype(np.uint32)) for o in outs]
-            if any(isinstance(o, complex_values.ComplexPair) for o in outs):
+            pairs = tuple(i for i, o in enumerate(outs) if isinstance(o, complex_values.ComplexPair))
+            if pairs and not complex_pairs:
                 # Only TF and TF with flex ops return one (a Complex op): both take TF's path. The
                 # up-front check refuses it for TFLite's builtins and TF.js (dtype_support).
                 raise Uncovered("a complex output")
-            outputs = [api.recorder().identity(o, name=name) for o, name in zip(outs, program.out_names)]
-    return Recorded(graph, inputs, outputs, tuple(program.in_names), tuple(program.out_names))
+            identity = api.recorder().identity
+            outputs = [t for o, name in zip(outs, program.out_names)
+                       for t in ([identity(o.re, name=f"{name}_real"), identity(o.im, name=f"{name}_imag")]
+                                 if isinstance(o, complex_values.ComplexPair) else [identity(o, name=name)])]
+    return Recorded(graph, inputs, outputs, tuple(program.in_names), tuple(program.out_names), pairs)
 
 
 def _shape_json(shape) -> dict:

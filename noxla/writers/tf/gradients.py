@@ -18,9 +18,10 @@ import tensorflow as tf
 from limitations.engine import check_jaxpr
 from lowering_rules.core.vocabulary import Target
 from noxla.errors import NoxlaError, UnsupportedError
-from noxla.front.lowering import input_signature, lower_program, program_inputs
+from noxla.front.lowering import input_signature, program_inputs
 from noxla.front.shapes import is_static
 from noxla.front.tracing import trace
+from noxla.writers.tf.forward import Forward
 
 NO_GRADIENT_MESSAGE = ("The noxla-converted function does not support gradients (it was converted with "
                        "with_gradient=False). Use the with_gradient parameter to enable gradients.")
@@ -29,7 +30,8 @@ NO_GRADIENT_MESSAGE = ("The noxla-converted function does not support gradients 
 def tf_callable(fun: Callable, polymorphic_shapes, polymorphic_constraints: tuple, with_gradient: bool,
                 strict: bool) -> Callable:
     """The TF callable ``noxla.convert`` returns (see there): traces ``fun`` once per input
-    signature; with ``with_gradient`` its TF gradient is JAX's VJP, converted in turn on first use."""
+    signature, and computes it as ``Forward`` (noxla's graph replayed); with ``with_gradient`` its TF
+    gradient is JAX's VJP, converted in turn on first use."""
     programs: dict = {}
 
     def converted(*args, **kwargs):
@@ -43,12 +45,9 @@ def tf_callable(fun: Callable, polymorphic_shapes, polymorphic_constraints: tupl
             report = check_jaxpr(program.closed_jaxpr, Target.TF)
             if not report.ok:
                 raise UnsupportedError(report)
-            entry = programs[key] = [program, None]
-        program = entry[0]
+            entry = programs[key] = [program, None, Forward(program, strict)]
+        program, forward = entry[0], entry[2]
         flat = program_inputs(program, flat)
-
-        def forward(xs):
-            return lower_program(program, xs, check_shapes=True, strict=strict)
         if not with_gradient:
             outs = without_gradient(forward(flat))
         else:

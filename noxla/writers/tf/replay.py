@@ -33,17 +33,33 @@ def replay(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], ar
     node made as the NodeDef it is (op, inputs, every attribute: TF checks them against the op's
     definition), in one ``tf.function``."""
     import tensorflow as tf
-    feeds = [tf.convert_to_tensor(a, _dtype(t.node.attrs["dtype"]["type"])) for t, a in zip(inputs, args)]
+    feeds = [tf.convert_to_tensor(a, _dtype(t.dtype.json_name)) for t, a in zip(inputs, args)]
+    return replay_function(graph, inputs, outputs)(*feeds)
+
+
+def replay_function(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor]):
+    """``graph`` as a ``tf.function`` of its ``inputs`` (Placeholders, a symbolic size None in its
+    signature) returning ``outputs``; every node's dtype and shape checked exactly when it is traced."""
+    import tensorflow as tf
 
     def build(*fed):
-        values: dict[tuple[int, int], object] = {(id(t.node), 0): f for t, f in zip(inputs, fed)}
-        _build(graph, values)
-        return [tf.identity(values[(id(t.node), t.index)]) for t in outputs]
-    signature = [tf.TensorSpec(t.shape.dims, f.dtype) for t, f in zip(inputs, feeds)]  # None: a symbolic size
-    return tf.function(build, input_signature=signature, autograph=False)(*feeds)
+        return [tf.identity(v) for v in replay_onto(graph, inputs, outputs, fed)]
+    signature = [tf.TensorSpec(t.shape.dims, _dtype(t.dtype.json_name)) for t in inputs]  # None: a symbolic size
+    return tf.function(build, input_signature=signature, autograph=False)
 
 
-def _build(graph: Graph, values: dict) -> None:
+def replay_onto(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], fed: Sequence,
+                exact: bool = True) -> list:
+    """The tensors of ``outputs``, ``graph``'s nodes made in TF's current graph with ``inputs``
+    (Placeholders or a body's ``_Arg``s) given ``fed`` (tensors there). ``exact``: every output's
+    static shape must be the recorded one; else TF may know more of it (``fed`` of more static
+    sizes than the Placeholders hold), never less or otherwise."""
+    values: dict[tuple[int, int], object] = {(id(t.node), t.index): f for t, f in zip(inputs, fed)}
+    _build(graph, values, exact)
+    return [values[(id(t.node), t.index)] for t in outputs]
+
+
+def _build(graph: Graph, values: dict, exact: bool = True) -> None:
     """Each node of ``graph`` made in TF's current graph, its outputs into ``values``."""
     import tensorflow as tf
     graph_tf = tf.compat.v1.get_default_graph()
@@ -66,10 +82,17 @@ def _build(graph: Graph, values: dict) -> None:
             raise ReplayMismatch(f"{node.name} ({node.op}): TF makes {len(results)} outputs, recorded "
                                  f"{len(node.outputs)}")
         for index, (result, (dtype, shape)) in enumerate(zip(results, node.outputs)):
-            if result.dtype.name != dtype.name or tuple(result.shape.as_list()) != tuple(shape):
+            if result.dtype.name != dtype.name or not _same_shape(result.shape, shape, exact):
                 raise ReplayMismatch(f"{node.name} ({node.op}) output {index}: TF infers {result.dtype.name} "
                                      f"{result.shape.as_list()}, recorded {dtype.name} {list(shape)}")
             values[(id(node), index)] = result
+
+
+def _same_shape(inferred, recorded: tuple, exact: bool) -> bool:
+    if inferred.rank is None or inferred.rank != len(recorded):
+        return False
+    inferred = inferred.as_list()
+    return tuple(inferred) == recorded or not exact and all(r is None or r == i for i, r in zip(inferred, recorded))
 
 
 def _ints(node, key: str) -> list[int]:
@@ -90,14 +113,7 @@ def _depthwise_through_space_to_batch(node, x, w):
 
 def _function(function, graph_tf) -> str:
     """``function`` (a body) as a TF function added to ``graph_tf``; its name there."""
-    import tensorflow as tf
-
-    def body(*fed):
-        values = {(id(a.node), a.index): f for a, f in zip(function.args, fed)}
-        _build(function.graph, values)
-        return [tf.identity(values[(id(t.node), t.index)]) for t in function.rets]
-    signature = [tf.TensorSpec(a.shape.dims, _dtype(a.dtype.json_name)) for a in function.args]
-    concrete = tf.function(body, input_signature=signature, autograph=False).get_concrete_function()
+    concrete = replay_function(function.graph, function.args, function.rets).get_concrete_function()
     concrete.add_to_graph(graph_tf)
     return concrete.name.decode() if isinstance(concrete.name, bytes) else concrete.name
 

@@ -1,0 +1,164 @@
+"""``noxla.convert`` and SavedModels computed by replaying noxla's graph as TF ops (issue 41,
+``noxla.writers.tf.forward``): the rules run once per traced program, into the graph; TF only writes it.
+What the graph does not record (``call_tf``) is lowered live on TF, and says so; ``NOXLA_TF_REPLAY=0``
+lowers everything live."""
+from __future__ import annotations
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tensorflow as tf
+from jax.experimental import jax2tf
+
+import noxla
+import noxla.front.lowering
+import noxla.graph.lower
+from noxla.writers.tf import forward
+
+RNG = np.random.default_rng(0)
+W1, B1 = RNG.normal(size=(4, 8)).astype(np.float32), RNG.normal(size=8).astype(np.float32)
+W2 = RNG.normal(size=(8, 3)).astype(np.float32)
+
+
+def mlp(x):
+    return jnp.tanh(x @ W1 + B1) @ W2
+
+
+def scope_ops(graph) -> list[str]:
+    """The names of the ops ``forward`` replayed into ``graph`` (its name scope's)."""
+    return [op.name for op in graph.get_operations() if op.name.startswith(forward.SCOPE + "/")]
+
+
+@pytest.fixture
+def lowerings(monkeypatch):
+    """How often the rules ran, live on TF (``lower_program``) and into noxla's graph (``record_program``)."""
+    counts = {"live": 0, "recorded": 0}
+
+    def counting(module, key):
+        original = module.lower_jaxpr
+
+        def lower_jaxpr(*args, **kwargs):
+            counts[key] += 1
+            return original(*args, **kwargs)
+        monkeypatch.setattr(module, "lower_jaxpr", lower_jaxpr)
+    counting(noxla.front.lowering, "live")
+    counting(noxla.graph.lower, "recorded")
+    return counts
+
+
+def test_a_converted_function_in_tf_function_is_the_replayed_graph():
+    x = RNG.normal(size=(2, 4)).astype(np.float32)
+    fun = tf.function(noxla.convert(mlp), autograph=False)
+    concrete = fun.get_concrete_function(tf.TensorSpec((2, 4), tf.float32))
+    names = scope_ops(concrete.graph)
+    assert any(name.endswith("MatMul") for name in names) and any("Tanh" in name for name in names), names
+    np.testing.assert_allclose(concrete(tf.constant(x)).numpy(), mlp(x), rtol=1e-5, atol=1e-5)
+
+
+def test_an_eager_call_runs_the_rules_once(lowerings):
+    x = RNG.normal(size=(2, 4)).astype(np.float32)
+    f_tf = noxla.convert(mlp)
+    np.testing.assert_allclose(f_tf(x).numpy(), mlp(x), rtol=1e-5, atol=1e-5)
+    assert lowerings == {"live": 0, "recorded": 1}
+    for _ in range(3):
+        x = RNG.normal(size=(2, 4)).astype(np.float32)
+        np.testing.assert_allclose(f_tf(x).numpy(), mlp(x), rtol=1e-5, atol=1e-5)
+    assert lowerings == {"live": 0, "recorded": 1}  # the same tf.function, called
+
+
+def test_eager_gradients_are_jax_and_replayed(lowerings):
+    x = RNG.normal(size=(2, 4)).astype(np.float32)
+    f_tf = noxla.convert(lambda x: jnp.sum(mlp(x) ** 2))
+    for _ in range(2):
+        xv = tf.Variable(x)
+        with tf.GradientTape() as tape:
+            y = f_tf(xv)
+        np.testing.assert_allclose(tape.gradient(y, xv).numpy(), jax.grad(lambda x: jnp.sum(mlp(x) ** 2))(x),
+                                   rtol=1e-4, atol=1e-5)
+    assert lowerings == {"live": 0, "recorded": 2}  # the primal and its VJP, each once
+
+
+def test_call_tf_is_lowered_live_and_says_why(caplog, lowerings):
+    def fun(x):
+        return jnp.sin(jax2tf.call_tf(tf.math.cos)(x)) * 2
+    x = np.linspace(-2, 2, 6, dtype=np.float32)
+    with caplog.at_level(logging.DEBUG, logger=forward.__name__):
+        f_tf = noxla.convert(fun)
+        eager = f_tf(x).numpy()
+        graph = tf.function(f_tf, autograph=False).get_concrete_function(tf.TensorSpec((6,), tf.float32))
+    np.testing.assert_allclose(eager, np.sin(np.cos(x)) * 2, rtol=1e-6)
+    np.testing.assert_allclose(graph(tf.constant(x)).numpy(), np.sin(np.cos(x)) * 2, rtol=1e-6)
+    assert not scope_ops(graph.graph) and lowerings["live"] == 2
+    assert any("lowered live" in r.getMessage() and "tf.config" in r.getMessage() for r in caplog.records)
+
+
+def test_noxla_tf_replay_0_lowers_live(monkeypatch, lowerings):
+    monkeypatch.setenv(forward.ENV, "0")
+    x = RNG.normal(size=(2, 4)).astype(np.float32)
+    f_tf = noxla.convert(mlp)
+    for _ in range(2):
+        np.testing.assert_allclose(f_tf(x).numpy(), mlp(x), rtol=1e-5, atol=1e-5)
+    concrete = tf.function(f_tf, autograph=False).get_concrete_function(tf.TensorSpec((2, 4), tf.float32))
+    assert not scope_ops(concrete.graph)
+    assert lowerings == {"live": 3, "recorded": 0}
+
+
+def test_polymorphic_saved_model_through_the_replay_matches_jax_at_two_sizes(tmp_path):
+    x = RNG.normal(size=(2, 4)).astype(np.float32)
+    path = noxla.export_saved_model(mlp, x, path=str(tmp_path / "sm"), polymorphic_shapes=["(b, 4)"])
+    with open(f"{path}/saved_model.pb", "rb") as f:
+        assert f"{forward.SCOPE}/".encode() in f.read()
+    restored = tf.saved_model.load(path)
+    serve = restored.signatures["serving_default"]
+    for batch in (1, 5):
+        xb = RNG.normal(size=(batch, 4)).astype(np.float32)
+        (out,) = serve(tf.constant(xb)).values()
+        np.testing.assert_allclose(out.numpy(), mlp(xb), rtol=1e-5, atol=1e-5)
+        xv = tf.Variable(xb)
+        with tf.GradientTape() as tape:
+            (out,) = restored.serve(xv).values()
+            loss = tf.reduce_sum(out ** 2)
+        np.testing.assert_allclose(tape.gradient(loss, xv).numpy(),
+                                   jax.grad(lambda x: jnp.sum(mlp(x) ** 2))(xb), rtol=1e-4, atol=1e-5)
+
+
+def test_a_graph_input_of_more_static_sizes_than_its_polymorphic_shape_is_replayed():
+    # TF infers static sizes where the recorded graph holds run-time ones (n): the replay keeps TF's.
+    fun = tf.function(noxla.convert(lambda x: jnp.tanh(x).reshape((-1,)) * 2, polymorphic_shapes=["(b, n)"]),
+                      autograph=False, input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+    concrete = fun.get_concrete_function()
+    assert scope_ops(concrete.graph) and concrete.structured_outputs.shape.as_list() == [None]
+    for batch in (1, 3):
+        x = RNG.normal(size=(batch, 4)).astype(np.float32)
+        np.testing.assert_allclose(fun(x).numpy(), np.tanh(x).reshape(-1) * 2, rtol=1e-6)
+
+
+def test_complex_values_in_and_out_are_replayed(lowerings):
+    def fun(x, z):
+        return jax.lax.complex(x, 2 * x) * z, jnp.abs(z) + x
+    x = RNG.normal(size=3).astype(np.float32)
+    z = (RNG.normal(size=3) + 1j * RNG.normal(size=3)).astype(np.complex64)
+    f_tf = noxla.convert(fun)
+    for run in (f_tf, tf.function(f_tf, autograph=False)):
+        for got, expected in zip(run(x, z), fun(x, z)):
+            assert got.dtype == tf.as_dtype(expected.dtype)
+            np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert lowerings == {"live": 0, "recorded": 1}
+
+
+def test_float0_and_uint32_outputs_are_replayed(lowerings):
+    grad = jax.grad(lambda n, y: jnp.sum(y * 2.0 + n), argnums=(0, 1), allow_int=True)
+    zero, dy = noxla.convert(grad)(np.int32(2), np.ones(3, np.float32))
+    assert zero.dtype == tf.bfloat16 and zero.shape == () and float(zero) == 0
+    np.testing.assert_array_equal(dy.numpy(), [2, 2, 2])
+
+    def hashed(x):  # uint32 products wrap: computed in 16-bit limbs, leaving the program as words
+        return (x * jnp.uint32(2654435761)) >> 3
+    x = np.array([1, 7, 2**31 + 5, 2**32 - 1], np.uint32)
+    got = noxla.convert(hashed)(x)
+    assert got.dtype == tf.uint32
+    np.testing.assert_array_equal(got.numpy(), hashed(x))
+    assert lowerings == {"live": 0, "recorded": 2}
