@@ -1,7 +1,7 @@
 """The graph replayed as real TF ops (``tf.raw_ops``, one call per node): the TF writer, and the
 oracle of the recording. Each replayed output must have the dtype and static shape the recorder
 inferred (``ReplayMismatch`` otherwise), and the outputs must be JAX's (tests/test_graph.py).
-The only module of ``noxla.graph`` that imports TensorFlow."""
+``noxla.writers.tf.forward`` makes it ``noxla.convert``'s and SavedModels' computation."""
 from __future__ import annotations
 
 import base64
