@@ -162,3 +162,32 @@ def test_float0_and_uint32_outputs_are_replayed(lowerings):
     assert got.dtype == tf.uint32
     np.testing.assert_array_equal(got.numpy(), hashed(x))
     assert lowerings == {"live": 0, "recorded": 2}
+
+
+def test_where_tf_infers_fewer_static_sizes_than_recorded_convert_gives_it_the_recorded_ones():
+    """TF's shape inference does not see through every op the recorder folds (in a loop body, a KV
+    cache's static batch of 1 came out of a SelectV2 as unknown: tests/test_llm.py's generation loop,
+    ReplayMismatch before). The recording's oracle (``exact``) refuses that; what convert computes
+    takes the recorded sizes (JAX's), so the ops after it are inferred as recorded. A size TF knows
+    otherwise is still refused."""
+    from noxla.graph import api, ops
+    from noxla.graph.core import Graph
+    from noxla.writers.tf.replay import ReplayMismatch, replay_function
+
+    f32 = api.recorder().float32
+
+    def program(recorded_shape):
+        graph = Graph()
+        x = graph.add("Placeholder", [], {"dtype": ops.type_attr(f32)}, [(f32, (None, 3))], name="x").output(0)
+        y = graph.add("Identity", [x], {"T": ops.type_attr(f32)}, [(f32, recorded_shape)], name="y").output(0)
+        z = graph.add("Neg", [y], {"T": ops.type_attr(f32)}, [(f32, recorded_shape)], name="z").output(0)
+        return graph, [x], [z]
+    graph, inputs, outputs = program((1, 3))
+    with pytest.raises(ReplayMismatch, match=r"TF infers float32 \[None, 3\], recorded float32 \[1, 3\]"):
+        replay_function(graph, inputs, outputs).get_concrete_function()
+    concrete = replay_function(graph, inputs, outputs, exact=False).get_concrete_function()
+    assert concrete.structured_outputs[0].shape.as_list() == [1, 3]
+    np.testing.assert_array_equal(concrete(tf.ones((1, 3)))[0].numpy(), -np.ones((1, 3), np.float32))
+    graph, inputs, outputs = program((1, 4))
+    with pytest.raises(ReplayMismatch):
+        replay_function(graph, inputs, outputs, exact=False).get_concrete_function()

@@ -61,7 +61,8 @@ class Forward:
         recorded = self.recorded
         if tf.executing_eagerly():
             if self._eager is None:
-                self._eager = replay_function(recorded.graph, recorded.inputs, recorded.outputs).get_concrete_function()
+                self._eager = replay_function(recorded.graph, recorded.inputs, recorded.outputs,
+                                              exact=False).get_concrete_function()
             outs = iter(self._eager(*flat))
         else:
             with tf.name_scope(SCOPE):

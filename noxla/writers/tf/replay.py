@@ -37,13 +37,14 @@ def replay(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], ar
     return replay_function(graph, inputs, outputs)(*feeds)
 
 
-def replay_function(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor]):
+def replay_function(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], exact: bool = True):
     """``graph`` as a ``tf.function`` of its ``inputs`` (Placeholders, a symbolic size None in its
-    signature) returning ``outputs``; every node's dtype and shape checked exactly when it is traced."""
+    signature) returning ``outputs``; every node's dtype and shape checked when it is traced (``exact``:
+    see ``replay_onto``)."""
     import tensorflow as tf
 
     def build(*fed):
-        return [tf.identity(v) for v in replay_onto(graph, inputs, outputs, fed)]
+        return [tf.identity(v) for v in replay_onto(graph, inputs, outputs, fed, exact)]
     signature = [tf.TensorSpec(t.shape.dims, _dtype(t.dtype.json_name)) for t in inputs]  # None: a symbolic size
     return tf.function(build, input_signature=signature, autograph=False)
 
@@ -51,9 +52,12 @@ def replay_function(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Te
 def replay_onto(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], fed: Sequence,
                 exact: bool = True) -> list:
     """The tensors of ``outputs``, ``graph``'s nodes made in TF's current graph with ``inputs``
-    (Placeholders or a body's ``_Arg``s) given ``fed`` (tensors there). ``exact``: every output's
-    static shape must be the recorded one; else TF may know more of it (``fed`` of more static
-    sizes than the Placeholders hold), never less or otherwise."""
+    (Placeholders or a body's ``_Arg``s) given ``fed`` (tensors there). ``exact`` (the recording's
+    oracle): every output's static shape must be the recorded one. Else (what ``noxla.convert``
+    computes) TF may know more of it (``fed`` of more static sizes than the Placeholders hold) or less
+    (its shape inference does not see through every op the recorder folds, e.g. in a loop body: a
+    cache's static batch of 1 read as unknown), never otherwise; where it knows less, the recorded
+    sizes (JAX's) are set on the tensor, so that the ops after it are inferred as recorded."""
     values: dict[tuple[int, int], object] = {(id(t.node), t.index): f for t, f in zip(inputs, fed)}
     _build(graph, values, exact)
     return [values[(id(t.node), t.index)] for t in outputs]
@@ -73,7 +77,7 @@ def _build(graph: Graph, values: dict, exact: bool = True) -> None:
         else:
             attrs = dict(node.attrs)
             for key, function in node.functions.items():  # While/If bodies, made as TF functions
-                attrs[key] = {"func": {"name": _function(function, graph_tf)}}
+                attrs[key] = {"func": {"name": _function(function, graph_tf, exact)}}
             operation = graph_tf.create_op(
                 node.op, [values[(id(t.node), t.index)] for t in node.inputs],
                 attrs={k: _attr_proto(v) for k, v in attrs.items()}, name=node.name.replace("/", "_"))
@@ -85,14 +89,19 @@ def _build(graph: Graph, values: dict, exact: bool = True) -> None:
             if result.dtype.name != dtype.name or not _same_shape(result.shape, shape, exact):
                 raise ReplayMismatch(f"{node.name} ({node.op}) output {index}: TF infers {result.dtype.name} "
                                      f"{result.shape.as_list()}, recorded {dtype.name} {list(shape)}")
+            if not exact:
+                result.set_shape(shape)  # merged: a size TF does not know is given the recorded one
             values[(id(node), index)] = result
 
 
 def _same_shape(inferred, recorded: tuple, exact: bool) -> bool:
-    if inferred.rank is None or inferred.rank != len(recorded):
+    if inferred.rank is None:
+        return not exact
+    if inferred.rank != len(recorded):
         return False
     inferred = inferred.as_list()
-    return tuple(inferred) == recorded or not exact and all(r is None or r == i for i, r in zip(inferred, recorded))
+    return tuple(inferred) == recorded or not exact and all(
+        r is None or i is None or r == i for i, r in zip(inferred, recorded))
 
 
 def _ints(node, key: str) -> list[int]:
@@ -111,9 +120,9 @@ def _depthwise_through_space_to_batch(node, x, w):
     return tf.nn.depthwise_conv2d(x, w, _ints(node, "strides"), padding, dilations=_ints(node, "dilations")[1:3])
 
 
-def _function(function, graph_tf) -> str:
+def _function(function, graph_tf, exact: bool = True) -> str:
     """``function`` (a body) as a TF function added to ``graph_tf``; its name there."""
-    concrete = replay_function(function.graph, function.args, function.rets).get_concrete_function()
+    concrete = replay_function(function.graph, function.args, function.rets, exact).get_concrete_function()
     concrete.add_to_graph(graph_tf)
     return concrete.name.decode() if isinstance(concrete.name, bytes) else concrete.name
 
