@@ -198,7 +198,7 @@ def test_only_a_run_time_sizes_floor_mod_and_add_n_are_rewritten():
     from noxla.graph import api, ops
     from noxla.graph.core import Graph
     from noxla.writers.tfjs.arithmetic import add_trees_as_add_n
-    from noxla.writers.tfjs.run_time_sizes import add_ns_of_sizes, floor_mods_of_sizes
+    from noxla.writers.tfjs.run_time_sizes import sizes_on_the_cpu
     tf = api.recorder()
     with ops.recording(Graph()) as graph:
         x, y = (graph.add("Placeholder", [], {"dtype": ops.type_attr(tf.int32)}, [(tf.int32, shape)],
@@ -207,8 +207,7 @@ def test_only_a_run_time_sizes_floor_mod_and_add_n_are_rewritten():
         sizes, datas = size + tf.shape(x)[0] + 3, y + data + y
     add_trees_as_add_n(graph, set())
     assert (sizes.node.op, datas.node.op) == ("AddN", "AddN"), graph.nodes
-    floor_mods_of_sizes(graph)
-    add_ns_of_sizes(graph)
+    sizes_on_the_cpu(graph)
     assert [t.node.op for t in (size, data, sizes, datas)] == ["Sub", "FloorMod", "AddV2", "AddN"], graph.nodes
     assert [n.op for n in graph.nodes].count("FloorDiv") == 1, graph.nodes
     assert sizes.node.inputs[0].node.op == "AddV2" and len(sizes.node.inputs) == 2, sizes.node.inputs

@@ -36,7 +36,7 @@ from noxla.graph import ops
 from noxla.graph.core import Graph, Node, Tensor
 from noxla.writers.tfjs import arithmetic as tfjs_arithmetic
 from noxla.writers.tfjs.fusions import PORTABLE_ACTIVATIONS
-from noxla.writers.tfjs.run_time_sizes import add_ns_of_sizes, floor_mods_of_sizes
+from noxla.writers.tfjs.run_time_sizes import sizes_on_the_cpu
 
 _BIAS_CONTRACTIONS = ("Conv2D", "DepthwiseConv2dNative", "MatMul")
 _DEPTHWISE_ACTIVATIONS = ("Relu", "Relu6", "Elu")
@@ -82,8 +82,7 @@ def optimize_for_tfjs(graph: Graph, outputs: Sequence[Tensor], inputs: Sequence[
     _bias_adds(graph)
     _untransposed_weights(graph, kept)
     _fuse(graph, kept)
-    floor_mods_of_sizes(graph)
-    add_ns_of_sizes(graph)
+    sizes_on_the_cpu(graph)
     pruned(graph, outputs, inputs)
 
 

@@ -39,38 +39,32 @@ def run_time_sizes(graph: Graph) -> set[int]:
     return sizes
 
 
-def floor_mods_of_sizes(graph: Graph) -> None:
-    """Each run-time size's FloorMod by a nonzero constant as ``a - FloorDiv(a, c) * c``, in place (the
-    node keeps its name and output: it becomes the Sub)."""
+def sizes_on_the_cpu(graph: Graph) -> None:
+    """The run-time sizes (``run_time_sizes``, found once) rewritten in place, each node keeping its
+    name and output: a FloorMod by a nonzero constant as ``a - FloorDiv(a, c) * c`` (the node becomes
+    the Sub), an AddN (grappler's AddOpsRewrite of an add tree) as a chain of AddV2s (exact: integer
+    sums wrap in any order)."""
     sizes = run_time_sizes(graph)
     for node in list(graph.nodes):
-        if node.op != "FloorMod" or id(node) not in sizes:
-            continue
-        a, c = node.inputs
-        if c.constant is None or not np.all(c.constant != 0):
-            continue
-        dtype, shape = node.outputs[0]
-        quotient = _before(graph, node, Node(graph.unique_name(node.name + "/quotient"), "FloorDiv", [a, c],
-                                             {"T": ops.type_attr(dtype)}, [(dtype, shape)]))
-        product = _before(graph, node, Node(graph.unique_name(node.name + "/multiple"), "Mul",
-                                            [quotient.output(0), c], {"T": ops.type_attr(dtype)}, [(dtype, shape)]))
-        node.op, node.inputs, node.attrs = "Sub", [a, product.output(0)], {"T": ops.type_attr(dtype)}
-
-
-def add_ns_of_sizes(graph: Graph) -> None:
-    """Each run-time size's AddN (grappler's AddOpsRewrite of an add tree: WebGPU's AddN has no CPU
-    implementation either) as a chain of AddV2s, in place (exact: integer sums wrap in any order)."""
-    sizes = run_time_sizes(graph)
-    for node in list(graph.nodes):
-        if node.op != "AddN" or id(node) not in sizes or len(node.inputs) < 2:
+        if id(node) not in sizes:
             continue
         dtype, shape = node.outputs[0]
         attrs = {"T": ops.type_attr(dtype)}
-        total = node.inputs[0]
-        for i, addend in enumerate(node.inputs[1:-1]):
-            total = _before(graph, node, Node(graph.unique_name(f"{node.name}/sum_{i}"), "AddV2", [total, addend],
-                                              attrs, [(dtype, shape)])).output(0)
-        node.op, node.inputs, node.attrs = "AddV2", [total, node.inputs[-1]], attrs
+        if node.op == "FloorMod":
+            a, c = node.inputs
+            if c.constant is None or not np.all(c.constant != 0):
+                continue
+            quotient = _before(graph, node, Node(graph.unique_name(node.name + "/quotient"), "FloorDiv", [a, c],
+                                                 attrs, [(dtype, shape)]))
+            product = _before(graph, node, Node(graph.unique_name(node.name + "/multiple"), "Mul",
+                                                [quotient.output(0), c], attrs, [(dtype, shape)]))
+            node.op, node.inputs, node.attrs = "Sub", [a, product.output(0)], attrs
+        elif node.op == "AddN" and len(node.inputs) >= 2:
+            total = node.inputs[0]
+            for i, addend in enumerate(node.inputs[1:-1]):
+                total = _before(graph, node, Node(graph.unique_name(f"{node.name}/sum_{i}"), "AddV2",
+                                                  [total, addend], attrs, [(dtype, shape)])).output(0)
+            node.op, node.inputs, node.attrs = "AddV2", [total, node.inputs[-1]], attrs
 
 
 def _before(graph: Graph, node: Node, new: Node) -> Node:
