@@ -191,3 +191,65 @@ def test_where_tf_infers_fewer_static_sizes_than_recorded_convert_gives_it_the_r
     graph, inputs, outputs = program((1, 4))
     with pytest.raises(ReplayMismatch):
         replay_function(graph, inputs, outputs, exact=False).get_concrete_function()
+
+
+# A weight of WEIGHT_BYTES and more (64 KiB) is captured, not written into each graph as a Const.
+BIG = RNG.normal(size=(256, 128)).astype(np.float32)   # 128 KiB
+
+
+def big_layer(x):
+    return jnp.tanh(x @ BIG)
+
+
+def large_consts(graph) -> list[str]:
+    return [op.name for op in graph.get_operations()
+            if op.type == "Const" and op.outputs[0].shape.num_elements() * 4 >= BIG.nbytes // 2]
+
+
+def captured_weights(concrete) -> list:
+    return [t for t in concrete.captured_inputs if tuple(t.shape) == BIG.shape]
+
+
+def test_weights_are_captured_once_across_input_shapes_and_the_vjp():
+    """One eager tensor per weight, captured by every trace of a converted function (two input
+    shapes, the VJP's), instead of a 128 KiB Const in each graph and its function definitions."""
+    fun = tf.function(noxla.convert(big_layer), autograph=False)
+    concretes = [fun.get_concrete_function(tf.TensorSpec((n, 256), tf.float32)) for n in (1, 3)]
+    for concrete in concretes:
+        assert not large_consts(concrete.graph), large_consts(concrete.graph)
+    held = [captured_weights(c) for c in concretes]
+    assert [len(h) for h in held] == [1, 1] and held[0][0] is held[1][0]
+    np.testing.assert_array_equal(held[0][0].numpy(), BIG)
+    x = tf.Variable(np.random.default_rng(1).normal(size=(3, 256)).astype(np.float32))
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(fun(x))
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(),  # sums of 128 products: float32 rounding
+                               jax.grad(lambda x: jnp.sum(big_layer(x)))(x.numpy()), rtol=1e-4, atol=1e-4)
+    eager = noxla.convert(big_layer)
+    np.testing.assert_allclose(eager(x.numpy()).numpy(), big_layer(x.numpy()), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("several", [False, True], ids=["one signature", "two signatures"])
+def test_a_saved_model_stores_a_weight_once(tmp_path, several):
+    """The weight is stored once in the SavedModel: once per function before (a single-function
+    SavedModel held it twice), and replayed in each signature."""
+    import os
+    x = np.random.default_rng(2).normal(size=(2, 256)).astype(np.float32)
+
+    def doubled(x):
+        return big_layer(x) * 2
+    if several:
+        path = noxla.export_saved_model({"one": (big_layer, (x,)), "two": (doubled, (x,))}, path=str(tmp_path / "sm"))
+    else:
+        path = noxla.export_saved_model(big_layer, x, path=str(tmp_path / "sm"))
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+    assert size < 1.5 * BIG.nbytes, size
+    loaded = tf.saved_model.load(path)
+    keys = ["one", "two"] if several else ["serving_default"]
+    for key, fun in zip(keys, [big_layer, doubled]):
+        signature = loaded.signatures[key]
+        graph_def = signature.graph.as_graph_def()
+        nodes = [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]
+        assert any(n.name.startswith(forward.SCOPE + "/") for n in nodes), key  # replayed
+        (out,) = signature(x=tf.constant(x)).values()
+        np.testing.assert_allclose(out.numpy(), fun(x), rtol=1e-4, atol=1e-4)  # sums of 256 products

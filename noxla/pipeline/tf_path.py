@@ -43,7 +43,9 @@ from noxla.pipeline.tf_function import Handoff, module_for
 from noxla.pipeline.tf_tfjs import write_tfjs
 from noxla.pipeline.tf_tflite import tflite_bytes
 from noxla.runtimes.demo import write_demo
+from noxla.writers.tf.forward import serving_function as replayed_serving_function
 from noxla.writers.tf.gradients import SAVE_OPTIONS, saved_model_module
+from noxla.writers.tf.replay import CapturedWeights
 from noxla.writers.tf.weight_stubs import StubMismatch, WeightStubs
 from noxla.writers.tfjs.ops import backstop_reading
 from noxla.writers.tflite.flatbuffer import large as large_tflite
@@ -270,8 +272,10 @@ def export_cleared_signatures(cleared: ClearedSignatures, rewrite: Callable | No
         del concretes, weights
         written["tflite"] = run_step(on_step, f"write {options.tflite}", write_chunks, data, options.tflite,
                                      overwrite)
-    if options.saved_model is not None:
-        concretes = _signature_functions(programs, strict, on_step)
+    if options.saved_model is not None:  # noxla's graph replayed, the weights captured once for all
+        weights = CapturedWeights()
+        concretes = {key: run_step(on_step, f"lower {key}", replayed_serving_function, program, strict, weights)
+                     for key, program in programs.items()}
 
         def writer(concretes, scratch):
             module = tf.Module()

@@ -4,6 +4,10 @@ the rules lowered once (issue 41). Inside a ``tf.function`` (SavedModel tracing 
 made in its graph; eagerly, through one ``tf.function`` per program, traced on the first call and then
 only called: an eager call no longer runs the rules op by op.
 
+Its large constants are captured eager tensors (``replay.CapturedWeights``), shared with the other
+programs given the same table (a converted function's input signatures and VJP, a SavedModel's
+signatures): each weight held once in memory and stored once in a SavedModel.
+
 A complex output is recorded as its two parts, joined by a Complex op. A program the graph does not
 record (``call_tf``, ...) is lowered live on TensorFlow
 (``noxla.front.lowering.lower_program``) as before, the reason logged at debug level
@@ -19,12 +23,12 @@ from typing import Sequence
 import jax
 import tensorflow as tf
 
-from noxla.front.lowering import FLOAT0_TF_DTYPE, lower_program
+from noxla.front.lowering import FLOAT0_TF_DTYPE, input_signature, lower_program
 from noxla.front.shapes import Dims
 from noxla.front.tracing import Program
 from noxla.graph.dtypes import Uncovered
 from noxla.graph.lower import record_program
-from noxla.writers.tf.replay import replay_function, replay_onto
+from noxla.writers.tf.replay import CapturedWeights, replay_function, replay_onto
 
 ENV = "NOXLA_TF_REPLAY"
 SCOPE = "noxla_replay"  # the name scope of the replayed nodes in a caller's graph
@@ -35,8 +39,9 @@ class Forward:
     """``program``'s outputs on its flat inputs (cast to its input dtypes: ``program_inputs``), with
     run-time checks of the inputs against polymorphic shapes, as ``lower_program(check_shapes=True)``."""
 
-    def __init__(self, program: Program, strict: bool):
+    def __init__(self, program: Program, strict: bool, weights: CapturedWeights | None = None):
         self.program, self.strict = program, strict
+        self.weights = CapturedWeights() if weights is None else weights
         self.float0 = [a.dtype == jax.dtypes.float0 for a in program.out_avals]
         self.recorded, self.live_reason, self._eager = None, None, None
         if os.environ.get(ENV, "1") == "0":
@@ -61,16 +66,28 @@ class Forward:
         recorded = self.recorded
         if tf.executing_eagerly():
             if self._eager is None:
-                self._eager = replay_function(recorded.graph, recorded.inputs, recorded.outputs,
-                                              exact=False).get_concrete_function()
+                self._eager = replay_function(recorded.graph, recorded.inputs, recorded.outputs, exact=False,
+                                              weights=self.weights).get_concrete_function()
             outs = iter(self._eager(*flat))
         else:
             with tf.name_scope(SCOPE):
-                outs = iter(replay_onto(recorded.graph, recorded.inputs, recorded.outputs, flat, exact=False))
+                outs = iter(replay_onto(recorded.graph, recorded.inputs, recorded.outputs, flat, exact=False,
+                                        weights=self.weights))
         joined = iter([tf.complex(next(outs), next(outs)) if i in recorded.pairs else next(outs)
                        for i in range(len(recorded.out_names))])
         return [tf.zeros(dims.shape(aval.shape), FLOAT0_TF_DTYPE) if z else next(joined)
                 for aval, z in zip(self.program.out_avals, self.float0)]
+
+
+def serving_function(program: Program, strict: bool = False, weights: CapturedWeights | None = None):
+    """``program`` as one concrete function of its named flat inputs returning a dict of its named
+    outputs (the form of ``noxla.front.lowering.serving_function``), computed by ``Forward``: a
+    SavedModel's signature, its weights captured from ``weights`` (shared with the other signatures)."""
+    forward = Forward(program, strict, weights)
+
+    def serve(*flat):
+        return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, forward(flat))}
+    return tf.function(serve, input_signature=input_signature(program), autograph=False).get_concrete_function()
 
 
 def _without_float0(program: Program, float0: list[bool]) -> Program:

@@ -22,17 +22,21 @@ from noxla.front.lowering import input_signature, program_inputs
 from noxla.front.shapes import is_static
 from noxla.front.tracing import trace
 from noxla.writers.tf.forward import Forward
+from noxla.writers.tf.replay import CapturedWeights
 
 NO_GRADIENT_MESSAGE = ("The noxla-converted function does not support gradients (it was converted with "
                        "with_gradient=False). Use the with_gradient parameter to enable gradients.")
 
 
 def tf_callable(fun: Callable, polymorphic_shapes, polymorphic_constraints: tuple, with_gradient: bool,
-                strict: bool) -> Callable:
+                strict: bool, weights: CapturedWeights | None = None) -> Callable:
     """The TF callable ``noxla.convert`` returns (see there): traces ``fun`` once per input
     signature, and computes it as ``Forward`` (noxla's graph replayed); with ``with_gradient`` its TF
-    gradient is JAX's VJP, converted in turn on first use."""
+    gradient is JAX's VJP, converted in turn on first use. Every signature's program captures the
+    weights of one table (``weights``), each held once; the VJP those of them it uses
+    (``CapturedWeights.existing``)."""
     programs: dict = {}
+    weights = CapturedWeights() if weights is None else weights
 
     def converted(*args, **kwargs):
         positional, shapes, target = positional_call(fun, args, kwargs, polymorphic_shapes)
@@ -45,7 +49,7 @@ def tf_callable(fun: Callable, polymorphic_shapes, polymorphic_constraints: tupl
             report = check_jaxpr(program.closed_jaxpr, Target.TF)
             if not report.ok:
                 raise UnsupportedError(report)
-            entry = programs[key] = [program, None, Forward(program, strict)]
+            entry = programs[key] = [program, None, Forward(program, strict, weights)]
         program, forward = entry[0], entry[2]
         flat = program_inputs(program, flat)
         if not with_gradient:
@@ -55,7 +59,7 @@ def tf_callable(fun: Callable, polymorphic_shapes, polymorphic_constraints: tupl
                 if entry[1] is None:  # most calls never ask for a gradient
                     vjp = vjp_function(flat_function(target, program.in_tree), program.in_avals, program.out_avals)
                     entry[1] = tf_callable(vjp, vjp_polymorphic_shapes(program.in_avals, program.out_avals),
-                                           polymorphic_constraints, with_gradient, strict)
+                                           polymorphic_constraints, with_gradient, strict, weights.existing())
                 return entry[1](*primals_and_cts)
             outs = with_custom_gradient(forward, flat, program.in_avals, program.out_avals, converted_vjp)
         return jax.tree_util.tree_unflatten(program.out_tree, outs)

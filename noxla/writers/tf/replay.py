@@ -1,7 +1,8 @@
 """The graph replayed as real TF ops (``tf.raw_ops``, one call per node): the TF writer, and the
 oracle of the recording. Each replayed output must have the dtype and static shape the recorder
 inferred (``ReplayMismatch`` otherwise), and the outputs must be JAX's (tests/test_graph.py).
-``noxla.writers.tf.forward`` makes it ``noxla.convert``'s and SavedModels' computation."""
+``noxla.writers.tf.forward`` makes it ``noxla.convert``'s and SavedModels' computation, its weights
+captured (``CapturedWeights``) rather than written into each graph as Consts."""
 from __future__ import annotations
 
 import base64
@@ -9,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
+from noxla.front.interpreter import WEIGHT_BYTES, weight_constant
 from noxla.graph.core import Graph, Tensor
 
 
@@ -37,41 +39,79 @@ def replay(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], ar
     return replay_function(graph, inputs, outputs)(*feeds)
 
 
-def replay_function(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], exact: bool = True):
+class CapturedWeights:
+    """The large constants of replayed graphs (``WEIGHT_BYTES`` on), each one eager tensor that the
+    graphs capture instead of a Const node of its own: a Const's value is copied into the graph, its
+    function definition and TF's function library (a converted 64 MiB MLP held 10x its weights after
+    one eager call), and SavedModel writes it once per function that holds it, while a captured
+    tensor is stored once however many functions capture it. The tensor is made on the array's own
+    memory where TF can use it (``interpreter.weight_constant``); arrays on the same memory (the
+    same weight in several signatures' or a VJP's recordings) share it."""
+
+    def __init__(self, adds: bool = True, tensors: dict | None = None):
+        self.adds = adds
+        self._tensors: dict[tuple, tuple] = {} if tensors is None else tensors  # memory -> (array kept alive, tensor)
+
+    def existing(self) -> CapturedWeights:
+        """The same table, taking only the tensors already in it: a custom gradient's (the VJP's),
+        whose captures TF's SavedModel saves only where the saved functions capture them too (else
+        "Found invalid capture ... when saving custom gradients"); its other large constants stay Consts."""
+        return CapturedWeights(adds=False, tensors=self._tensors)
+
+    def tensor(self, array: np.ndarray, dtype):
+        """The eager tensor of ``array`` as ``dtype``; None where TF would hold other values (a
+        dtype it reads through another carrier) or this table takes no new one: a Const then."""
+        import tensorflow as tf
+        key = (array.__array_interface__["data"][0], array.dtype.str, array.shape, array.strides)
+        if key not in self._tensors:
+            if not self.adds:
+                return None
+            with tf.init_scope():
+                tensor = weight_constant(array)
+            self._tensors[key] = (array, tensor if tensor.dtype == dtype else None)
+        return self._tensors[key][1]
+
+
+def replay_function(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], exact: bool = True,
+                    weights: CapturedWeights | None = None):
     """``graph`` as a ``tf.function`` of its ``inputs`` (Placeholders, a symbolic size None in its
     signature) returning ``outputs``; every node's dtype and shape checked when it is traced (``exact``:
-    see ``replay_onto``)."""
+    see ``replay_onto``; ``weights``: its large constants captured, see there)."""
     import tensorflow as tf
 
     def build(*fed):
-        return [tf.identity(v) for v in replay_onto(graph, inputs, outputs, fed, exact)]
+        return [tf.identity(v) for v in replay_onto(graph, inputs, outputs, fed, exact, weights)]
     signature = [tf.TensorSpec(t.shape.dims, _dtype(t.dtype.json_name)) for t in inputs]  # None: a symbolic size
     return tf.function(build, input_signature=signature, autograph=False)
 
 
 def replay_onto(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Tensor], fed: Sequence,
-                exact: bool = True) -> list:
+                exact: bool = True, weights: CapturedWeights | None = None) -> list:
     """The tensors of ``outputs``, ``graph``'s nodes made in TF's current graph with ``inputs``
     (Placeholders or a body's ``_Arg``s) given ``fed`` (tensors there). ``exact`` (the recording's
     oracle): every output's static shape must be the recorded one. Else (what ``noxla.convert``
     computes) TF may know more of it (``fed`` of more static sizes than the Placeholders hold) or less
     (its shape inference does not see through every op the recorder folds, e.g. in a loop body: a
     cache's static batch of 1 read as unknown), never otherwise; where it knows less, the recorded
-    sizes (JAX's) are set on the tensor, so that the ops after it are inferred as recorded."""
+    sizes (JAX's) are set on the tensor, so that the ops after it are inferred as recorded.
+    ``weights``: where TF's current graph is a function's, its large Consts are captured from there
+    (a loop or branch body's stay Consts: a body takes its inputs from the op, not captures)."""
     values: dict[tuple[int, int], object] = {(id(t.node), t.index): f for t, f in zip(inputs, fed)}
-    _build(graph, values, exact)
+    _build(graph, values, exact, weights)
     return [values[(id(t.node), t.index)] for t in outputs]
 
 
-def _build(graph: Graph, values: dict, exact: bool = True) -> None:
+def _build(graph: Graph, values: dict, exact: bool = True, weights: CapturedWeights | None = None) -> None:
     """Each node of ``graph`` made in TF's current graph, its outputs into ``values``."""
     import tensorflow as tf
     graph_tf = tf.compat.v1.get_default_graph()
+    if not hasattr(graph_tf, "capture"):  # a TF1 graph captures nothing
+        weights = None
     for node in graph.nodes:
         if node.op in ("Placeholder", "_Arg"):
             continue
         if node.op == "Const":
-            results = [tf.constant(node.value, _dtype(node.attrs["dtype"]["type"]))]
+            results = [_constant(node, graph_tf, weights)]
         elif _dilated_depthwise(node):
             results = [_depthwise_through_space_to_batch(node, *(values[(id(t.node), t.index)] for t in node.inputs))]
         else:
@@ -92,6 +132,16 @@ def _build(graph: Graph, values: dict, exact: bool = True) -> None:
             if not exact:
                 result.set_shape(shape)  # merged: a size TF does not know is given the recorded one
             values[(id(node), index)] = result
+
+
+def _constant(node, graph_tf, weights: CapturedWeights | None):
+    import tensorflow as tf
+    dtype = _dtype(node.attrs["dtype"]["type"])
+    if weights is not None and node.value.nbytes >= WEIGHT_BYTES:
+        tensor = weights.tensor(node.value, dtype)
+        if tensor is not None:
+            return graph_tf.capture(tensor)
+    return tf.constant(node.value, dtype)
 
 
 def _same_shape(inferred, recorded: tuple, exact: bool) -> bool:
