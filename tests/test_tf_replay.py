@@ -232,7 +232,8 @@ def test_weights_are_captured_once_across_input_shapes_and_the_vjp():
 @pytest.mark.parametrize("several", [False, True], ids=["one signature", "two signatures"])
 def test_a_saved_model_stores_a_weight_once(tmp_path, several):
     """The weight is stored once in the SavedModel: once per function before (a single-function
-    SavedModel held it twice), and replayed in each signature."""
+    SavedModel held it twice), as a variable (TF's saver streams variables, and copies captured
+    tensors into its protocol buffer), not trainable (a constant to JAX); each signature replayed."""
     import os
     x = np.random.default_rng(2).normal(size=(2, 256)).astype(np.float32)
 
@@ -245,6 +246,8 @@ def test_a_saved_model_stores_a_weight_once(tmp_path, several):
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
     assert size < 1.5 * BIG.nbytes, size
     loaded = tf.saved_model.load(path)
+    assert [v.shape for v in loaded.weights] == [BIG.shape] and not loaded.weights[0].trainable
+    np.testing.assert_array_equal(loaded.weights[0].numpy(), BIG)
     keys = ["one", "two"] if several else ["serving_default"]
     for key, fun in zip(keys, [big_layer, doubled]):
         signature = loaded.signatures[key]

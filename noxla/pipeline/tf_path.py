@@ -273,12 +273,13 @@ def export_cleared_signatures(cleared: ClearedSignatures, rewrite: Callable | No
         written["tflite"] = run_step(on_step, f"write {options.tflite}", write_chunks, data, options.tflite,
                                      overwrite)
     if options.saved_model is not None:  # noxla's graph replayed, the weights captured once for all
-        weights = CapturedWeights()
+        weights = CapturedWeights(variables=True)
         concretes = {key: run_step(on_step, f"lower {key}", replayed_serving_function, program, strict, weights)
                      for key, program in programs.items()}
 
         def writer(concretes, scratch):
             module = tf.Module()
+            module.weights = weights.variables()
             for i, concrete in enumerate(concretes.values()):
                 setattr(module, f"signature_{i}", concrete)
             tf.saved_model.save(module, scratch, signatures=concretes)

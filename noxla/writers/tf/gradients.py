@@ -160,7 +160,9 @@ def with_custom_gradient(forward: Callable[[Sequence[tf.Tensor]], list], flat_ar
         outs = [tf.identity(o) for o in forward(args)]
 
         def grad(*out_cts, variables=None):
-            # Arguments are values read before the call, so no variable is used inside it.
+            # Arguments are values read before the call; the variables read inside it are the
+            # weights of a SavedModel noxla writes (``CapturedWeights(variables=True)``): constants
+            # to JAX, so they get no gradient.
             cts = [out_cts[i] if out_cts[i] is not None else tf.zeros_like(outs[i]) for i in float_outs]
             try:
                 in_cts = converted_vjp(*args, *cts) if wrt else []
@@ -175,7 +177,7 @@ def with_custom_gradient(forward: Callable[[Sequence[tf.Tensor]], list], flat_ar
             grads = [None] * len(args)
             for i, ct in zip(wrt, in_cts):
                 grads[i] = ct
-            return grads
+            return (grads, [None] * len(variables)) if variables else grads
         return outs, grad
 
     if not flat_args:  # nothing to differentiate with respect to
@@ -219,7 +221,8 @@ def saved_model_module(fun: Callable, program, example_args: Sequence, polymorph
     holding their example values, one per leaf: the signature takes only the other inputs, and a
     gradient w.r.t. them (``module.parameters``) fine-tunes them. ``with_gradient=False``: no
     gradient (PreventGradient), and no VJP traced when the model is saved."""
-    converted = tf_callable(fun, polymorphic_shapes, polymorphic_constraints, with_gradient, strict)
+    weights = CapturedWeights(variables=True)  # saved as variables: see there
+    converted = tf_callable(fun, polymorphic_shapes, polymorphic_constraints, with_gradient, strict, weights)
     held = variable_arguments(fun, variables, len(example_args))
     per_arg = [t.num_leaves for t in program.in_tree.children()]
     is_variable = [i in held for i, n in enumerate(per_arg) for _ in range(n)]
@@ -235,7 +238,9 @@ def saved_model_module(fun: Callable, program, example_args: Sequence, polymorph
         outs = jax.tree_util.tree_leaves(converted(*jax.tree_util.tree_unflatten(program.in_tree, flat)))
         return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
     module.serve = tf.function(serve, input_signature=signature, autograph=False)
-    return module, module.serve.get_concrete_function()
+    concrete = module.serve.get_concrete_function()
+    module.weights = weights.variables()  # tracked, so saved
+    return module, concrete
 
 
 SAVE_OPTIONS = tf.saved_model.SaveOptions(experimental_custom_gradients=True)
