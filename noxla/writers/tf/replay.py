@@ -6,6 +6,8 @@ captured (``CapturedWeights``) rather than written into each graph as Consts."""
 from __future__ import annotations
 
 import base64
+import functools
+import json
 from typing import Sequence
 
 import numpy as np
@@ -19,9 +21,16 @@ class ReplayMismatch(AssertionError):
 
 
 def _attr_proto(value: dict):
+    """The AttrValue of a recorded attribute (its JSON form), parsed once per distinct value: a
+    graph repeats a few (``T``, ``padding``), and protobuf's JSON parser took a tenth of a replay."""
+    return _parsed_attr(json.dumps(value, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_attr(text: str):
     from google.protobuf import json_format
     from tensorflow.core.framework import attr_value_pb2
-    return json_format.ParseDict(value, attr_value_pb2.AttrValue())
+    return json_format.Parse(text, attr_value_pb2.AttrValue())  # only copied into NodeDefs: shared
 
 
 def _dtype(json_name: str):
@@ -120,6 +129,9 @@ def _build(graph: Graph, values: dict, exact: bool = True, weights: CapturedWeig
     graph_tf = tf.compat.v1.get_default_graph()
     if not hasattr(graph_tf, "capture"):  # a TF1 graph captures nothing
         weights = None
+    # ``Graph.create_op`` is a deprecation wrapper that inspects its arguments on every call (a
+    # tenth of a replay); the method it wraps, where TF has it by that name (2.2 to 2.21 at least).
+    create_op = getattr(graph_tf, "_create_op_internal", graph_tf.create_op)
     for node in graph.nodes:
         if node.op in ("Placeholder", "_Arg"):
             continue
@@ -131,7 +143,7 @@ def _build(graph: Graph, values: dict, exact: bool = True, weights: CapturedWeig
             attrs = dict(node.attrs)
             for key, function in node.functions.items():  # While/If bodies, made as TF functions
                 attrs[key] = {"func": {"name": _function(function, graph_tf, exact)}}
-            operation = graph_tf.create_op(
+            operation = create_op(
                 node.op, [values[(id(t.node), t.index)] for t in node.inputs],
                 attrs={k: _attr_proto(v) for k, v in attrs.items()}, name=node.name.replace("/", "_"))
             results = list(operation.outputs)
