@@ -88,14 +88,14 @@ def export_saved_model(fun: Callable, *example_args, path: str, polymorphic_shap
     weights; the signature takes only the other arguments. ``with_gradient=False``: a gradient is an
     error, and saving skips tracing JAX's VJP (2-5x faster). ``strict``: see ``convert``.
     ``fun`` may instead be ``{signature_key: (function, example_args)}``: one SavedModel with a
-    signature per key (see ``export_tflite``; without ``variables``)."""
+    signature per key, each with JAX's gradients too (see ``export_tflite``; without ``variables``)."""
     require_tensorflow("a SavedModel")
     if isinstance(fun, Mapping):
         _check_signatures_call(example_args, polymorphic_shapes)
         if variables is not None or polymorphic_constraints:
             raise ExportError("variables and polymorphic_constraints take one function, not several signatures")
         return run(fun, (), ExportOptions(saved_model=path, overwrite=overwrite, strict=strict,
-                                          on_step=on_step)).written["saved_model"]
+                                          saved_model_gradient=with_gradient, on_step=on_step)).written["saved_model"]
     return export(fun, example_args, saved_model=path, polymorphic_shapes=polymorphic_shapes,
                   polymorphic_constraints=polymorphic_constraints, saved_model_variables=variables,
                   saved_model_gradient=with_gradient, overwrite=overwrite, strict=strict,

@@ -288,3 +288,32 @@ def test_saved_model_without_gradient_refuses_one(tmp_path):
     with pytest.raises(LookupError, match="with_gradient"), tf.GradientTape() as tape:
         tape.watch(xv)
         tape.gradient(serve(x=xv)["output"], xv)
+
+
+@pytest.mark.slow
+def test_several_signature_saved_model_gradients_are_jax_grad(tmp_path):
+    """Each signature of ``export_saved_model({key: (fun, args)})`` carries JAX's gradient, as the
+    single-function SavedModel does: TF's gradients of the replayed ops would lose each custom rule
+    and stop_gradient here (the custom_vjp case differed by 18.7 that way)."""
+    def scaled(x, k):  # an integer input: no gradient for it
+        return jnp.sum(_seven(x) * k.astype(x.dtype))
+    k = np.array([1, 2, 3, 4], np.int32)
+    signatures = {name: (fun, (x,)) for name, (fun, x) in FUNCTIONS.items()}
+    signatures["with_integer"] = (scaled, (X, k))
+    path = noxla.export_saved_model(signatures, path=str(tmp_path / "sm"))
+    loaded = tf.saved_model.load(path)
+    for key, (fun, args) in signatures.items():
+        inputs = [tf.constant(a) for a in args]
+        with tf.GradientTape() as tape:
+            tape.watch(inputs[0])
+            y = loaded.signatures[key](**dict(zip(["x", "k"], inputs)))["output"]
+        np.testing.assert_allclose(y.numpy(), fun(*args), rtol=1e-5, err_msg=key)
+        assert_matches(tape.gradient(y, inputs[0]), jax.grad(fun)(*args))
+
+    path = noxla.export_saved_model({"custom_vjp": signatures["custom_vjp"]}, path=str(tmp_path / "none"),
+                                    with_gradient=False)
+    serve = tf.saved_model.load(path).signatures["custom_vjp"]
+    with pytest.raises(LookupError, match="with_gradient"), tf.GradientTape() as tape:
+        xv = tf.constant(X)
+        tape.watch(xv)
+        tape.gradient(serve(x=xv)["output"], xv)

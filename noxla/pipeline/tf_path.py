@@ -43,8 +43,7 @@ from noxla.pipeline.tf_function import Handoff, module_for
 from noxla.pipeline.tf_tfjs import write_tfjs
 from noxla.pipeline.tf_tflite import tflite_bytes
 from noxla.runtimes.demo import write_demo
-from noxla.writers.tf.forward import serving_function as replayed_serving_function
-from noxla.writers.tf.gradients import SAVE_OPTIONS, saved_model_module
+from noxla.writers.tf.gradients import SAVE_OPTIONS, saved_model_module, signature_function
 from noxla.writers.tf.replay import CapturedWeights
 from noxla.writers.tf.weight_stubs import StubMismatch, WeightStubs
 from noxla.writers.tfjs.ops import backstop_reading
@@ -274,7 +273,8 @@ def export_cleared_signatures(cleared: ClearedSignatures, rewrite: Callable | No
                                      overwrite)
     if options.saved_model is not None:  # noxla's graph replayed, the weights captured once for all
         weights = CapturedWeights(variables=True)
-        concretes = {key: run_step(on_step, f"lower {key}", replayed_serving_function, program, strict, weights)
+        concretes = {key: run_step(on_step, f"lower {key}", signature_function, program, strict, weights,
+                                   options.saved_model_gradient)
                      for key, program in programs.items()}
 
         def writer(concretes, scratch):
@@ -282,7 +282,7 @@ def export_cleared_signatures(cleared: ClearedSignatures, rewrite: Callable | No
             module.weights = weights.variables()
             for i, concrete in enumerate(concretes.values()):
                 setattr(module, f"signature_{i}", concrete)
-            tf.saved_model.save(module, scratch, signatures=concretes)
+            tf.saved_model.save(module, scratch, signatures=concretes, options=SAVE_OPTIONS)
         written["saved_model"] = run_step(on_step, f"convert+write saved_model {options.saved_model}",
                                           _write_with, writer, concretes, options.saved_model, overwrite)
     return Exported(next(iter(programs.values())), written)

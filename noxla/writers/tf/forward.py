@@ -23,7 +23,7 @@ from typing import Sequence
 import jax
 import tensorflow as tf
 
-from noxla.front.lowering import FLOAT0_TF_DTYPE, input_signature, lower_program
+from noxla.front.lowering import FLOAT0_TF_DTYPE, lower_program
 from noxla.front.shapes import Dims
 from noxla.front.tracing import Program
 from noxla.graph.dtypes import Uncovered
@@ -77,17 +77,6 @@ class Forward:
                        for i in range(len(recorded.out_names))])
         return [tf.zeros(dims.shape(aval.shape), FLOAT0_TF_DTYPE) if z else next(joined)
                 for aval, z in zip(self.program.out_avals, self.float0)]
-
-
-def serving_function(program: Program, strict: bool = False, weights: CapturedWeights | None = None):
-    """``program`` as one concrete function of its named flat inputs returning a dict of its named
-    outputs (the form of ``noxla.front.lowering.serving_function``), computed by ``Forward``: a
-    SavedModel's signature, its weights captured from ``weights`` (shared with the other signatures)."""
-    forward = Forward(program, strict, weights)
-
-    def serve(*flat):
-        return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, forward(flat))}
-    return tf.function(serve, input_signature=input_signature(program), autograph=False).get_concrete_function()
 
 
 def _without_float0(program: Program, float0: list[bool]) -> Program:

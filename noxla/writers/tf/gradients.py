@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import tensorflow as tf
+from jax.extend.core import jaxpr_as_fun
 
 from limitations.engine import check_jaxpr
 from lowering_rules.core.vocabulary import Target
@@ -241,6 +242,29 @@ def saved_model_module(fun: Callable, program, example_args: Sequence, polymorph
     concrete = module.serve.get_concrete_function()
     module.weights = weights.variables()  # tracked, so saved
     return module, concrete
+
+
+def signature_function(program, strict: bool, weights: CapturedWeights, with_gradient: bool = True):
+    """``program`` (one signature of several) as a concrete function of its named flat inputs
+    returning a dict of its named outputs, computed by ``Forward`` (its weights from ``weights``,
+    shared with the other signatures), its TF gradient JAX's VJP of the program's jaxpr, as
+    ``tf_callable`` gives a single function (``with_gradient=False``: PreventGradient). Without
+    it, TF would differentiate the replayed ops: custom_vjp rules and ``stop_gradient`` lost."""
+    forward = Forward(program, strict, weights)
+    converted = []
+
+    def converted_vjp(*primals_and_cts):
+        if not converted:  # traced once, when tf.saved_model.save (or a tape) first asks
+            vjp = vjp_function(jaxpr_as_fun(program.closed_jaxpr), program.in_avals, program.out_avals)
+            converted.append(tf_callable(vjp, None, (), True, strict, weights.existing()))
+        return converted[0](*primals_and_cts)
+
+    def serve(*flat):
+        flat = program_inputs(program, flat)
+        outs = (with_custom_gradient(forward, flat, program.in_avals, program.out_avals, converted_vjp)
+                if with_gradient else without_gradient(forward(flat)))
+        return {name: tf.identity(out, name=name) for name, out in zip(program.out_names, outs)}
+    return tf.function(serve, input_signature=input_signature(program), autograph=False).get_concrete_function()
 
 
 SAVE_OPTIONS = tf.saved_model.SaveOptions(experimental_custom_gradients=True)
