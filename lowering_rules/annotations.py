@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.ad_checkpoint import checkpoint_name
 from jax.experimental.layout import Layout, with_layout_constraint
-from jax.sharding import AxisType, NamedSharding, PartitionSpec, SingleDeviceSharding
+from jax.sharding import AxisType, NamedSharding, PartitionSpec, make_single_device_sharding
 
 from lowering_rules.core.cases import boolean, case, f32, i32
 from lowering_rules.core.jax_compat import ad_checkpoint, lax_internal, pjit
@@ -35,18 +35,21 @@ def _resharded(x):
 @lowering(pjit.sharding_constraint_p, cases=[
     case("named_sharding", _constrained, f32(3, 4)),
     case("single_device_i32", lambda x: lax.with_sharding_constraint(
-        x, SingleDeviceSharding(jax.devices()[0])) * 3, i32(5)),
+        x, make_single_device_sharding(jax.devices()[0])) * 3, i32(5)),
     case("polymorphic_batch", _constrained, f32(3, 4), polymorphic_shapes=("(b, 4)",)),
 ])
-def lower_sharding_constraint(ctx, x, *, layout, context_mesh, unconstrained_dims):
+def lower_sharding_constraint(ctx, x, *, layout, context_mesh, unconstrained_dims=None):
     # ``sharding`` is a placement parameter, removed before the call (vocabulary.PLACEMENT_PARAMS).
+    # JAX 0.12.1 dropped ``unconstrained_dims``.
     return tf.identity(x)
 
 
 @lowering(pjit.reshard_p, cases=[
     case("named_sharding", _resharded, i32(2, 3)),
 ])
-def lower_reshard(ctx, x, *, dst_sharding, concrete_mesh):
+def lower_reshard(ctx, x, *, dst_sharding, concrete_mesh, reduction_order=None):
+    # JAX 0.12.1's ``reduction_order``: the order in which the shards of an unreduced value are summed;
+    # on one device there is one shard, so any order gives the value itself.
     return tf.identity(x)
 
 

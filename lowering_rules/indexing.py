@@ -18,6 +18,8 @@ Combiners other than addition resolve duplicate positions exactly, without Unsor
 """
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -649,9 +651,11 @@ def _scatter_with_update_reading_combiner(x, indices, updates):
     combiner = jax.make_jaxpr(lambda old, new: old * new)(np.float32(0), np.float32(0)).jaxpr
     numbers = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
                                           scatter_dims_to_operand_dims=(0,))
+    # JAX 0.12.1's scatters take out_sharding (as lax.scatter's keyword says).
+    placement = {"out_sharding": None} if "out_sharding" in inspect.signature(lax.scatter).parameters else {}
     return lax.scatter_p.bind(x, indices, updates, update_jaxpr=combiner, update_consts=(),
                               dimension_numbers=numbers, indices_are_sorted=False, unique_indices=False,
-                              mode=lax.GatherScatterMode.FILL_OR_DROP)
+                              mode=lax.GatherScatterMode.FILL_OR_DROP, **placement)
 
 
 APPLY_CASES = [
