@@ -2,10 +2,15 @@
 
 - ``threefry2x32``, the hash every threefry key operation ends in, is computed in exact
   16-bit limb arithmetic (below). ``iota_2x32_shape`` is the 64-bit counter it hashes.
-- ``random_seed``/``random_split``/``random_fold_in``/``random_bits`` are lowered the way JAX
-  lowers them: the key implementation's own function (``impl.seed``, ``impl.split``, ...) is
+- ``random_seed``/``random_split``/``random_fold_in``/``random_bits``/``raw_bits`` are lowered the
+  way JAX lowers them: the key implementation's own function (``impl.seed``, ``impl.split``, ...) is
   traced on the key data and that jaxpr is lowered (it applies threefry2x32, iota_2x32_shape,
   xor, shifts). It reads ``jax_threefry_partitionable`` as JAX does, so both settings match.
+- JAX 0.12.1 gave ``random_bits`` a ``num_streams`` parameter and several results (that many
+  independent arrays; for threefry, 2 streams are the two words of the counter hash that one stream
+  xors together, 4 are those of two subkeys), and added ``raw_bits`` (the key type's raw uint32
+  streams, bound by no public API). Both are traced from JAX's own functions too
+  (``jax_compat.random_bits_function``, ``raw_bits_function``), so every stream count matches.
 - ``random_wrap``/``random_unwrap`` change only the type: a key flows as its key data
   (``lowering_rules/core/key_types.py``).
 
@@ -14,6 +19,8 @@ shifts and its wasm backend divides int32 through float32, and TFLite has no bit
 """
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +28,7 @@ from jax import lax
 
 from lowering_rules.core.cases import case, u32
 from lowering_rules.core.dtype_support import NUMERIC, dtypes
+from lowering_rules.core.jax_compat import RANDOM_BITS_STREAMS, random_bits_function, raw_bits_function, raw_bits_p
 from lowering_rules.core.jax_compat import prng as jax_prng
 from lowering_rules.core.jax_compat import threefry2x32 as jax_threefry
 from lowering_rules.core.key_types import physical_aval
@@ -96,6 +104,10 @@ def _threefry(k1, k2, x1, x2):
     case("edges", _threefry, _U32_EDGES, np.roll(_U32_EDGES, 1), np.roll(_U32_EDGES, 3), np.roll(_U32_EDGES, 5)),
     case("scalar_key", lambda k, x: _threefry(k[0], k[1], x[0], x[1]),
          np.array([0, 42], np.uint32), u32(2, 5, low=0, high=2 ** 32 - 1)),
+    # The non-partitionable threefry's bits of an odd count: both words joined, the padding cut off
+    # (a slice of one joined part, which the hash leaves as 16-bit limbs).
+    case("joined_then_sliced", lambda k, x: jnp.concatenate(_threefry(k[0], k[1], x[0], x[1]))[:1],
+         np.array([7, 42], np.uint32), np.array([[0], [1]], np.uint32)),
 ])
 def lower_threefry2x32(ctx, k1, k2, x1, x2):
     # Operands (words or Limbs) broadcast against each other (a scalar key with a counter array, ...).
@@ -121,9 +133,15 @@ def lower_iota_2x32_shape(ctx, *, shape):
 
 def _lower_through_impl(ctx, fn, *operands):
     """Lower ``fn`` (a key implementation's function on key data) as JAX does: trace it on the
-    operands' physical avals, then lower that jaxpr like any sub-program."""
+    operands' physical avals, then lower that jaxpr like any sub-program (a list of its results)."""
     specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in map(physical_aval, ctx.avals_in)]
     return ctx.sub_program(jax.make_jaxpr(fn)(*specs))(*operands)
+
+
+def _streams(name, present, *cases_):
+    """Cases of what JAX 0.12.1 added (random_bits' num_streams, raw_bits): skipped before it."""
+    skip = "" if present else f"JAX before 0.12.1 has no {name}"
+    return [dataclasses.replace(c, skip=skip) for c in cases_]
 
 
 _SEED = np.array(20260522, np.int32)
@@ -197,12 +215,48 @@ def lower_random_fold_in(ctx, keys, msgs):
     case("rbg_normal", lambda s: jax.random.normal(jax.random.key(s, impl="rbg"), (3, 4)), _SEED),
     case("unsafe_rbg_split_uniform", lambda s: jax.random.uniform(
         jax.random.split(jax.random.key(s, impl="unsafe_rbg"))[1], (5,)), _SEED),
+    # JAX 0.12.1's num_streams: several independent arrays from one key (threefry's two counter-hash
+    # words unmixed; four from the words of two subkeys; rbg, one stream a key, from subkeys).
+    *_streams(
+        "random_bits num_streams", RANDOM_BITS_STREAMS,
+        case("two_streams", lambda k: jnp.stack(jax.random.bits(k, (3, 5), num_streams=2)), _KEY),
+        case("four_streams_u8", lambda s: jnp.stack(
+            jax.random.bits(jax.random.key(s), (4, 3), jnp.uint8, num_streams=4)), _SEED),
+        case("one_stream_u16", lambda k: jax.random.bits(k, (6,), jnp.uint16, num_streams=1)[0], _KEY),
+        case("batched_two_streams", lambda k: jnp.stack(
+            jax.vmap(lambda k: jax.random.bits(k, (3,), num_streams=2))(k)), u32(2, 2, low=0, high=2 ** 32 - 1)),
+        case("rbg_two_streams", lambda s: jnp.stack(
+            jax.random.bits(jax.random.key(s, impl="rbg"), (3, 4), num_streams=2)), _SEED),
+    ),
 ])
-def lower_random_bits(ctx, keys, *, bit_width, shape):
-    impl = ctx.avals_in[0].dtype._impl
+def lower_random_bits(ctx, keys, *, bit_width, shape, num_streams=1):
+    # num_streams: JAX 0.12.1's (always 1 before); from 0.12.1 the rule returns one array a stream.
+    fn = jax_prng.iterated_vmap_unary(len(ctx.avals_in[0].shape), random_bits_function(
+        ctx.avals_in[0].dtype._impl, bit_width, shape, num_streams))
+    outs = _lower_through_impl(ctx, fn, keys)
+    return outs if RANDOM_BITS_STREAMS else outs[0]
+
+
+def _raw_bits(key, shape):
+    """JAX 0.12.1's raw_bits, which no public API binds: the key type's raw uint32 streams."""
+    return tuple(raw_bits_p.bind(key, shape=tuple(shape)))
+
+
+# Registered by name: JAX before 0.12.1 has no raw_bits primitive (its cases are skipped there).
+@lowering("raw_bits", cases=_streams(
+    "raw_bits primitive", raw_bits_p is not None,
+    case("uniform_from_seed", lambda s: jnp.stack([_as_uniform(b) for b in _raw_bits(jax.random.key(s), (16, 16))]),
+         _SMALL_SEED),
+    case("legacy_key", lambda k: jnp.stack(_raw_bits(jax.random.wrap_key_data(k), (3, 5))), _KEY),
+    case("batched_keys", lambda k: jnp.stack(jax.vmap(lambda k: _raw_bits(jax.random.wrap_key_data(k), (3,)))(k)),
+         u32(4, 2, low=0, high=2 ** 32 - 1)),
+    case("scalar", lambda s: jnp.stack(_raw_bits(jax.random.key(s), ())), _SEED),
+    case("rbg", lambda s: _raw_bits(jax.random.key(s, impl="rbg"), (3, 4))[0], _SEED),
+))
+def lower_raw_bits(ctx, keys, *, shape):
     fn = jax_prng.iterated_vmap_unary(len(ctx.avals_in[0].shape),
-                                      lambda k: impl.random_bits(k, bit_width, shape))
-    return _lower_through_impl(ctx, fn, keys)[0]
+                                      raw_bits_function(ctx.avals_in[0].dtype._impl, shape))
+    return _lower_through_impl(ctx, fn, keys)
 
 
 def _uniform_from_halves(hi, lo):
@@ -229,4 +283,4 @@ def lower_random_unwrap(ctx, keys):
 
 # These rules take uint32 values as Limbs and hand them to their bodies (lowering_rules/values/limb_values.py).
 limb_values.register_native("threefry2x32", "random_seed", "random_split", "random_fold_in", "random_bits",
-                            "random_wrap", "random_unwrap")
+                            "raw_bits", "random_wrap", "random_unwrap")

@@ -255,11 +255,11 @@ def boundary_dtype_workaround(target: Target, dtype) -> str:
 # Anything else on uint32 (comparisons, division, conversion to float, ...) stays rejected.
 _WORDS = frozenset(np.dtype(d) for d in (np.int32, np.uint32, np.bool_))
 TFJS_UINT32_AS_INT32 = frozenset({
-    "random_seed", "random_wrap", "random_unwrap", "random_split", "random_fold_in", "random_bits",
+    "random_seed", "random_wrap", "random_unwrap", "random_split", "random_fold_in", "random_bits", "raw_bits",
     "threefry2x32", "iota_2x32_shape", "rng_bit_generator", "shift_left", "shift_right_logical",
     "and", "or", "xor", "not",
     "add", "sub", "mul", "rem", "eq", "ne", "select_n", "convert_element_type", "bitcast_convert_type",
-    "broadcast_in_dim", "reshape", "squeeze", "slice", "concatenate", "stack", "split", "transpose",
+    "broadcast_in_dim", "reshape", "squeeze", "slice", "concatenate", "stack", "unstack", "split", "transpose",
     "copy", "jit",
 })
 

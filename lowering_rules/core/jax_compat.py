@@ -26,6 +26,7 @@ from jax._src.interpreters import partial_eval
 from jax._src.lax import ann, windowed_reductions
 from jax._src.lax import lax as lax_internal
 from jax._src.lax import linalg as linalg_internal
+from jax._src.numpy import ufuncs as _numpy_ufuncs
 from jax._src.random import prng, threefry2x32
 
 # Modules whose primitives and helpers rules use directly: core (physical avals of PRNG keys),
@@ -118,6 +119,12 @@ def _numpy_hijax():
 SEARCHSORTED_IS_HIJAX = (hasattr(_numpy_hijax(), "SearchSorted")
                          and not hasattr(_numpy_hijax(), "searchsorted_via_expand"))
 
+# JAX 0.12.1 made jnp.frexp and jnp.ldexp hijax primitives (call_hi_primitive of these classes),
+# whose expansions bitcast floats to unsigned words; before, they traced to lax primitives.
+FREXP_HI_PRIMITIVE = getattr(_numpy_ufuncs, "Frexp", None)
+LDEXP_HI_PRIMITIVE = getattr(_numpy_ufuncs, "Ldexp", None)
+FREXP_LDEXP_ARE_HIJAX = FREXP_HI_PRIMITIVE is not None and LDEXP_HI_PRIMITIVE is not None
+
 # JAX 0.11 made core.call_p an alias of eval_jaxpr_p, a call parameterised by a traced jaxpr.
 CALL_IS_EVAL_JAXPR = getattr(core, "eval_jaxpr_p", None) is core.call_p
 
@@ -131,6 +138,30 @@ def bind_call(fun, *args):
         return core.call_p.bind(*args, call_jaxpr=jaxpr)
     body = linear_util.wrap_init(fun, debug_info=api_util.debug_info("call", fun, args, {}))
     return core.call_p.bind(*args, subfuns=(body,))
+
+
+# JAX 0.12.1 gave random_bits a ``num_streams`` parameter (one application draws that many
+# independent bit arrays: ``jax.random.bits(..., num_streams=2)`` or 4, and ``normal(mode="highest")``
+# draws two) and made it a multiple-results primitive, and added ``raw_bits`` (a key implementation's
+# raw 32-bit streams, ``impl.num_streams`` of them, threefry's two counter-hash words unmixed), which
+# no public API binds. Up to 0.12.0 random_bits drew one array and raw_bits did not exist.
+RANDOM_BITS_STREAMS = bool(prng.random_bits_p.multiple_results)
+raw_bits_p = getattr(prng, "raw_bits_p", None)
+
+
+def random_bits_function(impl, bit_width: int, shape, num_streams: int = 1):
+    """The function of one key's data that JAX lowers random_bits to (a tuple of ``num_streams``
+    arrays from 0.12.1, one array before): tracing it gives JAX's own bits, for every key type and
+    either ``jax_threefry_partitionable``."""
+    if RANDOM_BITS_STREAMS:
+        return lambda key: prng._call_impl_random_bits(impl, key, bit_width, tuple(shape), num_streams)
+    return lambda key: impl.random_bits(key, bit_width, shape)
+
+
+def raw_bits_function(impl, shape):
+    """The function of one key's data that JAX (0.12.1 on) lowers raw_bits to: a tuple of
+    ``impl.num_streams`` uint32 arrays."""
+    return lambda key: prng._call_impl_raw_bits(impl, key, tuple(shape))
 
 
 @functools.cache
@@ -160,7 +191,9 @@ __all__ = ["ad_checkpoint", "ad_util", "api_util", "linear_util", "InconclusiveD
            "lax_internal", "linalg_internal", "prng", "threefry2x32", "device_put_p", "dim_as_value_p",
            "is_constant_dim", "solve_dim_vars", "evaluate_dim", "dce_jaxpr", "user_frames",
            "PRIMITIVE_MODULES", "HiPrimitive", "JAXPR_TYPES", "closed_jaxpr", "open_jaxpr", "scan_counts",
-           "CALL_IS_EVAL_JAXPR", "bind_call", "lax_value", "SEARCHSORTED_IS_HIJAX"]
+           "CALL_IS_EVAL_JAXPR", "bind_call", "lax_value", "SEARCHSORTED_IS_HIJAX", "RANDOM_BITS_STREAMS",
+           "raw_bits_p", "random_bits_function", "raw_bits_function", "FREXP_HI_PRIMITIVE",
+           "LDEXP_HI_PRIMITIVE", "FREXP_LDEXP_ARE_HIJAX"]
 
 # jax2tf.call_tf's primitive, by name: its TF function is in the equation's parameters, and noxla's
 # output is TF, so it runs in place. Named, not imported: jax2tf imports TensorFlow, which the check

@@ -46,7 +46,7 @@ def word_aval(aval):
 
 # Rules that read and write key data themselves (lowering_rules/prng.py).
 KEY_DATA_PRIMITIVES = frozenset({"random_seed", "random_wrap", "random_unwrap", "random_split",
-                                 "random_fold_in", "random_bits"})
+                                 "random_fold_in", "random_bits", "raw_bits"})
 
 
 # Rules that only move whole values around, so applying them per key word (``apply_per_word``) is
@@ -56,7 +56,7 @@ KEY_DATA_PRIMITIVES = frozenset({"random_seed", "random_wrap", "random_unwrap", 
 KEY_MOVERS = frozenset({
     "broadcast_in_dim", "concatenate", "copy", "copy_p", "device_put", "dynamic_slice",
     "dynamic_update_slice", "gather", "optimization_barrier", "pad", "reshape", "rev", "scatter",
-    "select_n", "slice", "split", "squeeze", "stack", "tile", "transpose",
+    "select_n", "slice", "split", "squeeze", "stack", "tile", "transpose", "unstack",
     "jit", "pjit", "closed_call", "remat2", "checkpoint", "cond", "while", "scan",
     "custom_jvp_call", "custom_vjp_call", "name", "sharding_constraint", "reshard",
     "layout_constraint", "stop_gradient",
