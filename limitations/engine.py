@@ -81,12 +81,23 @@ class Report:
     __str__ = format
 
 
+def sub_jaxprs(eqn) -> list:
+    """The sub-programs an equation runs once lowered: the jaxprs in its parameters, and the
+    expansion of a hijax primitive that its rule lowers (``lowering_rules.calls.lowered_expansion``;
+    JAX 0.12.1's ``jnp.frexp`` is one): unchecked, such an expansion once lowered a bitcast the rules
+    do not implement to zeros."""
+    from lowering_rules.calls import lowered_expansion
+    subs = list(core.jaxprs_in_params(eqn.params))
+    expansion = lowered_expansion(eqn)
+    return subs if expansion is None else [*subs, expansion]
+
+
 def iter_eqns(jaxpr) -> Iterator:
     """Every equation of a jaxpr, then those of its sub-jaxprs, depth first."""
     jaxpr = open_jaxpr(jaxpr)
     for eqn in jaxpr.eqns:
         yield eqn
-        for sub in core.jaxprs_in_params(eqn.params):
+        for sub in sub_jaxprs(eqn):
             yield from iter_eqns(sub)
 
 
@@ -105,7 +116,7 @@ def iter_eqns_with_sources(jaxpr, enclosing: str = UNKNOWN_SOURCE) -> Iterator[t
         if source == UNKNOWN_SOURCE:
             source = enclosing
         yield eqn, source
-        for sub in core.jaxprs_in_params(eqn.params):
+        for sub in sub_jaxprs(eqn):
             yield from iter_eqns_with_sources(sub, source)
 
 

@@ -10,6 +10,7 @@ from lowering_rules import (  # noqa: F401
     convolution,
     decompositions,
     elementwise,
+    frexp_ldexp,
     indexing,
     limb_arithmetic,
     linalg,

@@ -8,7 +8,8 @@
   function, which returns the primal outputs and the residuals.
 - ``call_hi_primitive`` (``jax.experimental.hijax.VJPHiPrimitive``, ``HiPrim`` from JAX 0.11, which
   also makes ``jnp.searchsorted`` one): the primitive's ``expand``, traced on its input types, is
-  what JAX's CPU backend runs.
+  what JAX's CPU backend runs. JAX 0.12.1's ``jnp.frexp`` and ``jnp.ldexp`` (``Frexp``, ``Ldexp``)
+  expand to float bitcasts: they have exact rules of their own (``frexp_ldexp.py``).
 - ``dce_sink`` (``lax.dce_sink``) only keeps a value alive against dead-code elimination, and
   ``inspect_sharding`` (``jax.debug.inspect_array_sharding``) hands the value's sharding to a Python
   callback while JAX compiles; neither computes anything at run time.
@@ -34,8 +35,11 @@ from lowering_rules.core.jax_compat import (
     hijax,
     lax_internal,
 )
+from lowering_rules.core.key_types import physical_aval
 from lowering_rules.core.registry import Limitation, lowering
 from lowering_rules.core.vocabulary import ALL_TARGETS
+from lowering_rules.frexp_ldexp import CASES as FREXP_LDEXP_CASES
+from lowering_rules.frexp_ldexp import hi_primitive_rule
 from lowering_rules.prng import _lower_through_impl
 
 WEIGHT = np.linspace(-1.0, 1.5, 12, dtype=np.float32).reshape(3, 4)
@@ -171,9 +175,30 @@ _SEARCHSORTED_SKIP = "" if SEARCHSORTED_IS_HIJAX else "JAX before 0.11 traces se
         lax.complex(re, im), lax.complex(v, -v), side="right", method="compare_all"),
          np.array([-1, 0, 0, 0, 2], np.float32), np.array([0, -1, 0, 1, 0], np.float32),
          np.array([0.0, -0.0, 2.0, np.nan, -1.0], np.float32), skip=_SEARCHSORTED_SKIP),
+    # JAX 0.12.1's jnp.frexp and jnp.ldexp, lowered by rules of their own (frexp_ldexp.py).
+    *FREXP_LDEXP_CASES,
 ])
 def lower_call_hi_primitive(ctx, *args, _prim):
-    return _lower_through_impl(ctx, functools.partial(hijax._call_hi_primitive_to_lojax, _prim=_prim), *args)
+    # A hi primitive whose expansion noxla cannot lower (it reads float bit patterns) has its own
+    # rule, chosen by its class; any other lowers as its expansion.
+    own_rule = hi_primitive_rule(_prim)
+    if own_rule is not None:
+        return own_rule(ctx, *args)
+    return _lower_through_impl(ctx, _expansion(_prim), *args)
+
+
+def _expansion(prim):
+    return functools.partial(hijax._call_hi_primitive_to_lojax, _prim=prim)
+
+
+def lowered_expansion(eqn):
+    """The jaxpr ``lower_call_hi_primitive`` lowers for a ``call_hi_primitive`` equation (its
+    primitive's expansion, traced on its operands' types), for the up-front check to look inside;
+    None for any other equation and for a hi primitive with a rule of its own."""
+    if eqn.primitive is not hijax.call_hi_primitive_p or hi_primitive_rule(eqn.params["_prim"]) is not None:
+        return None
+    specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in (physical_aval(v.aval) for v in eqn.invars)]
+    return jax.make_jaxpr(_expansion(eqn.params["_prim"]))(*specs)
 
 
 # ----------------------------------------------------------------------------- no computation

@@ -424,6 +424,32 @@ def test_check_reports_uses_inside_sub_jaxprs_at_their_lines():
     assert callbacks and all(_at(v.source, "scan-body") for v in callbacks), report.format()
 
 
+def test_check_looks_inside_a_hijax_primitives_expansion():
+    """A hijax primitive lowers as its expansion (lowering_rules/calls.py): the check walks that
+    expansion, each use at its own line (the enclosing use's where JAX keeps none). Unchecked, JAX
+    0.12.1's jnp.frexp (a float bitcast inside a hi primitive, before it had a rule of its own)
+    lowered to zeros."""
+    from lowering_rules.core.jax_compat import HiPrimitive
+
+    class BitsOf(HiPrimitive):
+        def __init__(self, aval):
+            self.in_avals, self.params = (aval,), {}
+            self.out_aval = ShapedArray(aval.shape, np.dtype(np.int32))
+            super().__init__()
+
+        def expand(self, x):
+            return lax.bitcast_convert_type(x, np.int32)  # hi-primitive-expand
+
+    def f(x):
+        return BitsOf(jax.typeof(x))(x) + 1
+
+    report = noxla.check(f, np.ones(3, np.float32), target="tflite")
+    bitcasts = [v for v in report.violations if v.primitive == "bitcast_convert_type"]
+    assert bitcasts and all(_at(v.source, "hi-primitive-expand") for v in bitcasts), report.format()
+    with pytest.raises(noxla.UnsupportedError):
+        noxla.convert(f)(np.ones(3, np.float32))
+
+
 def test_webgl_target_inherits_tfjs_and_adds_its_own():
     """TF.js on WebGL rejects what TF.js rejects, plus the rules that compute on whole 32-bit words
     there; a uint32 shifted by a literal amount stays on 16-bit limbs and passes."""
