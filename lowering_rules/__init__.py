@@ -11,6 +11,7 @@ from lowering_rules import (  # noqa: F401
     decompositions,
     elementwise,
     frexp_ldexp,
+    ieee754_elementwise,
     indexing,
     limb_arithmetic,
     linalg,

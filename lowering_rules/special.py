@@ -290,19 +290,35 @@ def zeta(s, q):
     horner = tf.zeros_like(q) + _ZETA_CORRECTIONS[-1]
     for j in range(len(_ZETA_CORRECTIONS) - 1, 0, -1):  # step j -> j + 1 gains (s+2j-1)(s+2j) / w^2
         horner = _ZETA_CORRECTIONS[j - 1] + inv_w2 * (s + float(2 * j - 1)) * (s + float(2 * j)) * horner
-    tail = w_power * (w / (s - 1.0) + 0.5 + (s / w) * horner)
+    # The integral term w^(1-s) / (s-1). JAX 0.12.1 takes w^(1-s) as a power of its own: a normal
+    # float, the whole value, where w^-s underflows (q = 1e20, s = 2: 1e-20) or w / (s-1) overflows
+    # (q = 3e38, s = 1.0001: 9910). JAX 0.10 formed it as w * w^-s: 0 once w^-s is subnormal (XLA
+    # flushes it to zero, as TF and TFLite do; TF.js keeps it, so the rule flushes it itself).
+    if lax_value("zeta", 2.0, 1e20) > 0.0:
+        integral = tf.pow(w, 1.0 - s)
+    else:
+        normal = tf.abs(w_power) >= float(np.finfo(np.float32).tiny)
+        integral = w * tf.where(normal, w_power, tf.zeros_like(w_power))
+    tail = integral / (s - 1.0) + w_power * (0.5 + (s / w) * horner)
     # Where the partial sum already holds every digit the tail is skipped: for large s the
     # corrections overflow while w^-s underflows (0 * inf).
     r = tf.where(tf.abs(w_power) < tf.abs(partial) * float(np.finfo(np.float32).eps), partial, partial + tail)
-    # JAX's edges: a pole at s = 1, NaN below; for q <= 0 only integer s are defined, and at the
-    # poles q = 0, -1, ... the value is +inf for even s, NaN otherwise.
+    # JAX's edges: a pole at s = 1 (for any q, NaN too), NaN below and at s = +inf; for q <= 0
+    # only integer s are defined, and at the poles q = 0, -1, ..., -inf the value is +inf for even
+    # s (0 and negative ones too), NaN otherwise.
     inf, nan = infinity_like(q), tf.fill(tf.shape(q), tf.constant(NAN, q.dtype))
     s_integer = tf.equal(s, tf.floor(s))
     s_even = tf.logical_and(s_integer, tf.equal(s - 2.0 * tf.floor(0.5 * s), 0.0))
+    r = tf.where(tf.logical_or(s < 1.0, is_inf(s)), nan, r)
+    r = tf.where(tf.logical_and(q <= 0.0, tf.logical_not(s_integer)), nan, r)
     q_pole = tf.logical_and(q <= 0.0, tf.equal(q, tf.floor(q)))
     r = tf.where(q_pole, tf.where(s_even, inf, nan), r)
-    r = tf.where(tf.logical_and(q <= 0.0, tf.logical_not(s_integer)), nan, r)
-    r = tf.where(s < 1.0, nan, r)
+    q_inf = tf.logical_and(is_inf(q), q > 0.0)
+    if lax_value("zeta", 2.0, INF) == 0.0:
+        # JAX 0.12.1: zeta(s, +inf) = 0 for every s > 1 (the limit); up to JAX 0.12.0, NaN.
+        r = tf.where(tf.logical_and(q_inf, tf.logical_and(s > 1.0, tf.logical_not(is_inf(s)))), tf.zeros_like(r), r)
+    else:
+        r = tf.where(q_inf, nan, r)
     return tf.where(tf.equal(s, 1.0), inf, r)
 
 
@@ -313,8 +329,13 @@ def polygamma(n, x):
     sign = tf.where(n_odd, tf.ones_like(n), -tf.ones_like(n))
     r = sign * exp(lgamma(n + 1.0)) * zeta(n + 1.0, x)
     r = tf.where(tf.equal(n, 0.0), digamma(x), r)
-    natural = tf.logical_and(n >= 0.0, tf.equal(n, tf.floor(n)))
-    return tf.where(natural, r, tf.fill(tf.shape(r), tf.constant(NAN, r.dtype)))
+    # polygamma(0, 0), either zero's sign: NaN under JAX 0.10, -inf under 0.12.1; read from JAX's
+    # polygamma, not digamma (JAX 0.12.1's lax.digamma(-0.0) is +inf, its polygamma(0, -0.0) -inf).
+    nan = tf.fill(tf.shape(r), tf.constant(NAN, r.dtype))
+    pole = nan if np.isnan(lax_value("polygamma", 0.0, 0.0)) else -infinity_like(x)
+    r = tf.where(tf.logical_and(tf.equal(n, 0.0), tf.equal(x, 0.0)), pole, r)
+    natural = tf.logical_and(tf.logical_and(n >= 0.0, tf.equal(n, tf.floor(n))), tf.logical_not(is_inf(n)))
+    return tf.where(natural, r, nan)
 
 
 _IGAMMA_A = np.array([1.0, 1.0, 0.0, -1.0, 2.0, NAN, 1.0, INF, 0.0, 0.0, 0.0, INF, INF, 1e-3, 5.0, 1e-30, 0.5,
@@ -334,13 +355,16 @@ def _igamma_cases(fn):
 
 
 _ZETA_S = np.array([1.0, 0.5, 2.0, 2.0, 2.0, 2.0, INF, 3.0, NAN, 2.0, 2.0, 1.0001, 30.0, 3.0, 3.0, 2.5, 2.5, 4.0,
-                    2.0, 3.0, 1e4], np.float32)
+                    2.0, 3.0, 1e4, 0.0, -2.0, -1.0, INF, INF, 30.0, 1.0, 0.5, 1.0, 2.0], np.float32)
 _ZETA_Q = np.array([1.0, 1.0, 0.0, -1.0, -1.5, INF, 2.0, 1e-3, 1.0, NAN, 1e6, 1.0, 0.5, 0.0, -1e-3, -1.5, 1e-3,
-                    -2.0, -INF, -2.5, 2.0], np.float32)
-_POLYGAMMA_N = np.array([0.0, 1.0, 2.0, 3.0, 1.0, 1.0, -1.0, 1.5, 1.0, 2.0, 10.0, 1.0, 4.0, 0.0, 2.0, 5.0, NAN],
-                        np.float32)
+                    -2.0, -INF, -2.5, 2.0, 0.0, -3.0, 0.0, 1.0, 0.5, INF, INF, INF, NAN, 1e20], np.float32)
+# Where the tail is the integral alone, w^-s underflowing: 0 under JAX 0.10, the integral from 0.12.1 (zeta).
+_ZETA_LARGE_Q_S = np.array([1.0001, 1.01, 1.2, 1.5, 2.0, 2.5, 3.0, 1.0001], np.float32)
+_ZETA_LARGE_Q_Q = np.array([3e38, 3.4e38, 1e35, 1e30, 1e25, 1e20, 1e15, 1e10], np.float32)
+_POLYGAMMA_N = np.array([0.0, 1.0, 2.0, 3.0, 1.0, 1.0, -1.0, 1.5, 1.0, 2.0, 10.0, 1.0, 4.0, 0.0, 2.0, 5.0, NAN,
+                         INF, 0.0, 0.0, 1.0, 3.0, 35.0], np.float32)
 _POLYGAMMA_X = np.array([1.0, 0.0, 0.0, -1.0, -1.5, INF, 1.0, 1.0, NAN, 1e-3, 2.0, 1e6, -2.5, -0.5, -1e-3, 30.0,
-                         1.0], np.float32)
+                         1.0, 1.0, 0.0, -0.0, 1e20, INF, 3.0], np.float32)
 
 for _prim, _fn, _cases in (
         (lax.igamma_p, igamma, _igamma_cases(lax.igamma)),
@@ -350,6 +374,7 @@ for _prim, _fn, _cases in (
         (lax.zeta_p, zeta, [
             case("f32", lax.zeta, f32(6, 8, low=1.1, high=12), f32(6, 8, low=0.05, high=20)),
             case("edges", lax.zeta, _ZETA_S, _ZETA_Q),
+            case("large_q", lax.zeta, _ZETA_LARGE_Q_S, _ZETA_LARGE_Q_Q),
             case("negative_q_integer_s", lax.zeta, np.array([2.0, 3.0, 4.0, 6.0], np.float32),
                  f32(4, low=-5, high=-0.1)),
             case("f16", lax.zeta, f16(3, 4, low=1.5, high=5), f16(3, 4, low=0.5, high=4)),
