@@ -168,25 +168,47 @@ def binary(tf_fn):
 
 # ----------------------------------------------------------------------------- float helpers
 
+def horner(u, coefficients):
+    """sum coefficients[n] u^n, highest degree first."""
+    acc = tf.zeros_like(u)
+    for c in reversed(coefficients):
+        acc = c + u * acc
+    return acc
+
+
+# Near 0, log1p and expm1 are series: the Goldberg and Kahan forms below divide by a log near 1,
+# which LiteRT's LOG (XNNPACK) gives to about 1e-7 absolute only: expm1(1e-4) and log1p(1e-4)
+# came out 1.2e-3 off, relatively. Each series runs to the term below the dtype's last bit.
+def _single(x) -> bool:
+    return x.dtype == tf.float32
+
+
 def log1p(x):
-    # Goldberg's trick: log(u) * x / (u - 1) with u = 1 + x cancels the rounding of 1 + x,
-    # accurate for tiny x with only Log (TFLite turns Log1p into log(1 + x)).
+    # |x| < 1/2: log(1 + x) = 2 atanh(z), z = x / (2 + x), |z| <= 1/3, as a series in z.
+    z = x / (2.0 + x)
+    near = z * horner(z * z, [2.0 / (2 * k + 1) for k in range(9 if _single(x) else 18)])  # to z^17 / z^35
+    # Elsewhere Goldberg's trick: log(u) * x / (u - 1) with u = 1 + x cancels the rounding of 1 + x
+    # (TFLite turns Log1p into log(1 + x)).
     u = 1.0 + x
     d = u - 1.0
     safe_d = tf.where(tf.equal(d, 0.0), tf.ones_like(d), d)
     r = tf.where(tf.equal(d, 0.0), x, log(u) * (x / safe_d))
+    r = tf.where(tf.abs(x) < 0.5, near, r)
     # +inf stays; -inf, like every x below -1, has no logarithm: r is already NaN there.
     return tf.where(tf.logical_and(is_inf(u), u > 0.0), u, r)
 
 
 def expm1(x):
-    # Kahan's trick: (u - 1) * x / log(u) with u = exp(x) cancels the rounding of exp(x).
+    # |x| < 1/2: the series sum x^n / n!.
+    near = x * horner(x, [1.0 / math.factorial(n) for n in range(1, 11 if _single(x) else 17)])  # x^10 / x^16
+    # Elsewhere Kahan's trick: (u - 1) * x / log(u) with u = exp(x) cancels the rounding of exp(x).
     u = exp(x)
     log_u = log(u)
     safe_log = tf.where(tf.equal(log_u, 0.0), tf.ones_like(log_u), log_u)
     r = (u - 1.0) * (x / safe_log)
     r = tf.where(tf.equal(u, 1.0), x, r)
     r = tf.where(tf.equal(u - 1.0, -1.0), u - 1.0, r)
+    r = tf.where(tf.abs(x) < 0.5, near, r)
     return tf.where(is_inf(u), u, r)
 
 
@@ -319,13 +341,18 @@ UNARY = {
     lax.copy_p: (op("identity"), [case("f32", jnp.copy, f32(3, 4)), case("bool", jnp.copy, boolean(2, 2))]),
 }
 
+# Where log1p and expm1 exist for: their relative precision near 0 (an absolute tolerance hid 1e-3).
+_NEAR_ZERO = np.array([1e-6, -1e-6, 5e-5, 1e-4, -1e-4, 3e-3, -3e-3, 0.2, -0.3, 0.45, -0.45, 0.49, -0.0], np.float32)
+
 TRANSCENDENTAL = {
     lax.exp_p: (exp, _unary_cases(lax.exp, edges=[0.0, 88.0, 88.5, 88.72, 89.0, -104.0, -INF, INF, NAN], poly=True)),
     lax.exp2_p: (exp2, _unary_cases(lax.exp2, low=-10, high=10, edges=[0.0, 1.0, 10.0, -3.0, 127.0, 128.0, -INF, NAN])),
-    lax.log1p_p: (log1p, _unary_cases(lax.log1p, low=-0.9, high=10,
-                              edges=[1e-8, -1e-8, 0.0, -1.0, -2.0, INF, -INF, 1e30, NAN, 3e38])),
-    lax.expm1_p: (expm1, _unary_cases(lax.expm1, low=-5, high=5,
-                                      edges=[1e-8, -1e-8, 0.0, -INF, INF, 88.0, -30.0, NAN, 88.7])),
+    lax.log1p_p: (log1p, [*_unary_cases(lax.log1p, low=-0.9, high=10,
+                                        edges=[1e-8, -1e-8, 0.0, -1.0, -2.0, INF, -INF, 1e30, NAN, 3e38]),
+                          case("near_zero_relative", lax.log1p, _NEAR_ZERO, atol=0.0, rtol=5e-7)]),
+    lax.expm1_p: (expm1, [*_unary_cases(lax.expm1, low=-5, high=5,
+                                        edges=[1e-8, -1e-8, 0.0, -INF, INF, 88.0, -30.0, NAN, 88.7]),
+                          case("near_zero_relative", lax.expm1, _NEAR_ZERO, atol=0.0, rtol=5e-7)]),
     lax.tanh_p: (op("tanh"), _unary_cases(lax.tanh, edges=[0.0, 20.0, -20.0, INF, NAN])),
     lax.logistic_p: (op("sigmoid"), _unary_cases(lax.logistic, edges=[0.0, 50.0, -50.0, INF, -INF, NAN])),
     lax.sin_p: (op("sin"), _unary_cases(lax.sin, edges=[0.0, 3.14159265, 100.0, INF, NAN], poly=True)),

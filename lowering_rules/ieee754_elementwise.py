@@ -78,7 +78,7 @@ from lowering_rules.core.dtype_support import dtypes
 from lowering_rules.core.helpers import HALF_FLOATS, as_out, infinity_like, is_inf, wide
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import lowering
-from lowering_rules.elementwise import acos, asin, exp2, log1p, unary
+from lowering_rules.elementwise import acos, asin, exp2, horner, log1p, unary
 
 NAN, INF = float("nan"), float("inf")
 _NAMES = ("sinpi", "cospi", "tanpi", "asinpi", "acospi", "atanpi", "atan2pi", "exp2m1", "log2p1", "fma",
@@ -272,20 +272,12 @@ def lower_atan2pi(ctx, x, y):
 
 # ----------------------------------------------------------------------------- exp2m1, log2p1
 
-def _horner(u, coefficients):
-    """sum coefficients[n] u^n, highest degree first."""
-    acc = tf.zeros_like(u)
-    for c in reversed(coefficients):
-        acc = c + u * acc
-    return acc
-
-
 def exp2m1(x):
     # |x| < 1: the series sum (x ln 2)^n / n!, to the term below the dtype's last bit (float32 to
     # x^11, float64 to x^17): expm1's Kahan form divides by a log near 0, which TFLite's kernels
     # (XNNPACK's) give to about 1e-7 absolute only (2^-1.7e-7 - 1 came out 2x off).
     terms = 11 if x.dtype == tf.float32 else 17
-    near = x * _horner(x, [math.log(2.0) ** n / math.factorial(n) for n in range(1, terms + 1)])
+    near = x * horner(x, [math.log(2.0) ** n / math.factorial(n) for n in range(1, terms + 1)])
     return tf.where(tf.abs(x) < 1.0, near, exp2(x) - 1.0)
 
 
@@ -295,7 +287,7 @@ def log2p1(x):
     # for log1p's log near 1, which TFLite's kernels give to about 1e-7 absolute only.
     terms = 9 if x.dtype == tf.float32 else 18
     z = x / (2.0 + x)
-    near = z * _horner(z * z, [2.0 / ((2 * k + 1) * math.log(2.0)) for k in range(terms)])
+    near = z * horner(z * z, [2.0 / ((2 * k + 1) * math.log(2.0)) for k in range(terms)])
     return tf.where(tf.abs(x) < 0.5, near, log1p(x) * tf.constant(1.0 / math.log(2.0), x.dtype))
 
 
