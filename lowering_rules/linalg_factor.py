@@ -363,12 +363,10 @@ def lower_tridiagonal(ctx, x, *, lower=True):  # lax.linalg.tridiagonal's defaul
 
 # ----------------------------------------------------------------------------- symmetric_product
 
+# A A^T reads A twice, which LiteRT.js 2.5.3's WebGPU delegate cannot build: the .tflite for WebGPU
+# copies A for the second read (noxla.writers.tflite.flatbuffer.webgpu.distinct_operands).
 @lowering(lax.linalg.symmetric_product_p, dtypes=dtypes(gaps=[gap((Target.TFLITE,), {"float16"}, (
-    "the product is a float16 MatMul, which TFLite's builtins have no kernel for"))]), limitations=[Limitation(
-    (Target.LITERTJS_WEBGPU,), "any symmetric_product",
-    "A A^T is one BATCH_MATMUL reading A twice, and LiteRT.js 2.5.3's WebGPU delegate fails to compile an op "
-    "reading the same tensor twice (\"Node 0 is already a consumer of the value 0\")",
-    when=lambda eqn: True, param="operands", workaround="run the model on LiteRT.js wasm")], cases=[
+    "the product is a float16 MatMul, which TFLite's builtins have no kernel for"))]), cases=[
     case("alpha_beta", lambda a, c: lax.linalg.symmetric_product(a, c, alpha=0.5, beta=2.0), f32(3, 2), f32(3, 3)),
     case("symmetrized_batched", lambda a, c: lax.linalg.symmetric_product(a, c, symmetrize_output=True),
          f32(2, 3, 4), f32(2, 3, 3)),

@@ -20,6 +20,7 @@ from noxla.writers.tflite.flatbuffer.reshapes import (
 )
 from noxla.writers.tflite.flatbuffer.webgpu import (
     copy_passthrough_outputs,
+    distinct_operands,
     not_equal_as_negated_equal,
     unfuse_transpose_conv_activations,
 )
@@ -63,8 +64,9 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
 
     model.signatureDefs = [large_tflite.serving_signature(schema, in_names, main.inputs, out_names, main.outputs)]
     share_constant_buffers(model, stubs)
-    if webgpu:
+    if webgpu:  # and a tensor read twice by one operator aborts the delegate
         unfuse_transpose_conv_activations(model)
+        distinct_operands(model)
     for graph in model.subgraphs:
         for op in graph.operators or []:
             if builtin_code(model, op) != schema.BuiltinOperator.FULLY_CONNECTED:

@@ -3,7 +3,8 @@
 ``copy_passthrough_outputs`` for every .tflite (LiteRT.js returns garbage for an output that is an
 input, and LiteRT mixes up a WHILE body's swapped carries); ``unfuse_transpose_conv_activations``
 only for one exported with ``target="litertjs-webgpu"``, where the TFLite converter's fusion makes
-an op its WebGPU delegate refuses (it then runs on wasm), and ``not_equal_as_negated_equal`` there too.
+an op its WebGPU delegate refuses (it then runs on wasm), and ``not_equal_as_negated_equal`` and
+``distinct_operands`` there too.
 """
 from __future__ import annotations
 
@@ -136,6 +137,40 @@ def _copy(model, graph, t: int) -> int:
         op.builtinOptions.newShape = [int(d) for d in shape]
     graph.operators = [*(graph.operators or []), op]
     return len(graph.tensors) - 1
+
+
+def distinct_operands(model) -> int:
+    """Give each matrix product that reads one tensor as two operands (TF's converter writes
+    ``x @ x.T`` as FULLY_CONNECTED(x, x)) a copy of it for the second read (``_copy``, placed just
+    before the product); returns how many. LiteRT.js 2.5.3's WebGPU delegate aborts the page on
+    building such a model ("Check failed: !IsInput(consumer, value) Node 0 is already a consumer of
+    the value 0"). Other operators reading a tensor twice (MUL(x, x), EQUAL(x, x)) build: the
+    delegate runs them, or leaves them to wasm, and copying those instead moved a uint32 SELECT
+    onto the GPU, which aborted (searchsorted's scan)."""
+    from noxla.writers.tflite.flatbuffer.merge import builtin_code
+    from noxla.writers.tflite.flatbuffer.schema import schema
+    products = (schema.BuiltinOperator.FULLY_CONNECTED, schema.BuiltinOperator.BATCH_MATMUL)
+    copies = 0
+    for graph in model.subgraphs:
+        new_ops = []
+        for op in graph.operators or []:
+            if builtin_code(model, op) not in products:
+                new_ops.append(op)
+                continue
+            inputs, seen = list(op.inputs if op.inputs is not None else []), set()
+            for i, t in enumerate(inputs):
+                if t < 0 or t not in seen:
+                    seen.add(t)
+                    continue
+                before = len(graph.operators or [])
+                inputs[i] = _copy(model, graph, t)
+                new_ops += graph.operators[before:]  # the copy's ops, before their reader
+                graph.operators = graph.operators[:before]
+                copies += 1
+            op.inputs = inputs
+            new_ops.append(op)
+        graph.operators = new_ops
+    return copies
 
 
 _FLOATS = (0, 1)  # TensorType FLOAT32, FLOAT16
