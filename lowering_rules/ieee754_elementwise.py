@@ -75,10 +75,11 @@ from jax import lax
 
 from lowering_rules.core.cases import case, f16, f32
 from lowering_rules.core.dtype_support import dtypes
+from lowering_rules.core.float_math import acos, asin, exp2, horner, log1p
 from lowering_rules.core.helpers import HALF_FLOATS, as_out, infinity_like, is_inf, wide
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import lowering
-from lowering_rules.elementwise import acos, asin, exp2, horner, log1p, unary
+from lowering_rules.elementwise import unary
 
 NAN, INF = float("nan"), float("inf")
 _NAMES = ("sinpi", "cospi", "tanpi", "asinpi", "acospi", "atanpi", "atan2pi", "exp2m1", "log2p1", "fma",

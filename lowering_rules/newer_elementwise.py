@@ -22,10 +22,10 @@ import numpy as np
 from jax import lax
 
 from lowering_rules.core.cases import case, f16, f32, i32
+from lowering_rules.core.float_math import log
 from lowering_rules.core.helpers import as_out, compute_dtype, is_inf, is_nan
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import lowering
-from lowering_rules.elementwise import log
 
 NAN, INF = float("nan"), float("inf")
 _SKIP = {name: "" if hasattr(lax, f"{name}_p") else f"JAX before 0.11 has no {name} primitive"

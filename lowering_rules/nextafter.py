@@ -9,10 +9,11 @@ import numpy as np
 from jax import lax
 
 from lowering_rules.core.cases import case, f16, f32
+from lowering_rules.core.float_math import log
 from lowering_rules.core.helpers import as_out, is_inf, is_nan, wide
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import lowering
-from lowering_rules.elementwise import FLOAT32_SERIES, log
+from lowering_rules.elementwise import FLOAT32_SERIES
 
 NAN, INF = float("nan"), float("inf")
 

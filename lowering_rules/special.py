@@ -15,6 +15,7 @@ from jax import lax
 
 from lowering_rules.core.cases import case, f16, f32
 from lowering_rules.core.dtype_support import ALL
+from lowering_rules.core.float_math import exp, log
 from lowering_rules.core.helpers import (
     infinity_like,
     is_inf,
@@ -23,7 +24,7 @@ from lowering_rules.core.helpers import (
 from lowering_rules.core.jax_compat import lax_value
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import lowering
-from lowering_rules.elementwise import FLOAT32_SERIES, _unary_cases, binary, exp, log, unary
+from lowering_rules.elementwise import FLOAT32_SERIES, _unary_cases, binary, unary
 
 NAN, INF = float("nan"), float("inf")
 

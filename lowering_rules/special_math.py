@@ -13,10 +13,10 @@ from jax import lax
 
 from lowering_rules.core.cases import case, f16, f32
 from lowering_rules.core.dtype_support import NUMERIC, dtypes
+from lowering_rules.core.float_math import exp, log, log1p
 from lowering_rules.core.helpers import as_out, is_inf, is_nan, wide
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import lowering
-from lowering_rules.elementwise import exp, log, log1p
 from lowering_rules.special import digamma, lgamma
 
 _EPS = float(np.finfo(np.float32).eps)

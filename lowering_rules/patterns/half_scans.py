@@ -53,7 +53,7 @@ def _mul(r):
 def _log1p_unit(e):
     """log1p(e) for e in [0, 1] (NaN lanes are discarded by the caller): Goldberg's log(u) * e / (u - 1)
     with u = 1 + e, which cancels the rounding of 1 + e. u is finite, so plain Log is right in every
-    runtime; elementwise.log1p's guards for inf and NaN would double the ops of each combine."""
+    runtime; float_math.log1p's guards for inf and NaN would double the ops of each combine."""
     u = 1.0 + e
     d = u - 1.0
     zero = tf.equal(d, 0.0)
