@@ -67,13 +67,12 @@ primitive exists (JAX 0.12.0 and older report them skipped, with the reason).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
 from jax import lax
 
-from lowering_rules.core.cases import case, f16, f32
+from lowering_rules.core.cases import case, f16, f32, newer_primitive
 from lowering_rules.core.dtype_support import dtypes
 from lowering_rules.core.float_math import acos, asin, exp2, horner, log1p
 from lowering_rules.core.helpers import HALF_FLOATS, as_out, infinity_like, is_inf, wide
@@ -82,13 +81,10 @@ from lowering_rules.core.registry import lowering
 from lowering_rules.elementwise import unary
 
 NAN, INF = float("nan"), float("inf")
-_NAMES = ("sinpi", "cospi", "tanpi", "asinpi", "acospi", "atanpi", "atan2pi", "exp2m1", "log2p1", "fma",
-          "fmuladd")
-_SKIP = {name: "" if hasattr(lax, f"{name}_p") else f"JAX before 0.12.1 has no {name} primitive" for name in _NAMES}
 
 
 def _cases(name, *cases_):
-    return [dataclasses.replace(c, skip=_SKIP[name]) for c in cases_]
+    return newer_primitive(name, "0.12.1", *cases_)
 
 
 def _lax(name):

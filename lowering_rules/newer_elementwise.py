@@ -14,26 +14,22 @@ reports them skipped, with the reason).
 """
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.core.cases import case, f16, f32, i32
+from lowering_rules.core.cases import case, f16, f32, i32, newer_primitive
 from lowering_rules.core.float_math import log
 from lowering_rules.core.helpers import as_out, compute_dtype, is_inf, is_nan
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import lowering
 
 NAN, INF = float("nan"), float("inf")
-_SKIP = {name: "" if hasattr(lax, f"{name}_p") else f"JAX before 0.11 has no {name} primitive"
-         for name in ("log2", "one_minus_square", "polynomial")}
 
 
 def _cases(name, *cases_):
-    return [dataclasses.replace(c, skip=_SKIP[name]) for c in cases_]
+    return newer_primitive(name, "0.11", *cases_)
 
 
 def _wide(x):

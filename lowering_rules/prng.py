@@ -19,14 +19,12 @@ shifts and its wasm backend divides int32 through float32, and TFLite has no bit
 """
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lowering_rules.core.cases import case, u32
+from lowering_rules.core.cases import case, newer_jax, u32
 from lowering_rules.core.dtype_support import NUMERIC, dtypes
 from lowering_rules.core.jax_compat import RANDOM_BITS_STREAMS, random_bits_function, raw_bits_function, raw_bits_p
 from lowering_rules.core.jax_compat import prng as jax_prng
@@ -138,12 +136,6 @@ def _lower_through_impl(ctx, fn, *operands):
     return ctx.sub_program(jax.make_jaxpr(fn)(*specs))(*operands)
 
 
-def _streams(name, present, *cases_):
-    """Cases of what JAX 0.12.1 added (random_bits' num_streams, raw_bits): skipped before it."""
-    skip = "" if present else f"JAX before 0.12.1 has no {name}"
-    return [dataclasses.replace(c, skip=skip) for c in cases_]
-
-
 _SEED = np.array(20260522, np.int32)
 _SMALL_SEED = np.array(9_876_543, np.int32)  # below 2^24: exact in WebGL's float32 textures
 _KEY = np.array([0x12345678, 0x9ABCDEF0], np.uint32)
@@ -217,8 +209,8 @@ def lower_random_fold_in(ctx, keys, msgs):
         jax.random.split(jax.random.key(s, impl="unsafe_rbg"))[1], (5,)), _SEED),
     # JAX 0.12.1's num_streams: several independent arrays from one key (threefry's two counter-hash
     # words unmixed; four from the words of two subkeys; rbg, one stream a key, from subkeys).
-    *_streams(
-        "random_bits num_streams", RANDOM_BITS_STREAMS,
+    *newer_jax(
+        RANDOM_BITS_STREAMS, "JAX before 0.12.1 has no random_bits num_streams",
         case("two_streams", lambda k: jnp.stack(jax.random.bits(k, (3, 5), num_streams=2)), _KEY),
         case("four_streams_u8", lambda s: jnp.stack(
             jax.random.bits(jax.random.key(s), (4, 3), jnp.uint8, num_streams=4)), _SEED),
@@ -243,8 +235,8 @@ def _raw_bits(key, shape):
 
 
 # Registered by name: JAX before 0.12.1 has no raw_bits primitive (its cases are skipped there).
-@lowering("raw_bits", cases=_streams(
-    "raw_bits primitive", raw_bits_p is not None,
+@lowering("raw_bits", cases=newer_jax(
+    raw_bits_p is not None, "JAX before 0.12.1 has no raw_bits primitive",
     case("uniform_from_seed", lambda s: jnp.stack([_as_uniform(b) for b in _raw_bits(jax.random.key(s), (16, 16))]),
          _SMALL_SEED),
     case("legacy_key", lambda k: jnp.stack(_raw_bits(jax.random.wrap_key_data(k), (3, 5))), _KEY),

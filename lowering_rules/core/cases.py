@@ -103,3 +103,15 @@ def case(name: str, fun: Callable, *args, atol: float | None = None, rtol: float
     """``skip``: the reason the case cannot run under the installed JAX ("" where it runs); tests
     report such a case as skipped with that reason, never silently."""
     return Case(name, fun, tuple(args), atol, rtol, polymorphic_shapes, skip=skip)
+
+
+def newer_jax(present: bool, missing: str, *cases_: Case) -> list[Case]:
+    """``cases_`` of something a newer JAX added (a primitive, a parameter): each skipped with the
+    reason ``missing`` where the installed JAX lacks it (``present`` false)."""
+    return [dataclasses.replace(c, skip="" if present else missing) for c in cases_]
+
+
+def newer_primitive(name: str, since: str, *cases_: Case) -> list[Case]:
+    """``cases_`` of ``jax.lax.<name>_p``, skipped under a JAX older than ``since``, which has none."""
+    from jax import lax
+    return newer_jax(hasattr(lax, f"{name}_p"), f"JAX before {since} has no {name} primitive", *cases_)
