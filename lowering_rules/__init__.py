@@ -26,6 +26,7 @@ from lowering_rules import (  # noqa: F401
     rng_bit_generator,
     select_and_scatter,
     selection,
+    slicing,
     sorting,
     special,
     special_math,

@@ -21,7 +21,7 @@ def uses_uint32(program: Program, dtype=np.uint32) -> bool:
 
 def needs_tfjs_lowering(program: Program) -> bool:
     """Whether TF.js gets its own lowering of the program (``uint32_as_int32``): it carries uint32
-    values, or float16 ones (moved in float32, not as their bits: ``structural._carried``), or
+    values, or float16 ones (moved in float32, not as their bits: ``structural.carried``), or
     applies a rule that lowers otherwise for TF.js (``Rule.differs``)."""
     return uses_uint32(program) or uses_uint32(program, np.float16) or any(
         Target.TFJS in targets for e in iter_eqns(program.closed_jaxpr)

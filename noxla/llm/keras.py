@@ -13,7 +13,7 @@ cache differs. What the adapter owns is only the cache contract: keras-hub keeps
 transposed V [1, kv_heads, head_dim, C] per layer, so the step is written as transposes in,
 stacks, slices and transposes out. None of that moves the cache in the .tflite: a slice of a
 stack reads the stacked part (lowering_rules/patterns/joins.py), the update is made in the contract's
-layout before the transpose (structural.py's dynamic_update_slice), the transposes in and out
+layout before the transpose (slicing.py's dynamic_update_slice), the transposes in and out
 then cancel (noxla.writers.tflite.flatbuffer.reshapes.fold_transpose_pairs), and the repeated KV heads of grouped
 attention are read unrepeated (lowering_rules/patterns/grouped_query.py). SmolLM-135M's shapes as a
 keras-hub Llama: 1.05x the hand-written decoder's decode step in LiteRT (it was 4.9x).

@@ -177,7 +177,7 @@ def _packs_of_unpacks(graph: Graph) -> bool:
 
 def _every_nth(graph: Graph) -> bool:
     """RESHAPE(SLICE(RESHAPE(PAD(x, [0, p] on axis a) -> (.., kept, n, ..)), first of n) -> (.., kept, ..))
-    is x[.., ::n, ..] (``lowering_rules.structural._every_nth``)."""
+    is x[.., ::n, ..] (``lowering_rules.slicing._every_nth``)."""
     view = graph.view()
     for op in graph.ops:
         first = view.producer(op.inputs[0], "SLICE") if op.kind == "RESHAPE" else None
