@@ -127,14 +127,19 @@ def _digamma_from_half(x):
 
 def digamma(x):
     # Reflection psi(1 - x) - psi(x) = pi cot(pi x) below 1/2; JAX gives NaN at the negative poles,
-    # and at 0 NaN up to JAX 0.10 but -inf from 0.11: the value the installed JAX gives.
+    # and at each zero the value the installed JAX gives: NaN up to JAX 0.10, -inf for both from
+    # 0.11, and the pole's one-sided limits from 0.12.1 (+inf at -0.0, -inf at +0.0).
     reflected = _digamma_from_half(1.0 - x) - math.pi * _cot_pi(x)
     r = tf.where(x < 0.5, reflected, _digamma_from_half(tf.where(x < 0.5, 1.0 - x, x)))
     pole = tf.logical_and(x <= 0.0, tf.equal(x, tf.floor(x)))
     r = tf.where(pole, tf.fill(tf.shape(x), NAN), r)
-    if np.isnan(lax_value("digamma", 0.0)):
+    at_zero, at_minus_zero = lax_value("digamma", 0.0), lax_value("digamma", -0.0)
+    if np.isnan(at_zero) and np.isnan(at_minus_zero):
         return r
-    return tf.where(tf.equal(x, 0.0), -infinity_like(x), r)
+    negative = tf.less(1.0 / x, 0.0)   # -0.0 as 1 / x = -inf: TFLite and TF.js have no signbit
+    zero = tf.where(negative, tf.fill(tf.shape(x), tf.constant(at_minus_zero, x.dtype)),
+                    tf.fill(tf.shape(x), tf.constant(at_zero, x.dtype)))
+    return tf.where(tf.equal(x, 0.0), zero, r)
 
 
 # Abramowitz & Stegun 9.8.1-9.8.4 (as in Numerical Recipes' bessi0/bessi1): polynomials in
@@ -179,7 +184,7 @@ SPECIAL_UNARY = {
                                       3e38, -INF],
                                atol=3e-5)),
     lax.digamma_p: (digamma, _unary_cases(lax.digamma, low=0.1, high=20,
-                                edges=[1.0, 2.0, 0.5, 1e-3, 0.0, -1.0, -2.5, -0.5, 30.0, 1e6, 1.4616321, NAN],
+                                edges=[1.0, 2.0, 0.5, 1e-3, 0.0, -0.0, -1.0, -2.5, -0.5, 30.0, 1e6, 1.4616321, NAN],
                                 atol=3e-5)),
     lax.bessel_i0e_p: (bessel_i0e, _unary_cases(lax.bessel_i0e, low=-10, high=10,
                                    edges=[0.0, 3.74, 3.76, -20.0, 100.0, INF, NAN])),

@@ -164,14 +164,19 @@ def raw_bits_function(impl, shape):
     return lambda key: prng._call_impl_raw_bits(impl, key, tuple(shape))
 
 
-@functools.cache
 def lax_value(name: str, *args: float) -> float:
     """``jax.lax.<name>(*args)`` on float32 scalars, as the installed JAX computes it: for the edge
     values JAX changed (digamma(0): NaN up to JAX 0.10, -inf from 0.11; igamma(inf, x): NaN for
-    x >= 1 up to 0.10, 0 from 0.11), so rules follow whichever JAX is installed. Asked once each."""
+    x >= 1 up to 0.10, 0 from 0.11), so rules follow whichever JAX is installed. Asked once each
+    (by the arguments' bits: -0.0 == 0.0, and digamma tells them apart from JAX 0.12.1)."""
+    return _lax_value(name, tuple(float(a).hex() for a in args))
+
+
+@functools.cache
+def _lax_value(name: str, args: tuple[str, ...]) -> float:
     import numpy as np
     from jax import lax
-    return float(np.asarray(getattr(lax, name)(*(np.float32(a) for a in args))))
+    return float(np.asarray(getattr(lax, name)(*(np.float32(float.fromhex(a)) for a in args))))
 
 
 # Tracing: dead-code elimination of a jaxpr, and the user's frames of an equation's source.
