@@ -23,6 +23,7 @@ import argparse
 import collections
 import dataclasses
 import itertools
+import json
 import os
 import sys
 import tempfile
@@ -446,6 +447,29 @@ class Tally:
         self.programs: list = []
         self.default_tflite = None   # tests.default_tflite.DefaultTflite, made on the first tflite run
         self.writers: collections.Counter = collections.Counter()   # (tflite or tfjs, writer): files that ran
+        # Where a supervised run (tests/fuzz_supervise.py) keeps the counts and the step running now,
+        # so that a process a native library aborts loses nothing and names the program.
+        self.state_path: str | None = None
+
+    def at(self, program: Program | None, step: str = "") -> None:
+        """Save the counts and the step about to run (``program`` None: between programs)."""
+        if self.state_path is None:
+            return
+        state = {"counts": self.counts, "rejections": self.rejections,
+                 "writers": [[kind, writer, n] for (kind, writer), n in self.writers.items()],
+                 "failures": [str(f) for f in self.failures],
+                 "current": None if program is None else [program.primitive, repr(program), step]}
+        with open(self.state_path + ".part", "w") as f:
+            json.dump(state, f)
+        os.replace(self.state_path + ".part", self.state_path)
+
+    def absorb(self, state: dict) -> None:
+        """Add a saved state's counts (of another process) to these."""
+        for name, counts in state["counts"].items():
+            self.counts[name].update(counts)
+        self.rejections.update(state["rejections"])
+        self.writers.update({(kind, writer): n for kind, writer, n in state["writers"]})
+        self.failures.extend(state["failures"])
 
     def table(self) -> str:
         rows = [f"{'primitive':<22}" + "".join(f"{o:>10}" for o in OUTCOMES)]
@@ -470,6 +494,7 @@ def run_program(program: Program, runtimes_to_run: Sequence[str], runtimes, tall
 
     counts = tally.counts[program.primitive]
     counts["tried"] += 1
+    tally.at(program, "jax")
     try:
         traced = trace(program.fun, program.args, program.polymorphic_shapes)
         tally.programs.append(traced)
@@ -480,6 +505,7 @@ def run_program(program: Program, runtimes_to_run: Sequence[str], runtimes, tall
         return []
     failures = []
     for runtime in runtimes_to_run:
+        tally.at(program, runtime)
         try:
             report = runtimes.check(traced, runtime, strict=program.strict)
         except Exception as e:  # noqa: BLE001 - the check itself must not crash
@@ -504,6 +530,7 @@ def run_program(program: Program, runtimes_to_run: Sequence[str], runtimes, tall
     for failure in failures:
         counts[failure.outcome] += 1
     tally.failures.extend(failures)
+    tally.at(None)
     return failures
 
 
@@ -573,17 +600,28 @@ def fuzz(runtimes_to_run: Sequence[str], runtimes, tally: Tally, max_examples: i
     return tally
 
 
-def main(argv=None) -> int:
+def parse(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--targets", default="tf,tflite,tfjs", help="any of tf, tflite, tfjs")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--primitives", default="", help="comma-separated; default: all")
-    args = parser.parse_args(argv)
+    parser.add_argument("--in-process", action="store_true",
+                        help="run in this process (a library that aborts the process ends the run); by "
+                             "default the run goes on in a new process, from the next seed (tests/fuzz_supervise.py)")
+    parser.add_argument("--state", help=argparse.SUPPRESS)  # a supervised child's saved counts
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    if not args.in_process and args.state is None:
+        from tests.fuzz_supervise import supervise
+        return supervise(args)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    targets = [t for t in args.targets.split(",") if t]
-    runtimes_to_run = runtimes_for(targets)
+    runtimes_to_run = runtimes_for([t for t in args.targets.split(",") if t])
     tally = Tally()
+    tally.state_path = args.state
     start = time.monotonic()
     stopped = False
     with tempfile.TemporaryDirectory() as scratch:
@@ -597,8 +635,15 @@ def main(argv=None) -> int:
         finally:
             if tfjs is not None:
                 tfjs.close()
-    print(f"\nfuzzed {args.minutes} min (seed {args.seed}, runtimes {', '.join(runtimes_to_run)}), "
-          f"{time.monotonic() - start:.0f} s; tried counts programs, the other columns program-runtime runs\n")
+    if args.state is None:  # a supervised child's counts are its supervisor's to print
+        report(tally, args, runtimes_to_run, time.monotonic() - start, stopped)
+    return 2 if stopped else 1 if tally.failures else 0
+
+
+def report(tally: Tally, args: argparse.Namespace, runtimes_to_run: Sequence[str], seconds: float,
+           stopped: bool, seeds: str = "") -> None:
+    print(f"\nfuzzed {args.minutes} min (seed {seeds or args.seed}, runtimes {', '.join(runtimes_to_run)}), "
+          f"{seconds:.0f} s; tried counts programs, the other columns program-runtime runs\n")
     print(tally.table())
     for kind in sorted({kind for kind, _ in tally.writers}):
         print(f"\n{kind} files that ran: written by noxla's graph {tally.writers[kind, 'graph']}, "
@@ -611,8 +656,6 @@ def main(argv=None) -> int:
         print(str(failure)[:2500])
     if stopped:
         print("the run stopped on the error above, before its time was up")
-        return 2
-    return 1 if tally.failures else 0
 
 
 if __name__ == "__main__":

@@ -61,3 +61,41 @@ def test_tflite_runs_the_file_the_default_export_writes(tmp_path):
     assert fuzz.run_program(program, ["tflite"], Runtimes(str(tmp_path), None), tally) == []
     assert tally.counts["add"]["matched"] == 1
     assert tally.writers == {("tflite", "graph"): 1}
+
+
+def test_a_process_aborted_by_a_native_library_is_counted_and_the_run_goes_on(monkeypatch, capsys):
+    # JAX 0.12.1's XLA aborted the fuzzer's process (a failed CHECK on a convolution): the whole run
+    # ended with no report. The supervisor counts the program its child died in and starts a child
+    # from the next seed: here the first child dies in JAX's reference, the second in LiteRT, the third ends.
+    import subprocess
+
+    import numpy as np
+
+    from tests import fuzz_supervise
+    program = fuzz.Program("conv_general_dilated", "lhs_dilation=(2,)", lambda x: x, (np.zeros(3, np.float32),))
+    seeds, steps = [], iter(["jax", "tflite", None])
+
+    def child(command, **_):
+        seeds.append(int(command[command.index("--seed") + 1]))
+        tally = fuzz.Tally()
+        tally.state_path = command[command.index("--state") + 1]
+        tally.counts["pad"]["tried"] += 1
+        tally.counts["pad"]["matched"] += 1
+        step = next(steps)
+        if step is None:
+            tally.at(None)
+            return subprocess.CompletedProcess(command, 0)
+        tally.counts[program.primitive]["tried"] += 1
+        tally.at(program, step)
+        return subprocess.CompletedProcess(command, -6)
+
+    monkeypatch.setattr(fuzz_supervise.subprocess, "run", child)
+    code = fuzz.main(["--minutes", "5", "--targets", "tflite", "--seed", "7"])
+    out = capsys.readouterr().out
+    assert seeds == [7, 8, 9] and code == 1, out
+    conv = [line for line in out.splitlines() if line.startswith("conv_general_dilated")]
+    assert conv[0].split()[1:] == ["2", "1", "0", "0", "1", "0"], out   # tried, invalid, ..., crashed
+    assert "[crashed in tflite] conv_general_dilated: lhs_dilation=(2,)" in out
+    assert "the process died (SIGABRT)" in out
+    assert "JAX itself aborted the process computing the reference of 1 program(s)" in out
+    assert "pad" in out and "3         0         0         3" in out
