@@ -425,29 +425,25 @@ def _bounds(value, what: str) -> tuple[Tensor, list]:
 def _sliced_shape(dims: tuple, index: tuple, unknown_items: frozenset = frozenset()) -> tuple:
     """The shape of ``x[index]`` (NumPy's basic indexing, clamping included, as StridedSlice with
     constant bounds); a slice of an axis of unknown size, or by the items ``unknown_items`` (their
-    bounds known at run time only), is of unknown size."""
-    unknown = 2 ** 31 - 1  # stands for an unknown size, then read back as None
-    try:
-        out = np.broadcast_to(np.zeros((), np.int8), tuple(unknown if d is None else d for d in dims))[index].shape
-    except IndexError as error:
-        raise ValueError(f"strided slice {index} of {dims}: {error}") from None
-    if None not in dims and not unknown_items:
-        return out
-    axes = iter(range(len(dims)))  # (item, input axis) of each output axis (input axis None: a new one)
+    bounds known at run time only), is of unknown size. Axis by axis through ``range``: NumPy's own
+    indexing of a broadcast array overflows its iterator where two unknown sizes multiply past 2^63."""
     explicit = sum(1 for item in index if item is not None and item is not Ellipsis)
-    sources = []
+    if explicit > len(dims) or sum(1 for item in index if item is Ellipsis) > 1:
+        raise ValueError(f"strided slice {index} of {dims}: too many indices or ellipses")
+    axes = iter(range(len(dims)))
+    out = []
     for position, item in enumerate(index):
         if item is Ellipsis:
-            sources += [(position, next(axes)) for _ in range(len(dims) - explicit)]
+            out += [dims[next(axes)] for _ in range(len(dims) - explicit)]
         elif item is None:
-            sources.append((position, None))
-        elif isinstance(item, slice):
-            sources.append((position, next(axes)))
+            out.append(1)
         else:
-            next(axes)
-    sources += [(None, a) for a in axes]
-    return tuple(None if position in unknown_items or a is not None and dims[a] is None else d
-                 for (position, a), d in zip(sources, out))
+            d = dims[next(axes)]
+            if isinstance(item, slice):
+                out.append(None if d is None or position in unknown_items else len(range(d)[item]))
+            elif d is not None and not -d <= item < d:
+                raise ValueError(f"strided slice {index} of {dims}: index {item} out of range")
+    return tuple(out) + tuple(dims[a] for a in axes)
 
 
 def _sliced_shape_value(known: list, index: tuple):
