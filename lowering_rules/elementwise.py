@@ -161,10 +161,12 @@ def binary(tf_fn):
 # ----------------------------------------------------------------------------- float helpers: core/float_math.py
 
 def _round_half_away(x):
-    t = tf.floor(tf.abs(x))
-    # |x| - floor(|x|) is exact, unlike |x| + 0.5, which rounds 0.49999997 up to 1.
-    r = t + tf.cast(tf.abs(x) - t >= 0.5, x.dtype)
-    return tf.where(x < 0, -r, r)
+    # trunc(x) keeps x's sign, a zero's too (CEIL(-0.25) is -0.0), where |x| rounded and negated does
+    # not: LiteRT's NEG and 0 - x give +0.0 for 0.0, and x < 0 misses -0.0 (found by the fuzzer:
+    # round -> round -> atan2 gave pi for JAX's -pi).
+    t = tf.where(x < 0, tf.math.ceil(x), tf.floor(x))
+    # x - trunc(x) is exact, unlike x + 0.5, which rounds 0.49999997 up to 1.
+    return tf.where(tf.abs(x - t) >= 0.5, t + tf.sign(x), t)
 
 
 def _round_mantissa(x, mantissa_bits: int):
@@ -273,7 +275,7 @@ lowering(lax.rsqrt_p, cases=[
 ])(lower_rsqrt)
 
 
-@lowering(lax.round_p, cases=[
+@lowering(lax.round_p, tfjs_form="TF.js's cpu Round gives +0.0 for x in [-0.5, 0), where JAX gives -0.0", cases=[
     case("half_away", lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
          np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, -0.0, 8388609.0, INF, -INF, NAN, 1e30], np.float32)),
     case("half_even", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
@@ -281,12 +283,24 @@ lowering(lax.rsqrt_p, cases=[
     case("jnp_round_f32", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), f32(3, 4, low=-5, high=5)),
     case("away_f16", lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
          np.array([0.5, 1.5, 2.5, -0.5, -2.5, 3.2], np.float16)),
+    # The sign of a zero result, seen through a division (the comparison reads no sign of a zero);
+    # found by the fuzzer as round -> round -> atan2, a -pi that became pi.
+    case("away_signed_zeros", lambda x: 1.0 / lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
+         np.array([-0.25, -0.0, 0.25, 0.0, -0.49999997, -0.5, 0.5, -1.25], np.float32)),
+    case("away_signed_zeros_f16", lambda x: 1.0 / lax.round(lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
+                                                              lax.RoundingMethod.AWAY_FROM_ZERO),
+         np.array([-0.25, -0.0, 0.25, 0.0, -0.5, -3.75], np.float16)),
+    case("even_signed_zeros", lambda x: 1.0 / lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN),
+         np.array([-0.25, -0.0, 0.25, 0.0, -0.5, 0.5, -1.5], np.float32)),
 ])
 def lower_round(ctx, x, *, rounding_method=lax.RoundingMethod.AWAY_FROM_ZERO):  # lax.round's default
     x = wide(x)
-    if rounding_method == lax.RoundingMethod.TO_NEAREST_EVEN:
-        return as_out(ctx, tf.round(x))  # TF, TFLite and TF.js all round half to even
-    return as_out(ctx, _round_half_away(x))
+    if rounding_method != lax.RoundingMethod.TO_NEAREST_EVEN:
+        return as_out(ctx, _round_half_away(x))
+    r = tf.round(x)  # TF, TFLite and TF.js all round half to even
+    if ctx.lowering_for.tfjs:  # a zero takes x's sign: x * 0.0 (x is finite there)
+        r = tf.where(tf.equal(r, 0.0), x * 0.0, r)
+    return as_out(ctx, r)
 
 
 @lowering(lax.reduce_precision_p, dtypes=FLOAT32_SERIES, cases=[

@@ -54,6 +54,9 @@ class Rule:
     # differs only for the inputs named): ((targets, what differs), ...). Such a rule reads
     # ``ctx.lowering_for.tfjs`` and computes JAX's result exactly for the other targets.
     differs: tuple[tuple[tuple[Target, ...], str], ...] = ()
+    # Why TF.js gets another exact form (a TF.js kernel computes the shared one otherwise than
+    # JAX): such a rule reads ``ctx.lowering_for.tfjs``, and the other targets keep the shorter form.
+    tfjs_form: str = ""
 
     def unknown_params(self, params: dict) -> list[str]:
         """Parameters (placement ones already removed by ``vocabulary.rule_params``) the rule does not name."""
@@ -81,27 +84,29 @@ def _understood_params(lower: Callable) -> frozenset[str]:
 
 def register(primitive, lower: Callable, *, limitations: Sequence[Limitation] = (),
              cases: Sequence[Case] = (), fast: FastVariant | None = None,
-             dtypes: DtypeSupport = ALL, differs: Sequence[tuple[tuple[Target, ...], str]] = ()) -> Rule:
+             dtypes: DtypeSupport = ALL, differs: Sequence[tuple[tuple[Target, ...], str]] = (),
+             tfjs_form: str = "") -> Rule:
     name = _primitive_name(primitive)
     if name in RULES:
         raise ValueError(f"a rule for {name} is already registered")
     if takes_keys(name):  # key_types.KEY_MOVERS: the rules that move PRNG keys as key data
         dtypes = dataclasses.replace(dtypes, computes=dtypes.computes | {KEY})
     rule = Rule(name, lower, _understood_params(lower), tuple(limitations),
-                tuple(c.for_primitive(name) for c in cases), fast=fast, dtypes=dtypes, differs=tuple(differs))
+                tuple(c.for_primitive(name) for c in cases), fast=fast, dtypes=dtypes, differs=tuple(differs),
+                tfjs_form=tfjs_form)
     RULES[name] = rule
     return rule
 
 
 def lowering(*primitives, limitations: Sequence[Limitation] = (), cases: Sequence[Case] = (),
              fast: FastVariant | None = None, dtypes: DtypeSupport = ALL,
-             differs: Sequence[tuple[tuple[Target, ...], str]] = ()):
+             differs: Sequence[tuple[tuple[Target, ...], str]] = (), tfjs_form: str = ""):
     """How rule files register: ``@lowering(prim, cases=[...])`` above a rule, or
     ``lowering(prim, cases=...)(make_rule(...))`` for a rule made from a table entry."""
     def decorate(lower):
         for primitive in primitives:
             register(primitive, lower, limitations=limitations, cases=cases, fast=fast, dtypes=dtypes,
-                     differs=differs)
+                     differs=differs, tfjs_form=tfjs_form)
         return lower
     return decorate
 

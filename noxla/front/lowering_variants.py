@@ -22,10 +22,12 @@ def uses_uint32(program: Program, dtype=np.uint32) -> bool:
 def needs_tfjs_lowering(program: Program) -> bool:
     """Whether TF.js gets its own lowering of the program (``uint32_as_int32``): it carries uint32
     values, or float16 ones (moved in float32, not as their bits: ``structural.carried``), or
-    applies a rule that lowers otherwise for TF.js (``Rule.differs``)."""
+    applies a rule that lowers otherwise for TF.js (``Rule.differs``, ``Rule.tfjs_form``)."""
+    def own_form(eqn) -> bool:
+        rule = RULES.get(eqn.primitive.name)
+        return rule is not None and (bool(rule.tfjs_form) or any(Target.TFJS in t for t, _ in rule.differs))
     return uses_uint32(program) or uses_uint32(program, np.float16) or any(
-        Target.TFJS in targets for e in iter_eqns(program.closed_jaxpr)
-        for targets, _ in getattr(RULES.get(e.primitive.name), "differs", ()))
+        own_form(e) for e in iter_eqns(program.closed_jaxpr))
 
 
 def needs_tflite_lowering(program: Program) -> bool:
