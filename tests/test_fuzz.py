@@ -63,6 +63,54 @@ def test_tflite_runs_the_file_the_default_export_writes(tmp_path):
     assert tally.writers == {("tflite", "graph"): 1}
 
 
+def _sqrt_min_le():
+    # Found by the elementwise family on LiteRT: sqrt of a negative input is NaN, and the default
+    # mode's MINIMUM (fusion.MINIMUM: a NaN operand may give the other operand) dropped it.
+    import numpy as np
+    from jax import lax
+    return fuzz.Program("sqrt", "sqrt -> min -> le", lambda a, b: lax.le(lax.min(lax.sqrt(a), b), b),
+                        (np.array([[[-1.0, 2.25, 0.5]]], np.float32), np.array([[[1.0]]], np.float32)))
+
+
+def test_a_mismatch_a_declared_fast_variant_explains_is_counted_apart(tmp_path):
+    # The inputs are finite, so the program ran in the default mode only, and the declared
+    # difference of its fused min counted as a failure. It is counted and printed apart now,
+    # since strict mode matches.
+    tally = fuzz.Tally()
+    assert fuzz.run_program(_sqrt_min_le(), ["tflite"], Runtimes(str(tmp_path), None), tally) == []
+    assert tally.counts["sqrt"]["declared"] == 1 and tally.counts["sqrt"]["differed"] == 0, tally.table()
+    assert "min got a NaN or inf operand" in str(tally.declared[0])
+    assert "strict mode matches" in str(tally.declared[0])
+
+
+def test_a_mismatch_strict_mode_shares_stays_a_failure(tmp_path, monkeypatch):
+    # The same program, with a runtime that differs from JAX in both modes: nothing declared.
+    import numpy as np
+    monkeypatch.setattr(fuzz, "_run", lambda *args: [np.ones((1, 1, 3), bool)])
+    tally = fuzz.Tally()
+    failures = fuzz.run_program(_sqrt_min_le(), ["tflite"], Runtimes(str(tmp_path), None), tally)
+    assert [f.outcome for f in failures] == ["differed"] and not tally.declared, tally.table()
+
+
+def test_a_subnormal_tfjs_keeps_is_a_declared_difference():
+    # Found by the elementwise family as nextafter -> log: nextafter(0, -1) is the smallest float32
+    # subnormal, which JAX's CPU flushes to zero in log (-inf) and TF.js keeps (log of a negative: NaN).
+    import numpy as np
+    from jax import lax
+
+    from noxla.front.tracing import trace
+    from noxla.runtimes.verify import jax_outputs
+    program = fuzz.Program("nextafter", "nextafter -> log", lambda a, b: lax.log(lax.nextafter(a, b)),
+                           (np.zeros((4, 4, 1), np.float32), np.full((1, 4, 1), -1.0, np.float32)))
+    traced = trace(program.fun, program.args)
+    expected = tuple(jax_outputs(program.fun, program.args))
+    operands = fuzz._Operands(program, traced)
+    reason = fuzz.declared(program, traced, "tfjs_cpu", None, fuzz.Tally(), expected, operands)
+    assert "log got a float32 subnormal operand" in reason, reason
+    # Not in a runtime that flushes subnormals as JAX does (and no fast variant took a NaN or inf).
+    assert fuzz.declared(program, traced, "tflite", None, fuzz.Tally(), expected, operands) == ""
+
+
 def test_a_process_aborted_by_a_native_library_is_counted_and_the_run_goes_on(monkeypatch, capsys):
     # JAX 0.12.1's XLA aborted the fuzzer's process (a failed CHECK on a convolution): the whole run
     # ended with no report. The supervisor counts the program its child died in and starts a child
@@ -94,7 +142,7 @@ def test_a_process_aborted_by_a_native_library_is_counted_and_the_run_goes_on(mo
     out = capsys.readouterr().out
     assert seeds == [7, 8, 9] and code == 1, out
     conv = [line for line in out.splitlines() if line.startswith("conv_general_dilated")]
-    assert conv[0].split()[1:] == ["2", "1", "0", "0", "1", "0"], out   # tried, invalid, ..., crashed
+    assert conv[0].split()[1:] == ["2", "1", "0", "0", "1", "0", "0"], out   # tried, invalid, ..., crashed
     assert "[crashed in tflite] conv_general_dilated: lhs_dilation=(2,)" in out
     assert "the process died (SIGABRT)" in out
     assert "JAX itself aborted the process computing the reference of 1 program(s)" in out
