@@ -98,6 +98,8 @@ def negative(x):
         return tf.cast(tf.zeros_like(x, tf.int32) - tf.cast(x, tf.int32), tf.uint32)
     if _is_narrow_int(x):
         return _narrow_wrapped(-tf.cast(x, tf.int32), x.dtype)
+    if x.dtype.is_floating:  # 0 - x would give +0.0 for +0.0, where JAX's negation gives -0.0
+        return tf.negative(x)
     # 0 - x: TF.js's wasm Neg goes through float32 and rounds int32 values beyond 2^24.
     return tf.zeros_like(x) - x
 
@@ -202,7 +204,10 @@ def _unary_cases(fn, low=None, high=None, edges=(), f16_case=True, i32_case=Fals
 
 # Primitive: (TF lowering, cases). Transcendental primitives also carry an ``accuracy`` hint.
 UNARY = {
-    lax.neg_p: (negative, _unary_cases(lax.neg, edges=[0.0, -0.0, INF, NAN], i32_case=True)),
+    # The sign of a zero seen through a division (the comparison reads no sign of a zero): LiteRT's
+    # NEG gives +0.0 for +0.0, and 0 - x did in every runtime.
+    lax.neg_p: (negative, [*_unary_cases(lax.neg, edges=[0.0, -0.0, INF, NAN], i32_case=True),
+                           case("signed_zeros", lambda x: 1.0 / -x, np.array([0.0, -0.0, 2.0], np.float32))]),
     lax.sign_p: (sign, _unary_cases(lax.sign, edges=[0.0, -0.0, INF, -INF, NAN, -3.0], i32_case=True)),
     lax.floor_p: (op("floor"), _unary_cases(lax.floor, edges=[-0.5, 0.5, -1.0, INF, NAN, 1e30])),
     lax.ceil_p: (op("math.ceil"), _unary_cases(lax.ceil, edges=[-0.5, 0.5, -1.0, INF, NAN, 1e30])),

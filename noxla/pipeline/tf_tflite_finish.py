@@ -21,6 +21,7 @@ from noxla.writers.tflite.flatbuffer.reshapes import (
 from noxla.writers.tflite.flatbuffer.webgpu import (
     copy_passthrough_outputs,
     distinct_operands,
+    negations_as_products,
     not_equal_as_negated_equal,
     unfuse_transpose_conv_activations,
 )
@@ -54,6 +55,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     if constants is not None:
         _write_constant_outputs(schema, model, constants)
     copy_passthrough_outputs(model)
+    negations_as_products(model)  # LiteRT's NEG gives +0.0 for +0.0
     remove_reshape_pairs(model)  # reshapes that move nothing around elementwise chains (attention's mask)
     if not webgpu:  # WebGPU's BATCH_MATMUL is not known to broadcast batch axes of unequal rank
         read_caches_in_batch_matmul(model)

@@ -156,7 +156,7 @@ _BINARY = {"AddV2": "ADD", "Add": "ADD", "Sub": "SUB", "Mul": "MUL", "RealDiv": 
            "SquaredDifference": "SQUARED_DIFFERENCE", "Less": "LESS", "LessEqual": "LESS_EQUAL",
            "Greater": "GREATER", "GreaterEqual": "GREATER_EQUAL", "Equal": "EQUAL", "NotEqual": "NOT_EQUAL",
            "LogicalAnd": "LOGICAL_AND", "LogicalOr": "LOGICAL_OR"}
-_UNARY = {"Neg": "NEG", "Abs": "ABS", "Tanh": "TANH", "Sigmoid": "LOGISTIC", "Sin": "SIN", "Cos": "COS",
+_UNARY = {"Abs": "ABS", "Tanh": "TANH", "Sigmoid": "LOGISTIC", "Sin": "SIN", "Cos": "COS",
           "Sqrt": "SQRT", "Rsqrt": "RSQRT", "Exp": "EXP", "Log": "LOG", "Floor": "FLOOR", "Ceil": "CEIL",
           "Relu": "RELU", "Relu6": "RELU6", "Elu": "ELU", "LogicalNot": "LOGICAL_NOT",
           "Softmax": "SOFTMAX", "LogSoftmax": "LOG_SOFTMAX"}
@@ -180,6 +180,14 @@ for _op, _kind in _BINARY.items():
     LEGALIZERS[_op] = _binary(_kind)
 for _op, _kind in _UNARY.items():
     LEGALIZERS[_op] = _unary(_kind)
+
+
+@legalizer("Neg")
+def _neg(graph, node, x):
+    """A float negation as x * -1: LiteRT's NEG (XNNPACK's) gives +0.0 for +0.0, where JAX gives -0.0."""
+    if np.issubdtype(x.dtype, np.floating):
+        return _out(graph, "MUL", node, [x, graph.constant(np.array(-1, x.dtype))], fusedActivationFunction=0)
+    return _out(graph, "NEG", node, [x])
 
 
 @legalizer("Identity", "Snapshot", "StopGradient")

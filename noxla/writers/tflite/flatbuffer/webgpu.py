@@ -1,7 +1,8 @@
-"""Rewrites of a converted .tflite, exact, one op more each (mostly for LiteRT.js).
+"""Rewrites of a converted .tflite, exact, at most one op more each (mostly for LiteRT.js).
 
 ``copy_passthrough_outputs`` for every .tflite (LiteRT.js returns garbage for an output that is an
-input, and LiteRT mixes up a WHILE body's swapped carries); ``unfuse_transpose_conv_activations``
+input, and LiteRT mixes up a WHILE body's swapped carries), ``negations_as_products`` for every one
+TF's converter wrote (LiteRT's NEG loses the sign of a zero); ``unfuse_transpose_conv_activations``
 only for one exported with ``target="litertjs-webgpu"``, where the TFLite converter's fusion makes
 an op its WebGPU delegate refuses (it then runs on wasm), and ``not_equal_as_negated_equal`` and
 ``distinct_operands`` there too.
@@ -202,4 +203,39 @@ def not_equal_as_negated_equal(model) -> int:
             new_ops.append(negate)
             rewritten += 1
         graph.operators = new_ops
+    return rewritten
+
+
+def negations_as_products(model) -> int:
+    """Write every float NEG (``ModelT``, unpacked) as a MUL by -1; returns how many. LiteRT's NEG
+    (XNNPACK's) gives +0.0 for +0.0, where JAX's negation gives -0.0 (seen through a division or
+    atan2); a product by -1 is exact for every float, and as fast. noxla's graph writer legalizes
+    Neg so itself (``noxla.writers.tflite.legalize``); this is for TF's converter's files."""
+    import numpy as np
+
+    from noxla.writers.tflite.flatbuffer.merge import builtin_code, opcode_index
+    from noxla.writers.tflite.flatbuffer.schema import schema
+    ops = schema.BuiltinOperator
+    numpy_types = {schema.TensorType.FLOAT32: np.float32, schema.TensorType.FLOAT16: np.float16}
+    rewritten = 0
+    for graph in model.subgraphs:
+        minus_one = {}   # tensor type -> this graph's scalar -1 of it
+        for op in graph.operators or []:
+            kind = graph.tensors[op.inputs[0]].type if op.inputs is not None and len(op.inputs) else None
+            if builtin_code(model, op) != ops.NEG or kind not in numpy_types:
+                continue
+            if kind not in minus_one:
+                buffer = schema.BufferT()
+                buffer.data = np.array(-1, numpy_types[kind]).reshape(1).view(np.uint8)
+                model.buffers.append(buffer)
+                constant = schema.TensorT()
+                constant.shape, constant.type, constant.buffer = [], kind, len(model.buffers) - 1
+                constant.name = b"negation/minus_one"
+                graph.tensors.append(constant)
+                minus_one[kind] = len(graph.tensors) - 1
+            op.opcodeIndex = opcode_index(model, ops.MUL)
+            op.inputs = [op.inputs[0], minus_one[kind]]
+            op.builtinOptionsType = schema.BuiltinOptions.MulOptions
+            op.builtinOptions = schema.MulOptionsT()
+            rewritten += 1
     return rewritten
