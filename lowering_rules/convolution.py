@@ -437,6 +437,9 @@ CONV_CASES = [
          polymorphic_shapes=(None, "(k, 3, 4)")),
     case("symbolic_length_dilated", conv((1,), [(0, -1)], ("NWC", "WIO", "NWC"), rhs_dilation=(2,)),
          f32(2, 9, 3), f32(3, 3, 4), polymorphic_shapes=("(2, t, 3)", None)),
+    # Found by tests/fuzz_poly.py: a slice of two symbolic sizes (see windows' two_symbolic_sizes).
+    case("two_symbolic_sizes", conv((2, 3), ((-1, 0), (-2, 3)), NHWC, lhs_dilation=(2, 2), feature_group_count=2),
+         f32(2, 5, 7, 6), f32(3, 2, 3, 4), polymorphic_shapes=("(2, b, c, 6)", None)),
 ]
 
 

@@ -62,6 +62,13 @@ SLICE_CASES = [
          polymorphic_shapes=("(b, 4)",)),
     case("symbolic_stride_i32", lambda x: lax.slice(x, (1, 0), (x.shape[0], 2), (3, 1)), i32(7, 2),
          polymorphic_shapes=("(b, 2)",)),
+    # Found by tests/fuzz_poly.py: LiteRT's XNNPACK delegate reads a STRIDED_SLICE's end 0 as the
+    # axis's end (noxla.writers.tflite.legalize_shapes): the .tflite returned x[0:0] of a symbolic size whole.
+    case("symbolic_empty", lambda x: lax.slice(x, (0,), (0,)), f32(3), polymorphic_shapes=("(b,)",)),
+    # Found by tests/fuzz_poly.py: the recorder's shape of a slice of two symbolic sizes overflowed
+    # NumPy's iterator ("iterator is too large": noxla.graph.structural._sliced_shape).
+    case("symbolic_empty_of_two_sizes", lambda x: lax.slice(x, (1, 1, 3), (1, 1, 3)), i32(1, 1, 4),
+         polymorphic_shapes=("(b, b, 4)",)),
     # A part of a join read as itself (joins): keras-hub's caches, stacked and sliced apart.
     case("part_of_stack", lambda a, b: jnp.stack([a, b], 1)[:, 1], f32(2, 3), f32(2, 3)),
     case("part_of_concatenate", lambda a, b: jnp.concatenate([a, b])[3:5, 1:], f32(2, 4), f32(4, 4)),
@@ -88,6 +95,8 @@ def _every_nth(ctx, x, sizes, axis, stride, kept):
 @lowering(lax.slice_p, cases=SLICE_CASES)
 @carried("float16", "bool", "int16", "uint16")  # bool: PAD in _every_nth
 def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
+    if 0 in ctx.aval_out.shape:  # nothing to read; LiteRT's XNNPACK reads a STRIDED_SLICE end of 0 as the axis's end
+        return tf.zeros(ctx.out_shape(), ctx.out_dtype)
     found = joins.sliced_part(ctx, start_indices, limit_indices, strides)
     value = None if found is None else ctx.value(found[0])
     # Not for a carried dtype, nor for a part held as 16-bit limbs (Limbs, no dtype) while this
@@ -307,6 +316,12 @@ PAD_CASES = [
          f32(2, 5), polymorphic_shapes=("(2, b)",)),
     case("symbolic_interior", lambda x: lax.pad(x, 0.0, [(0, 0, x.shape[0] // 2)]), f32(5),
          polymorphic_shapes=("(b,)",)),
+    # Found by tests/fuzz_poly.py: the recorder took the unknown size of an empty tensor's reshape
+    # for 0 ((b, 0) viewed as (b, 1, 0) by the interior padding), so the final slice read past the end.
+    case("symbolic_beside_empty", lambda x, v: lax.pad(x, v[0], [(3, 3, 1), (3, 3, 2)]), i32(3, 0), i32(1),
+         polymorphic_shapes=("(b, 0)", None)),
+    case("symbolic_between_empty", lambda x: lax.pad(x, 2.0, [(0, 2, 2), (3, -2, 0), (3, 3, 0)]), f32(0, 5, 0),
+         polymorphic_shapes=("(0, b, 0)",)),
 ]
 
 

@@ -386,6 +386,10 @@ SUM_CASES = [
     # Found by tests/fuzz_poly.py: an output size max(0, ...) of a symbolic length (see noxla.front.shapes).
     case("symbolic_length_base_dilation", window(lax.add, 0., (1, 3), (1, 2), base_dilation=(1, 2)),
          f32(2, 7), polymorphic_shapes=("(2, t)",)),
+    # Found by tests/fuzz_poly.py: the recorder's shape of a window's strided slice of two symbolic
+    # sizes overflowed NumPy's iterator ("iterator is too large": noxla.graph.structural._sliced_shape).
+    case("two_symbolic_sizes", window(lax.add, 0., (2, 2, 2), (1, 1, 2), ((1, 2), (2, 0), (2, 0)),
+                                      window_dilation=(1, 1, 2)), f32(3, 6, 1), polymorphic_shapes=("(3, b, c)",)),
 ]
 
 MAX_CASES = [

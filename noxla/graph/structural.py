@@ -80,7 +80,8 @@ def reshape(x, shape, name=None) -> Tensor:
     if (None not in _dims(x) or empty) and sizes.count(None) == 1:  # TF infers the one size left
         known = int(np.prod([s for s in sizes if s is not None], dtype=np.int64))
         total = 0 if empty else int(np.prod(_dims(x), dtype=np.int64))
-        sizes[sizes.index(None)] = total // known if known else 0
+        if known:  # else any size fits an empty tensor: TF leaves it unknown (a (b, 0) as (None, 1, 0))
+            sizes[sizes.index(None)] = total // known
     if None not in sizes and None not in _dims(x) and np.prod(sizes, dtype=np.int64) != np.prod(_dims(x)):
         raise ValueError(f"cannot reshape {_dims(x)} to {sizes}")
     return ops.emit1("Reshape", [x, shape_tensor], {"T": ops.type_attr(x.dtype), "Tshape": ops.type_attr(I32)},

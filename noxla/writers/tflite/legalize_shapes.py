@@ -137,6 +137,8 @@ def _strided_slice(graph, node, x, begin, end, strides):
         b, e, s, masks, new_axes = _per_axis(node, x, begin, end, strides)
         out = _shape(node)
         kept = tuple(n for i, n in enumerate(out) if i not in new_axes)
+        if _ends_at_zero(e, s, masks):
+            raise Uncovered("a STRIDED_SLICE ending at 0 of a size known only at run time in the TFLite writer")
         y = graph.add("STRIDED_SLICE", [x, *(graph.int32(v) for v in (b, e, s))], kept, x.dtype,
                       beginMask=masks["begin"], endMask=masks["end"], ellipsisMask=0, newAxisMask=0,
                       shrinkAxisMask=masks["shrink_axis"], offset=False)
@@ -147,6 +149,16 @@ def _strided_slice(graph, node, x, begin, end, strides):
     return _out(graph, "STRIDED_SLICE", node, [x, *(_int32(graph, t) for t in bounds)], beginMask=masks["begin"],
                 endMask=masks["end"], ellipsisMask=0, newAxisMask=0, shrinkAxisMask=masks["shrink_axis"],
                 offset=False)
+
+
+def _ends_at_zero(e: list, s: list, masks: dict) -> bool:
+    """Whether an axis of a constant-bound STRIDED_SLICE ends at 0 with a positive stride (empty,
+    whatever its size). LiteRT's XNNPACK delegate reads that end as the axis's end (XNNPACK's 0, which
+    it makes of an end mask): x[0:0] of a run-time size came back whole. The recorder, as TF, leaves
+    the size unknown, so nothing folds it; TF's path writes a SLICE of size 0, which XNNPACK leaves
+    to LiteRT's kernel."""
+    return any(end == 0 and stride > 0 and not (masks["end"] | masks["shrink_axis"]) >> i & 1
+               for i, (end, stride) in enumerate(zip(e, s)))
 
 
 @legalizer("Pad", "PadV2", "MirrorPad")
