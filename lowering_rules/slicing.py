@@ -95,7 +95,9 @@ def _every_nth(ctx, x, sizes, axis, stride, kept):
 @lowering(lax.slice_p, cases=SLICE_CASES)
 @carried("float16", "bool", "int16", "uint16")  # bool: PAD in _every_nth
 def lower_slice(ctx, x, *, start_indices, limit_indices, strides):
-    if 0 in ctx.aval_out.shape:  # nothing to read; LiteRT's XNNPACK reads a STRIDED_SLICE end of 0 as the axis's end
+    # Nothing to read from a run-time size (a static one folds): LiteRT's XNNPACK reads a
+    # STRIDED_SLICE's end of 0 as the axis's end.
+    if 0 in ctx.aval_out.shape and not all(isinstance(d, int) for d in ctx.avals_in[0].shape):
         return tf.zeros(ctx.out_shape(), ctx.out_dtype)
     found = joins.sliced_part(ctx, start_indices, limit_indices, strides)
     value = None if found is None else ctx.value(found[0])
