@@ -14,6 +14,8 @@ on TF's path) would make the graph smaller than the legalized rules' ops:
 - the slice rule's every-n-th element of a non-float tensor (a PAD, a fold into (kept, stride), the
   first column: for TF.js's wasm StridedSlice, which misreads it) is one STRIDED_SLICE, which
   LiteRT computes right; a slice of a slice is one;
+- a sum reading a negation (a MUL by -1, LiteRT's exact NEG) is a difference, and a difference
+  reading one a sum;
 - a scale by a power of two after a projection (the attention rule's on its queries), through the
   reshapes and transposes between, is folded into the projection's weights and bias (exact: the
   converter folds it too).
@@ -257,7 +259,28 @@ def _scale_into_projection(graph: Graph) -> bool:
     return False
 
 
+def _negations_into_sums(graph: Graph) -> bool:
+    """a + (-b) is a - b, (-b) + a is a - b, a - (-b) is a + b (IEEE subtraction adds the negation:
+    exact), -b being a negation (a MUL by the constant -1: ``legalize._neg``) only the sum reads, as
+    TF's converter folds its NEG."""
+    view = graph.view()
+    for op in graph.ops:
+        if op.kind not in ("ADD", "SUB"):
+            continue
+        for i, t in enumerate(op.inputs):
+            negation = view.producer(t, "MUL")
+            if negation is None or not view.only_reader(t) or t in graph.outputs or (op.kind == "SUB" and i == 0):
+                continue
+            x, minus_one = negation.inputs
+            if not minus_one.is_constant or minus_one.data.size != 1 or minus_one.data.item() != -1 \
+                    or x.shape != t.shape or negation.options.get("fusedActivationFunction"):
+                continue
+            op.kind, op.inputs = ("SUB" if op.kind == "ADD" else "ADD"), [op.inputs[1 - i], x]
+            return True
+    return False
+
+
 SIMPLIFY = (_unit_axis_transposes, _unflattened_fully_connected, _reshapes_through_chains, _constant_selects,
             _broadcasts_into_readers, _packs_of_unpacks, _every_nth, _slices_of_slices, _scale_into_projection,
-            reshapes_of_reshapes, common_operators, fold, zero_state_products)
+            reshapes_of_reshapes, common_operators, fold, zero_state_products, _negations_into_sums)
 CHANGES_VALUES = frozenset({_scale_into_projection, zero_state_products})
