@@ -86,6 +86,28 @@ def test_demo_page_reports_a_webgl_rejection_instead_of_a_number(tmp_path):
     assert row.startswith("not run, rejected up front: shift_left: dtype=int32"), row
 
 
+@pytest.mark.slow
+def test_demo_page_loads_a_model_of_more_weight_files_than_connections(tmp_path):
+    """Seven 4 MB weight files (the default shard size), served over HTTP/1.1: TF.js's own loader
+    awaits every response before reading a body, and Chromium stops reading the six connections it
+    opens per host, so the page stalled at "load model.json" (ViT-B/16's 83 files, ResNet50's) until it
+    read each body as it arrived (fetchWhole in tfjs_runner/index.html)."""
+    weights = np.random.default_rng(0).standard_normal((7 << 14, 64)).astype(np.float32)  # 28 MiB
+
+    def project(x):
+        return x @ weights
+
+    path = noxla.export_tfjs(project, np.ones((1, weights.shape[0]), np.float32), path=str(tmp_path / "wide"))
+    assert sum(name.endswith(".bin") for name in os.listdir(path)) == 7
+    runner = runtimes.BrowserRunner()
+    try:
+        reply = runner.request({"demo": os.path.abspath(path), "backend": "wasm"})
+    finally:
+        runner.close()
+    assert "error" not in reply, reply
+    assert reply["maxError"] is not None and reply["maxError"] <= reply["tolerance"], reply
+
+
 def test_committed_screenshot_is_a_png():
     width, height = _png_size(COMMITTED_SCREENSHOT)
     assert width >= 200 and height >= 100
