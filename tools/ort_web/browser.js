@@ -1,6 +1,7 @@
 // Runs .onnx models on onnxruntime-web (wasm and WebGPU execution providers) in headless Chromium,
 // for tools/browser_benchmark.py only. Same line protocol as noxla/runtimes/tfjs_runner:
-//   {"model": file.onnx, "ep": "wasm"|"webgpu", "inputs": {name: {dtype, shape, data}}, "repeats": n}
+//   {"model": file.onnx, "external": [location], "ep": "wasm"|"webgpu", "inputs": {name: {dtype, shape, data}},
+//    "repeats": n}
 //   -> {"outputs": {...}, "ms": median, "times": [...]}     {"probe": true} -> {"eps": [...], "version"}
 // or {"error": message}. onnxruntime-web's dist/ is served from ORT_DIST on 127.0.0.1 under /ort/.
 'use strict';
@@ -23,8 +24,11 @@ async function main() {
       if (request.probe) return { eps: await page.evaluate('bench.eps()'), version: await session.browser.version() };
       session.clearLog();
       const mtime = fs.statSync(request.model).mtimeMs;
+      // External weight files, by the location the .onnx names them with (relative to its folder).
+      const external = (request.external || []).map((name) => ({ path: name, url: `/file${path.join(path.dirname(request.model), name)}` }));
       return page.evaluate((req) => bench.runEncoded(req), {
-        model: `/file${request.model}?v=${mtime}`, ep: request.ep, inputs: request.inputs, repeats: request.repeats || 0,
+        model: `/file${request.model}?v=${mtime}`, external, ep: request.ep, inputs: request.inputs,
+        repeats: request.repeats || 0,
       });
     },
   });
