@@ -92,7 +92,8 @@ function sleep(ms) {
 
 // Launches Chromium and answers requests until stdin closes: `handle(request, session)`, where
 // `session.open()` gives the page (`pagePath` on the server, loaded once `ready` holds there),
-// `session.browser` the browser and `session.clearLog()` starts a request's console log, whose
+// `session.reset()` closes it, `session.browser` is the browser and `session.clearLog()` starts a
+// request's console log, whose
 // last lines a failure's reply carries; `session.evaluate(fn, arg)` runs in that page, whose
 // `window.noxla.step` says how far it got.
 async function serveRequests(server, { profilePrefix, pagePath, ready, handle }) {
@@ -119,6 +120,12 @@ async function serveRequests(server, { profilePrefix, pagePath, ready, handle })
       await fresh.waitForFunction(ready, { timeout: 60000 });
       page = fresh;
       return page;
+    },
+    // Closes the page: the next `open()` loads a fresh one (the runtime's wasm module made anew).
+    async reset() {
+      const old = page;
+      page = null;
+      if (old) await old.close().catch(() => {});
     },
     async relaunch() {
       page = null;
