@@ -489,6 +489,11 @@ class Tally:
         return "\n".join(rows)
 
 
+def _same_bits(a, b) -> bool:
+    return len(a) == len(b) and all(x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+                                    for x, y in zip(a, b))
+
+
 def _first_line(e: BaseException) -> str:
     lines = [line for line in str(e).strip().splitlines() if line.strip()]
     return f"{type(e).__name__}: {' / '.join(lines[:6])[:1500]}"
@@ -510,6 +515,12 @@ def run_program(program: Program, runtimes_to_run: Sequence[str], runtimes, tall
     except Exception as e:  # noqa: BLE001 - parameters JAX itself refuses: the generator's fault
         counts["invalid"] += 1
         tally.rejections[f"JAX refuses: {_first_line(e)[:160]}"] += 1
+        return []
+    if not _same_bits(expected, jax_outputs(program.fun, program.args)):
+        # JAX 0.10.2's XLA reads uninitialized memory for some negative paddings of a strided, grouped
+        # convolution (1e27 or NaN where 0.12.1 and noxla give 11.25): no reference to compare with.
+        counts["invalid"] += 1
+        tally.rejections["JAX's reference differs between two runs of the same program"] += 1
         return []
     failures = []
     operands = _Operands(program, traced)
