@@ -213,7 +213,9 @@ UNARY = {
     lax.ceil_p: (op("math.ceil"), _unary_cases(lax.ceil, edges=[-0.5, 0.5, -1.0, INF, NAN, 1e30])),
     lax.is_finite_p: (op("math.is_finite"), _unary_cases(lax.is_finite, edges=[0.0, INF, -INF, NAN, 3e38])),
     lax.abs_p: (op("abs"), _unary_cases(lax.abs, edges=[-0.0, -INF, NAN], i32_case=True, poly=True)),
-    lax.square_p: (square, _unary_cases(lax.square, edges=[1e20, -INF, NAN], i32_case=True)),
+    lax.square_p: (square, [*_unary_cases(lax.square, edges=[1e20, -INF, NAN], i32_case=True),
+                            # TF.js's cpu Square is float32: wrong from 2^24 (46341^2 wraps past 2^31)
+                            case("i32_wide", lax.square, np.array([46341, 2 ** 31 - 1, -70000, 4097], np.int32))]),
     lax.asin_p: (asin, _unary_cases(lax.asin, low=-1, high=1, edges=[1.0, -1.0, 0.0, 1.5, NAN, 1e-20])),
     lax.acos_p: (acos, _unary_cases(lax.acos, low=-1, high=1, edges=[1.0, -1.0, 0.0, 1.5, NAN])),
     lax.atan_p: (atan, _unary_cases(lax.atan, low=-10, high=10, edges=[0.0, INF, -INF, NAN, 1e20])),
@@ -472,7 +474,11 @@ for _prim, (_fn, _jax_fn) in COMPARISONS.items():
 
 @lowering(lax.mul_p, fast=fusion.GELU, limitations=[_WEBGL_WIDE_MUL], cases=[
     *fusion.GELU_CASES,
-    case("i32_hash_literal", lambda x: x * np.int32(-1640531535), np.array([0, 1, 2, 3, -7], np.int32)),
+    # Products beyond 2^53: TF.js's cpu Mul computes them in float64 (noxla/writers/tfjs/int_products.py).
+    case("i32_hash_literal", lambda x: x * np.int32(-1640531535), np.array([0, 1, 2, 3, -7, 2 ** 31 - 1, 123456789],
+                                                                            np.int32)),
+    case("i32_wide", lax.mul, np.array([2 ** 31 - 1, -2 ** 31, 123456789, -987654321], np.int32),
+         np.array([2 ** 31 - 1, 12345678, -987654321, 46341], np.int32)),
     case("f32", lax.mul, f32(3, 4), f32(3, 4)),
     case("i32_wraps", lax.mul, np.array([2 ** 30, 65537, -3], np.int32), np.array([4, 65537, 7], np.int32)),
     case("f16", lax.mul, f16(3, 4), f16(3, 4)),

@@ -1,0 +1,66 @@
+"""int32 products that TF.js computes exactly: JAX's product wraps modulo 2^32.
+
+TF.js's cpu backend computes Mul in float64 and stores the result in an Int32Array (ToInt32 wraps
+it), exact while ``|x * y| < 2^53``; it computes Square into a Float32Array, exact only below 2^24
+(``46341 ** 2`` came back as -2147479040 for JAX's -2147479015; the fuzzer's
+``shift_right_logical -> square``). Its wasm backend multiplies int32 natively. So on TF.js:
+
+- an int32 Square is a Mul (the rule's ``tf.square`` for integers, the graph's Mul(x, x));
+- an int32 Mul whose operands may reach ``2^53`` (no constant operand below 2^22 in magnitude) is
+  split: ``x = hi * 2^16 + lo`` with ``lo`` in [0, 2^16), and ``x * y = lo * y + (hi * y) * 2^16``
+  modulo 2^32, where every product and the sum stay below 2^48 in magnitude: exact in float64,
+  and each wrap to int32 is the exact residue. 7 ops for 1; a product by a small constant (index
+  arithmetic, strides) stays one Mul.
+
+WebGL keeps int32 in float32 textures, exact within +-2^24 (lowering_rules/values/limb_values.py's
+WEBGL_WORDS); this form changes nothing there.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from noxla.graph.core import Graph, Node, Tensor
+
+_INT32 = {"type": "DT_INT32"}
+_SMALL = 1 << 22  # |x| < 2^31 times |c| < 2^22 is below 2^53
+_LIMB = 1 << 16
+
+
+def _small_constant(t: Tensor) -> bool:
+    c = t.constant
+    return c is not None and c.dtype != object and c.size > 0 and bool(np.all(np.abs(c.astype(np.int64)) < _SMALL))
+
+
+def _before(graph: Graph, node: Node, new: Node) -> Tensor:
+    graph.nodes.insert(graph.nodes.index(node), new)
+    return new.output(0)
+
+
+def _split_product(graph: Graph, node: Node, x: Tensor, y: Tensor) -> None:
+    """``node`` (an int32 Mul) as ``lo * y + (hi * y) * 2^16`` for ``x = hi * 2^16 + lo``."""
+    dtype, shape = node.outputs[0]
+
+    def op(name: str, kind: str, inputs, out_shape=shape) -> Tensor:
+        return _before(graph, node, Node(graph.unique_name(f"{node.name}/{name}"), kind, inputs, {"T": _INT32},
+                                         [(dtype, out_shape)]))
+    limb = _before(graph, node, Node(graph.unique_name(f"{node.name}/limb"), "Const", [], {"dtype": _INT32},
+                                     [(dtype, ())], np.array(_LIMB, np.int32)))
+    lo = op("lo", "FloorMod", [x, limb], x.shape.dims)
+    hi = op("hi", "FloorDiv", [op("high_part", "Sub", [x, lo], x.shape.dims), limb], x.shape.dims)
+    high_product = op("high_product", "Mul", [op("high_times", "Mul", [hi, y]), limb])
+    node.op, node.inputs, node.attrs = "AddV2", [op("low_product", "Mul", [lo, y]), high_product], {"T": _INT32}
+
+
+def exact_int32_products(graph: Graph, kept) -> None:
+    """The rewrites above, in place (``kept``, the outputs, keep their nodes: each is rewritten in place)."""
+    for node in list(graph.nodes):
+        if node.attrs.get("T") != _INT32 or node.op not in ("Mul", "Square"):
+            continue
+        if node.op == "Square":
+            node.op, node.inputs = "Mul", [node.inputs[0], node.inputs[0]]
+        x, y = node.inputs
+        if _small_constant(x) or _small_constant(y):
+            continue
+        if y.constant is None and x.constant is not None:
+            x, y = y, x  # split the run-time operand
+        _split_product(graph, node, x, y)
