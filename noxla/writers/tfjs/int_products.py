@@ -6,11 +6,12 @@ it), exact while ``|x * y| < 2^53``; it computes Square into a Float32Array, exa
 ``shift_right_logical -> square``). Its wasm backend multiplies int32 natively. So on TF.js:
 
 - an int32 Square is a Mul (the rule's ``tf.square`` for integers, the graph's Mul(x, x));
-- an int32 Mul whose operands may reach ``2^53`` (no constant operand below 2^22 in magnitude) is
-  split: ``x = hi * 2^16 + lo`` with ``lo`` in [0, 2^16), and ``x * y = lo * y + (hi * y) * 2^16``
-  modulo 2^32, where every product and the sum stay below 2^48 in magnitude: exact in float64,
-  and each wrap to int32 is the exact residue. 7 ops for 1; a product by a small constant (index
-  arithmetic, strides) stays one Mul.
+- an int32 Mul whose product may reach ``2^53`` (as far as the graph bounds its operands: constants,
+  remainders by a constant, bools, through ops that only move values) is split: with
+  ``x = hi * 2^16 + lo`` and ``lo`` in [0, 2^16), ``x * y = lo * y + (hi * y) * 2^16`` modulo 2^32,
+  where every product and the sum stay below 2^48 in magnitude: exact in float64, and each wrap to
+  int32 is the exact residue. 7 ops for 1; a product by a constant below 2^22 (index arithmetic,
+  strides) or of a bit by a power of two stays one Mul.
 
 WebGL keeps int32 in float32 textures, exact within +-2^24 (lowering_rules/values/limb_values.py's
 WEBGL_WORDS); this form changes nothing there.
@@ -22,13 +23,29 @@ import numpy as np
 from noxla.graph.core import Graph, Node, Tensor
 
 _INT32 = {"type": "DT_INT32"}
-_SMALL = 1 << 22  # |x| < 2^31 times |c| < 2^22 is below 2^53
 _LIMB = 1 << 16
 
 
-def _small_constant(t: Tensor) -> bool:
+_SHAPE_ONLY = ("Reshape", "ExpandDims", "Squeeze", "Transpose", "BroadcastTo", "Tile", "Identity", "GatherV2",
+               "StridedSlice", "Slice", "ConcatV2", "Pack")
+_EXACT = 1 << 53
+
+
+def _bound(t: Tensor, depth: int = 0) -> int:
+    """A bound on |t|'s values that the graph shows: a constant's largest magnitude, a FloorMod by a
+    constant's divisor, a bool's 1, through ops that only move values; else 2^31."""
     c = t.constant
-    return c is not None and c.dtype != object and c.size > 0 and bool(np.all(np.abs(c.astype(np.int64)) < _SMALL))
+    if c is not None and c.dtype != object and c.size > 0:
+        return int(np.abs(c.astype(np.int64)).max())
+    node = t.node
+    if depth < 8 and node.op == "FloorMod" and node.inputs[1].constant is not None:
+        return _bound(node.inputs[1], depth + 1)
+    if depth < 8 and node.op == "Cast" and node.attrs.get("SrcT") == {"type": "DT_BOOL"}:
+        return 1
+    if depth < 8 and node.op in _SHAPE_ONLY:
+        values = node.inputs[:-1] if node.op == "ConcatV2" else node.inputs if node.op == "Pack" else node.inputs[:1]
+        return max(_bound(v, depth + 1) for v in values)
+    return 1 << 31
 
 
 def _before(graph: Graph, node: Node, new: Node) -> Tensor:
@@ -59,7 +76,7 @@ def exact_int32_products(graph: Graph, kept) -> None:
         if node.op == "Square":
             node.op, node.inputs = "Mul", [node.inputs[0], node.inputs[0]]
         x, y = node.inputs
-        if _small_constant(x) or _small_constant(y):
+        if _bound(x) * _bound(y) < _EXACT:
             continue
         if y.constant is None and x.constant is not None:
             x, y = y, x  # split the run-time operand
