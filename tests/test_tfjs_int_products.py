@@ -1,0 +1,28 @@
+"""TF.js's int32 products (noxla/writers/tfjs/int_products.py): split where the product may pass 2^53,
+one Mul where the graph bounds it. The values are the rule cases' (mul:i32_wide, square:i32_wide)."""
+import json
+import os
+
+import numpy as np
+
+import noxla
+
+
+def _int_ops(path: str) -> list[str]:
+    with open(os.path.join(path, "model.json")) as f:
+        nodes = json.load(f)["modelTopology"]["node"]
+    return [n["op"] for n in nodes if n.get("attr", {}).get("T") == {"type": "DT_INT32"} and n["op"] != "Identity"]
+
+
+def test_a_product_of_two_words_is_split(tmp_path):
+    x = np.array([2 ** 31 - 1, 7], np.int32)
+    path = noxla.export_tfjs(lambda a, b: a * b, x, x, path=str(tmp_path / "words"))
+    assert sorted(_int_ops(path)) == ["AddV2", "FloorDiv", "FloorMod", "Mul", "Mul", "Mul", "Sub"]
+
+
+def test_a_bounded_product_stays_one_mul(tmp_path):
+    # A bool as int32 times 2^30, and a word times a stride: both below 2^53.
+    x = np.array([3, -5], np.int32)
+    path = noxla.export_tfjs(lambda a: (a > 0).astype(np.int32) * np.int32(1 << 30) + a * np.int32(4096), x,
+                             path=str(tmp_path / "bounded"))
+    assert _int_ops(path).count("Mul") == 2 and "FloorMod" not in _int_ops(path), _int_ops(path)
