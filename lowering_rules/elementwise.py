@@ -212,7 +212,10 @@ UNARY = {
     lax.floor_p: (op("floor"), _unary_cases(lax.floor, edges=[-0.5, 0.5, -1.0, INF, NAN, 1e30])),
     lax.ceil_p: (op("math.ceil"), _unary_cases(lax.ceil, edges=[-0.5, 0.5, -1.0, INF, NAN, 1e30])),
     lax.is_finite_p: (op("math.is_finite"), _unary_cases(lax.is_finite, edges=[0.0, INF, -INF, NAN, 3e38])),
-    lax.abs_p: (op("abs"), _unary_cases(lax.abs, edges=[-0.0, -INF, NAN], i32_case=True, poly=True)),
+    lax.abs_p: (op("abs"), [*_unary_cases(lax.abs, edges=[-0.0, -INF, NAN], i32_case=True, poly=True),
+                            # TF.js's Abs rounds int32 through float32 (noxla/writers/tfjs/exact_int32.py)
+                            case("i32_wide", lax.abs, np.array([123456789, -987654321, -2 ** 31, 2 ** 31 - 1,
+                                                                -16777217, 5], np.int32))]),
     lax.square_p: (square, [*_unary_cases(lax.square, edges=[1e20, -INF, NAN], i32_case=True),
                             # TF.js's cpu Square is float32: wrong from 2^24 (46341^2 wraps past 2^31)
                             case("i32_wide", lax.square, np.array([46341, 2 ** 31 - 1, -70000, 4097], np.int32))]),
@@ -474,7 +477,7 @@ for _prim, (_fn, _jax_fn) in COMPARISONS.items():
 
 @lowering(lax.mul_p, fast=fusion.GELU, limitations=[_WEBGL_WIDE_MUL], cases=[
     *fusion.GELU_CASES,
-    # Products beyond 2^53: TF.js's cpu Mul computes them in float64 (noxla/writers/tfjs/int_products.py).
+    # Products beyond 2^53: TF.js's cpu Mul computes them in float64 (noxla/writers/tfjs/exact_int32.py).
     case("i32_hash_literal", lambda x: x * np.int32(-1640531535), np.array([0, 1, 2, 3, -7, 2 ** 31 - 1, 123456789],
                                                                             np.int32)),
     case("i32_wide", lax.mul, np.array([2 ** 31 - 1, -2 ** 31, 123456789, -987654321], np.int32),

@@ -35,8 +35,8 @@ import numpy as np
 from noxla.graph import ops
 from noxla.graph.core import Graph, Node, Tensor
 from noxla.writers.tfjs import arithmetic as tfjs_arithmetic
+from noxla.writers.tfjs.exact_int32 import exact_int32_arithmetic
 from noxla.writers.tfjs.fusions import PORTABLE_ACTIVATIONS
-from noxla.writers.tfjs.int_products import exact_int32_products
 from noxla.writers.tfjs.run_time_sizes import sizes_on_the_cpu
 
 _BIAS_CONTRACTIONS = ("Conv2D", "DepthwiseConv2dNative", "MatMul")
@@ -71,7 +71,7 @@ def optimize_for_tfjs(graph: Graph, outputs: Sequence[Tensor], inputs: Sequence[
     tfjs_arithmetic.constant_selects_and_logic(graph, kept)
     _simplified(graph, kept)
     pruned(graph, outputs, inputs)  # the bypassed nodes no longer count as readers
-    exact_int32_products(graph, kept)
+    exact_int32_arithmetic(graph, kept)
     tfjs_arithmetic.negations_removed(graph, kept)
     tfjs_arithmetic.squared_differences(graph, kept)
     pruned(graph, outputs, inputs)

@@ -1,4 +1,4 @@
-"""int32 products that TF.js computes exactly: JAX's product wraps modulo 2^32.
+"""int32 arithmetic that TF.js computes exactly: JAX's products and negations wrap modulo 2^32.
 
 TF.js's cpu backend computes Mul in float64 and stores the result in an Int32Array (ToInt32 wraps
 it), exact while ``|x * y| < 2^53``; it computes Square into a Float32Array, exact only below 2^24
@@ -12,6 +12,13 @@ it), exact while ``|x * y| < 2^53``; it computes Square into a Float32Array, exa
   where every product and the sum stay below 2^48 in magnitude: exact in float64, and each wrap to
   int32 is the exact residue. 7 ops for 1; a product by a constant below 2^22 (index arithmetic,
   strides) or of a bit by a power of two stays one Mul.
+
+- an int32 Abs is ``Maximum(x, 0 - x)``: TF.js's cpu Abs computes into a Float32Array and its wasm
+  Abs rounds through float32 too (|123456789| came back as 123456792); Sub and Maximum keep int32.
+  abs(INT_MIN) stays INT_MIN, as in JAX.
+
+Not yet exact: TF.js's wasm backend divides int32 in float32 (FloorDiv, FloorMod): a quotient or
+remainder of operands beyond 2^24 in magnitude may be off.
 
 WebGL keeps int32 in float32 textures, exact within +-2^24 (lowering_rules/values/limb_values.py's
 WEBGL_WORDS); this form changes nothing there.
@@ -68,9 +75,21 @@ def _split_product(graph: Graph, node: Node, x: Tensor, y: Tensor) -> None:
     node.op, node.inputs, node.attrs = "AddV2", [op("low_product", "Mul", [lo, y]), high_product], {"T": _INT32}
 
 
-def exact_int32_products(graph: Graph, kept) -> None:
+def _exact_abs(graph: Graph, node: Node) -> None:
+    x = node.inputs[0]
+    dtype, shape = node.outputs[0]
+    zero = _before(graph, node, Node(graph.unique_name(f"{node.name}/zero"), "Const", [], {"dtype": _INT32},
+                                     [(dtype, ())], np.array(0, np.int32)))
+    negated = _before(graph, node, Node(graph.unique_name(f"{node.name}/negated"), "Sub", [zero, x], {"T": _INT32},
+                                        [(dtype, shape)]))
+    node.op, node.inputs, node.attrs = "Maximum", [x, negated], {"T": _INT32}
+
+
+def exact_int32_arithmetic(graph: Graph, kept) -> None:
     """The rewrites above, in place (``kept``, the outputs, keep their nodes: each is rewritten in place)."""
     for node in list(graph.nodes):
+        if node.attrs.get("T") == _INT32 and node.op == "Abs":
+            _exact_abs(graph, node)
         if node.attrs.get("T") != _INT32 or node.op not in ("Mul", "Square"):
             continue
         if node.op == "Square":

@@ -1,5 +1,6 @@
-"""TF.js's int32 products (noxla/writers/tfjs/int_products.py): split where the product may pass 2^53,
-one Mul where the graph bounds it. The values are the rule cases' (mul:i32_wide, square:i32_wide)."""
+"""TF.js's int32 arithmetic (noxla/writers/tfjs/exact_int32.py): products split where they may pass 2^53,
+one Mul where the graph bounds them; Abs as Maximum(x, 0 - x). The values are the rule cases'
+(mul:i32_wide, square:i32_wide, abs:i32_wide)."""
 import json
 import os
 
@@ -26,3 +27,8 @@ def test_a_bounded_product_stays_one_mul(tmp_path):
     path = noxla.export_tfjs(lambda a: (a > 0).astype(np.int32) * np.int32(1 << 30) + a * np.int32(4096), x,
                              path=str(tmp_path / "bounded"))
     assert _int_ops(path).count("Mul") == 2 and "FloorMod" not in _int_ops(path), _int_ops(path)
+
+
+def test_an_int32_abs_is_a_maximum(tmp_path):
+    path = noxla.export_tfjs(lambda a: abs(a), np.array([3, -5], np.int32), path=str(tmp_path / "abs"))
+    assert sorted(_int_ops(path)) == ["Maximum", "Sub"], _int_ops(path)
