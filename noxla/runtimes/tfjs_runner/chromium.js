@@ -93,8 +93,7 @@ function sleep(ms) {
 // Launches Chromium and answers requests until stdin closes: `handle(request, session)`, where
 // `session.open()` gives the page (`pagePath` on the server, loaded once `ready` holds there),
 // `session.reset()` closes it, `session.browser` is the browser and `session.clearLog()` starts a
-// request's console log, whose
-// last lines a failure's reply carries; `session.evaluate(fn, arg)` runs in that page, whose
+// request's console log, whose last lines a failure's reply carries; `session.evaluate(fn, arg)` runs in that page, whose
 // `window.noxla.step` says how far it got.
 async function serveRequests(server, { profilePrefix, pagePath, ready, handle }) {
   const puppeteer = require('puppeteer-core');

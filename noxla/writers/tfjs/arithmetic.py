@@ -38,7 +38,8 @@ def _all(tensor: Tensor, value) -> bool:
     return c is not None and c.dtype != object and c.dtype.kind in "iufb" and c.size > 0 and bool(np.all(c == value))
 
 
-def _const(graph: Graph, before: Node, name: str, value: np.ndarray) -> Tensor:
+def constant_before(graph: Graph, before: Node, name: str, value: np.ndarray) -> Tensor:
+    """A Const of ``value`` placed just before ``before``."""
     dtype = ops.as_dtype(value.dtype)
     node = Node(graph.unique_name(name), "Const", [], {"dtype": ops.type_attr(dtype)}, [(dtype, value.shape)], value)
     graph.nodes.insert(graph.nodes.index(before), node)
@@ -48,7 +49,7 @@ def _const(graph: Graph, before: Node, name: str, value: np.ndarray) -> Tensor:
 def _broadcast_to(graph: Graph, node: Node, x: Tensor) -> None:
     shape = np.asarray(node.outputs[0][1], dtype=np.int32)
     node.op, node.attrs = "BroadcastTo", {"T": node.attrs["T"], "Tidx": ops.type_attr(ops.as_dtype(np.int32))}
-    node.inputs = [x, _const(graph, node, node.name + "/shape", shape)]
+    node.inputs = [x, constant_before(graph, node, node.name + "/shape", shape)]
 
 
 def identity_arithmetic(graph: Graph, kept) -> None:
@@ -148,7 +149,7 @@ def tiles_for_broadcasting_muls(graph: Graph, kept) -> None:
             continue
         multiples = np.asarray([o // i for o, i in zip(out, x.shape.dims)], dtype=np.int32)
         node.op, node.attrs = "Tile", {"T": node.attrs["T"], "Tmultiples": ops.type_attr(ops.as_dtype(np.int32))}
-        node.inputs = [x, _const(graph, node, node.name + "/multiples", multiples)]
+        node.inputs = [x, constant_before(graph, node, node.name + "/multiples", multiples)]
 
 
 def _add_n(node: Node, inputs: list[Tensor], dtype_attr: dict) -> None:
@@ -170,7 +171,7 @@ def _integer_constants_summed(graph: Graph, root: Node, leaves: list[Tensor]) ->
     for c in constants[1:]:
         total = np.add(total, np.atleast_1d(c.constant), dtype=total.dtype)  # wraps, as the kernels do
     shape = np.broadcast_shapes(*(c.constant.shape for c in constants))
-    summed = _const(graph, root, root.name + "/summed", total.reshape(shape))
+    summed = constant_before(graph, root, root.name + "/summed", total.reshape(shape))
     return [leaf for leaf in leaves if leaf.constant is None] + [summed]
 
 

@@ -11,8 +11,7 @@ it), exact while ``|x * y| < 2^53``; it computes Square into a Float32Array, exa
   ``x = hi * 2^16 + lo`` and ``lo`` in [0, 2^16), ``x * y = lo * y + (hi * y) * 2^16`` modulo 2^32,
   where every product and the sum stay below 2^48 in magnitude: exact in float64, and each wrap to
   int32 is the exact residue. 7 ops for 1; a product by a constant below 2^22 (index arithmetic,
-  strides) or of a bit by a power of two stays one Mul.
-
+  strides) or of a bit by a power of two stays one Mul;
 - an int32 Abs is ``Maximum(x, 0 - x)``: TF.js's cpu Abs computes into a Float32Array and its wasm
   Abs rounds through float32 too (|123456789| came back as 123456792); Sub and Maximum keep int32.
   abs(INT_MIN) stays INT_MIN, as in JAX.
@@ -28,11 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from noxla.graph.core import Graph, Node, Tensor
+from noxla.writers.tfjs.arithmetic import constant_before
 
 _INT32 = {"type": "DT_INT32"}
 _LIMB = 1 << 16
-
-
 _SHAPE_ONLY = ("Reshape", "ExpandDims", "Squeeze", "Transpose", "BroadcastTo", "Tile", "Identity", "GatherV2",
                "StridedSlice", "Slice", "ConcatV2", "Pack")
 _EXACT = 1 << 53
@@ -45,11 +43,13 @@ def _bound(t: Tensor, depth: int = 0) -> int:
     if c is not None and c.dtype != object and c.size > 0:
         return int(np.abs(c.astype(np.int64)).max())
     node = t.node
-    if depth < 8 and node.op == "FloorMod" and node.inputs[1].constant is not None:
+    if depth >= 8:
+        return 1 << 31
+    if node.op == "FloorMod" and node.inputs[1].constant is not None:
         return _bound(node.inputs[1], depth + 1)
-    if depth < 8 and node.op == "Cast" and node.attrs.get("SrcT") == {"type": "DT_BOOL"}:
+    if node.op == "Cast" and node.attrs.get("SrcT") == {"type": "DT_BOOL"}:
         return 1
-    if depth < 8 and node.op in _SHAPE_ONLY:
+    if node.op in _SHAPE_ONLY:
         values = node.inputs[:-1] if node.op == "ConcatV2" else node.inputs if node.op == "Pack" else node.inputs[:1]
         return max(_bound(v, depth + 1) for v in values)
     return 1 << 31
@@ -67,8 +67,7 @@ def _split_product(graph: Graph, node: Node, x: Tensor, y: Tensor) -> None:
     def op(name: str, kind: str, inputs, out_shape=shape) -> Tensor:
         return _before(graph, node, Node(graph.unique_name(f"{node.name}/{name}"), kind, inputs, {"T": _INT32},
                                          [(dtype, out_shape)]))
-    limb = _before(graph, node, Node(graph.unique_name(f"{node.name}/limb"), "Const", [], {"dtype": _INT32},
-                                     [(dtype, ())], np.array(_LIMB, np.int32)))
+    limb = constant_before(graph, node, f"{node.name}/limb", np.array(_LIMB, np.int32))
     lo = op("lo", "FloorMod", [x, limb], x.shape.dims)
     hi = op("hi", "FloorDiv", [op("high_part", "Sub", [x, lo], x.shape.dims), limb], x.shape.dims)
     high_product = op("high_product", "Mul", [op("high_times", "Mul", [hi, y]), limb])
@@ -78,8 +77,7 @@ def _split_product(graph: Graph, node: Node, x: Tensor, y: Tensor) -> None:
 def _exact_abs(graph: Graph, node: Node) -> None:
     x = node.inputs[0]
     dtype, shape = node.outputs[0]
-    zero = _before(graph, node, Node(graph.unique_name(f"{node.name}/zero"), "Const", [], {"dtype": _INT32},
-                                     [(dtype, ())], np.array(0, np.int32)))
+    zero = constant_before(graph, node, f"{node.name}/zero", np.array(0, np.int32))
     negated = _before(graph, node, Node(graph.unique_name(f"{node.name}/negated"), "Sub", [zero, x], {"T": _INT32},
                                         [(dtype, shape)]))
     node.op, node.inputs, node.attrs = "Maximum", [x, negated], {"T": _INT32}
