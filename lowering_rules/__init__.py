@@ -21,6 +21,7 @@ from lowering_rules import (  # noqa: F401
     newer_elementwise,
     nextafter,
     prng,
+    quotients,
     ragged_dot,
     reductions,
     rng_bit_generator,

@@ -125,6 +125,20 @@ def square(x):
     return tf.multiply(x, x) if _is_float(x) else tf.square(x)
 
 
+def _sqrt_kept(y):
+    """A divisor that a Sqrt computes, through a reshape of the Sqrt's operand and back: the TFLite
+    converter rewrites x / sqrt(z) as x * rsqrt(z), not JAX's quotient (TFLite's RSQRT gives NaN at
+    0 where JAX's x / 0 is +-inf, and the product rounds once more), but not across a reshape. It
+    costs a LayerNorm little: 8 of BERT's (128 x 768) 1.06x the rsqrt form's LiteRT time."""
+    sqrt = getattr(y, "op", None)  # None in eager mode, where no converter runs
+    if sqrt is None or sqrt.type != "Sqrt":
+        return y
+    flat = [-1] if y.shape.rank >= 2 else [-1, 1]  # a shape other than y's, else the reshape is dropped
+    # A symbolic size (polymorphic shapes) reshapes back to y's run-time shape.
+    shape = y.shape.as_list() if y.shape.is_fully_defined() else tf.shape(sqrt.inputs[0])
+    return tf.reshape(tf.sqrt(tf.reshape(sqrt.inputs[0], flat)), shape)
+
+
 def rsqrt(x):
     # TFLite's Rsqrt gives NaN at 0: 1 / x there is the infinity of the right sign. Its converter
     # turns 1 / sqrt(z) back into Rsqrt(z), so an x that a Sqrt computes is kept from it.
@@ -501,121 +515,6 @@ def lower_mul(ctx, x, y, *, out_dtype=None):
     if out_dtype is not None:
         x, y = tf.cast(x, ctx.out_dtype), tf.cast(y, ctx.out_dtype)
     return binary(tf.math.multiply)(ctx, x, y)
-
-
-def _truncating_div(x, y, bits: int, signed: bool):
-    """lax.div on integers: rounds toward zero; x / 0 is -1 (all ones); INT_MIN / -1 wraps.
-    TF.js has no TruncateDiv, and TF's integer division by 0 or INT_MIN / -1 would trap."""
-    zero, one = tf.zeros_like(y), tf.ones_like(y)
-    special = tf.equal(y, zero)
-    if signed:
-        special = tf.logical_or(special, tf.equal(y, -one))
-    safe_y = tf.where(special, one, y)
-    q = tf.math.floordiv(x, safe_y)
-    if signed:
-        inexact = tf.not_equal(tf.math.floormod(x, safe_y), zero)
-        q = q + tf.cast(tf.logical_and(inexact, tf.not_equal(x < 0, safe_y < 0)), q.dtype)
-        q = tf.where(tf.equal(y, -one), negative(x), q)
-    all_ones = -one if signed else tf.fill(tf.shape(y), tf.constant(2 ** bits - 1, y.dtype))
-    return tf.where(tf.equal(y, zero), all_ones, q)
-
-
-_DIV_INT_EDGES = (np.array([7, -7, 7, -7, 5, -(2 ** 31), 0, -5, 2 ** 31 - 1], np.int32),
-                  np.array([2, 2, -2, -2, 0, -1, 0, 3, -1], np.int32))
-_REM_FLOAT_EDGES = (np.array([7.5, -7.5, 7.5, -7.5, 5.0, INF, 1.0, -0.0, 3.0, 1e30, NAN], np.float32),
-                    np.array([2.0, 2.0, -2.0, -2.0, 0.0, 1.0, INF, 1.0, 1.5, 3.0, 1.0], np.float32))
-
-
-# TFLite's builtins have no int64 FloorDiv (the converter refuses it); the integer quotient needs it.
-# An exact int64 quotient through float estimates would overflow at the ends of the range.
-_NO_INT64_QUOTIENT = dtypes(gaps=[gap((Target.TFLITE,), {"int64"},
-                                      "TFLite's builtins have no int64 FloorDiv, which the integer quotient needs")])
-
-
-@lowering(lax.div_p, fast=fusion.SOFTMAX_OR_SCALED_PRODUCT, dtypes=_NO_INT64_QUOTIENT, cases=[
-    case("f32", lax.div, f32(3, 4), f32(3, 4, low=0.5, high=2.0)),
-    case("f32_edges", lax.div, np.array([1.0, -1.0, 0.0, INF, 1.0, NAN], np.float32),
-         np.array([0.0, 0.0, 0.0, INF, -INF, 1.0], np.float32)),
-    case("i32_truncates", lax.div, *_DIV_INT_EDGES),
-    case("i32_random", lax.div, i32(4, 5, low=-50, high=50), i32(4, 5, low=-7, high=7)),
-    case("u8", lax.div, np.array([7, 5, 255, 0], np.uint8), np.array([0, 2, 16, 3], np.uint8)),
-    case("u32_edges", lax.div, *_U32_EDGES),
-    case("u32_small_divisors", lax.div, u32(3, 4, low=0, high=2 ** 32 - 1), u32(3, 4, low=1, high=300)),
-    case("f16", lax.div, f16(5), f16(5, low=0.5, high=2.0)),
-    *transposed_operand_cases.DIV,
-    # A divisor from sqrt (a LayerNorm's): the quotient, not a multiple of rsqrt; 0 gives inf.
-    case("by_sqrt", lambda x, y: x / jnp.sqrt(y), f32(3, 4), np.array([0.0, 1.0, 2.0, 3.0], np.float32)),
-    case("by_sqrt_vector", lambda x, y: x / jnp.sqrt(y), f32(4), np.array([0.0, 1e-30, 2.0, INF], np.float32)),
-    case("by_sqrt_polymorphic", lambda x, y: x / jnp.sqrt(y), f32(2, 4), _SQRT_EDGES.reshape(2, 4),
-         polymorphic_shapes=("(b, 4)", "(b, 4)")),
-    *fusion.SOFTMAX_CASES,
-    *fusion.MEAN_CASES,
-    *fusion.SCALED_PRODUCT_CASES,
-])
-def lower_div(ctx, x, y):
-    fused = fusion.avg_pool(ctx)
-    fused = fusion.softmax(ctx) if fused is None else fused
-    fused = fusion.mean(ctx) if fused is None else fused
-    fused = fusion.scaled_product(ctx) if fused is None else fused
-    if fused is not None:
-        return fused
-    if _is_float(x):
-        return as_out(ctx, tf.math.divide(wide(x), _sqrt_kept(wide(y))))
-    if ctx.avals_in[0].dtype == np.uint32:  # TFLite has no uint32 FloorDiv (words.py)
-        return tf.cast(words.unsigned_divmod(x, y, ctx.out_shape())[0], ctx.out_dtype)
-    bits, signed = int_info(x.dtype)
-    if bits < 32:
-        x, y = as_int32(x), as_int32(y)
-    return as_out(ctx, _truncating_div(x, y, bits, signed))
-
-
-def _sqrt_kept(y):
-    """A divisor that a Sqrt computes, through a reshape of the Sqrt's operand and back: the TFLite
-    converter rewrites x / sqrt(z) as x * rsqrt(z), not JAX's quotient (TFLite's RSQRT gives NaN at
-    0 where JAX's x / 0 is +-inf, and the product rounds once more), but not across a reshape. It
-    costs a LayerNorm little: 8 of BERT's (128 x 768) 1.06x the rsqrt form's LiteRT time."""
-    sqrt = getattr(y, "op", None)  # None in eager mode, where no converter runs
-    if sqrt is None or sqrt.type != "Sqrt":
-        return y
-    flat = [-1] if y.shape.rank >= 2 else [-1, 1]  # a shape other than y's, else the reshape is dropped
-    # A symbolic size (polymorphic shapes) reshapes back to y's run-time shape.
-    shape = y.shape.as_list() if y.shape.is_fully_defined() else tf.shape(sqrt.inputs[0])
-    return tf.reshape(tf.sqrt(tf.reshape(sqrt.inputs[0], flat)), shape)
-
-
-@lowering(lax.rem_p, dtypes=_NO_INT64_QUOTIENT, cases=[
-    case("f32", lax.rem, f32(3, 4, low=-10, high=10), f32(3, 4, low=0.5, high=3)),
-    case("f32_signs", lax.rem, *_REM_FLOAT_EDGES),
-    case("i32_signs", lax.rem, *_DIV_INT_EDGES),
-    case("i32_random", lax.rem, i32(4, 5, low=-50, high=50), i32(4, 5, low=-7, high=7)),
-    case("jnp_mod_i32", jnp.remainder, i32(8, low=-20, high=20), i32(8, low=1, high=6)),
-    case("u8", lax.rem, np.array([7, 5, 255, 0], np.uint8), np.array([0, 2, 16, 3], np.uint8)),
-    case("u32_edges", lax.rem, *_U32_EDGES),
-    # uint32 remainders: TF.js computes them by long division on 16-bit limbs (limb_arithmetic.py).
-    case("u32_random", lax.rem, u32(4, 5, low=0, high=2 ** 32 - 1), u32(4, 5, low=0, high=2 ** 32 - 1)),
-    case("u32_small_divisors", lax.rem, u32(4, 5, low=0, high=2 ** 32 - 1), u32(4, 5, low=0, high=300)),
-    case("u32_near_dividend", lax.rem,
-         np.array([2 ** 32 - 1, 2 ** 32 - 1, 2 ** 31, 65536 * 255 + 7, 16777215], np.uint32),
-         np.array([2 ** 32 - 2, 2 ** 31 - 1, 2 ** 31 - 1, 65536, 16777216], np.uint32)),
-    case("randint", lambda k: jax.random.randint(k, (3, 4), -5, 9), np.array([0x12345678, 0x9ABCDEF0], np.uint32)),
-    case("f16", lax.rem, f16(5, low=-8, high=8), f16(5, low=0.5, high=2.0)),
-])
-def lower_rem(ctx, x, y):
-    if _is_float(x):
-        # C fmod: the sign of the dividend. floormod of magnitudes is exact and equals fmod there.
-        x, y = wide(x), wide(y)
-        magnitude = tf.math.floormod(tf.abs(x), tf.abs(y))
-        return as_out(ctx, tf.where(x < 0, -magnitude, magnitude))
-    if ctx.avals_in[0].dtype == np.uint32:  # TFLite has no uint32 FloorMod (words.py)
-        return tf.cast(words.unsigned_divmod(x, y, ctx.out_shape())[1], ctx.out_dtype)
-    bits, signed = int_info(x.dtype)
-    if bits < 32:
-        x, y = as_int32(x), as_int32(y)
-    # x - trunc(x / y) y is exact in wrapping integer arithmetic; y = 0 gives x, as in JAX.
-    r = x - _truncating_div(x, y, bits, signed) * y
-    if signed:  # exactly 0, not through -x (which TF.js's wasm backend rounds)
-        r = tf.where(tf.equal(y, -tf.ones_like(y)), tf.zeros_like(r), r)
-    return as_out(ctx, r)
 
 
 @lowering(lax.pow_p, cases=[

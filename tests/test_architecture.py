@@ -143,7 +143,7 @@ RULES_RANK = {"lowering_rules.core": 1, "lowering_rules.values": 2, "lowering_ru
 FAMILY_RANK = 4
 # Modules at lowering_rules' top that the package does not import (so no rule family), and why
 # they sit there and not in a support package.
-TOP_NOT_FAMILIES = {"lowering_rules.transposed_operand_cases": "elementwise's own cases of sub and div"}
+TOP_NOT_FAMILIES = {"lowering_rules.transposed_operand_cases": "elementwise's and quotients' own cases of sub and div"}
 
 
 def rules_rank(module: str) -> int:

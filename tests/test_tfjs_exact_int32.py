@@ -1,9 +1,11 @@
 """TF.js's int32 arithmetic (noxla/writers/tfjs/exact_int32.py): products split where they may pass 2^53,
-one Mul where the graph bounds them; Abs as Maximum(x, 0 - x). The values are the rule cases'
-(mul:i32_wide, square:i32_wide, abs:i32_wide)."""
+one Mul where the graph bounds them; Abs as Maximum(x, 0 - x); a quotient from the exact remainder
+where its float32 form may be off, one FloorDiv where the ranges bound it. The values are the rule
+cases' (mul:i32_wide, square:i32_wide, abs:i32_wide, div:i32_wide, rem:i32_wide)."""
 import json
 import os
 
+import jax
 import numpy as np
 
 import noxla
@@ -32,3 +34,31 @@ def test_a_bounded_product_stays_one_mul(tmp_path):
 def test_an_int32_abs_is_a_maximum(tmp_path):
     path = noxla.export_tfjs(lambda a: abs(a), np.array([3, -5], np.int32), path=str(tmp_path / "abs"))
     assert sorted(_int_ops(path)) == ["Maximum", "Sub"], _int_ops(path)
+
+
+def _all_ops(path: str) -> list[str]:
+    with open(os.path.join(path, "model.json")) as f:
+        return [n["op"] for n in json.load(f)["modelTopology"]["node"]]
+
+
+def test_a_quotient_of_words_is_computed_from_the_remainder(tmp_path):
+    x = np.array([2 ** 31 - 1, -7], np.int32)
+    ops = _all_ops(noxla.export_tfjs(lambda a, b: a // b, x, x, path=str(tmp_path / "words")))
+    assert "FloorDiv" not in ops and ops.count("Round") == 2, ops  # the estimate and its correction
+
+
+def test_a_quotient_the_ranges_bound_stays_one_floordiv(tmp_path):
+    # A remainder by 1000 divided by 7 (below 2^24), and a word's high half (a multiple of 2^16
+    # divided by 2^16: float32 holds it exactly), as the 64-bit and unsigned limb arithmetic splits words.
+    x = np.array([2 ** 31 - 1, -7], np.int32)
+    small = _all_ops(noxla.export_tfjs(lambda a: (a % 1000) // 7, x, path=str(tmp_path / "small")))
+    halves = _all_ops(noxla.export_tfjs(lambda a: (a & np.int32(-65536)) // 65536, x, path=str(tmp_path / "halves")))
+    assert "Round" not in small and "FloorDiv" in small, small
+    assert "Round" not in halves and "FloorDiv" in halves, halves
+
+
+def test_an_integer_remainder_divides_nothing(tmp_path):
+    # lax.rem is the floored remainder moved to the dividend's sign: no quotient to get wrong.
+    x = np.array([2 ** 31 - 1, -7], np.int32)
+    ops = _all_ops(noxla.export_tfjs(lambda a, b: jax.lax.rem(a, b), x, x, path=str(tmp_path / "rem")))
+    assert "FloorMod" in ops and "FloorDiv" not in ops and "Mul" not in ops, ops

@@ -6,18 +6,20 @@ it), exact while ``|x * y| < 2^53``; it computes Square into a Float32Array, exa
 ``shift_right_logical -> square``). Its wasm backend multiplies int32 natively. So on TF.js:
 
 - an int32 Square is a Mul (the rule's ``tf.square`` for integers, the graph's Mul(x, x));
-- an int32 Mul whose product may reach ``2^53`` (as far as the graph bounds its operands: constants,
-  remainders by a constant, bools, through ops that only move values) is split: with
-  ``x = hi * 2^16 + lo`` and ``lo`` in [0, 2^16), ``x * y = lo * y + (hi * y) * 2^16`` modulo 2^32,
-  where every product and the sum stay below 2^48 in magnitude: exact in float64, and each wrap to
-  int32 is the exact residue. 7 ops for 1; a product by a constant below 2^22 (index arithmetic,
-  strides) or of a bit by a power of two stays one Mul;
+- an int32 Mul whose product may reach ``2^53`` (as far as ``int32_ranges`` bounds its operands:
+  constants, remainders, bools, sums and products of those, through ops that only move values) is
+  split: with ``x = hi * 2^16 + lo`` and ``lo`` in [0, 2^16), ``x * y = lo * y + (hi * y) * 2^16``
+  modulo 2^32, where every product and the sum stay below 2^48 in magnitude: exact in float64, and
+  each wrap to int32 is the exact residue. 7 ops for 1; a product by a constant below 2^22 (index
+  arithmetic, strides) or of a bit by a power of two stays one Mul;
 - an int32 Abs is ``Maximum(x, 0 - x)``: TF.js's cpu Abs computes into a Float32Array and its wasm
   Abs rounds through float32 too (|123456789| came back as 123456792); Sub and Maximum keep int32.
-  abs(INT_MIN) stays INT_MIN, as in JAX.
-
-Not yet exact: TF.js's wasm backend divides int32 in float32 (FloorDiv, FloorMod): a quotient or
-remainder of operands beyond 2^24 in magnitude may be off.
+  abs(INT_MIN) stays INT_MIN, as in JAX;
+- an int32 FloorDiv whose float32 quotient may be off is computed from the exact remainder:
+  TF.js's wasm FloorDiv is ``floor(float(x) / float(y))`` (``(2^31 - 1) // 3`` came back as
+  715827904 for 715827882), its FloorMod integer. A dividend the ranges keep below 2^24, or a
+  multiple of 2^k divided by 2^k (the limb arithmetic's halves), stays one FloorDiv; a division by
+  a literal 2^k (an arithmetic right shift) is 3 ops from 2^7 on, 6 below; any other 16.
 
 WebGL keeps int32 in float32 textures, exact within +-2^24 (lowering_rules/values/limb_values.py's
 WEBGL_WORDS); this form changes nothing there.
@@ -26,33 +28,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from noxla.graph import ops
 from noxla.graph.core import Graph, Node, Tensor
 from noxla.writers.tfjs.arithmetic import constant_before
+from noxla.writers.tfjs.int32_ranges import Range, int32_ranges, power_of_two
 
 _INT32 = {"type": "DT_INT32"}
+_FLOAT = {"type": "DT_FLOAT"}
 _LIMB = 1 << 16
-_SHAPE_ONLY = ("Reshape", "ExpandDims", "Squeeze", "Transpose", "BroadcastTo", "Tile", "Identity", "GatherV2",
-               "StridedSlice", "Slice", "ConcatV2", "Pack")
-_EXACT = 1 << 53
-
-
-def _bound(t: Tensor, depth: int = 0) -> int:
-    """A bound on |t|'s values that the graph shows: a constant's largest magnitude, a FloorMod by a
-    constant's divisor, a bool's 1, through ops that only move values; else 2^31."""
-    c = t.constant
-    if c is not None and c.dtype != object and c.size > 0:
-        return int(np.abs(c.astype(np.int64)).max())
-    node = t.node
-    if depth >= 8:
-        return 1 << 31
-    if node.op == "FloorMod" and node.inputs[1].constant is not None:
-        return _bound(node.inputs[1], depth + 1)
-    if node.op == "Cast" and node.attrs.get("SrcT") == {"type": "DT_BOOL"}:
-        return 1
-    if node.op in _SHAPE_ONLY:
-        values = node.inputs[:-1] if node.op == "ConcatV2" else node.inputs if node.op == "Pack" else node.inputs[:1]
-        return max(_bound(v, depth + 1) for v in values)
-    return 1 << 31
+_EXACT = 1 << 53  # float64's integers
+_FLOAT32_EXACT = 1 << 24  # float32's
 
 
 def _before(graph: Graph, node: Node, new: Node) -> Tensor:
@@ -83,18 +68,109 @@ def _exact_abs(graph: Graph, node: Node) -> None:
     node.op, node.inputs, node.attrs = "Maximum", [x, negated], {"T": _INT32}
 
 
+def _float32_quotient_is_exact(x: Range, y: Range) -> bool:
+    """Whether ``floor(float32(x) / float32(y))`` is x // y: for a dividend below 2^24 the float32
+    quotient is within half an ulp, less than its distance to the next integer (1/|y|); a dividend
+    float32 holds exactly (a multiple of 2^k below 2^(24+k)) divided by a power of two is exact."""
+    return x.magnitude < _FLOAT32_EXACT or (power_of_two(y) is not None and x.magnitude < _FLOAT32_EXACT << x.zeros)
+
+
+def _exact_shift(graph: Graph, node: Node, k: int) -> None:
+    """``node`` (an int32 FloorDiv by 2^k, an arithmetic right shift) on exact float32 values: from
+    2^7 on, ``(x - x mod 2^k) / 2^k`` (a multiple of 2^k below 2^31 has at most 24 significant bits);
+    below, ``hi * 2^(16-k) + lo // 2^k`` with ``x = hi * 2^16 + lo`` (both halves exact)."""
+    x = node.inputs[0]
+    dtype, shape = node.outputs[0]
+
+    def op(name: str, kind: str, inputs) -> Tensor:
+        return _before(graph, node, Node(graph.unique_name(f"{node.name}/{name}"), kind, inputs, {"T": _INT32},
+                                         [(dtype, shape)]))
+
+    def constant(name: str, value: int) -> Tensor:
+        return constant_before(graph, node, f"{node.name}/{name}", np.array(value, np.int32))
+    if k >= 7:
+        divisor = node.inputs[1]
+        node.inputs = [op("multiple", "Sub", [x, op("remainder", "FloorMod", [x, divisor])]), divisor]
+        return
+    limb = constant("limb", _LIMB)
+    low = op("low", "FloorMod", [x, limb])
+    high = op("high", "FloorDiv", [op("high_part", "Sub", [x, low]), limb])
+    node.op, node.attrs = "AddV2", {"T": _INT32}
+    node.inputs = [op("high_shifted", "Mul", [high, constant("high_scale", _LIMB >> k)]),
+                   op("low_shifted", "FloorDiv", [low, constant("divisor", 1 << k)])]
+
+
+def _existing_remainder(graph: Graph, quotient: Node) -> Tensor | None:
+    """The graph's FloorMod of the FloorDiv ``quotient``'s operands (the rules compute both), moved
+    before it if it came after (it reads only those operands)."""
+    x, y = quotient.inputs
+    for node in graph.nodes:
+        if (node.op == "FloorMod" and node.inputs[0].node is x.node and node.inputs[0].index == x.index
+                and node.inputs[1].node is y.node and node.inputs[1].index == y.index):
+            if graph.nodes.index(node) > graph.nodes.index(quotient):
+                graph.nodes.remove(node)
+                graph.nodes.insert(graph.nodes.index(quotient), node)
+            return node.output(0)
+    return None
+
+
+def _exact_quotient(graph: Graph, node: Node) -> None:
+    """``node`` (an int32 FloorDiv) from integer remainders: ``r = x mod y`` (TF.js's FloorMod is
+    integer on cpu and wasm), the multiple ``m = x - r`` estimated in float32 (``float(x) -
+    float(r)``: no int32 wrap) and divided, rounded: ``q0``; then ``d = m - q0 * y`` is exactly
+    ``(q - q0) * y`` (below 2^31: the estimate is off by at most |m| 2^-22 / |y| + 1/2), and
+    ``k = round(d / y)`` is exact (a small integer), so ``q = q0 + k``. 16 ops for one, only where
+    the ranges cannot show the float32 quotient exact."""
+    x, y = node.inputs
+    int32, float32 = node.outputs[0][0], ops.as_dtype(np.float32)
+    shape = node.outputs[0][1]
+
+    def op(name: str, kind: str, inputs, attrs, dtype=int32) -> Tensor:
+        return _before(graph, node, Node(graph.unique_name(f"{node.name}/{name}"), kind, inputs, attrs,
+                                         [(dtype, shape)]))
+
+    def cast(name: str, t: Tensor, to_float: bool = True) -> Tensor:
+        source, target = (_INT32, _FLOAT) if to_float else (_FLOAT, _INT32)
+        return op(name, "Cast", [t], {"SrcT": source, "DstT": target, "Truncate": {"b": False}},
+                  float32 if to_float else int32)
+
+    def rounded_quotient(name: str, dividend: Tensor, divisor: Tensor) -> Tensor:
+        quotient = op(f"{name}_ratio", "RealDiv", [dividend, divisor], {"T": _FLOAT}, float32)
+        return cast(name, op(f"{name}_rounded", "Round", [quotient], {"T": _FLOAT}, float32), to_float=False)
+    remainder = _existing_remainder(graph, node)
+    if remainder is None:
+        remainder = op("remainder", "FloorMod", [x, y], {"T": _INT32})
+    y_float = cast("divisor", y)
+    multiple_float = op("multiple_estimate", "Sub", [cast("dividend", x), cast("remainder_float", remainder)],
+                        {"T": _FLOAT}, float32)
+    estimate = rounded_quotient("estimate", multiple_float, y_float)
+    multiple = op("multiple", "Sub", [x, remainder], {"T": _INT32})
+    error = op("error", "Sub", [multiple, op("estimate_multiple", "Mul", [estimate, y], {"T": _INT32})],
+               {"T": _INT32})
+    correction = rounded_quotient("correction", cast("error_float", error), y_float)
+    node.op, node.inputs, node.attrs = "AddV2", [estimate, correction], {"T": _INT32}
+
+
 def exact_int32_arithmetic(graph: Graph, kept) -> None:
     """The rewrites above, in place (``kept``, the outputs, keep their nodes: each is rewritten in place)."""
+    of = int32_ranges(graph)
     for node in list(graph.nodes):
-        if node.attrs.get("T") == _INT32 and node.op == "Abs":
+        if node.attrs.get("T") != _INT32:
+            continue
+        if node.op == "Abs":
             _exact_abs(graph, node)
-        if node.attrs.get("T") != _INT32 or node.op not in ("Mul", "Square"):
-            continue
-        if node.op == "Square":
-            node.op, node.inputs = "Mul", [node.inputs[0], node.inputs[0]]
-        x, y = node.inputs
-        if _bound(x) * _bound(y) < _EXACT:
-            continue
-        if y.constant is None and x.constant is not None:
-            x, y = y, x  # split the run-time operand
-        _split_product(graph, node, x, y)
+        elif node.op == "FloorDiv" and not _float32_quotient_is_exact(*map(of, node.inputs)):
+            k = power_of_two(of(node.inputs[1]))
+            if k is None:
+                _exact_quotient(graph, node)
+            else:
+                _exact_shift(graph, node, k)
+        elif node.op in ("Mul", "Square"):
+            if node.op == "Square":
+                node.op, node.inputs = "Mul", [node.inputs[0], node.inputs[0]]
+            x, y = node.inputs
+            if of(x).magnitude * of(y).magnitude < _EXACT:
+                continue
+            if y.constant is None and x.constant is not None:
+                x, y = y, x  # split the run-time operand
+            _split_product(graph, node, x, y)
