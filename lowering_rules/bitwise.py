@@ -64,14 +64,14 @@ def _pow2_table(bits: int, s):
     return tf.gather(table, tf.clip_by_value(s, 0, bits - 1))
 
 
-_TFJS_WASM_INT32_BITS = Limitation(
-    (Target.TFJS,), "32-bit integer operands",
-    "noxla composes this bit operation from FloorDiv/FloorMod and a sum over the bits, and TF.js's wasm "
-    "backend rounds int32 values beyond 2^24 there (it computes them in float32); TF.js has no narrower "
-    "integer tensors", param="dtype",
-    when=lambda eqn: any(np.issubdtype(d, np.integer) and d.itemsize == 4 for d in eqn.dtypes),
-    workaround="keep bit manipulation (e.g. PRNG key handling) outside the exported function, or use "
-               "values below 2^24")
+# TF.js's wasm FloorDiv divides int32 in float32; its writer computes a quotient the graph cannot
+# bound from the integer remainder instead (noxla/writers/tfjs/exact_int32.py), so only WebGL's
+# float32 textures are left short of these words.
+_WEBGL_WORD_BITS = limb_values.webgl_word_limitation(
+    "32-bit integer operands",
+    "noxla composes this bit operation from FloorDiv/FloorMod of the whole word and a sum over its bits",
+    limb_values.has_word, "keep bit manipulation (e.g. PRNG key handling) outside the exported function, or "
+    "use values below 2^24, or run the model on TF.js's wasm or cpu backend")
 
 
 _KEEP_BITS_OUTSIDE = ("keep this bit manipulation outside the exported function, or run the model on "
@@ -119,7 +119,7 @@ _WEBGPU_BITS = Limitation(
     workaround="run the model on LiteRT.js wasm")
 
 
-@lowering(lax.population_count_p, limitations=[_TFJS_WASM_INT32_BITS, _WEBGPU_BITS], dtypes=_AT_MOST_32_BITS, cases=[
+@lowering(lax.population_count_p, limitations=[_WEBGL_WORD_BITS, _WEBGPU_BITS], dtypes=_AT_MOST_32_BITS, cases=[
     case("i32", lax.population_count, np.array([0, 1, -1, 7, 2 ** 31 - 1, -(2 ** 31), 255, -256], np.int32)),
     case("i32_random", lax.population_count, i32(4, 5, low=-(2 ** 31), high=2 ** 31 - 1)),
     case("u8", lax.population_count, np.array([0, 1, 255, 128, 85], np.uint8)),
@@ -234,11 +234,11 @@ _SHIFT_X = np.array([1, 1, 1, -1, 5, -8, -8, -8, 8, -1, -(2 ** 31), 2 ** 31 - 1,
 _SHIFT_S = np.array([31, 32, -1, 3, 0, 1, 32, -1, 40, 31, 1, 30, 7, 4], np.int32)
 
 # shift_left multiplies by a power of two, which TF.js's wasm backend keeps exact; the arithmetic
-# right shift divides, which it rounds beyond 2^24; the logical one works on exact 16-bit limbs.
+# right shift divides (TF.js's writer makes the quotient exact); the logical one works on 16-bit limbs.
 for _prim, _lower, _jax_fn, _limitations in (
         (lax.shift_left_p, lower_shift_left, lax.shift_left, (_WEBGL_SHIFT,)),
         (lax.shift_right_arithmetic_p, lower_shift_right_arithmetic, lax.shift_right_arithmetic,
-         (_TFJS_WASM_INT32_BITS,)),
+         (_WEBGL_WORD_BITS,)),
         (lax.shift_right_logical_p, lower_shift_right_logical, lax.shift_right_logical, (_WEBGL_SHIFT,))):
     lowering(_prim, limitations=_limitations, dtypes=_AT_MOST_32_BITS, cases=[
         case("i32_edges", _jax_fn, _SHIFT_X, _SHIFT_S),
@@ -247,6 +247,9 @@ for _prim, _lower, _jax_fn, _limitations in (
              np.array([7, 8, 2, 1, 3, 9, -1], np.int8)),
         case("u8", _jax_fn, np.array([1, 3, 255, 128, 127, 200, 64], np.uint8),
              np.array([7, 8, 2, 1, 3, 9, 0], np.uint8)),
+        # Literal amounts of words: TF.js's writer shifts them on exact halves (exact_int32.py).
+        case("i32_literal_amounts", lambda x, f=_jax_fn: (f(x, 3), f(x, 7), f(x, 20)),
+             np.array([2 ** 31 - 1, -(2 ** 31), 123456789, -987654321, 16777217, -7], np.int32)),
         case("u32_threefry_rotation", _jax_fn, np.array([0x9E3779B9, 2 ** 32 - 1, 2 ** 31, 1, 12345], np.uint32),
              np.array([13, 19, 31, 32, 0], np.uint32)),
     ])(_lower)
