@@ -63,13 +63,21 @@ class Program:
 
 # ----------------------------------------------------------------------------- data
 
-def values(rng: np.random.RandomState, shape, dtype: str, special: bool = False) -> np.ndarray:
+def values(rng: np.random.RandomState, shape, dtype: str, special: bool = False, wide: bool = False) -> np.ndarray:
     """Small values: integers in a range no product or sum of the programs overflows; floats with
-    ties, and (``special``) NaN, infinities and signed zeros."""
+    ties, and (``special``) NaN, infinities and signed zeros. ``wide``: integers over their whole
+    range, a fifth of them at its edges and where float32 stops holding them (2^24 + 1): what
+    wraps, and what a runtime computing integers through floats gets wrong."""
     import jax.numpy as jnp
     dt = jnp.dtype(dtype)
     if dt == np.bool_:
         return np.asarray(rng.rand(*shape) < 0.5)
+    if np.issubdtype(dt, np.integer) and wide:
+        info = np.iinfo(dt)
+        edges = [v for v in (info.min, info.min + 1, info.max, -1, 0, 1, 2 ** 16, 2 ** 24 + 1, -(2 ** 24) - 1)
+                 if info.min <= v <= info.max]
+        drawn = rng.randint(int(info.min), int(info.max) + 1, size=shape, dtype=np.int64)
+        return np.where(rng.rand(*shape) < 0.2, rng.choice(edges, size=shape), drawn).astype(dt)
     if np.issubdtype(dt, np.integer):
         low = 0 if np.issubdtype(dt, np.unsignedinteger) else -8
         return rng.randint(low, 9, size=shape).astype(dt)

@@ -71,8 +71,9 @@ def strategies():
         # The second operand broadcasts against the first along any subset of its axes.
         other = [size if draw(st.booleans()) else 1 for size in shape]
         special = kind == "float" and draw(st.booleans())
+        wide = kind == "int" and draw(st.booleans())
         rng = np.random.RandomState(draw(seeds))
-        x, y = values(rng, shape, dtype, special), values(rng, other, dtype, special)
+        x, y = values(rng, shape, dtype, special, wide), values(rng, other, dtype, special, wide)
         if kind == "int" and draw(st.booleans()):
             # Shift amounts and divisors at and past the edges: negative, zero, the bit width.
             bits = np.iinfo(np.dtype(dtype)).bits
@@ -105,8 +106,9 @@ def strategies():
         if name in ("argmax", "argmin"):  # over an empty axis JAX has no answer; other axes may be empty
             shape[axis] = max(1, shape[axis])
         special = dtype in FLOATS and name not in ("prod", "cumprod") and draw(st.booleans())
+        wide = dtype in INTS and name not in ("prod", "cumprod") and draw(st.booleans())
         rng = np.random.RandomState(draw(seeds))
-        x = values(rng, shape, dtype, special)
+        x = values(rng, shape, dtype, special, wide)
         if name in ("prod", "cumprod") and dtype in INTS:
             x = np.clip(x, -2, 2).astype(dtype)  # products that stay in range
         if name in ("sum", "prod") and dtype in ("float16", "bfloat16"):

@@ -162,3 +162,15 @@ def test_a_process_aborted_by_a_native_library_is_counted_and_the_run_goes_on(mo
     assert "the process died (SIGABRT)" in out
     assert "JAX itself aborted the process computing the reference of 1 program(s)" in out
     assert "pad" in out and "3         0         0         3" in out
+
+
+def test_wide_integer_draws_reach_the_edges_and_past_float32():
+    # What a runtime computing int32 through floats gets wrong (TF.js's wasm FloorDiv, its cpu Square)
+    # is out of reach of the small draws; the wide ones cover the whole range and its edges.
+    import numpy as np
+    rng = np.random.RandomState(0)
+    small, wide = fuzz.values(rng, (4000,), "int32"), fuzz.values(rng, (4000,), "int32", wide=True)
+    assert np.abs(small).max() <= 8
+    assert {-(2 ** 31), 2 ** 31 - 1, 2 ** 24 + 1} <= set(wide.tolist())
+    assert (np.abs(wide.astype(np.int64)) > 2 ** 24).mean() > 0.5
+    assert fuzz.values(rng, (100,), "uint8", wide=True).max() == 255
