@@ -174,3 +174,21 @@ def test_wide_integer_draws_reach_the_edges_and_past_float32():
     assert {-(2 ** 31), 2 ** 31 - 1, 2 ** 24 + 1} <= set(wide.tolist())
     assert (np.abs(wide.astype(np.int64)) > 2 ** 24).mean() > 0.5
     assert fuzz.values(rng, (100,), "uint8", wide=True).max() == 255
+
+
+def test_the_clipped_batched_scatter_min_derivative_is_drawn_only_where_jax_computes_it():
+    # JAX 0.10.2's jvp of this scatter_min is NaN for finite inputs (0.12.1's is finite): no reference.
+    import jax
+    import numpy as np
+    from jax import lax
+    dn = lax.ScatterDimensionNumbers(update_window_dims=(0,), inserted_window_dims=(),
+                                     scatter_dims_to_operand_dims=(1,), operand_batching_dims=(0,),
+                                     scatter_indices_batching_dims=(0,))
+    indices = np.array([[2], [5], [3], [-2]], np.int32)
+
+    def fun(x, u):
+        return lax.scatter_min(x, indices, u, dn, mode=lax.GatherScatterMode.CLIP)
+    x, u = np.zeros((4, 4), np.float32), -np.ones((2, 4), np.float32)
+    tangent = jax.jvp(fun, (x, u), (np.ones_like(x), np.ones_like(u)))[1]
+    program = fuzz.Program("scatter_min", f"{dn} mode=CLIP unique_indices=False", fun, (x, u))
+    assert fuzz_grad._drawable("scatter", program, "jvp") == bool(np.isfinite(tangent).all())
