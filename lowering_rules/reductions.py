@@ -178,6 +178,10 @@ lowering(lax.reduce_prod_p, differs=_HALF_ACCUMULATION, cases=[
     *_reduction_cases(jnp.prod, lax.reduce_prod, ["f32", "i32", "f16"]),
     case("empty_across", lambda x: jnp.concatenate([lax.reduce_prod(x[:0, :, :0], (1,)).ravel(), x.ravel()]),
          i32(3, 4, 2)),
+    # Products of words that wrap: TF.js's cpu Prod multiplies in float64 (noxla/writers/tfjs/exact_int32.py).
+    case("i32_wide", lambda x: (jnp.prod(x, axis=1), jnp.prod(x[:, :3], axis=(0, 1), keepdims=True)),
+         np.array([[2 ** 31 - 1, 123456789, -987654321, 46341, 7], [-(2 ** 31), 3, 1000003, -65537, 2 ** 24 + 1]],
+                  np.int32)),
 ])(_monoid_rule("prod"))
 
 lowering(lax.reduce_max_p, fast=fusion.REDUCE_MAX, cases=[

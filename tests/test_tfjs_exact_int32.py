@@ -62,3 +62,11 @@ def test_an_integer_remainder_divides_nothing(tmp_path):
     x = np.array([2 ** 31 - 1, -7], np.int32)
     ops = _all_ops(noxla.export_tfjs(lambda a, b: jax.lax.rem(a, b), x, x, path=str(tmp_path / "rem")))
     assert "FloorMod" in ops and "FloorDiv" not in ops and "Mul" not in ops, ops
+
+
+def test_a_product_of_words_over_an_axis_is_a_tree_and_of_small_values_one_prod(tmp_path):
+    x = np.array([[2 ** 31 - 1, 3, -5, 7, 11], [1, 2, 3, 4, 5]], np.int32)
+    words = _all_ops(noxla.export_tfjs(lambda a: jax.numpy.prod(a, axis=1), x, path=str(tmp_path / "words")))
+    small = _all_ops(noxla.export_tfjs(lambda a: jax.numpy.prod(a % 8, axis=1), x, path=str(tmp_path / "small")))
+    assert "Prod" not in words and words.count("FloorMod") == 3, words  # three levels, each product split
+    assert small.count("Prod") == 1, small  # 7^5 < 2^53

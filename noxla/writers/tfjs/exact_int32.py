@@ -21,6 +21,9 @@ it), exact while ``|x * y| < 2^53``; it computes Square into a Float32Array, exa
   multiple of 2^k divided by 2^k (the limb arithmetic's halves), stays one FloorDiv; a division by
   a literal 2^k (an arithmetic right shift) is 3 ops from 2^7 on, 6 below; any other 16.
 
+- an int32 Prod whose running product may pass 2^53 is a tree of pairwise products (the Mul rule
+  above then keeps each exact): TF.js's cpu Prod multiplies in float64. A product of sizes stays.
+
 WebGL keeps int32 in float32 textures, exact within +-2^24 (lowering_rules/values/limb_values.py's
 WEBGL_WORDS); this form changes nothing there.
 """
@@ -28,8 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from noxla.graph import ops
-from noxla.graph.core import Graph, Node, Tensor
+from noxla.graph import api, ops
+from noxla.graph.core import Graph, Node, Tensor, recording
 from noxla.writers.tfjs.arithmetic import constant_before
 from noxla.writers.tfjs.int32_ranges import Range, int32_ranges, power_of_two
 
@@ -151,9 +154,63 @@ def _exact_quotient(graph: Graph, node: Node) -> None:
     node.op, node.inputs, node.attrs = "AddV2", [estimate, correction], {"T": _INT32}
 
 
+_SIZE_MOVES = ("StridedSlice", "Slice", "GatherV2", "ConcatV2", "Pack", "Reshape", "Cast", "Identity")
+
+
+def _sizes(t: Tensor, depth: int = 0) -> bool:
+    """Whether ``t`` holds only tensor sizes (a Shape, sliced or packed, or constants): their
+    product is an element count, far below 2^53."""
+    node = t.node
+    if node.op in ("Shape", "Size", "Const"):
+        return True
+    inputs = node.inputs[:-1] if node.op == "ConcatV2" else node.inputs
+    return depth < 8 and node.op in _SIZE_MOVES and all(_sizes(i, depth + 1) for i in inputs)
+
+
+def _product_tree(graph: Graph, node: Node) -> None:
+    """``node`` (an int32 Prod over constant axes of a static shape) as a tree of pairwise products,
+    which the Mul rewrite above then keeps exact: TF.js's cpu Prod multiplies its terms in float64,
+    wrong once the running product passes 2^53 (three wide words)."""
+    x, axes = node.inputs
+    dims, rank = x.shape.dims, x.shape.rank
+    axes = sorted({int(a) % rank for a in np.asarray(axes.constant).ravel()})
+    kept = [a for a in range(rank) if a not in axes]
+    n, k = int(np.prod([dims[a] for a in axes])), int(np.prod([dims[a] for a in kept]))
+    tf, start = api.recorder(), len(graph.nodes)
+    with recording(graph):
+        terms = tf.reshape(tf.transpose(x, kept + axes), [k, n])
+        if n == 0:
+            terms = tf.ones([k, 1], tf.int32)
+        while n > 1:
+            if n % 2:
+                terms, n = tf.concat([terms, tf.ones([k, 1], tf.int32)], 1), n + 1
+            pairs, n = tf.reshape(terms, [k, n // 2, 2]), n // 2  # Slices: wasm's strided int32 slice is wrong
+            terms = tf.reshape(tf.slice(pairs, [0, 0, 0], [k, n, 1]), [k, n]) * tf.reshape(
+                tf.slice(pairs, [0, 0, 1], [k, n, 1]), [k, n])
+        product = tf.reshape(terms, list(node.outputs[0][1]))
+    recorded = graph.nodes[start:]
+    del graph.nodes[start:]
+    at = graph.nodes.index(node)
+    graph.nodes[at:at] = recorded
+    node.op, node.inputs, node.attrs = "Identity", [product], {"T": _INT32}
+
+
+def _needs_product_tree(node: Node, of) -> bool:
+    x, axes = node.inputs
+    if x.shape.dims is None or None in x.shape.dims or axes.constant is None or _sizes(x):
+        return False
+    n = int(np.prod([x.shape.dims[int(a) % x.shape.rank] for a in np.asarray(axes.constant).ravel()]))
+    return of(x).magnitude ** n >= _EXACT
+
+
 def exact_int32_arithmetic(graph: Graph, kept) -> None:
     """The rewrites above, in place (``kept``, the outputs, keep their nodes: each is rewritten in place)."""
     of = int32_ranges(graph)
+    products = [n for n in graph.nodes if n.op == "Prod" and n.attrs.get("T") == _INT32 and _needs_product_tree(n, of)]
+    for node in products:
+        _product_tree(graph, node)
+    if products:
+        of = int32_ranges(graph)
     for node in list(graph.nodes):
         if node.attrs.get("T") != _INT32:
             continue

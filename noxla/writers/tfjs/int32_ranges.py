@@ -134,7 +134,12 @@ def _range(node: Node, index: int, of) -> Range:
         return Range(0, 0, 32)
     if op == "OnesLike":
         return Range(1, 1)
-    if op in ("Shape", "Size", "Rank", "ArgMax", "ArgMin"):
+    if op == "Shape":
+        # A run-time size, taken to be below 2^24 (16M elements along one axis): TF.js's own size
+        # arithmetic (WebGL's, WebGPU's) is float32 there, and so it stays the ops that backend
+        # computes where the sizes are (noxla.writers.tfjs.run_time_sizes).
+        return Range(0, (1 << 24) - 1)
+    if op in ("Size", "Rank", "ArgMax", "ArgMin"):
         return Range(0, _MAX)
     if op == "Sign":
         return Range(-1, 1)
