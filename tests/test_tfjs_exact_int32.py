@@ -70,3 +70,11 @@ def test_a_product_of_words_over_an_axis_is_a_tree_and_of_small_values_one_prod(
     small = _all_ops(noxla.export_tfjs(lambda a: jax.numpy.prod(a % 8, axis=1), x, path=str(tmp_path / "small")))
     assert "Prod" not in words and words.count("FloorMod") == 3, words  # three levels, each product split
     assert small.count("Prod") == 1, small  # 7^5 < 2^53
+
+
+def test_an_argmax_divided_by_a_width_stays_one_floordiv(tmp_path):
+    # A keypoint's row from its flat argmax: the ranges bound the index by the axis (through the
+    # Min over positions that JAX's first-index argmax is written as), so no exact form is needed.
+    heat = np.zeros((2, 48 * 64, 17), np.float32)
+    ops = _all_ops(noxla.export_tfjs(lambda h: jax.numpy.argmax(h, axis=1) // 64, heat, path=str(tmp_path / "kp")))
+    assert ops.count("FloorDiv") == 1 and "Round" not in ops, ops

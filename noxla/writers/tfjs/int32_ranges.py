@@ -139,7 +139,16 @@ def _range(node: Node, index: int, of) -> Range:
         # arithmetic (WebGL's, WebGPU's) is float32 there, and so it stays the ops that backend
         # computes where the sizes are (noxla.writers.tfjs.run_time_sizes).
         return Range(0, (1 << 24) - 1)
-    if op in ("Size", "Rank", "ArgMax", "ArgMin"):
+    if op in ("Min", "Max", "ArgMax", "ArgMin"):
+        # A reduction's values are its input's, an arg-reduction's its axis's positions; where an
+        # axis may be empty the identity (INT_MAX for Min) or a size is not: the whole range.
+        dims, axes = inputs[0].shape.dims, inputs[1].constant
+        if dims is not None and None not in dims and 0 not in dims and axes is not None:
+            if op in ("Min", "Max"):
+                return of(inputs[0])
+            return Range(0, max(dims[int(a)] for a in np.asarray(axes).ravel()) - 1)
+        return FULL
+    if op in ("Size", "Rank"):
         return Range(0, _MAX)
     if op == "Sign":
         return Range(-1, 1)
