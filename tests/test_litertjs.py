@@ -167,6 +167,23 @@ def test_argmax_is_rejected_on_webgpu_only_and_computes_wrong_there(litertjs, tm
     assert _forced_error(litertjs, path, named, "webgpu", expected) is not None
 
 
+def test_int32_negation_and_difference_from_a_constant_vector_on_webgpu(litertjs, tmp_path):
+    # WebGPU's delegate swaps a SUB's operands when the first is a constant vector: an int32
+    # negation (zeros - x) came back as x, lax.div(x, -1) as x (flatbuffer/webgpu.py rewrites it).
+    from jax import lax
+
+    import noxla
+    x = np.array([7, -7, 2 ** 31 - 1, -(2 ** 31)], np.int32)
+    y = np.array([-1, 3, -1, 2], np.int32)
+
+    def f(a, b):
+        return -a, lax.div(a, b), np.array([1, 2, 3, 4], np.int32) - a
+    path = noxla.export_tflite(f, x, y, path=str(tmp_path / "neg.tflite"), target="litertjs-webgpu")
+    outs = litertjs.run(path, {"a": x, "b": y}, "webgpu")
+    for name, want in zip(("output_0", "output_1", "output_2"), f(x, y)):
+        np.testing.assert_array_equal(outs[name], np.asarray(want), err_msg=name)
+
+
 def test_shape_buckets_run_on_litertjs_wasm_and_webgpu(litertjs, tmp_path):
     """A polymorphic function exported as one signature per batch size; each runs on LiteRT.js
     (which refuses dynamic dimensions) and matches JAX."""

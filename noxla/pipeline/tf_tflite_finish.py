@@ -21,6 +21,7 @@ from noxla.writers.tflite.flatbuffer.reshapes import (
 from noxla.writers.tflite.flatbuffer.webgpu import (
     copy_passthrough_outputs,
     distinct_operands,
+    integer_differences_from_constants,
     negations_as_products,
     not_equal_as_negated_equal,
     unfuse_transpose_conv_activations,
@@ -63,6 +64,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     if webgpu:  # the delegate reads a constant operand's first batch only, and NOT_EQUAL of a NaN as false
         constants_with_unit_batch(model)
         not_equal_as_negated_equal(model)
+        integer_differences_from_constants(model)  # it swaps a constant vector's SUB operands
 
     model.signatureDefs = [large_tflite.serving_signature(schema, in_names, main.inputs, out_names, main.outputs)]
     share_constant_buffers(model, stubs)

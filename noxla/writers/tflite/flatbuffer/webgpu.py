@@ -4,12 +4,14 @@
 input, and LiteRT mixes up a WHILE body's swapped carries), ``negations_as_products`` for every one
 TF's converter wrote (LiteRT's NEG loses the sign of a zero); ``unfuse_transpose_conv_activations``
 only for one exported with ``target="litertjs-webgpu"``, where the TFLite converter's fusion makes
-an op its WebGPU delegate refuses (it then runs on wasm), and ``not_equal_as_negated_equal`` and
-``distinct_operands`` there too.
+an op its WebGPU delegate refuses (it then runs on wasm), and ``not_equal_as_negated_equal``,
+``integer_differences_from_constants`` and ``distinct_operands`` there too.
 """
 from __future__ import annotations
 
 import copy
+
+import numpy as np
 
 # TFLite's ActivationFunctionType -> the builtin that applies it on its own.
 _ACTIVATION_OPS = {1: "RELU", 2: "RELU_N1_TO_1", 3: "RELU6", 4: "TANH"}
@@ -201,6 +203,47 @@ def not_equal_as_negated_equal(model) -> int:
             negate.builtinOptionsType = schema.BuiltinOptions.LogicalNotOptions
             negate.builtinOptions = schema.LogicalNotOptionsT()
             new_ops.append(negate)
+            rewritten += 1
+        graph.operators = new_ops
+    return rewritten
+
+
+def integer_differences_from_constants(model) -> int:
+    """Write every int32 SUB whose first operand is a constant of more than one element (``ModelT``,
+    unpacked) as ``x * -1 + c``; returns how many. LiteRT.js 2.5.3's WebGPU delegate computes such a
+    SUB with its operands swapped (``[1, 2, 3, 4] - x`` gave ``x - [1, 2, 3, 4]``), so an int32
+    negation (``zeros - x``) returned x and ``lax.div(x, -1)`` was x; its int32 MUL by a scalar and
+    ADD are exact (wrapping as SUB does, INT_MIN included). A scalar constant is read right."""
+    from noxla.writers.tflite.flatbuffer.merge import builtin_code, opcode_index
+    from noxla.writers.tflite.flatbuffer.schema import schema
+    ops = schema.BuiltinOperator
+    rewritten = 0
+    for graph in model.subgraphs:
+        new_ops, minus_one = [], None
+        for op in graph.operators or []:
+            new_ops.append(op)
+            if builtin_code(model, op) != ops.SUB or graph.tensors[op.inputs[0]].type != schema.TensorType.INT32:
+                continue
+            constant = graph.tensors[op.inputs[0]]
+            data = model.buffers[constant.buffer].data if constant.buffer else None
+            if data is None or len(data) <= 4:
+                continue
+            if minus_one is None:
+                buffer = schema.BufferT()
+                buffer.data = np.array([-1], np.int32).view(np.uint8)
+                model.buffers.append(buffer)
+                scalar = schema.TensorT()
+                scalar.shape, scalar.type, scalar.buffer = [], schema.TensorType.INT32, len(model.buffers) - 1
+                scalar.name = b"difference/minus_one"
+                graph.tensors.append(scalar)
+                minus_one = len(graph.tensors) - 1
+            c, x = op.inputs
+            op.opcodeIndex, op.inputs = opcode_index(model, ops.MUL), [x, minus_one]
+            op.builtinOptionsType, op.builtinOptions = schema.BuiltinOptions.MulOptions, schema.MulOptionsT()
+            add = _then(model, graph, op, ops.ADD, b"/negated")
+            add.inputs = [add.inputs[0], c]
+            add.builtinOptionsType, add.builtinOptions = schema.BuiltinOptions.AddOptions, schema.AddOptionsT()
+            new_ops.append(add)
             rewritten += 1
         graph.operators = new_ops
     return rewritten
