@@ -98,15 +98,12 @@ def _remainder(a: Range, b: Range) -> Range:
     return FULL
 
 
-def _is_remainder_of(t: Tensor, x: Tensor) -> int | None:
+def _is_remainder_of(t: Tensor, x: Tensor, of) -> int | None:
     """k where ``t`` is FloorMod(x, 2^k): x - t is then a multiple of 2^k."""
     node = t.node
     if node.op != "FloorMod" or node.inputs[0].node is not x.node or node.inputs[0].index != x.index:
         return None
-    c = node.inputs[1].constant
-    if c is None or c.size != 1 or int(c.ravel()[0]) <= 0 or int(c.ravel()[0]) & (int(c.ravel()[0]) - 1):
-        return None
-    return int(c.ravel()[0]).bit_length() - 1
+    return power_of_two(of(node.inputs[1]))
 
 
 def _range(node: Node, index: int, of) -> Range:
@@ -161,7 +158,7 @@ def _range(node: Node, index: int, of) -> Range:
     if op in ("AddV2", "Add", "Sub"):
         a, b = of(inputs[0]), of(inputs[1])
         if op == "Sub":
-            k = _is_remainder_of(inputs[1], inputs[0])
+            k = _is_remainder_of(inputs[1], inputs[0], of)
             b = Range(-b.hi, -b.lo, b.zeros)
             if k is not None:
                 return _interval(a.lo + b.lo, a.hi + b.hi, max(k, min(a.zeros, b.zeros)))

@@ -103,8 +103,6 @@ def _copy(model, graph, t: int) -> int:
     """A new tensor of ``graph`` holding tensor ``t``'s value, through a RESHAPE to its shape. A
     polymorphic size makes the shape a SHAPE op's, read at run time: ``shape`` holds 1 there, and
     reshaping to it failed every input of another size."""
-    import numpy as np
-
     from noxla.writers.tflite.flatbuffer.merge import (
         opcode_index,  # imported here: noxla.errors imports the rules, and TF
     )
@@ -208,6 +206,18 @@ def not_equal_as_negated_equal(model) -> int:
     return rewritten
 
 
+def _scalar(model, graph, kind: int, value, name: bytes) -> int:
+    """A new scalar constant tensor of ``graph`` (TensorType ``kind``) holding ``value``; its index."""
+    from noxla.writers.tflite.flatbuffer.schema import schema
+    buffer = schema.BufferT()
+    buffer.data = np.asarray(value).reshape(1).view(np.uint8)
+    model.buffers.append(buffer)
+    constant = schema.TensorT()
+    constant.shape, constant.type, constant.buffer, constant.name = [], kind, len(model.buffers) - 1, name
+    graph.tensors.append(constant)
+    return len(graph.tensors) - 1
+
+
 def integer_differences_from_constants(model) -> int:
     """Write every int32 SUB whose first operand is a constant of more than one element (``ModelT``,
     unpacked) as ``x * -1 + c``; returns how many. LiteRT.js 2.5.3's WebGPU delegate computes such a
@@ -229,14 +239,7 @@ def integer_differences_from_constants(model) -> int:
             if data is None or len(data) <= 4:
                 continue
             if minus_one is None:
-                buffer = schema.BufferT()
-                buffer.data = np.array([-1], np.int32).view(np.uint8)
-                model.buffers.append(buffer)
-                scalar = schema.TensorT()
-                scalar.shape, scalar.type, scalar.buffer = [], schema.TensorType.INT32, len(model.buffers) - 1
-                scalar.name = b"difference/minus_one"
-                graph.tensors.append(scalar)
-                minus_one = len(graph.tensors) - 1
+                minus_one = _scalar(model, graph, schema.TensorType.INT32, np.int32(-1), b"difference/minus_one")
             c, x = op.inputs
             op.opcodeIndex, op.inputs = opcode_index(model, ops.MUL), [x, minus_one]
             op.builtinOptionsType, op.builtinOptions = schema.BuiltinOptions.MulOptions, schema.MulOptionsT()
@@ -254,8 +257,6 @@ def negations_as_products(model) -> int:
     (XNNPACK's) gives +0.0 for +0.0, where JAX's negation gives -0.0 (seen through a division or
     atan2); a product by -1 is exact for every float, and as fast. noxla's graph writer legalizes
     Neg so itself (``noxla.writers.tflite.legalize``); this is for TF's converter's files."""
-    import numpy as np
-
     from noxla.writers.tflite.flatbuffer.merge import builtin_code, opcode_index
     from noxla.writers.tflite.flatbuffer.schema import schema
     ops = schema.BuiltinOperator
@@ -268,14 +269,7 @@ def negations_as_products(model) -> int:
             if builtin_code(model, op) != ops.NEG or kind not in numpy_types:
                 continue
             if kind not in minus_one:
-                buffer = schema.BufferT()
-                buffer.data = np.array(-1, numpy_types[kind]).reshape(1).view(np.uint8)
-                model.buffers.append(buffer)
-                constant = schema.TensorT()
-                constant.shape, constant.type, constant.buffer = [], kind, len(model.buffers) - 1
-                constant.name = b"negation/minus_one"
-                graph.tensors.append(constant)
-                minus_one[kind] = len(graph.tensors) - 1
+                minus_one[kind] = _scalar(model, graph, kind, numpy_types[kind](-1), b"negation/minus_one")
             op.opcodeIndex = opcode_index(model, ops.MUL)
             op.inputs = [op.inputs[0], minus_one[kind]]
             op.builtinOptionsType = schema.BuiltinOptions.MulOptions
