@@ -237,8 +237,10 @@ def lower_dynamic_update_slice(ctx, x, update, *starts):
         return update
     # Clamped (to int32) before the operands go to their carriers, which would wrap a uint32 start
     # past 2^31 to a negative one (tests/test_rules.py's uint32_starts case found it).
-    return _selected_update(ctx, x, update, *_clamped_starts(ctx, starts, ctx.avals_in[0].shape,
-                                                             ctx.avals_in[1].shape))
+    clamped = _clamped_starts(ctx, starts, ctx.avals_in[0].shape, ctx.avals_in[1].shape)
+    if ctx.lowering_for.webgpu:
+        return _gathered_update(ctx, x, update, *clamped)
+    return _selected_update(ctx, x, update, *clamped)
 
 
 def _update_before_transpose(ctx, x, update, starts):
@@ -279,6 +281,31 @@ def _selected_update(ctx, x, update, *starts):
                          for start, dim, size in zip(starts, operand_shape, update_shape)])
     placed = tf.pad(update, paddings)
     inside = tf.pad(tf.ones(ctx.shape(update_shape), tf.int32), paddings) > 0
+    return tf.where(inside, placed, x)
+
+
+def _gathered_update(ctx, x, update, *starts):
+    """The update at ``starts`` (clamped, int32) with static shapes only, for LiteRT.js's WebGPU
+    delegate: it runs DYNAMIC_UPDATE_SLICE with its starts ignored (the update landed at 0), and a
+    PAD by amounts known at run time makes tensors of dynamic size, which it refuses, failing the
+    model. So per axis the update's rows are gathered to the operand's positions (clipped), and a
+    mask of the positions it covers selects them (LiteRT.js has static shapes only)."""
+    operand_shape, update_shape = ctx.avals_in[0].shape, ctx.avals_in[1].shape
+    if 0 in update_shape:
+        return x
+    placed, inside = update, None
+    for axis, (start, dim, size) in enumerate(zip(starts, operand_shape, update_shape)):
+        if dim == size:  # the start is clamped to 0
+            continue
+        offsets = tf.constant(np.arange(dim, dtype=np.int32)) - start
+        placed = tf.gather(placed, tf.clip_by_value(offsets, 0, size - 1), axis=axis)
+        hit = tf.reshape(tf.logical_and(offsets >= 0, offsets < size),
+                         [dim if d == axis else 1 for d in range(len(operand_shape))])
+        inside = hit if inside is None else tf.logical_and(inside, hit)
+    if inside is None:
+        return placed
+    if x.dtype in (tf.uint8, tf.int8, tf.int16, tf.uint16):  # TFLite's SELECT_V2 has no kernel for them
+        return tf.cast(tf.where(inside, tf.cast(placed, tf.int32), tf.cast(x, tf.int32)), x.dtype)
     return tf.where(inside, placed, x)
 
 
