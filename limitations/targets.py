@@ -30,7 +30,7 @@ LITERTJS_TENSOR_DTYPES = ("float32", "int32", "uint8")
 
 def boundary_limits(target: Target, aval) -> Iterator[tuple[str, str, str, str]]:
     """(param, value, reason, workaround) per way a program input or output of ``aval`` cannot
-    cross ``target``'s boundary: LiteRT.js's tensor dtypes and static shapes."""
+    cross ``target``'s boundary: LiteRT.js's tensor dtypes, static shapes, no empty tensors."""
     if not target.within((Target.LITERTJS,)):
         return
     name = dtype_name(aval.dtype)
@@ -39,6 +39,10 @@ def boundary_limits(target: Target, aval) -> Iterator[tuple[str, str, str, str]]
                "output of another dtype can be neither given nor read",
                "take and return float32, int32 or uint8, and convert inside the program "
                "(bool as uint8: x.astype(jnp.uint8))")
+    if any(isinstance(d, int) and d == 0 for d in aval.shape):
+        yield ("shape", str(aval.shape), "LiteRT.js cannot hold an empty tensor: it refuses to make an input "
+               "buffer of no bytes, and leaves an empty output out of the model's results",
+               "return no empty arrays (drop them from the outputs) and take no empty inputs")
     if not all(isinstance(d, int) for d in aval.shape):
         yield ("shape", str(aval.shape), "LiteRT.js runs static shapes only: a polymorphic dimension is -1 "
                "in the .tflite, and LiteRT.js refuses every input tensor for it (WebGPU cannot compile it)",

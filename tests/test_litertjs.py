@@ -109,6 +109,8 @@ def _forced_error(litertjs, path, named, accelerator, expected):
         outs = litertjs.run(path, named, accelerator)
     except RuntimeError as e:
         return str(e)
+    if len(outs) != len(expected):
+        return f"{len(outs)} outputs, JAX has {len(expected)}"
     for e, a in zip(expected, outs.values()):
         if a.shape != e.shape or relative_error(e, a.astype(e.dtype)) > TOLERANCE[accelerator]:
             return f"differs from JAX: {a.ravel()[:4]} vs {e.ravel()[:4]}"
@@ -151,6 +153,26 @@ def test_polymorphic_shapes_are_rejected_and_cannot_run(litertjs, tmp_path):
     assert _forced_error(litertjs, path, dict(zip(program.in_names, [x])), "wasm", [f(x)]) is not None
 
 
+
+@pytest.mark.parametrize("which", ["input", "output"])
+def test_empty_boundary_tensors_are_rejected_and_cannot_run(which, litertjs, tmp_path):
+    # An empty input: LiteRT.js makes no buffer of no bytes. An empty output: left out of its results.
+    if which == "input":
+        def f(x):
+            return x.T
+        x = np.ones((0, 3), np.float32)
+    else:
+        def f(x):
+            return x * 2.0, x[:0]
+        x = np.ones((2, 3), np.float32)
+    report = __import__("noxla").check(f, x, target="litertjs")
+    assert {(v.primitive, v.param) for v in report.violations} == {
+        (f"(program {which})", "shape")} | ({("(program output)", "shape")} if which == "input" else set()), \
+        report.format()
+    path, program = _tflite_unchecked(f, [x], tmp_path)
+    expected = [np.asarray(o) for o in jax.tree_util.tree_leaves(f(x))]
+    assert _forced_error(litertjs, path, dict(zip(program.in_names, [x])), "wasm", expected) is not None
+
 def test_argmax_is_rejected_on_webgpu_only_and_computes_wrong_there(litertjs, tmp_path):
     import noxla
 
@@ -182,6 +204,43 @@ def test_int32_negation_and_difference_from_a_constant_vector_on_webgpu(litertjs
     outs = litertjs.run(path, {"a": x, "b": y}, "webgpu")
     for name, want in zip(("output_0", "output_1", "output_2"), f(x, y)):
         np.testing.assert_array_equal(outs[name], np.asarray(want), err_msg=name)
+
+
+def test_int32_scalar_constants_beyond_float32_on_webgpu(litertjs, tmp_path):
+    # WebGPU's delegate reads a one-element int32 constant operand as a float32: x + 16777217 added
+    # 16777216, x == c and max(x, c) compared with the rounded value (flatbuffer/webgpu.py rewrites it).
+    import jax.numpy as jnp
+
+    import noxla
+    c = np.int32(2 ** 24 + 1)
+    x = np.array([[0, 2 ** 24, 2 ** 24 + 1], [-5, 2 ** 30, -(2 ** 31)]], np.int32)
+
+    def f(a):
+        return a + c, a * c, (a == c).astype(jnp.int32), jnp.maximum(a, c), a % np.int32(-(2 ** 31) + 3)
+    path = noxla.export_tflite(f, x, path=str(tmp_path / "wide.tflite"), target="litertjs-webgpu")
+    outs = litertjs.run(path, {"a": x}, "webgpu")
+    for i, want in enumerate(f(x)):
+        np.testing.assert_array_equal(outs[f"output_{i}"], np.asarray(want), err_msg=f"output_{i}")
+
+
+def test_dynamic_update_slice_at_run_time_starts_on_webgpu(litertjs, tmp_path):
+    # WebGPU's delegate runs DYNAMIC_UPDATE_SLICE with its starts ignored, and refuses (failing the
+    # model) the PADs by run-time amounts noxla wrote instead: the export gathers the update in place.
+    from jax import lax
+
+    import noxla
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    u = -np.arange(6, dtype=np.float32).reshape(2, 3) - 1
+
+    def f(x, u, s):
+        return lax.dynamic_update_slice(x, u, (s[0], s[1]))
+    path = noxla.export_tflite(f, x, u, np.zeros(2, np.int32), path=str(tmp_path / "dus.tflite"),
+                               target="litertjs-webgpu")
+    for starts in ([1, 2], [3, 5], [-1, 0]):  # the last two clamp into the operand, as JAX does
+        s = np.array(starts, np.int32)
+        outs, info = litertjs.run_timed(path, {"x": x, "u": u, "s": s}, "webgpu")
+        np.testing.assert_array_equal(outs["output"], np.asarray(f(x, u, s)), err_msg=str(starts))
+    assert info["placement"]["fullyAccelerated"], info["placement"]["unsupported"]
 
 
 def test_shape_buckets_run_on_litertjs_wasm_and_webgpu(litertjs, tmp_path):

@@ -25,6 +25,7 @@ from noxla.writers.tflite.flatbuffer.webgpu import (
     negations_as_products,
     not_equal_as_negated_equal,
     unfuse_transpose_conv_activations,
+    wide_integer_scalars,
 )
 from noxla.writers.tflite.flatbuffer.webgpu_constants import constants_with_unit_batch
 
@@ -62,6 +63,7 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
         read_caches_in_batch_matmul(model)
     fold_transpose_pairs(model)  # the converter folds a pair only when nothing else reads the first
     if webgpu:  # the delegate reads a constant operand's first batch only, and NOT_EQUAL of a NaN as false
+        wide_integer_scalars(model)  # and reads a one-element int32 constant as a float32
         constants_with_unit_batch(model)
         not_equal_as_negated_equal(model)
         integer_differences_from_constants(model)  # it swaps a constant vector's SUB operands

@@ -276,3 +276,77 @@ def negations_as_products(model) -> int:
             op.builtinOptions = schema.MulOptionsT()
             rewritten += 1
     return rewritten
+
+
+def wide_integer_scalars(model) -> int:
+    """Give every binary elementwise op (``ModelT``, unpacked) whose operand is a one-element int32
+    constant that float32 cannot hold (beyond 2^24) that value in a form the delegate reads exact;
+    returns how many operands. LiteRT.js 2.5.3's WebGPU delegate reads a one-element constant operand
+    as a float32 scalar, so ``x + 16777217`` added 16777216 (and ``x == c``, ``max(x, c)``, ``x % c``
+    were off alike); a constant of more elements is read exact. So the value becomes a constant of the
+    result's shape (run before ``constants_with_unit_batch``, which lays it out), or, for a result of
+    one element or of more than 2^20, a sum computed at run time, ``hi + lo`` (``hi`` the value with
+    its low 8 bits cleared, ``lo`` those bits, both exact in float32), which the delegate leaves to
+    wasm: exact, but the graph is split there."""
+    from noxla.writers.tflite.flatbuffer.merge import builtin_code
+    from noxla.writers.tflite.flatbuffer.reshapes import static_shape
+    from noxla.writers.tflite.flatbuffer.schema import schema
+    from noxla.writers.tflite.flatbuffer.webgpu_constants import _BINARY
+    rewritten = 0
+    for graph in model.subgraphs:
+        made, head = {}, []  # (value, shape) -> the tensor holding it; the ADDs computing sums
+        for op in graph.operators or []:
+            if builtin_code(model, op) not in _BINARY or op.inputs is None:
+                continue
+            for i, t in enumerate(op.inputs):
+                tensor = graph.tensors[t]
+                data = model.buffers[tensor.buffer].data if tensor.buffer else None
+                if tensor.type != schema.TensorType.INT32 or data is None or len(data) != 4:
+                    continue
+                value = int(np.asarray(data, np.uint8).view(np.int32)[0])
+                if int(np.float32(value)) == value:
+                    continue
+                shape = static_shape(graph.tensors[op.outputs[0]])
+                size = None if shape is None else int(np.prod(shape))
+                key = (value, shape if size is not None and 1 < size <= 2 ** 20 else None)
+                if key not in made:
+                    if key[1] is not None:
+                        made[key] = _filled(model, graph, tensor, value, key[1])
+                    else:
+                        made[key], add = _sum_at_run_time(model, graph, tensor, value)
+                        head.append(add)
+                op.inputs[i] = made[key]
+                rewritten += 1
+        graph.operators = head + list(graph.operators or [])
+    return rewritten
+
+
+def _filled(model, graph, tensor, value: int, shape: tuple) -> int:
+    """A new constant like ``tensor`` of ``shape``, every element ``value``; its index."""
+    from noxla.writers.tflite.flatbuffer.schema import schema
+    buffer = schema.BufferT()
+    buffer.data = np.full(shape, value, np.int32).reshape(-1).view(np.uint8)
+    model.buffers.append(buffer)
+    filled = copy.copy(tensor)
+    filled.shape, filled.shapeSignature = np.asarray(shape, np.int32), None
+    filled.buffer, filled.name = len(model.buffers) - 1, tensor.name + b"/filled"
+    graph.tensors.append(filled)
+    return len(graph.tensors) - 1
+
+
+def _sum_at_run_time(model, graph, tensor, value: int):
+    """A new tensor like ``tensor`` computed as ``hi + lo`` (see wide_integer_scalars), and the ADD."""
+    from noxla.writers.tflite.flatbuffer.merge import opcode_index
+    from noxla.writers.tflite.flatbuffer.schema import schema
+    parts = [_scalar(model, graph, tensor.type, np.int32(v), tensor.name + suffix)
+             for v, suffix in ((value & ~0xFF, b"/high"), (value & 0xFF, b"/low"))]
+    for part in parts:
+        graph.tensors[part].shape = tensor.shape
+    total = copy.copy(tensor)
+    total.buffer, total.name = 0, tensor.name + b"/sum"
+    graph.tensors.append(total)
+    add = schema.OperatorT()
+    add.opcodeIndex = opcode_index(model, schema.BuiltinOperator.ADD)
+    add.inputs, add.outputs = parts, [len(graph.tensors) - 1]
+    add.builtinOptionsType, add.builtinOptions = schema.BuiltinOptions.AddOptions, schema.AddOptionsT()
+    return len(graph.tensors) - 1, add
