@@ -110,7 +110,7 @@ def lower_not(ctx, x):
 
 # Measured in headless Chromium (tests/test_litertjs.py's rule-case sample): on LiteRT.js's WebGPU
 # delegate the bit decomposition these rules share comes out wrong; on its wasm it matches.
-_WEBGPU_BITS = Limitation(
+WEBGPU_BITS = Limitation(
     (Target.LITERTJS_WEBGPU,), "integer operands",
     "noxla composes integer bit operations from the operands' bits (FloorDiv/FloorMod, a sum over the "
     "bits), and LiteRT.js 2.5.3's WebGPU delegate computes that wrong, silently (uint32 OR gave 0, "
@@ -119,7 +119,7 @@ _WEBGPU_BITS = Limitation(
     workaround="run the model on LiteRT.js wasm")
 
 
-@lowering(lax.population_count_p, limitations=[_WEBGL_WORD_BITS, _WEBGPU_BITS], dtypes=_AT_MOST_32_BITS, cases=[
+@lowering(lax.population_count_p, limitations=[_WEBGL_WORD_BITS, WEBGPU_BITS], dtypes=_AT_MOST_32_BITS, cases=[
     case("i32", lax.population_count, np.array([0, 1, -1, 7, 2 ** 31 - 1, -(2 ** 31), 255, -256], np.int32)),
     case("i32_random", lax.population_count, i32(4, 5, low=-(2 ** 31), high=2 ** 31 - 1)),
     case("u8", lax.population_count, np.array([0, 1, 255, 128, 85], np.uint8)),
@@ -181,7 +181,7 @@ for _prim, _combine_bits, _combine_bools, _jax_fn in (
         (lax.and_p, _and_bits, op("logical_and"), lax.bitwise_and),
         (lax.or_p, _or_bits, op("logical_or"), lax.bitwise_or),
         (lax.xor_p, _xor_bits, _logical_xor, lax.bitwise_xor)):
-    lowering(_prim, dtypes=_AT_MOST_32_BITS, limitations=[_WEBGPU_BITS], cases=[
+    lowering(_prim, dtypes=_AT_MOST_32_BITS, limitations=[WEBGPU_BITS], cases=[
         case("bool", _jax_fn, np.array([True, True, False, False]), np.array([True, False, True, False])),
         case("i32", _jax_fn, np.array([0, -1, 12, -12, 2 ** 31 - 1, -(2 ** 31), 0x5555], np.int32),
              np.array([5, 7, 10, -1, -(2 ** 31), -(2 ** 31), 0x0FF0], np.int32)),

@@ -19,6 +19,7 @@ import numpy as np
 from jax import lax
 from jax.core import ShapedArray
 
+from lowering_rules.bitwise import WEBGPU_BITS
 from lowering_rules.core.cases import boolean, case, f16, f32, i8, i32, u8
 from lowering_rules.core.dtype_support import dtypes, gap
 from lowering_rules.core.helpers import (
@@ -52,23 +53,26 @@ def _propagate_nan(x, result, nan_seen):
 def _twos_complement_bits(x):
     """The 32 bits of int32 ``x``, least significant first, on a new trailing axis.
 
-    Only compares, multiplies and adds that stay in range: TF has no bitwise reductions,
-    TF.js no shift ops, and TF.js wasm divides int32 through float32 (inexact above 2**24).
+    From the word's two 16-bit halves, with compares, multiplies and adds that stay within 2^16:
+    TF has no bitwise reductions, TF.js no shift ops, and TF.js's WebGL holds int32 in float32
+    (a small negative word, read as x + 2^31, was rounded there: and/or/xor of -8..8 came out wrong).
     """
-    sign = tf.cast(x < 0, tf.int32)
-    rest = x + sign * (1 << 30) + sign * (1 << 30)  # x + 2**31 for negatives, in two safe steps
+    low = tf.math.floormod(x, 1 << 16)
+    high = tf.math.floormod(tf.math.floordiv(x - low, 1 << 16), 1 << 16)  # exact: a multiple of 2^16
     bits = []
-    for b in range(30, -1, -1):
-        bit = tf.cast(rest >= (1 << b), tf.int32)
-        rest = rest - bit * (1 << b)
-        bits.append(bit)
-    return tf.stack(bits[::-1] + [sign], axis=-1)
+    for half in (low, high):
+        for b in range(15, -1, -1):
+            bit = tf.cast(half >= (1 << b), tf.int32)
+            half = half - bit * (1 << b)
+            bits.append(bit)
+    return tf.stack(bits[15::-1] + bits[:15:-1], axis=-1)
 
 
 def _from_bits(bits):
-    low = tf.reduce_sum(bits[..., :31] * tf.constant([1 << b for b in range(31)], tf.int32), axis=-1)
-    sign = bits[..., 31]
-    return low - sign * (1 << 30) - sign * (1 << 30)
+    weights = tf.constant([1 << b for b in range(16)], tf.int32)
+    low = tf.reduce_sum(bits[..., :16] * weights, axis=-1)
+    high = tf.reduce_sum(bits[..., 16:] * weights, axis=-1)
+    return (high - bits[..., 31] * (1 << 16)) * (1 << 16) + low  # the top half read as signed
 
 
 def _bitwise_reduce(x, axes, kind):
@@ -208,7 +212,7 @@ lowering(lax.reduce_min_p, fast=fusion.REDUCE_MAX, cases=[
 for _prim, _fn, _kind in ((lax.reduce_and_p, jnp.bitwise_and.reduce, "and"),
                           (lax.reduce_or_p, jnp.bitwise_or.reduce, "or"),
                           (lax.reduce_xor_p, jnp.bitwise_xor.reduce, "xor")):
-    lowering(_prim, cases=[
+    lowering(_prim, limitations=[WEBGPU_BITS], cases=[
         case("bool_axis1", lambda x, f=_fn: f(x, axis=1), boolean(3, 5)),
         case("bool_all_axes", lambda x, f=_fn: f(x, axis=(0, 1)), boolean(2, 3)),
         case("i32_axis0", lambda x, f=_fn: f(x, axis=0), i32(4, 3, low=-2**31, high=2**31 - 1)),
