@@ -243,6 +243,25 @@ def test_dynamic_update_slice_at_run_time_starts_on_webgpu(litertjs, tmp_path):
     assert info["placement"]["fullyAccelerated"], info["placement"]["unsupported"]
 
 
+@pytest.mark.parametrize("name", ["pad_rank3", "conv1d_explicit_padding", "cumsum_axis0", "cumsum_vector"])
+def test_pads_and_cumsums_off_the_delegates_layouts_on_webgpu(name, litertjs, tmp_path):
+    # WebGPU's delegate pads a rank-3 tensor with a batch, and sums along a first axis, wrong
+    # (flatbuffer/webgpu_layouts.py moves both to axes it computes right).
+    from jax import lax
+
+    import noxla
+    x = np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((3, 3, 4)).astype(np.float32)
+    f = {"pad_rank3": lambda x: jnp.pad(x, ((0, 0), (1, 2), (0, 0))),
+         "conv1d_explicit_padding": lambda x: lax.conv_general_dilated(x, w, (2,), [(1, 2)],
+                                                                       dimension_numbers=("NWC", "WIO", "NWC")),
+         "cumsum_axis0": lambda x: jnp.cumsum(x[:, :, 0], axis=0),
+         "cumsum_vector": lambda x: jnp.cumsum(x.reshape(-1))}[name]
+    path = noxla.export_tflite(f, x, path=str(tmp_path / "m.tflite"), target="litertjs-webgpu")
+    outs = litertjs.run(path, {"x": x}, "webgpu")
+    np.testing.assert_allclose(outs["output"], np.asarray(f(x)), atol=1e-5, rtol=1e-5)
+
+
 def test_shape_buckets_run_on_litertjs_wasm_and_webgpu(litertjs, tmp_path):
     """A polymorphic function exported as one signature per batch size; each runs on LiteRT.js
     (which refuses dynamic dimensions) and matches JAX."""
