@@ -22,7 +22,7 @@ from lowering_rules.core.dtype_support import FLOATS, dtypes
 from lowering_rules.core.jax_compat import ann
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import lowering
-from lowering_rules.sorting import Rows, stable_order, too_long
+from lowering_rules.sorting import WEBGPU_ORDER, Rows, stable_order, too_long
 
 # Ranks here are runs (below n): keys rank * n + position stay below n^2 <= 2^31 up to n = 46340
 # (a row of 46341 distinct values comes out misordered).
@@ -33,7 +33,7 @@ _BF16_ROW = (np.arange(12, dtype=np.float32).reshape(2, 6) * 0.25 - 1.0)[:, ::-1
 
 
 # int32: the indices (JAX takes floating operands only).
-@lowering(ann.approx_top_k_p, limitations=[too_long(MAX_LENGTH)], dtypes=dtypes(
+@lowering(ann.approx_top_k_p, limitations=[too_long(MAX_LENGTH), WEBGPU_ORDER], dtypes=dtypes(
     FLOATS - {"float64"}, {"int32"},
     missing="keys are ordered through float32 top_k, which cannot hold float64 exactly"),
     cases=[

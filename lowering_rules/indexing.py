@@ -39,7 +39,7 @@ from lowering_rules.core.helpers import (
 from lowering_rules.core.jax_compat import closed_jaxpr, core
 from lowering_rules.core.lazy_tensorflow import op, tf
 from lowering_rules.core.registry import Limitation, lowering
-from lowering_rules.core.vocabulary import ALL_TARGETS
+from lowering_rules.core.vocabulary import ALL_TARGETS, webgpu_computes_wrong
 
 Mode = lax.GatherScatterMode
 
@@ -666,7 +666,10 @@ APPLY_CASES = [
          _idx(0, 9, 3, 3)),
 ]
 
-lowering(lax.scatter_p, limitations=[_CUSTOM_COMBINER], cases=SET_CASES + APPLY_CASES)(lower_scatter)
+# Measured (scatter:rows, scatter:unique): rows left unwritten on LiteRT.js WebGPU; wasm is right.
+_WEBGPU_SET = webgpu_computes_wrong("any x.at[i].set", "updates written to the wrong rows or none",
+                                    "dimension_numbers")
+lowering(lax.scatter_p, limitations=[_CUSTOM_COMBINER, _WEBGPU_SET], cases=SET_CASES + APPLY_CASES)(lower_scatter)
 for _prim, _kind, _cases in [(lax.scatter_add_p, "add", ADD_CASES), (lax.scatter_sub_p, "sub", SUB_CASES),
                              (lax.scatter_mul_p, "mul", MUL_CASES), (lax.scatter_min_p, "min", MIN_CASES),
                              (lax.scatter_max_p, "max", MAX_CASES)]:

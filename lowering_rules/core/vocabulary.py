@@ -205,6 +205,15 @@ def dtype_limitation(targets: Sequence[Target], dtypes: Iterable, reason: str,
                       when=lambda eqn: bool(eqn.dtypes & bad), workaround=workaround)
 
 
+def webgpu_computes_wrong(condition: str, measured: str, param: str, when=lambda eqn: True) -> Limitation:
+    """A use LiteRT.js 2.5.3's WebGPU delegate computes wrong, silently, in noxla's lowering (found by
+    tests/browser_sweep.py; ``measured``: what it gave); LiteRT.js's wasm runs the same .tflite right."""
+    return Limitation((Target.LITERTJS_WEBGPU,), condition,
+                      f"LiteRT.js 2.5.3's WebGPU delegate computes noxla's lowering of it wrong, silently ({measured})",
+                      when=when, param=param,
+                      workaround="run the model on LiteRT.js wasm (the default .tflite), or do this step in JavaScript")
+
+
 __all__ = ["Target", "ALL_TARGETS", "LoweringFor", "DEFAULT_LOWERING", "PLACEMENT_PARAMS",
            "rule_params", "is_key_dtype", "physical_dtype", "dtype_name",
-           "EqnView", "Limitation", "dtype_limitation"]
+           "EqnView", "Limitation", "dtype_limitation", "webgpu_computes_wrong"]
