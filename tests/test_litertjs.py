@@ -243,10 +243,12 @@ def test_dynamic_update_slice_at_run_time_starts_on_webgpu(litertjs, tmp_path):
     assert info["placement"]["fullyAccelerated"], info["placement"]["unsupported"]
 
 
-@pytest.mark.parametrize("name", ["pad_rank3", "conv1d_explicit_padding", "cumsum_axis0", "cumsum_vector"])
+@pytest.mark.parametrize("name", ["pad_rank3", "conv1d_explicit_padding", "cumsum_axis0", "cumsum_vector",
+                                  "average_of_padded", "max_of_padded"])
 def test_pads_and_cumsums_off_the_delegates_layouts_on_webgpu(name, litertjs, tmp_path):
-    # WebGPU's delegate pads a rank-3 tensor with a batch, and sums along a first axis, wrong
-    # (flatbuffer/webgpu_layouts.py moves both to axes it computes right).
+    # WebGPU's delegate pads a rank-3 tensor with a batch, and sums along a first axis, wrong, and
+    # takes a PAD read by a pooling for the pooling's own padding, which it leaves out (flax's SAME
+    # avg_pool counts the zeros). flatbuffer/webgpu_layouts.py writes all three in forms it runs right.
     from jax import lax
 
     import noxla
@@ -256,7 +258,11 @@ def test_pads_and_cumsums_off_the_delegates_layouts_on_webgpu(name, litertjs, tm
          "conv1d_explicit_padding": lambda x: lax.conv_general_dilated(x, w, (2,), [(1, 2)],
                                                                        dimension_numbers=("NWC", "WIO", "NWC")),
          "cumsum_axis0": lambda x: jnp.cumsum(x[:, :, 0], axis=0),
-         "cumsum_vector": lambda x: jnp.cumsum(x.reshape(-1))}[name]
+         "cumsum_vector": lambda x: jnp.cumsum(x.reshape(-1)),
+         "average_of_padded": lambda x: lax.reduce_window(jnp.pad(x[None], ((0, 0), (1, 1), (2, 0), (0, 0))), 0.0,
+                                                          lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "VALID") / 9,
+         "max_of_padded": lambda x: lax.reduce_window(jnp.pad(-jnp.abs(x[None]), ((0, 0), (1, 1), (1, 1), (0, 0))),
+                                                      -jnp.inf, lax.max, (1, 2, 2, 1), (1, 1, 1, 1), "VALID")}[name]
     path = noxla.export_tflite(f, x, path=str(tmp_path / "m.tflite"), target="litertjs-webgpu")
     outs = litertjs.run(path, {"x": x}, "webgpu")
     np.testing.assert_allclose(outs["output"], np.asarray(f(x)), atol=1e-5, rtol=1e-5)

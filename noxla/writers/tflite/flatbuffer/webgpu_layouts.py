@@ -1,4 +1,4 @@
-"""PAD and CUMSUM on the axes LiteRT.js's WebGPU delegate computes right.
+"""PAD and CUMSUM on the axes LiteRT.js's WebGPU delegate computes right, and PADs it does not merge.
 
 The delegate holds a tensor of rank 1-3 as BHWC with its first axis as the batch
 (webgpu_constants.py). Measured with LiteRT.js 2.5.3 (tests/browser_sweep.py, tests/test_litertjs.py):
@@ -6,7 +6,8 @@ a PAD of a rank-3 tensor with a batch over 1 padded the wrong axis (a 1-D convol
 padding: every output wrong); a CUMSUM along any axis but the last of a rank-2 tensor, or of a rank-1
 one, summed wrong (the running sums sort and top_k rank ties by). Rank-4 PADs and last-axis CUMSUMs
 are right. So a rank-3 PAD runs on ``(B, 1, W, C)``, and a CUMSUM on the last axis of a rank-2 or
-higher tensor: transposed there and back, a vector as ``(1, n)``.
+higher tensor: transposed there and back, a vector as ``(1, n)``. And a pooling reads a PAD through
+a MUL by 1, which keeps the delegate from merging the PAD into the pooling (``_times_one``).
 """
 from __future__ import annotations
 
@@ -22,12 +23,18 @@ _OP = schema.BuiltinOperator
 
 def pads_and_cumsums_in_layouts(model) -> int:
     """Rewrite every rank-3 PAD/PADV2 with constant paddings and every CUMSUM not along a last axis
-    of rank >= 2 (``ModelT``, unpacked) as the module docstring says; returns how many."""
+    of rank >= 2 (``ModelT``, unpacked) as the module docstring says, and put a MUL by 1 between a
+    PAD and the pooling that reads it; returns how many."""
     rewritten = 0
     for graph in model.subgraphs:
-        new_ops = []
+        new_ops, padded = [], set()  # the tensors a PAD wrote
         for op in graph.operators or []:
             code = builtin_code(model, op)
+            if code in (_OP.AVERAGE_POOL_2D, _OP.MAX_POOL_2D) and op.inputs[0] in padded:
+                new_ops.append(_times_one(model, graph, op))
+                rewritten += 1
+            if code in (_OP.PAD, _OP.PADV2):
+                padded.add(op.outputs[0])
             made = (_lifted_pad(model, graph, op) if code in (_OP.PAD, _OP.PADV2)
                     else _last_axis_cumsum(model, graph, op) if code == _OP.CUMSUM else None)
             new_ops.extend(made or [op])
@@ -84,6 +91,24 @@ def _last_axis_cumsum(model, graph, op) -> list | None:
     graph.tensors[last_axis].shape = np.array([], np.int32)
     op.inputs, op.outputs = [lifted_in, last_axis], [lifted_out]
     return [first, op, last]
+
+
+def _times_one(model, graph, op):
+    """A MUL by 1 between pooling ``op`` and the PAD it reads, returned to run before it. The
+    delegate merges a PAD into the pooling right after it, as that pooling's own padding, and computes
+    an asymmetric one wrong (flax's avg_pool(padding="SAME"), stride 2: off by 0.3; a max of a
+    padded window too); with an op between, it does not (measured)."""
+    from noxla.writers.tflite.flatbuffer.webgpu import _scalar
+    source = graph.tensors[op.inputs[0]]
+    kind = np.float16 if source.type == schema.TensorType.FLOAT16 else np.float32
+    one = _scalar(model, graph, source.type, kind(1), source.name + b"/one")
+    moved = _tensor_like(graph, source, tuple(int(d) for d in source.shape))
+    mul = schema.OperatorT()
+    mul.opcodeIndex = opcode_index(model, _OP.MUL)
+    mul.inputs, mul.outputs = [op.inputs[0], one], [moved]
+    mul.builtinOptionsType, mul.builtinOptions = schema.BuiltinOptions.MulOptions, schema.MulOptionsT()
+    op.inputs = [moved, *op.inputs[1:]]
+    return mul
 
 
 def _transpose(model, graph, source: int, target: int, permutation):
