@@ -244,11 +244,13 @@ def test_dynamic_update_slice_at_run_time_starts_on_webgpu(litertjs, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["pad_rank3", "conv1d_explicit_padding", "cumsum_axis0", "cumsum_vector",
-                                  "average_of_padded", "max_of_padded"])
+                                  "average_of_padded", "max_of_padded", "flip_last", "bgr", "cumsum_reverse",
+                                  "pad_channels_by_minus_one", "interior_pad"])
 def test_pads_and_cumsums_off_the_delegates_layouts_on_webgpu(name, litertjs, tmp_path):
-    # WebGPU's delegate pads a rank-3 tensor with a batch, and sums along a first axis, wrong, and
-    # takes a PAD read by a pooling for the pooling's own padding, which it leaves out (flax's SAME
-    # avg_pool counts the zeros). flatbuffer/webgpu_layouts.py writes all three in forms it runs right.
+    # WebGPU's delegate pads a rank-3 tensor with a batch, and sums along a first axis, wrong, takes
+    # a PAD read by a pooling for the pooling's own padding, which it leaves out (flax's SAME avg_pool
+    # counts the zeros), reverses a last axis and pads narrow channels by a value wrong, and ignores a
+    # CUMSUM's reverse. flatbuffer/webgpu_layouts.py writes each in a form it runs right.
     from jax import lax
 
     import noxla
@@ -261,6 +263,12 @@ def test_pads_and_cumsums_off_the_delegates_layouts_on_webgpu(name, litertjs, tm
          "cumsum_vector": lambda x: jnp.cumsum(x.reshape(-1)),
          "average_of_padded": lambda x: lax.reduce_window(jnp.pad(x[None], ((0, 0), (1, 1), (2, 0), (0, 0))), 0.0,
                                                           lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "VALID") / 9,
+         "flip_last": lambda x: jnp.flip(x.reshape(2, 3, 5), (0, 2)),  # across groups of 4 channels
+         "bgr": lambda x: x.reshape(1, 2, 3, 5)[..., ::-1],
+         "cumsum_reverse": lambda x: lax.cumsum(x, axis=2, reverse=True),
+         "pad_channels_by_minus_one": lambda x: jnp.pad(x.reshape(2, 15, 1), ((0, 0), (0, 0), (0, 2)),
+                                                        constant_values=-1.0),
+         "interior_pad": lambda x: lax.pad(x[0], -1.0, [(0, 0, 1), (2, 1, 2)]),
          "max_of_padded": lambda x: lax.reduce_window(jnp.pad(-jnp.abs(x[None]), ((0, 0), (1, 1), (1, 1), (0, 0))),
                                                       -jnp.inf, lax.max, (1, 2, 2, 1), (1, 1, 1, 1), "VALID")}[name]
     path = noxla.export_tflite(f, x, path=str(tmp_path / "m.tflite"), target="litertjs-webgpu")

@@ -28,7 +28,7 @@ from noxla.writers.tflite.flatbuffer.webgpu import (
     wide_integer_scalars,
 )
 from noxla.writers.tflite.flatbuffer.webgpu_constants import constants_with_unit_batch
-from noxla.writers.tflite.flatbuffer.webgpu_layouts import pads_and_cumsums_in_layouts
+from noxla.writers.tflite.flatbuffer.webgpu_layouts import pads_sums_and_reverses
 
 
 def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str],
@@ -65,8 +65,8 @@ def finish_tflite(data: bytes, in_names: Sequence[str], out_names: Sequence[str]
     fold_transpose_pairs(model)  # the converter folds a pair only when nothing else reads the first
     if webgpu:  # the delegate reads a constant operand's first batch only, and NOT_EQUAL of a NaN as false
         wide_integer_scalars(model)  # and reads a one-element int32 constant as a float32
+        pads_sums_and_reverses(model)  # pads, sums and reverses some layouts wrong
         constants_with_unit_batch(model)
-        pads_and_cumsums_in_layouts(model)  # and pads a rank-3 tensor, sums along a first axis, wrong
         not_equal_as_negated_equal(model)
         integer_differences_from_constants(model)  # it swaps a constant vector's SUB operands
 

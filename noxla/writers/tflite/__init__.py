@@ -91,8 +91,8 @@ def _without(passes_: tuple, left_out: frozenset) -> tuple:
 def _webgpu_flatbuffer_passes() -> tuple:
     """TF's path's passes on the converted file for LiteRT.js's WebGPU delegate, in its order
     (``noxla.pipeline.tf_tflite_finish.finish_tflite`` with ``webgpu``): reshape and transpose pairs
-    removed, a wide int32 scalar constant filled to the result's shape, constant operands given a unit
-    batch, rank-3 PADs and CUMSUMs off the last axis moved to layouts it computes right, NOT_EQUAL of
+    removed, a wide int32 scalar constant filled to the result's shape, PADs, CUMSUMs and REVERSEs in
+    forms it computes right (webgpu_layouts), constant operands given a unit batch, NOT_EQUAL of
     floats as LOGICAL_NOT of EQUAL, an int32 difference from a constant vector as a sum, activations
     taken out of TRANSPOSE_CONV, a tensor read twice by one operator copied. Not its squeezes read by
     BATCH_MATMUL nor its joined projections (it makes neither for WebGPU)."""
@@ -105,9 +105,9 @@ def _webgpu_flatbuffer_passes() -> tuple:
         wide_integer_scalars,
     )
     from noxla.writers.tflite.flatbuffer.webgpu_constants import constants_with_unit_batch
-    from noxla.writers.tflite.flatbuffer.webgpu_layouts import pads_and_cumsums_in_layouts
-    return (remove_reshape_pairs, fold_transpose_pairs, wide_integer_scalars, constants_with_unit_batch,
-            pads_and_cumsums_in_layouts, not_equal_as_negated_equal, integer_differences_from_constants,
+    from noxla.writers.tflite.flatbuffer.webgpu_layouts import pads_sums_and_reverses
+    return (remove_reshape_pairs, fold_transpose_pairs, wide_integer_scalars, pads_sums_and_reverses,
+            constants_with_unit_batch, not_equal_as_negated_equal, integer_differences_from_constants,
             unfuse_transpose_conv_activations, distinct_operands)
 
 
