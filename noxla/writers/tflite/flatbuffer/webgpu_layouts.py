@@ -204,16 +204,18 @@ def _flip_last(model, graph, source: int, target: int, shape) -> list:
 
 
 def _reverse(model, graph, source: int, target: int, axes):
-    op = schema.OperatorT()
-    op.opcodeIndex = opcode_index(model, _OP.REVERSE_V2)
-    op.inputs, op.outputs = [source, int32_constant(model, graph, axes)], [target]
-    op.builtinOptionsType, op.builtinOptions = schema.BuiltinOptions.ReverseV2Options, schema.ReverseV2OptionsT()
-    return op
+    return _with_int32s(model, graph, "REVERSE_V2", "ReverseV2", source, target, axes)
 
 
 def _transpose(model, graph, source: int, target: int, permutation):
+    return _with_int32s(model, graph, "TRANSPOSE", "Transpose", source, target, permutation)
+
+
+def _with_int32s(model, graph, builtin: str, options: str, source: int, target: int, values):
+    """A new operator ``builtin`` reading ``source`` and a constant int32 vector of ``values`` into ``target``."""
     op = schema.OperatorT()
-    op.opcodeIndex = opcode_index(model, _OP.TRANSPOSE)
-    op.inputs, op.outputs = [source, int32_constant(model, graph, permutation)], [target]
-    op.builtinOptionsType, op.builtinOptions = schema.BuiltinOptions.TransposeOptions, schema.TransposeOptionsT()
+    op.opcodeIndex = opcode_index(model, getattr(_OP, builtin))
+    op.inputs, op.outputs = [source, int32_constant(model, graph, values)], [target]
+    op.builtinOptionsType = getattr(schema.BuiltinOptions, f"{options}Options")
+    op.builtinOptions = getattr(schema, f"{options}OptionsT")()
     return op
