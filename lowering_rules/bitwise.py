@@ -134,7 +134,7 @@ def lower_population_count(ctx, x):
     return as_out(ctx, count)
 
 
-@lowering(lax.clz_p, dtypes=_AT_MOST_32_BITS, limitations=[_WEBGL_CLZ], cases=[
+@lowering(lax.clz_p, dtypes=_AT_MOST_32_BITS, limitations=[_WEBGL_CLZ, WEBGPU_BITS], cases=[
     case("i32", lax.clz, np.array([0, 1, -1, 2, 2 ** 30, 2 ** 31 - 1, -(2 ** 31), 255, 256, 2 ** 30 - 1,
                                    2 ** 24 + 1, 2 ** 25 - 1], np.int32)),
     case("i32_random", lax.clz, i32(3, 4, low=-100, high=2 ** 31 - 1)),
