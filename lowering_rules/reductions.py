@@ -34,7 +34,7 @@ from lowering_rules.core.helpers import (
 from lowering_rules.core.jax_compat import core, open_jaxpr
 from lowering_rules.core.lazy_tensorflow import op, tf
 from lowering_rules.core.registry import Limitation, Target, lowering
-from lowering_rules.core.vocabulary import ALL_TARGETS
+from lowering_rules.core.vocabulary import ALL_TARGETS, webgpu_computes_wrong
 from lowering_rules.patterns import fusion, half_scans
 
 NAN_ROW = np.array([[1.0, np.nan, 3.0, 2.0], [-1.0, 5.0, 5.0, -2.0], [np.nan, np.nan, 0.0, 9.0]],
@@ -423,6 +423,9 @@ def _sum_and_max(x):
          i32(2, 3)),
     case("argmax_pair_bool_rejected", lambda x: _argmax_by_reduce(x, "max"), boolean(3, 8)),
 ], limitations=[
+    # Measured (reduce:argmax_pair, argmin_pair): every index 0 on LiteRT.js WebGPU, as for argmax.
+    webgpu_computes_wrong("a (value, index) argmax/argmin pair reduction", "the indices all 0, as for argmax",
+                          "jaxpr", when=lambda eqn: _body_pattern(eqn)[0] == "arg"),
     Limitation(ALL_TARGETS, "a (value, index) argmax/argmin pair reduction over bool values",
                "bool values tie almost everywhere, and the pair body keeps the later operand on a tie, "
                "so the index depends on XLA's reduction order",

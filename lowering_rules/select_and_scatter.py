@@ -36,7 +36,7 @@ from lowering_rules.core.helpers import pad_or_crop, size_vector
 from lowering_rules.core.jax_compat import closed_jaxpr, windowed_reductions
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import Limitation, lowering
-from lowering_rules.core.vocabulary import ALL_TARGETS, Target
+from lowering_rules.core.vocabulary import ALL_TARGETS, Target, webgpu_computes_wrong
 from lowering_rules.windows import _window_taps, place_at_tap
 
 
@@ -87,7 +87,14 @@ _WINDOW_ORDER = Limitation(
                "pass zero padding, as JAX does for select_and_scatter_add")
 
 
-@lowering(windowed_reductions.select_and_scatter_p, limitations=[_WINDOW_ORDER], dtypes=dtypes(NUMERIC, gaps=[
+# Measured (select_and_scatter:window_3d_gt, le_min_max_scatter_1d): values scattered to the wrong
+# places on LiteRT.js WebGPU, silently (one window shape failed to compile); wasm is right.
+_WEBGPU_SCATTER = webgpu_computes_wrong("any select_and_scatter", "values placed in the wrong windows",
+                                        "window_dimensions")
+
+
+@lowering(windowed_reductions.select_and_scatter_p, limitations=[_WINDOW_ORDER, _WEBGPU_SCATTER],
+          dtypes=dtypes(NUMERIC, gaps=[
     gap((Target.TFJS,), {"bool"}, "TF.js wasm's Select garbles bool tensors, and the selection keeps the "
         "selected values with Select"),
     gap((Target.TFLITE,), {"bool", "int8", "int16", "uint8", "uint16", "uint32", "float16"},
