@@ -311,7 +311,7 @@ def wide_integer_scalars(model) -> int:
                 key = (value, shape if size is not None and 1 < size <= 2 ** 20 else None)
                 if key not in made:
                     if key[1] is not None:
-                        made[key] = _filled(model, graph, tensor, value, key[1])
+                        made[key] = constant_like(model, graph, tensor, np.full(key[1], value, np.int32))
                     else:
                         made[key], add = _sum_at_run_time(model, graph, tensor, value)
                         head.append(add)
@@ -321,23 +321,34 @@ def wide_integer_scalars(model) -> int:
     return rewritten
 
 
-def _filled(model, graph, tensor, value: int, shape: tuple) -> int:
-    """A new constant like ``tensor`` of ``shape``, every element ``value``; its index."""
+def constant_like(model, graph, like, values: np.ndarray) -> int:
+    """A new constant tensor like ``like`` (its type) holding ``values`` (their shape); its index."""
     from noxla.writers.tflite.flatbuffer.schema import schema
     buffer = schema.BufferT()
-    buffer.data = np.full(shape, value, np.int32).reshape(-1).view(np.uint8)
+    buffer.data = np.frombuffer(np.ascontiguousarray(values).tobytes(), np.uint8)
     model.buffers.append(buffer)
-    filled = copy.copy(tensor)
-    filled.shape, filled.shapeSignature = np.asarray(shape, np.int32), None
-    filled.buffer, filled.name = len(model.buffers) - 1, tensor.name + b"/filled"
-    graph.tensors.append(filled)
+    made = copy.copy(like)
+    made.shape, made.shapeSignature = np.asarray(values.shape, np.int32), None
+    made.buffer, made.name = len(model.buffers) - 1, like.name + b"/constant"
+    graph.tensors.append(made)
     return len(graph.tensors) - 1
+
+
+def binary_op(model, builtin: str, a: int, b: int, out: int):
+    """A new ADD or MUL operator (``builtin``) of tensors ``a`` and ``b`` into ``out``."""
+    from noxla.writers.tflite.flatbuffer.merge import opcode_index
+    from noxla.writers.tflite.flatbuffer.schema import schema
+    op = schema.OperatorT()
+    op.opcodeIndex = opcode_index(model, getattr(schema.BuiltinOperator, builtin))
+    op.inputs, op.outputs = [a, b], [out]
+    options = builtin.capitalize()
+    op.builtinOptionsType = getattr(schema.BuiltinOptions, f"{options}Options")
+    op.builtinOptions = getattr(schema, f"{options}OptionsT")()
+    return op
 
 
 def _sum_at_run_time(model, graph, tensor, value: int):
     """A new tensor like ``tensor`` computed as ``hi + lo`` (see wide_integer_scalars), and the ADD."""
-    from noxla.writers.tflite.flatbuffer.merge import opcode_index
-    from noxla.writers.tflite.flatbuffer.schema import schema
     parts = [_scalar(model, graph, tensor.type, np.int32(v), tensor.name + suffix)
              for v, suffix in ((value & ~0xFF, b"/high"), (value & 0xFF, b"/low"))]
     for part in parts:
@@ -345,8 +356,4 @@ def _sum_at_run_time(model, graph, tensor, value: int):
     total = copy.copy(tensor)
     total.buffer, total.name = 0, tensor.name + b"/sum"
     graph.tensors.append(total)
-    add = schema.OperatorT()
-    add.opcodeIndex = opcode_index(model, schema.BuiltinOperator.ADD)
-    add.inputs, add.outputs = parts, [len(graph.tensors) - 1]
-    add.builtinOptionsType, add.builtinOptions = schema.BuiltinOptions.AddOptions, schema.AddOptionsT()
-    return len(graph.tensors) - 1, add
+    return len(graph.tensors) - 1, binary_op(model, "ADD", *parts, len(graph.tensors) - 1)

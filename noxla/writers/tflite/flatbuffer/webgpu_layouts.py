@@ -19,6 +19,7 @@ import numpy as np
 from noxla.writers.tflite.flatbuffer.merge import builtin_code, opcode_index
 from noxla.writers.tflite.flatbuffer.reshapes import int32_constant, static_shape
 from noxla.writers.tflite.flatbuffer.schema import schema
+from noxla.writers.tflite.flatbuffer.webgpu import _scalar, binary_op, constant_like
 from noxla.writers.tflite.flatbuffer.webgpu_constants import _reshape, _tensor_like
 
 _OP = schema.BuiltinOperator
@@ -98,21 +99,13 @@ def _zeros_then_fill(model, graph, op) -> list | None:
         return None
     holes = np.full(out_shape, fill, kind)
     holes[tuple(slice(int(p[0]), int(p[0]) + n) for p, n in zip(paddings, shape))] = 0
-    buffer = schema.BufferT()
-    buffer.data = np.frombuffer(holes.tobytes(), np.uint8)
-    model.buffers.append(buffer)
-    constant = _tensor_like(graph, out, out_shape)
-    graph.tensors[constant].buffer = len(model.buffers) - 1
+    constant = constant_like(model, graph, out, holes)
     zeros = _tensor_like(graph, out, out_shape)
     op.opcodeIndex, op.inputs = opcode_index(model, _OP.PAD), list(op.inputs[:2])
     op.builtinOptionsType, op.builtinOptions = schema.BuiltinOptions.PadOptions, schema.PadOptionsT()
     final = op.outputs[0]
     op.outputs = [zeros]
-    add = schema.OperatorT()
-    add.opcodeIndex = opcode_index(model, _OP.ADD)
-    add.inputs, add.outputs = [zeros, constant], [final]
-    add.builtinOptionsType, add.builtinOptions = schema.BuiltinOptions.AddOptions, schema.AddOptionsT()
-    return [op, add]
+    return [op, binary_op(model, "ADD", zeros, constant, final)]
 
 
 def _last_axis_cumsum(model, graph, op) -> list | None:
@@ -156,15 +149,11 @@ def _times_one(model, graph, op):
     delegate merges a PAD into the pooling right after it, as that pooling's own padding, and computes
     an asymmetric one wrong (flax's avg_pool(padding="SAME"), stride 2: off by 0.3; a max of a
     padded window too); with an op between, it does not (measured)."""
-    from noxla.writers.tflite.flatbuffer.webgpu import _scalar
     source = graph.tensors[op.inputs[0]]
     kind = np.float16 if source.type == schema.TensorType.FLOAT16 else np.float32
     one = _scalar(model, graph, source.type, kind(1), source.name + b"/one")
     moved = _tensor_like(graph, source, tuple(int(d) for d in source.shape))
-    mul = schema.OperatorT()
-    mul.opcodeIndex = opcode_index(model, _OP.MUL)
-    mul.inputs, mul.outputs = [op.inputs[0], one], [moved]
-    mul.builtinOptionsType, mul.builtinOptions = schema.BuiltinOptions.MulOptions, schema.MulOptionsT()
+    mul = binary_op(model, "MUL", op.inputs[0], one, moved)
     op.inputs = [moved, *op.inputs[1:]]
     return mul
 
