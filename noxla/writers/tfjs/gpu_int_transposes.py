@@ -1,0 +1,131 @@
+"""int32 and bool transposes that TF.js's WebGPU backend computes: through float32.
+
+TF.js 4.22's WebGPU Transpose shader (every permutation but a matrix's ``[1, 0]``) stores the
+input's element as the output's without a conversion: for an int32 or bool tensor that is an i32
+passed where the shader takes an f32, so the shader does not compile and the output is whatever
+the buffer held (zeros, or a float's bits: 1077936128 for 3), silently. It runs only for a tensor a
+GPU kernel made (TF.js transposes small tensors still on the CPU there), and TF.js transposes
+inside other kernels too: a Sum, Prod, Min, Max, Mean, Any or All over axes that are not the
+innermost, an ArgMax/ArgMin or a Cumsum/Cumprod along an axis that is not the last. noxla lowers
+argmax as a Min of int32 indices, so ``jnp.argmax(x, axis=1)`` of a float32 (2, 3, 4) came back
+zeros (measured in headless Chromium, SwiftShader).
+
+So, in the model.json every backend reads:
+
+- such a reduction of int32 or bool values first transposes its axes innermost itself (what TF.js
+  would do inside it), a cumulative one transposes back after;
+- such an int32 or bool Transpose moves float32 values: a bool as 0.0/1.0, an int32 that
+  ``int32_ranges`` keeps within 2^24 as itself, any other as its two 16-bit halves (FloorMod and an
+  exact FloorDiv by 2^16, ``noxla.writers.tfjs.exact_int32``), put back together as int32. The
+  float32 values come from a Mul by 1 after the Cast: TF.js's WebGPU Cast from int32 or bool to
+  float32 only relabels the tensor, and its shaders type a buffer by what it holds (still i32).
+
+Every value is kept exactly on every backend (float32 holds integers to 2^24; WebGL and WebGPU
+hold int32 in float32 anyway). 4 ops for 1, 13 for a wide int32.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from noxla.graph import api, ops
+from noxla.graph.core import Graph, Node, recording
+from noxla.writers.tfjs.int32_ranges import int32_ranges
+
+_INTS = ("int32", "bool")
+_REDUCTIONS = ("Sum", "Prod", "Min", "Max", "Mean", "Any", "All")
+_ALONG_AXIS = ("ArgMax", "ArgMin", "Cumsum", "Cumprod")
+_FLOAT32_EXACT = 1 << 24
+_HALF = 1 << 16
+
+
+def _shader_transposes(perm: list[int]) -> bool:
+    """Whether TF.js's WebGPU runs ``perm`` with the shader above (a matrix's [1, 0] has its own)."""
+    return perm != list(range(len(perm))) and perm != [1, 0]
+
+
+def _axes(node: Node) -> list[int] | None:
+    x, axes = node.inputs[:2]
+    rank = x.shape.rank
+    if rank is None or axes.constant is None:
+        return None
+    return sorted({int(a) % rank for a in np.asarray(axes.constant).ravel()})
+
+
+def _spliced(graph: Graph, before: Node, build) -> object:
+    """``build(tf)``'s result, its recorded nodes placed before ``before``."""
+    tf, start = api.recorder(), len(graph.nodes)
+    with recording(graph):
+        result = build(tf)
+    recorded = graph.nodes[start:]
+    del graph.nodes[start:]
+    at = graph.nodes.index(before)
+    graph.nodes[at:at] = recorded
+    return result
+
+
+def _innermost(graph: Graph, node: Node) -> None:
+    """``node`` (a reduction, or an op along one axis) over its axes moved innermost by a Transpose."""
+    x, rank, axes = node.inputs[0], node.inputs[0].shape.rank, _axes(node)
+    kept = [a for a in range(rank) if a not in axes]
+    perm = kept + axes
+    if not _shader_transposes(perm) or node.op in _ALONG_AXIS and len(axes) != 1:
+        return
+    dtype, shape = node.outputs[0]
+    cumulative = node.op in ("Cumsum", "Cumprod")
+    keep_dims = node.op in _REDUCTIONS and node.attrs.get("keep_dims", {}).get("b", False)
+    moved = _spliced(graph, node, lambda tf: tf.transpose(x, perm))
+    inner_axes = list(range(len(kept), rank)) if node.op in _REDUCTIONS else rank - 1
+    axis = _spliced(graph, node, lambda tf: tf.constant(np.array(inner_axes, np.int32)))
+    attrs = dict(node.attrs, **({"Tidx": ops.type_attr(axis.dtype)} if "Tidx" in node.attrs else {}))
+    if keep_dims:
+        attrs["keep_dims"] = ops.bool_attr(False)
+    inner_shape = (tuple(moved.shape.dims) if cumulative
+                   else tuple(s for i, s in enumerate(shape) if not (keep_dims and i in axes)))
+    inner = Node(graph.unique_name(f"{node.name}/innermost"), node.op, [moved, axis], attrs, [(dtype, inner_shape)])
+    graph.nodes.insert(graph.nodes.index(node), inner)
+
+    def restored(tf):
+        out = inner.output(0)
+        if cumulative:
+            return tf.transpose(out, [int(p) for p in np.argsort(perm)])
+        for a in axes if keep_dims else ():
+            out = tf.expand_dims(out, a)
+        return out
+    result = _spliced(graph, node, restored)
+    node.op, node.inputs, node.attrs = "Identity", [result], {"T": ops.type_attr(dtype)}
+
+
+def _through_floats(graph: Graph, node: Node, of) -> None:
+    """``node`` (an int32 or bool Transpose) moving float32 values, exact (above)."""
+    x, perm = node.inputs
+    name = x.dtype.name
+
+    def floats(tf, t):  # a Mul makes the float32 buffer: TF.js's WebGPU Cast from int32 or bool relabels
+        return tf.cast(t, tf.float32) * tf.constant(np.float32(1))
+
+    def moved(tf):
+        if name == "bool":
+            return tf.cast(tf.transpose(floats(tf, x), perm), tf.bool)
+        if of(x).magnitude < _FLOAT32_EXACT:
+            return tf.cast(tf.transpose(floats(tf, x), perm), tf.int32)
+        half = tf.constant(np.array(_HALF, np.int32))
+        lo = tf.math.floormod(x, half)
+        hi = tf.math.floordiv(x - lo, half)
+        lo, hi = (tf.cast(tf.transpose(floats(tf, h), perm), tf.int32) for h in (lo, hi))
+        return hi * half + lo
+    out = _spliced(graph, node, moved)
+    node.op, node.inputs, node.attrs = "Identity", [out], {"T": ops.type_attr(x.dtype)}
+
+
+def int_transposes_through_floats(graph: Graph, kept) -> None:
+    """The rewrites above, in place (the nodes ``kept`` stay, rewritten as Identity where needed)."""
+    for node in list(graph.nodes):
+        if (node.op in _REDUCTIONS + _ALONG_AXIS and node.inputs and node.inputs[0].dtype.name in _INTS
+                and _axes(node) is not None):
+            _innermost(graph, node)
+    of = int32_ranges(graph)
+    for node in list(graph.nodes):
+        if node.op == "Transpose" and node.inputs[0].dtype.name in _INTS:
+            perm = node.inputs[1].constant
+            if perm is None or _shader_transposes([int(p) for p in np.asarray(perm).ravel()]):
+                _through_floats(graph, node, of)
