@@ -1,12 +1,13 @@
 """The TF.js model's forms for TF.js 4.22's WebGPU backend, on every backend.
 
-int32 and bool transposes through float32 (noxla/writers/tfjs/gpu_int_transposes.py): TF.js 4.22's
+int32 and bool transposes through float32 (noxla/writers/tfjs/webgpu.py): TF.js 4.22's
 WebGPU Transpose shader does not compile for an int32 or bool tensor a GPU kernel made, and TF.js
 transposes inside reductions over leading axes, so ``jnp.argmax(x, axis=1)`` of a float32 (2, 3, 4)
 came back zeros there. Each program's default TF.js export: its graph has no int32 or bool Transpose
 left (but a matrix's [1, 0], which has a shader of its own), and it equals JAX on Node's cpu and wasm
 (wide int32 values too) and, slow, on Chromium's webgpu (and its other backends), where the shapes are
-large enough that TF.js runs the ops on the GPU, not on the CPU it hands small tensors to.
+large enough that TF.js runs the ops on the GPU, not on the CPU it hands small tensors to. And an
+ArgMax of a vector, which TF.js's WebGPU gave shape (1,), reshaped to its scalar.
 
 Run-time starts (noxla/writers/tfjs/run_time_sizes.py): the select JAX wraps a negative start with
 is arithmetic, so the Slice's begin and the Pad's paddings stay on the CPU, where TF.js's executor
@@ -42,6 +43,8 @@ PROGRAMS = {
     "int32_cumsum_leading": (lambda x: jnp.cumsum(x * 2, axis=0), _SMALL, _SMALL),
     "any_leading_axis": (lambda x: jnp.any(x * 2 > 1, axis=0), _FLOATS, _FLOATS),
     "int32_argmax_leading": (lambda x: jnp.argmax(x * 3, axis=0), _WIDE, _SMALL),
+    # TF.js's WebGPU gave an ArgMax of a vector shape (1,): lu's pivots came back (1, 5)
+    "lu_pivots": (lambda x: jax.lax.linalg.lu(x[0, :5, :5])[1], _FLOATS, _FLOATS),
 }
 
 

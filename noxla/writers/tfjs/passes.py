@@ -22,11 +22,11 @@ graph path's model.json has no more ops than that path's.
   FusedDepthwiseConv2dNative (tfjs_optimize.fused_depthwise_convolutions), a 1-D convolution's
   Conv2D + Squeeze + BiasAdd into _FusedConv2D + Squeeze (tfjs_fusions.portable_fusions): float32,
   NHWC, each intermediate read once and not an output, a MatMul not transposed;
-- not the converter's: int32 and bool transposes (also those TF.js makes inside a reduction over
-  leading axes) move float32 values, which TF.js's WebGPU transposes (``gpu_int_transposes``);
-  a run-time size's FloorMod by a constant as FloorDiv, Mul and Sub, its AddN
-  as AddV2s, and an int32 select of run-time starts as arithmetic, which TF.js's WebGPU computes where
-  the sizes are (``noxla.writers.tfjs.run_time_sizes``).
+- not the converter's, for TF.js's WebGPU: int32 and bool transposes (also those TF.js makes inside
+  a reduction over leading axes) move float32 values, an ArgMax of a vector is reshaped to its
+  scalar (``noxla.writers.tfjs.webgpu``); a run-time size's FloorMod by a constant as FloorDiv, Mul
+  and Sub, its AddN as AddV2s, an int32 select of run-time starts as arithmetic, which WebGPU
+  computes where TF.js reads them (``noxla.writers.tfjs.run_time_sizes``).
 """
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ from noxla.graph.core import Graph, Node, Tensor
 from noxla.writers.tfjs import arithmetic as tfjs_arithmetic
 from noxla.writers.tfjs.exact_int32 import exact_int32_arithmetic
 from noxla.writers.tfjs.fusions import PORTABLE_ACTIVATIONS
-from noxla.writers.tfjs.gpu_int_transposes import int_transposes_through_floats
 from noxla.writers.tfjs.run_time_sizes import selects_on_the_cpu, sizes_on_the_cpu
+from noxla.writers.tfjs.webgpu import int_transposes_through_floats, scalar_argmaxes
 
 _BIAS_CONTRACTIONS = ("Conv2D", "DepthwiseConv2dNative", "MatMul")
 _DEPTHWISE_ACTIVATIONS = ("Relu", "Relu6", "Elu")
@@ -89,6 +89,7 @@ def optimize_for_tfjs(graph: Graph, outputs: Sequence[Tensor], inputs: Sequence[
     _untransposed_weights(graph, kept)
     _fuse(graph, kept)
     int_transposes_through_floats(graph, kept)
+    scalar_argmaxes(graph, kept)
     sizes_on_the_cpu(graph)
     selects_on_the_cpu(graph)
     pruned(graph, outputs, inputs)

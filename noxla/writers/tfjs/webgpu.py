@@ -1,4 +1,6 @@
-"""int32 and bool transposes that TF.js's WebGPU backend computes: through float32.
+"""Forms TF.js 4.22's WebGPU backend computes right, in the model.json every backend reads.
+
+int32 and bool transposes, through float32.
 
 TF.js 4.22's WebGPU Transpose shader (every permutation but a matrix's ``[1, 0]``) stores the
 input's element as the output's without a conversion: for an int32 or bool tensor that is an i32
@@ -129,3 +131,16 @@ def int_transposes_through_floats(graph: Graph, kept) -> None:
             perm = node.inputs[1].constant
             if perm is None or _shader_transposes([int(p) for p in np.asarray(perm).ravel()]):
                 _through_floats(graph, node, of)
+
+
+def scalar_argmaxes(graph: Graph, kept) -> None:
+    """An ArgMax or ArgMin of a vector, reshaped to the scalar it is: TF.js's WebGPU returns shape
+    (1,) for it (``jnp.linalg.lu``'s pivots came back (1, 5) for (5,) from the broadcasts after)."""
+    for node in list(graph.nodes):
+        if node.op in ("ArgMax", "ArgMin") and node.inputs[0].shape.rank == 1:
+            dtype, shape = node.outputs[0]
+            inner = Node(graph.unique_name(f"{node.name}/vector"), node.op, node.inputs, node.attrs, [(dtype, shape)])
+            graph.nodes.insert(graph.nodes.index(node), inner)
+            scalar = _spliced(graph, node, lambda tf: tf.constant(np.zeros(0, np.int32)))
+            node.op, node.inputs = "Reshape", [inner.output(0), scalar]
+            node.attrs = {"T": ops.type_attr(dtype), "Tshape": ops.type_attr(scalar.dtype)}
