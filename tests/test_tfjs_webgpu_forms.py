@@ -11,7 +11,8 @@ ArgMax of a vector, which TF.js's WebGPU gave shape (1,), reshaped to its scalar
 
 Run-time starts (noxla/writers/tfjs/run_time_sizes.py): the select JAX wraps a negative start with
 is arithmetic, so the Slice's begin and the Pad's paddings stay on the CPU, where TF.js's executor
-reads them (read back from WebGPU, they lost the device or came back wrong)."""
+reads them (read back from WebGPU, they lost the device or came back wrong). So is the rules'
+run-time +inf (``1 / sum(0 * |x|)``), which a Fill or PadV2 reads: the TF.js model holds it as a weight."""
 from __future__ import annotations
 
 import json
@@ -157,3 +158,46 @@ def test_run_time_starts_match_jax_in_chromium(backend, starts_exported, browser
     browser = chromium(browser_runner, backend)
     for name in sorted(STARTS):
         _starts_match(name, starts_exported[name], lambda path, inputs: browser.run(path, inputs, backend))
+
+
+# Programs whose TF.js model reads the rules' run-time +inf where TF.js's executor reads a value on
+# the CPU (a Fill's, a PadV2's): max/min pooling and its gradient, a max over an empty axis.
+_POOL = _RS.randn(2, 9, 9, 3).astype(np.float32)
+INFINITIES = {
+    "max_pool_same": lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME"),
+    "min_pool_padded": lambda x: lax.reduce_window(x, jnp.inf, lax.min, (1, 2, 2, 1), (1, 1, 1, 1),
+                                                   ((0, 0), (1, 1), (0, 1), (0, 0))),
+    "max_over_empty_axis": lambda x: jnp.max(x[:, :0], axis=1, initial=-jnp.inf) + x[:, 0],
+}
+
+
+@pytest.fixture(scope="module")
+def infinities_exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("infinities")
+    return {name: noxla.export_tfjs(fun, _POOL, path=str(root / name)) for name, fun in INFINITIES.items()}
+
+
+@pytest.mark.parametrize("name", sorted(INFINITIES))
+def test_the_run_time_infinity_is_a_weight(name, infinities_exported):
+    ops = [n["op"] for n in _nodes(infinities_exported[name])]
+    assert "IsFinite" not in ops and "Reciprocal" not in ops, ops  # 1 / sum(0 * |x|), made at run time
+
+
+def _infinities_match(name, path, run) -> None:
+    expected = np.asarray(jax.jit(INFINITIES[name])(_POOL))
+    (actual,) = run(path, {"x": _POOL}).values()
+    np.testing.assert_allclose(np.asarray(actual), expected, rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "wasm"])
+@pytest.mark.parametrize("name", sorted(INFINITIES))
+def test_infinities_match_jax_on_node(name, backend, infinities_exported, tfjs_runner):
+    _infinities_match(name, infinities_exported[name], lambda path, inputs: tfjs_runner.run(path, inputs, backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", CHROMIUM_BACKENDS)
+def test_infinities_match_jax_in_chromium(backend, infinities_exported, browser_runner):
+    browser = chromium(browser_runner, backend)
+    for name in sorted(INFINITIES):
+        _infinities_match(name, infinities_exported[name], lambda path, inputs: browser.run(path, inputs, backend))

@@ -1,5 +1,13 @@
 """Forms TF.js 4.22's WebGPU backend computes right, in the model.json every backend reads.
 
+Infinities as weights. The rules make +inf at run time, ``1 / sum(0 * |x|)`` (``runtime_infinity``
+in lowering_rules/core/helpers.py: TF's TFLite converter stores an infinite constant as the largest
+finite float). TF.js stores float32 weights as they are, and the run-time one is read back to the
+CPU by the ops whose value TF.js's executor reads (a Fill's value, a PadV2's): from WebGPU that
+read lost the device (every reduce_window max/min, select_and_scatter_add and empty-axis max/min
+case in headless Chromium). So that sum's reciprocal is a weight, +inf, and scalar constant
+arithmetic on it (its sign) is folded: fewer ops on every backend.
+
 int32 and bool transposes, through float32.
 
 TF.js 4.22's WebGPU Transpose shader (every permutation but a matrix's ``[1, 0]``) stores the
@@ -30,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from noxla.graph import api, ops
-from noxla.graph.core import Graph, Node, recording
+from noxla.graph.core import Graph, Node, Tensor, recording
 from noxla.writers.tfjs.int32_ranges import int32_ranges
 
 _INTS = ("int32", "bool")
@@ -144,3 +152,45 @@ def scalar_argmaxes(graph: Graph, kept) -> None:
             scalar = _spliced(graph, node, lambda tf: tf.constant(np.zeros(0, np.int32)))
             node.op, node.inputs = "Reshape", [inner.output(0), scalar]
             node.attrs = {"T": ops.type_attr(dtype), "Tshape": ops.type_attr(scalar.dtype)}
+
+
+def _is_run_time_zero_sum(t: Tensor) -> bool:
+    """Whether ``t`` is ``Sum(Mul(Abs(SelectV2(IsFinite(a), a, 0)), 0))`` over all axes: 0, as
+    ``lowering_rules.core.helpers.runtime_infinity`` makes it."""
+    def producer(t: Tensor, op: str) -> Node | None:
+        return t.node if t.node.op == op else None
+    total = producer(t, "Sum")
+    product = total and producer(total.inputs[0], "Mul")
+    if not product or t.shape.dims != () or not any(_constant_is(i, 0) for i in product.inputs):
+        return False
+    magnitude = next((i for i in product.inputs if i.node.op == "Abs"), None)
+    select = magnitude is not None and producer(magnitude.node.inputs[0], "SelectV2")
+    return bool(select) and select.inputs[0].node.op == "IsFinite" and _constant_is(select.inputs[2], 0)
+
+
+def _constant_is(t: Tensor, value) -> bool:
+    c = t.constant
+    return c is not None and c.dtype.kind == "f" and c.size > 0 and bool(np.all(c == value))
+
+
+_FOLDED = {"Mul": np.multiply, "Neg": np.negative, "AddV2": np.add, "Sub": np.subtract}
+
+
+def infinities_in_weights(graph: Graph, kept) -> None:
+    """The run-time +inf above as a scalar weight, and scalar constant arithmetic on it folded, in place."""
+    folded: set[int] = set()
+    for node in graph.nodes:
+        if id(node) in kept or node.outputs[0][1] != ():
+            continue
+        one_over = (node.op == "Reciprocal" and _is_run_time_zero_sum(node.inputs[0]) or node.op == "RealDiv"
+                    and _constant_is(node.inputs[0], 1) and _is_run_time_zero_sum(node.inputs[1]))
+        all_constant = node.op in _FOLDED and any(id(t.node) in folded for t in node.inputs) and all(
+            t.constant is not None and t.constant.shape == () for t in node.inputs)
+        if not (one_over or all_constant):
+            continue
+        dtype = node.outputs[0][0]
+        with np.errstate(all="ignore"):  # inf - inf is NaN, as TF.js computes it
+            value = np.array(np.inf) if one_over else _FOLDED[node.op](*(t.constant for t in node.inputs))
+        node.op, node.inputs, node.attrs = "Const", [], {"dtype": ops.type_attr(dtype)}
+        node.value = np.asarray(value, dtype.as_numpy_dtype)
+        folded.add(id(node))
