@@ -7,7 +7,8 @@ came back zeros there. Each program's default TF.js export: its graph has no int
 left (but a matrix's [1, 0], which has a shader of its own), and it equals JAX on Node's cpu and wasm
 (wide int32 values too) and, slow, on Chromium's webgpu (and its other backends), where the shapes are
 large enough that TF.js runs the ops on the GPU, not on the CPU it hands small tensors to. And an
-ArgMax of a vector, which TF.js's WebGPU gave shape (1,), reshaped to its scalar.
+ArgMax of a vector, which TF.js's WebGPU gave shape (1,), reshaped to its scalar; a rank-5 Pad made
+at rank 4 or less (its shader gave zeros above rank 4).
 
 Run-time starts (noxla/writers/tfjs/run_time_sizes.py): the select JAX wraps a negative start with
 is arithmetic, so the Slice's begin and the Pad's paddings stay on the CPU, where TF.js's executor
@@ -46,6 +47,9 @@ PROGRAMS = {
     "int32_argmax_leading": (lambda x: jnp.argmax(x * 3, axis=0), _WIDE, _SMALL),
     # TF.js's WebGPU gave an ArgMax of a vector shape (1,): lu's pivots came back (1, 5)
     "lu_pivots": (lambda x: jax.lax.linalg.lu(x[0, :5, :5])[1], _FLOATS, _FLOATS),
+    # interior padding is a Pad of a rank-5 reshape: TF.js's WebGPU Pad shader gave zeros above rank 4
+    "interior_pad": (lambda x: lax.pad(x.reshape(20, 3, 10, 10) * 2, np.float32(-1),
+                                       ((0, 0, 0), (1, 0, 1), (0, 0, 0), (0, 1, 0))), _FLOATS, _FLOATS),
 }
 
 

@@ -8,6 +8,12 @@ read lost the device (every reduce_window max/min, select_and_scatter_add and em
 case in headless Chromium). So that sum's reciprocal is a weight, +inf, and scalar constant
 arithmetic on it (its sign) is folded: fewer ops on every backend.
 
+Pads of rank 5 and 6 at rank 4 or less. TF.js's WebGPU Pad shader compares its coordinates with
+``any(coords < start)``, which does not compile for the struct a rank-5 or rank-6 coordinate is: the
+output came back zeros (interior padding, which the rules write as a Pad of a rank-5 reshape:
+``lax.pad`` with interior amounts, a transposed convolution's input). An axis padded by nothing is
+merged into the axis before it (its blocks move whole), by Reshapes around the Pad.
+
 int32 and bool transposes, through float32.
 
 TF.js 4.22's WebGPU Transpose shader (every permutation but a matrix's ``[1, 0]``) stores the
@@ -194,3 +200,38 @@ def infinities_in_weights(graph: Graph, kept) -> None:
         node.op, node.inputs, node.attrs = "Const", [], {"dtype": ops.type_attr(dtype)}
         node.value = np.asarray(value, dtype.as_numpy_dtype)
         folded.add(id(node))
+
+
+def _merged_padding(dims, paddings) -> tuple[list[int], list[list[int]]]:
+    """``dims`` and ``paddings`` with every axis padded by nothing merged into the axis before it."""
+    shape, pads = [dims[0]], [list(paddings[0])]
+    for d, (lo, hi) in zip(dims[1:], paddings[1:]):
+        if lo == hi == 0:
+            shape[-1] *= d
+            pads[-1] = [p * d for p in pads[-1]]
+        else:
+            shape.append(d)
+            pads.append([lo, hi])
+    return shape, pads
+
+
+def _pad_at(graph: Graph, node: Node, shape: list[int], pads: list[list[int]]) -> None:
+    """``node`` (a Pad or PadV2) made at ``shape`` by Reshapes around it."""
+    x, (dtype, out_shape) = node.inputs[0], node.outputs[0]
+    value = {"constant_values": node.inputs[2]} if node.op == "PadV2" else {}
+    out = _spliced(graph, node, lambda tf: tf.reshape(tf.pad(tf.reshape(x, shape), pads, **value), list(out_shape)))
+    node.op, node.inputs, node.attrs = "Identity", [out], {"T": ops.type_attr(dtype)}
+
+
+def pads_within_rank_four(graph: Graph, kept) -> None:
+    """Each rank-5 or rank-6 Pad/PadV2 of a static shape at the rank above, where that is 4 or less."""
+    for node in list(graph.nodes):
+        x = node.inputs[0] if node.op in ("Pad", "PadV2") else None
+        if x is None or x.shape.rank is None or x.shape.rank < 5 or None in x.shape.dims:
+            continue
+        paddings = node.inputs[1].constant
+        if paddings is None:
+            continue
+        shape, pads = _merged_padding(list(x.shape.dims), np.asarray(paddings).tolist())
+        if len(shape) <= 4:
+            _pad_at(graph, node, shape, pads)
