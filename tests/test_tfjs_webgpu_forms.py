@@ -8,7 +8,7 @@ left (but a matrix's [1, 0], which has a shader of its own), and it equals JAX o
 (wide int32 values too) and, slow, on Chromium's webgpu (and its other backends), where the shapes are
 large enough that TF.js runs the ops on the GPU, not on the CPU it hands small tensors to. And an
 ArgMax of a vector, which TF.js's WebGPU gave shape (1,), reshaped to its scalar; a rank-5 Pad made
-at rank 4 or less (its shader gave zeros above rank 4).
+at rank 4 or less (its shader gave zeros above rank 4), and so rank-5 reverses and selects.
 
 Run-time starts (noxla/writers/tfjs/run_time_sizes.py): the select JAX wraps a negative start with
 is arithmetic, so the Slice's begin and the Pad's paddings stay on the CPU, where TF.js's executor
@@ -50,6 +50,10 @@ PROGRAMS = {
     # interior padding is a Pad of a rank-5 reshape: TF.js's WebGPU Pad shader gave zeros above rank 4
     "interior_pad": (lambda x: lax.pad(x.reshape(20, 3, 10, 10) * 2, np.float32(-1),
                                        ((0, 0, 0), (1, 0, 1), (0, 0, 0), (0, 1, 0))), _FLOATS, _FLOATS),
+    # rank-5 reverses and selects: TF.js's WebGPU and WebGL failed on them ("Where for rank 5 ...")
+    "rank5_reverse_int32": (lambda x: jnp.flip((x * 3).reshape(2, 10, 3, 10, 10), (1, 2, 4)), _WIDE, _SMALL),
+    "rank5_select": (lambda x: jnp.where(x.reshape(2, 10, 3, 10, 10) > 0, x.reshape(2, 10, 3, 10, 10) * 2,
+                                         np.float32(-1)), _FLOATS, _FLOATS),
 }
 
 

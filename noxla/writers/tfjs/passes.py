@@ -24,10 +24,11 @@ graph path's model.json has no more ops than that path's.
   NHWC, each intermediate read once and not an output, a MatMul not transposed;
 - not the converter's, for TF.js's WebGPU: the rules' run-time +inf is a weight (its sign folded);
   int32 and bool transposes (also those TF.js makes inside a reduction over leading axes) move
-  float32 values, an ArgMax of a vector is reshaped to its scalar, a rank-5 or rank-6 Pad is made
-  at rank 4 or less (``noxla.writers.tfjs.webgpu``); a run-time size's FloorMod by a constant as
-  FloorDiv, Mul and Sub, its AddN as AddV2s, an int32 select of run-time starts as arithmetic,
-  which WebGPU computes where TF.js reads them (``noxla.writers.tfjs.run_time_sizes``).
+  float32 values, an ArgMax of a vector is reshaped to its scalar, a rank-5 or rank-6 Pad,
+  ReverseV2 or SelectV2 is made at rank 4 or less (``noxla.writers.tfjs.webgpu``); a run-time
+  size's FloorMod by a constant as FloorDiv, Mul and Sub, its AddN as AddV2s, an int32 select of
+  run-time starts as arithmetic, which WebGPU computes where TF.js reads them
+  (``noxla.writers.tfjs.run_time_sizes``).
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ from noxla.writers.tfjs.webgpu import (
     infinities_in_weights,
     int_transposes_through_floats,
     pads_within_rank_four,
+    reverses_and_selects_within_rank_four,
     scalar_argmaxes,
 )
 
@@ -98,6 +100,7 @@ def optimize_for_tfjs(graph: Graph, outputs: Sequence[Tensor], inputs: Sequence[
     int_transposes_through_floats(graph, kept)
     scalar_argmaxes(graph, kept)
     pads_within_rank_four(graph, kept)
+    reverses_and_selects_within_rank_four(graph, kept)
     sizes_on_the_cpu(graph)
     selects_on_the_cpu(graph)
     pruned(graph, outputs, inputs)

@@ -12,7 +12,10 @@ Pads of rank 5 and 6 at rank 4 or less. TF.js's WebGPU Pad shader compares its c
 ``any(coords < start)``, which does not compile for the struct a rank-5 or rank-6 coordinate is: the
 output came back zeros (interior padding, which the rules write as a Pad of a rank-5 reshape:
 ``lax.pad`` with interior amounts, a transposed convolution's input). An axis padded by nothing is
-merged into the axis before it (its blocks move whole), by Reshapes around the Pad.
+merged into the axis before it (its blocks move whole), by Reshapes around the Pad. Likewise a
+rank-5 or rank-6 ReverseV2 (adjacent axes both reversed or both kept merge: TF.js's WebGPU and WebGL
+failed on it) and SelectV2 (its operands flattened, a broadcast one tiled first: "Where for rank 5
+is not yet supported").
 
 int32 and bool transposes, through float32.
 
@@ -235,3 +238,54 @@ def pads_within_rank_four(graph: Graph, kept) -> None:
         shape, pads = _merged_padding(list(x.shape.dims), np.asarray(paddings).tolist())
         if len(shape) <= 4:
             _pad_at(graph, node, shape, pads)
+
+
+def _static_dims(t: Tensor) -> list[int] | None:
+    dims = t.shape.dims
+    return None if dims is None or None in dims else list(dims)
+
+
+def _reversed_runs(dims: list[int], axes) -> tuple[list[int], list[int]]:
+    """``dims`` with adjacent axes both reversed or both kept merged, and the merged reversed axes."""
+    flags = [False] * len(dims)
+    for a in np.asarray(axes).ravel():
+        flags[int(a) % len(dims)] = True
+    shape, merged = [], []
+    for i, (d, flag) in enumerate(zip(dims, flags)):
+        if i and flag == flags[i - 1]:
+            shape[-1] *= d
+        else:
+            shape.append(d)
+            merged += [len(shape) - 1] if flag else []
+    return shape, merged
+
+
+def _low_rank(graph: Graph, node: Node, out_shape: list[int]) -> Tensor | None:
+    """``node`` (a rank-5/6 ReverseV2 or SelectV2) computed at rank 4 or less, or None where it cannot be."""
+    if node.op == "ReverseV2" and node.inputs[1].constant is not None:
+        shape, axes = _reversed_runs(_static_dims(node.inputs[0]), node.inputs[1].constant)
+        if len(shape) > 4:
+            return None
+        x = node.inputs[0]
+        return _spliced(graph, node, lambda tf: tf.reshape(tf.reverse(tf.reshape(x, shape), axes), out_shape))
+    if node.op == "SelectV2" and all(_static_dims(t) is not None for t in node.inputs):
+        def flat(tf, t):  # a broadcast operand is made whole first (a Tile)
+            if t.shape.rank == 0:
+                return t
+            return tf.reshape(t if _static_dims(t) == out_shape else tf.broadcast_to(t, out_shape), [-1])
+        operands = node.inputs
+        return _spliced(graph, node, lambda tf: tf.reshape(tf.where(*(flat(tf, t) for t in operands)), out_shape))
+    return None
+
+
+def reverses_and_selects_within_rank_four(graph: Graph, kept) -> None:
+    """Each rank-5 or rank-6 ReverseV2 and SelectV2 of static shapes made at rank 4 or less (above)."""
+    for node in list(graph.nodes):
+        if node.op not in ("ReverseV2", "SelectV2") or _static_dims(node.inputs[0]) is None:
+            continue
+        dtype, out_shape = node.outputs[0]
+        if len(out_shape) < 5 or None in out_shape:
+            continue
+        out = _low_rank(graph, node, list(out_shape))
+        if out is not None:
+            node.op, node.inputs, node.attrs = "Identity", [out], {"T": ops.type_attr(dtype)}
