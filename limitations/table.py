@@ -349,6 +349,13 @@ def render(rules=None) -> str:
         "check accepts for WebGL; Chromium's WebGL runs each rule's first case and every zoo model, "
         "the rest run in TF.js's Node runtimes.",
         "",
+        f"**{Target.TFJS_WEBGPU.label}** is the same model.json on TF.js's WebGPU backend: every "
+        f"{Target.TFJS.label} limitation holds there too, plus what TF.js 4.22's WebGPU kernels compute "
+        "wrong or cannot run in noxla's lowering (`noxla check --target tfjs-webgpu`; the export's demo page "
+        "and `--verify-browser` say so instead of running there). Like WebGL it holds int32 exactly within "
+        "+-2^24, and its sin and cos are the GPU's approximations (2e-4 off in headless Chromium's "
+        "SwiftShader). `tests/browser_sweep.py` runs every rule case there.",
+        "",
         f"## Support by primitive ({len(table)} rules, {sum(r.cases for r in table)} cases)",
         "",
         *_support_section(table),

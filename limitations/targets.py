@@ -18,7 +18,7 @@ RUNTIMES = {
     "chromium_webgl": Target.TFJS_WEBGL,
     "chromium_wasm": Target.TFJS,
     "chromium_cpu": Target.TFJS,
-    "chromium_webgpu": Target.TFJS,
+    "chromium_webgpu": Target.TFJS_WEBGPU,
 }
 BROWSER_RUNTIMES = tuple(r for r in RUNTIMES if r.startswith("chromium_"))
 

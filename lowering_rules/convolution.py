@@ -30,7 +30,7 @@ from lowering_rules.core.helpers import (
 from lowering_rules.core.jax_compat import is_constant_dim
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import Limitation, register
-from lowering_rules.core.vocabulary import ALL_TARGETS, Target
+from lowering_rules.core.vocabulary import ALL_TARGETS, Target, tfjs_webgpu_fails
 from lowering_rules.patterns.fusion import FastVariant, zero_pad
 
 # ----------------------------------------------------------------------------------------------
@@ -520,5 +520,8 @@ TRANSPOSED = FastVariant(
     "may give finite entries where JAX's 0 * inf or 0 * NaN gives NaN",
     lambda eqn: transposes(eqn.params, eqn.avals_out[0].dtype))
 
+# Measured (conv_general_dilated:int32_3d_grouped): wrong sums on TF.js's WebGPU; 2-D integer ones match.
+_WEBGPU_INT_3D = tfjs_webgpu_fails("an integer convolution with 3 spatial dimensions", "sums wrong", "dtype",
+                                   when=lambda eqn: eqn.dtype_in.kind in "iu" and len(eqn.avals_in[0].shape) == 5)
 register(lax.conv_general_dilated_p, lower_conv_general_dilated, cases=CONV_CASES + ZERO_PAD_CASES,
-         limitations=CONV_LIMITATIONS, fast=TRANSPOSED)
+         limitations=[*CONV_LIMITATIONS, _WEBGPU_INT_3D], fast=TRANSPOSED)

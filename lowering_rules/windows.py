@@ -38,7 +38,7 @@ from lowering_rules.core.helpers import (
 from lowering_rules.core.jax_compat import closed_jaxpr, windowed_reductions
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import Limitation, Target, lowering
-from lowering_rules.core.vocabulary import ALL_TARGETS
+from lowering_rules.core.vocabulary import ALL_TARGETS, tfjs_webgpu_fails
 from lowering_rules.patterns import fusion
 
 # ----------------------------------------------------------------------------------------------
@@ -418,6 +418,7 @@ MIN_CASES = [
     case("window_wholly_in_padding", window(lax.min, INF, (2,), (1,), ((3, 0),)), f32(5)),
     case("base_dilation_holes_only", window(lax.min, INF, (1,), (1,), ((0, 0),), base_dilation=(2,)), f32(4)),
     case("nhwc_pool", window(lax.min, INF, (1, 2, 2, 1), (1, 2, 2, 1), "SAME"), f32(2, 5, 5, 3)),
+    case("3d", window(lax.min, INF, (1, 2, 2, 2, 1), (1, 2, 1, 2, 1)), f32(1, 4, 5, 6, 2)),
     case("int32_dilated", window(lax.min, np.iinfo(np.int32).max, (3, 2), (1, 2), ((1, 1), (0, 1)),
                                  window_dilation=(2, 1)), i32(7, 6)),
     # Found by tests/fuzz.py: the holes' INT32_MAX came out INT32_MIN on TF.js's wasm (its PadV2).
@@ -476,10 +477,17 @@ GATHER_CASES = [
                                                      window_dilation=(3, 2))), f32(4, 6), f32(4, 6)),
 ]
 
+# Measured (reduce_window_max:3d, reduce_window_sum:3d_window): the rank-5 strided slices of a 3-D window
+# reduction are shaders TF.js's WebGL does not compile ("'coords' : left of '[' is not of type array").
+_WEBGL_RANK5_WINDOWS = Limitation(
+    (Target.TFJS_WEBGL,), param="window_dimensions", condition="a window reduction of a rank-5 or rank-6 array",
+    reason="TF.js's WebGL does not compile the rank-5 strided slices of its lowering (a loud failure)",
+    workaround="run the model on TF.js's wasm or webgpu backend, or pool 3-D volumes as 2-D slices",
+    when=lambda eqn: len(eqn.avals_in[0].shape) >= 5)
 for _prim, _name, _cases in ((lax.reduce_window_sum_p, "add", SUM_CASES),
                              (lax.reduce_window_max_p, "max", MAX_CASES),
                              (lax.reduce_window_min_p, "min", MIN_CASES)):
-    lowering(_prim, cases=_cases, limitations=[symbolic_padding()],
+    lowering(_prim, cases=_cases, limitations=[symbolic_padding(), _WEBGL_RANK5_WINDOWS],
              fast=fusion.MAX_POOL if _name == "max" else None)(_monoid_rule(_name))
 
 lowering(lax.reduce_window_p, cases=GENERIC_CASES, limitations=[
@@ -505,12 +513,18 @@ _NO_TFLITE_FLOAT16 = dtypes(gaps=[gap((Target.TFLITE,), {"float16"},
 _NO_TFLITE_NARROW_SUMS = dtypes(gaps=[*_NO_TFLITE_FLOAT16.gaps, gap(
     (Target.TFLITE,), {"int8", "int16", "uint8", "uint16", "uint32"},
     "the scattered values are summed in their own dtype, and TFLite's ADD has no 8/16-bit or uint32 kernel")])
+# Measured (select_and_scatter_add:grad_overlapping_same, grad_ties_go_to_first_max,
+# select_and_gather_add:jvp_flax_max_pool): entries left 0 on TF.js's WebGPU, for a reason not found
+# op by op (the chain of first-maximum masks); its cpu, wasm and WebGL match JAX.
+_WEBGPU_POOL_DERIVATIVE = tfjs_webgpu_fails("any max/min pooling derivative (select_and_scatter_add, "
+                                            "select_and_gather_add)", "entries left 0", "select_prim")
 lowering(lax.select_and_scatter_add_p, cases=[
     *SCATTER_CASES,
     # Integer sums (JAX's harness binds it directly; no gradient has integers).
     case("i16", lambda ct, x: windowed_reductions._select_and_scatter_add(ct, x, lax.ge_p, (2, 2), (2, 2),
                                                                           ((0, 0), (0, 0))),
          np.arange(6, dtype=np.int16).reshape(2, 3), np.arange(24, dtype=np.int16).reshape(4, 6) % 5),
-], dtypes=_NO_TFLITE_NARROW_SUMS, limitations=[symbolic_padding()])(lower_select_and_scatter_add)
+], dtypes=_NO_TFLITE_NARROW_SUMS, limitations=[symbolic_padding(), _WEBGPU_POOL_DERIVATIVE])(
+    lower_select_and_scatter_add)
 lowering(lax.select_and_gather_add_p, cases=GATHER_CASES, dtypes=_NO_TFLITE_FLOAT16,
-         limitations=[symbolic_padding()])(lower_select_and_gather_add)
+         limitations=[symbolic_padding(), _WEBGPU_POOL_DERIVATIVE])(lower_select_and_gather_add)

@@ -128,8 +128,9 @@ class Sweep:
                 tfjs["error"] = e
         if "error" in tfjs:
             raise tfjs["error"]
-        if runtime == "chromium_webgl" and not full_check(program.closed_jaxpr, "tfjs-webgl").ok:
-            raise UnsupportedError("rejected for TF.js on WebGL")  # its own declarations, beyond TF.js's
+        backend = {"chromium_webgl": "webgl", "chromium_webgpu": "webgpu"}.get(runtime)
+        if backend and not full_check(program.closed_jaxpr, f"tfjs-{backend}").ok:
+            raise UnsupportedError(f"rejected for TF.js on {backend}")  # its own declarations, beyond TF.js's
         return tfjs["dir"]
 
     def _compare(self, case, runtime, program, args, expected, actual) -> None:

@@ -349,6 +349,7 @@ FORCED_RUNTIMES = {
     Target.TFLITE_FLEX: ("tflite_flex",),
     Target.TFJS: ("tfjs_cpu", "tfjs_wasm"),
     Target.TFJS_WEBGL: ("chromium_webgl",),
+    Target.TFJS_WEBGPU: ("chromium_webgpu",),
     # LiteRT.js in headless Chromium (tests/litertjs_harness.py).
     Target.LITERTJS: ("litertjs_wasm",),
     Target.LITERTJS_WEBGPU: ("litertjs_webgpu",),

@@ -22,6 +22,9 @@ class Target(str, enum.Enum):
     # A TF.js graph model run on TF.js's WebGL backend (what browsers pick first): every TF.js
     # limitation applies (``base``), plus WebGL's own, declared by the rules with this target.
     TFJS_WEBGL = "tfjs_webgl"
+    # The same model run on TF.js's WebGPU backend: every TF.js limitation applies (``base``), plus
+    # what TF.js 4.22's WebGPU kernels compute wrong or cannot run, declared by the rules with this target.
+    TFJS_WEBGPU = "tfjs_webgpu"
     # A .tflite (builtins, ``base``) run on LiteRT.js, the web's TFLite runtime, on wasm (XNNPACK):
     # its own limits are at the program's boundary (tensor dtypes, static shapes; limitations/targets.py).
     LITERTJS = "litertjs"
@@ -65,10 +68,12 @@ _LABELS = {
     Target.TFLITE_FLEX: "TFLite (Flex)",
     Target.TFJS: "TF.js",
     Target.TFJS_WEBGL: "TF.js (WebGL)",
+    Target.TFJS_WEBGPU: "TF.js (WebGPU)",
     Target.LITERTJS: "LiteRT.js",
     Target.LITERTJS_WEBGPU: "LiteRT.js (WebGPU)",
 }
-_BASES = {Target.TFJS_WEBGL: Target.TFJS, Target.LITERTJS: Target.TFLITE, Target.LITERTJS_WEBGPU: Target.LITERTJS}
+_BASES = {Target.TFJS_WEBGL: Target.TFJS, Target.TFJS_WEBGPU: Target.TFJS, Target.LITERTJS: Target.TFLITE,
+          Target.LITERTJS_WEBGPU: Target.LITERTJS}
 
 ALL_TARGETS = tuple(Target)
 
@@ -214,6 +219,16 @@ def webgpu_computes_wrong(condition: str, measured: str, param: str, when=lambda
                       workaround="run the model on LiteRT.js wasm (the default .tflite), or do this step in JavaScript")
 
 
+def tfjs_webgpu_fails(condition: str, measured: str, param: str, when=lambda eqn: True) -> Limitation:
+    """A use TF.js 4.22's WebGPU backend computes wrong or fails to run, in noxla's lowering of it (found
+    by tests/browser_sweep.py; ``measured``: what it gave); TF.js's cpu, wasm and WebGL run the same model.json."""
+    return Limitation((Target.TFJS_WEBGPU,), condition,
+                      f"TF.js 4.22's WebGPU backend does not compute noxla's lowering of it ({measured})",
+                      when=when, param=param,
+                      workaround="run the model on TF.js's webgl or wasm backend (tf.setBackend), or do this step "
+                                 "in JavaScript")
+
+
 __all__ = ["Target", "ALL_TARGETS", "LoweringFor", "DEFAULT_LOWERING", "PLACEMENT_PARAMS",
            "rule_params", "is_key_dtype", "physical_dtype", "dtype_name",
-           "EqnView", "Limitation", "dtype_limitation", "webgpu_computes_wrong"]
+           "EqnView", "Limitation", "dtype_limitation", "webgpu_computes_wrong", "tfjs_webgpu_fails"]

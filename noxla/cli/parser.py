@@ -67,8 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="report every use the target cannot run (exit 1 if any)")
     add_program_args(check)
     check.add_argument("--target", default="tflite", type=lambda name: name.lower().replace("-", "_"),
-                       choices=["tf", "tflite", "tflite_flex", "tfjs", "tfjs_webgl", "litertjs", "litertjs_webgpu"],
+                       choices=["tf", "tflite", "tflite_flex", "tfjs", "tfjs_webgl", "tfjs_webgpu", "litertjs",
+                                "litertjs_webgpu"],
                        help="tfjs_webgl (or tfjs-webgl): TF.js on its WebGL backend, TF.js's limits and WebGL's own; "
+                            "tfjs_webgpu: on its WebGPU backend; "
                             "litertjs: the .tflite on LiteRT.js (tensor dtypes, static shapes); litertjs_webgpu: "
                             "on its WebGPU accelerator too")
     check.set_defaults(run=cmd_check)

@@ -69,13 +69,18 @@ def write_demo(model_dir: str, fun: Callable, program, example_args: Sequence, t
 
 
 def backend_rejections(program) -> dict[str, str]:
-    """Per TF.js backend that noxla's check rejects the program for (WebGL: whole 32-bit words), the
-    report saying why; the page shows it instead of running there, and --verify-browser reports it."""
+    """Per TF.js backend that noxla's check rejects the program for (WebGL: whole 32-bit words; WebGPU:
+    what its kernels compute wrong), the report saying why; the page shows it instead of running
+    there, and --verify-browser reports it."""
     from limitations.engine import check_jaxpr
     from lowering_rules.core.vocabulary import Target
 
-    report = check_jaxpr(program.closed_jaxpr, Target.TFJS_WEBGL)  # TF.js itself passed the export's check
-    return {} if report.ok else {"webgl": report.format()}
+    rejected = {}
+    for backend, target in (("webgl", Target.TFJS_WEBGL), ("webgpu", Target.TFJS_WEBGPU)):
+        report = check_jaxpr(program.closed_jaxpr, target)  # TF.js itself passed the export's check
+        if not report.ok:
+            rejected[backend] = report.format()
+    return rejected
 
 
 def _model_name(fun: Callable, model_dir: str) -> str:
