@@ -33,6 +33,7 @@ from lowering_rules.core.matrices import rows as _rows
 from lowering_rules.core.matrices import swap_last as _t
 from lowering_rules.core.registry import Limitation, Target, lowering
 from lowering_rules.core.vocabulary import ALL_TARGETS
+from lowering_rules.linalg_factor import WEBGPU_LINALG
 
 # Largest matrix dimension each rule unrolls. Measured at the limit (float32, batch 1, TFLite
 # builtins, LiteRT 1 thread, on a shared 2-core AMD EPYC, one primitive per model): cholesky 32:
@@ -93,7 +94,8 @@ def _spd(x):
     return x @ jnp.swapaxes(x, -1, -2) + x.shape[-1] * jnp.eye(x.shape[-1], dtype=x.dtype)
 
 
-@lowering(lax.linalg.cholesky_p, limitations=[_size_limit("cholesky", _last_two, "about 10 n ops")], cases=[
+@lowering(lax.linalg.cholesky_p, limitations=[WEBGPU_LINALG, _size_limit("cholesky", _last_two, "about 10 n ops")],
+          cases=[
     case("spd", lambda x: jnp.linalg.cholesky(_spd(x)), f32(5, 5)),
     case("batched", lambda x: jnp.linalg.cholesky(_spd(x)), f32(2, 3, 4, 4)),
     case("one", lambda x: jnp.linalg.cholesky(_spd(x)), f32(1, 1)),
@@ -135,7 +137,7 @@ def _triangular(x, lower=True, unit=False):
 
 @lowering(lax.linalg.triangular_solve_p, dtypes=dtypes(gaps=[gap((Target.TFLITE,), {"float16"}, (
     "the substitution slices float16 rows (STRIDED_SLICE), which TFLite's builtins have no kernel for"))]),
-    limitations=[
+    limitations=[WEBGPU_LINALG,
     _size_limit("triangular_solve", lambda a: (a.ndim - 1,), "about 6 n ops")], cases=[
     case("lower_left", lambda a, b: lax.linalg.triangular_solve(_triangular(a), b, left_side=True, lower=True),
          f32(5, 5), f32(5, 3)),
@@ -185,7 +187,7 @@ def _lu_parts(x):
     return lu, pivots, permutation
 
 
-@lowering(lax.linalg.lu_p, limitations=[_size_limit("lu", _last_two, "about 15 n ops")], cases=[
+@lowering(lax.linalg.lu_p, limitations=[WEBGPU_LINALG, _size_limit("lu", _last_two, "about 15 n ops")], cases=[
     case("square", _lu_parts, f32(5, 5)),
     case("wide", _lu_parts, f32(3, 5)),
     case("tall", _lu_parts, f32(5, 3)),
@@ -222,7 +224,7 @@ def lower_lu(ctx, x):
     return x, tf.stack(pivots, axis=-1), permutation
 
 
-@lowering(lax.linalg.lu_pivots_to_permutation_p, limitations=[
+@lowering(lax.linalg.lu_pivots_to_permutation_p, limitations=[WEBGPU_LINALG,
     _size_limit("lu_pivots_to_permutation", lambda a: (a.ndim - 1,), "3 ops per pivot")], cases=[
     case("pivots", lambda p: lax.linalg.lu_pivots_to_permutation(p, 5), np.array([2, 2, 4, 3], np.int32)),
     case("batched", lambda p: lax.linalg.lu_pivots_to_permutation(p, 4), np.array([[3, 1, 2], [0, 3, 3]], np.int32)),
@@ -279,7 +281,7 @@ def _qr_invariants(mode):
     return fn
 
 
-@lowering(lax.linalg.qr_p, limitations=[
+@lowering(lax.linalg.qr_p, limitations=[WEBGPU_LINALG,
     _size_limit("qr", _last_two, "about 20 min(m, n) ops"),
 ], cases=[
     case("square", _qr_invariants("reduced"), f32(5, 5)),
@@ -389,7 +391,7 @@ def _eigh_invariants(x):
     return w, (v * w[..., None, :]) @ jnp.swapaxes(v, -1, -2), jnp.swapaxes(v, -1, -2) @ v
 
 
-@lowering(lax.linalg.eigh_p, limitations=[
+@lowering(lax.linalg.eigh_p, limitations=[WEBGPU_LINALG,
     _size_limit("eigh", _last_two, f"{JACOBI_SWEEPS} sweeps of n - 1 rotation rounds in a while loop"),
     _subset_limitation("eigenvalues"),
 ], cases=[
@@ -474,7 +476,7 @@ def _svd_invariants(full):
     return fn
 
 
-@lowering(lax.linalg.svd_p, limitations=[
+@lowering(lax.linalg.svd_p, limitations=[WEBGPU_LINALG,
     _size_limit("svd", _last_two, f"{JACOBI_SWEEPS} sweeps of one-sided Jacobi rounds in a while loop"),
     _subset_limitation("singular values"),
 ], cases=[

@@ -36,6 +36,7 @@ from lowering_rules.core.matrices import eye_like, index, swap_last
 from lowering_rules.core.registry import Limitation, add_complex, lowering
 from lowering_rules.core.vocabulary import ALL_TARGETS
 from lowering_rules.linalg_factor import (
+    WEBGPU_LINALG,
     hessenberg_reflectors,
     householder_product,
     householder_qr,
@@ -228,7 +229,7 @@ def _real_spectrum(x):
     return p @ jnp.diag(jnp.arange(1.0, n + 1, dtype=x.dtype)) @ jnp.linalg.inv(p)
 
 
-@lowering(lax.linalg.schur_p, dtypes=_FLOAT32_ITERATION, limitations=[
+@lowering(lax.linalg.schur_p, dtypes=_FLOAT32_ITERATION, limitations=[WEBGPU_LINALG,
     _size_limit("schur"),
     Limitation(ALL_TARGETS, "sort_eig_vals=True", "JAX itself does not implement the sorted Schur form "
                "(LAPACK gees' sort)", param="sort_eig_vals", when=lambda eqn: eqn.params.get("sort_eig_vals"),
@@ -375,7 +376,7 @@ def _vector_limitation(side: str) -> Limitation:
                       workaround="use jnp.linalg.eigvals; for a symmetric matrix, jnp.linalg.eigh gives vectors")
 
 
-@lowering(lax.linalg.eig_p, dtypes=_FLOAT32_ITERATION, limitations=[
+@lowering(lax.linalg.eig_p, dtypes=_FLOAT32_ITERATION, limitations=[WEBGPU_LINALG,
     _size_limit("eig"), _vector_limitation("left"),
     Limitation(ALL_TARGETS, "the matrix is complex", "the Schur iteration is real (complex QR steps are "
                "not lowered)", when=lambda eqn: is_complex(eqn.avals_in[0]),

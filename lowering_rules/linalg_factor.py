@@ -27,7 +27,7 @@ from lowering_rules.core.matrices import index as _index
 from lowering_rules.core.matrices import rows as _rows
 from lowering_rules.core.matrices import swap_last as _t
 from lowering_rules.core.registry import Limitation, Target, lowering
-from lowering_rules.core.vocabulary import ALL_TARGETS
+from lowering_rules.core.vocabulary import ALL_TARGETS, webgpu_computes_wrong
 
 # Largest matrix dimension each rule unrolls: the graph grows with n. Measured at the limit
 # (float32 32x32, batch 1, TFLite builtins, LiteRT 1 thread, a shared 2-core AMD EPYC, one primitive
@@ -120,7 +120,15 @@ def _raw_qr(x):
     return a, taus
 
 
-@lowering(lapack_like.geqrf_p, limitations=[_size_limit("geqrf", "about 15 min(m, n) ops")], cases=[
+# Measured (tests/browser_sweep.py, LiteRT.js 2.5.3 in headless Chromium): batched cholesky, lu, qr, svd,
+# eig, schur, hessenberg, tridiagonal, householder_product, geqrf, ormqr, and geqp3, lu's slogdet, an
+# other-triangle triangular_solve, entries off by O(1) on WebGPU (eigh and svd fail to compile there);
+# LiteRT.js's wasm matches JAX. Not found op by op.
+WEBGPU_LINALG = webgpu_computes_wrong("any matrix decomposition or triangular solve",
+                                      "entries off by O(1), batched matrices most often", "dtype")
+
+
+@lowering(lapack_like.geqrf_p, limitations=[WEBGPU_LINALG, _size_limit("geqrf", "about 15 min(m, n) ops")], cases=[
     case("qr_raw", _raw_qr, f32(4, 3)),
     case("wide", lambda x: lapack_like.geqrf(x), f32(2, 4)),
     case("batched", lambda x: lapack_like.geqrf(x), f32(2, 3, 3)),
@@ -160,7 +168,7 @@ def _pivoted_multiply(a, c):
     return cq, r, p
 
 
-@lowering(lapack_like.geqp3_p, limitations=[
+@lowering(lapack_like.geqp3_p, limitations=[WEBGPU_LINALG,
     _size_limit("geqp3", "about 25 n ops, each step a column swap as a product with an n x n matrix")], cases=[
     case("scipy_qr_multiply", _pivoted_multiply, f32(4, 3), f32(2, 4)),
     case("free_columns", _pivoted_qr, f32(3, 4), np.zeros(4, np.int32)),
@@ -220,7 +228,7 @@ def pivoted_qr(x, m: int, n: int, full_matrices: bool):
 
 # ----------------------------------------------------------------------------- orgqr / ormqr
 
-@lowering(lax.linalg.householder_product_p, limitations=[
+@lowering(lax.linalg.householder_product_p, limitations=[WEBGPU_LINALG,
     _size_limit("householder_product", "about 8 k ops")], cases=[
     case("from_geqrf", lambda x: lax.linalg.householder_product(*lapack_like.geqrf(x)), f32(4, 3)),
     case("fewer_taus", lambda a, t: lax.linalg.householder_product(a, t), f32(4, 4), f32(2)),
@@ -247,7 +255,7 @@ def _ormqr(left, transpose):
     return lambda x, c: lax.linalg.ormqr(*lapack_like.geqrf(x), c, left=left, transpose=transpose)
 
 
-@lowering(lax.linalg.ormqr_p, limitations=[_size_limit("ormqr", "about 8 k ops")], cases=[
+@lowering(lax.linalg.ormqr_p, limitations=[WEBGPU_LINALG, _size_limit("ormqr", "about 8 k ops")], cases=[
     case("q_c", _ormqr(True, False), f32(4, 3), f32(4, 2)),
     case("qt_c", _ormqr(True, True), f32(3, 3), f32(3, 2)),
     case("c_q", _ormqr(False, False), f32(4, 2), f32(3, 4)),
@@ -307,7 +315,7 @@ def _hessenberg_parts(x):
     return a, taus
 
 
-@lowering(lax.linalg.hessenberg_p, limitations=[_size_limit("hessenberg", "about 20 n ops")], cases=[
+@lowering(lax.linalg.hessenberg_p, limitations=[WEBGPU_LINALG, _size_limit("hessenberg", "about 20 n ops")], cases=[
     case("packed", _hessenberg_parts, f32(4, 4)),
     case("batched", _hessenberg_parts, f32(2, 3, 3)),
     case("scipy_hessenberg", lambda x: jax.scipy.linalg.hessenberg(x), f32(4, 4)),
@@ -331,7 +339,7 @@ def _tridiagonal_parts(lower):
     return fn
 
 
-@lowering(lax.linalg.tridiagonal_p, limitations=[_size_limit("tridiagonal", "about 25 n ops")], cases=[
+@lowering(lax.linalg.tridiagonal_p, limitations=[WEBGPU_LINALG, _size_limit("tridiagonal", "about 25 n ops")], cases=[
     case("lower", _tridiagonal_parts(True), f32(4, 4)),
     case("upper", _tridiagonal_parts(False), f32(4, 4)),
     case("batched", _tridiagonal_parts(True), f32(2, 3, 3)),

@@ -19,6 +19,7 @@ from lowering_rules.core.helpers import (
 )
 from lowering_rules.core.lazy_tensorflow import tf, xla_ops
 from lowering_rules.core.registry import lowering
+from lowering_rules.core.vocabulary import webgpu_computes_wrong
 from lowering_rules.patterns import joins
 from lowering_rules.structural import beside, carried, emptied, reshape_to
 
@@ -354,7 +355,13 @@ PAD_CASES = [
 ]
 
 
-@lowering(lax.pad_p, cases=PAD_CASES, limitations=[symbolic_padding(
+# Measured (pad:u8_zero_fill_interior): values in the wrong places on LiteRT.js's WebGPU.
+_WEBGPU_U8_INTERIOR = webgpu_computes_wrong(
+    "a uint8 pad with interior padding", "values in the wrong places", "padding_config",
+    when=lambda eqn: eqn.dtype_in == np.uint8 and any(entry[2] for entry in eqn.params["padding_config"]))
+
+
+@lowering(lax.pad_p, cases=PAD_CASES, limitations=[_WEBGPU_U8_INTERIOR, symbolic_padding(
     "padding_config", "give that axis a static size (noxla export's --shape-buckets writes one signature per "
     "size), or an integer interior padding", amounts=lambda entry: entry[2:])])
 @carried("float16", "bool", "int8", "int16", "uint16", "uint32")

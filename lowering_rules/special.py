@@ -24,7 +24,7 @@ from lowering_rules.core.helpers import (
 from lowering_rules.core.jax_compat import lax_value
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import lowering
-from lowering_rules.core.vocabulary import tfjs_webgpu_fails
+from lowering_rules.core.vocabulary import tfjs_webgpu_fails, webgpu_computes_wrong
 from lowering_rules.elementwise import FLOAT32_SERIES, _unary_cases, binary, unary
 
 NAN, INF = float("nan"), float("inf")
@@ -378,6 +378,8 @@ _POLYGAMMA_X = np.array([1.0, 0.0, 0.0, -1.0, -1.5, INF, 1.0, 1.0, NAN, 1e-3, 2.
 # relative (zeta:negative_q_integer_s changed sign). TF.js's cpu, wasm and WebGL match JAX.
 _WEBGPU_SPECIAL = tfjs_webgpu_fails("any incomplete gamma, zeta or polygamma",
                                     "1e-3 to 100% off: the GPU's approximate sin, amplified", "dtype")
+# Measured (zeta:negative_q_integer_s): a sign flipped on LiteRT.js's WebGPU.
+_LITERTJS_WEBGPU_ZETA = webgpu_computes_wrong("any zeta", "a sign flipped for a negative q", "dtype")
 for _prim, _fn, _cases in (
         (lax.igamma_p, igamma, _igamma_cases(lax.igamma)),
         (lax.igammac_p, igammac, _igamma_cases(lax.igammac) + [
@@ -398,4 +400,5 @@ for _prim, _fn, _cases in (
                  f32(6, 8, low=0.1, high=15)),
             case("edges", lax.polygamma, _POLYGAMMA_N, _POLYGAMMA_X),
             case("f16", lax.polygamma, np.array([1.0, 2.0, 1.0, 0.0], np.float16), f16(4, low=1, high=4))])):
-    lowering(_prim, cases=_cases, dtypes=_DTYPES.get(_prim, ALL), limitations=[_WEBGPU_SPECIAL])(binary(_fn))
+    limitations = [_WEBGPU_SPECIAL, *([_LITERTJS_WEBGPU_ZETA] if _prim is lax.zeta_p else [])]
+    lowering(_prim, cases=_cases, dtypes=_DTYPES.get(_prim, ALL), limitations=limitations)(binary(_fn))

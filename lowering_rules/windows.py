@@ -38,7 +38,7 @@ from lowering_rules.core.helpers import (
 from lowering_rules.core.jax_compat import closed_jaxpr, windowed_reductions
 from lowering_rules.core.lazy_tensorflow import tf
 from lowering_rules.core.registry import Limitation, Target, lowering
-from lowering_rules.core.vocabulary import ALL_TARGETS, tfjs_webgpu_fails
+from lowering_rules.core.vocabulary import ALL_TARGETS, tfjs_webgpu_fails, webgpu_computes_wrong
 from lowering_rules.patterns import fusion
 
 # ----------------------------------------------------------------------------------------------
@@ -484,10 +484,14 @@ _WEBGL_RANK5_WINDOWS = Limitation(
     reason="TF.js's WebGL does not compile the rank-5 strided slices of its lowering (a loud failure)",
     workaround="run the model on TF.js's wasm or webgpu backend, or pool 3-D volumes as 2-D slices",
     when=lambda eqn: len(eqn.avals_in[0].shape) >= 5)
+# Measured (reduce_window_min:int32_base_dilated wrong; the other int32 windows fail to compile, the
+# delegate's int32 GATHER "Unable to parse bc coord for BATCH axis") on LiteRT.js's WebGPU.
+_WEBGPU_INT_WINDOWS = webgpu_computes_wrong("an integer window reduction", "wrong, or a model WebGPU cannot compile",
+                                            "dtype", when=lambda eqn: eqn.dtype_in.kind in "iu")
 for _prim, _name, _cases in ((lax.reduce_window_sum_p, "add", SUM_CASES),
                              (lax.reduce_window_max_p, "max", MAX_CASES),
                              (lax.reduce_window_min_p, "min", MIN_CASES)):
-    lowering(_prim, cases=_cases, limitations=[symbolic_padding(), _WEBGL_RANK5_WINDOWS],
+    lowering(_prim, cases=_cases, limitations=[symbolic_padding(), _WEBGL_RANK5_WINDOWS, _WEBGPU_INT_WINDOWS],
              fast=fusion.MAX_POOL if _name == "max" else None)(_monoid_rule(_name))
 
 lowering(lax.reduce_window_p, cases=GENERIC_CASES, limitations=[

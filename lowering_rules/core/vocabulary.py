@@ -231,4 +231,5 @@ def tfjs_webgpu_fails(condition: str, measured: str, param: str, when=lambda eqn
 
 __all__ = ["Target", "ALL_TARGETS", "LoweringFor", "DEFAULT_LOWERING", "PLACEMENT_PARAMS",
            "rule_params", "is_key_dtype", "physical_dtype", "dtype_name",
-           "EqnView", "Limitation", "dtype_limitation", "webgpu_computes_wrong", "tfjs_webgpu_fails"]
+           "EqnView", "Limitation", "dtype_limitation", "webgpu_computes_wrong",
+           "tfjs_webgpu_fails"]
