@@ -125,16 +125,10 @@ STARTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def starts_exported(tmp_path_factory):
-    root = tmp_path_factory.mktemp("run_time_starts")
-    return {name: noxla.export_tfjs(fun, _DATA, start, path=str(root / name)) for name, (fun, start) in STARTS.items()}
-
-
 @pytest.mark.parametrize("name", sorted(STARTS))
-def test_run_time_starts_are_not_selected_on_the_gpu(name, starts_exported):
+def test_run_time_starts_are_not_selected_on_the_gpu(name, extra_exported):
     """No SelectV2 computes what a Slice or Pad reads on the CPU (the data's own select may stay)."""
-    nodes = {n["name"]: n for n in _nodes(starts_exported[name])}
+    nodes = {n["name"]: n for n in _nodes(extra_exported[f"starts_{name}"])}
     read = [n["input"][1] for n in nodes.values() if n["op"] in ("Slice", "Pad", "PadV2")]
     seen, stack = set(), [r.partition(":")[0] for r in read]
     while stack:
@@ -145,27 +139,6 @@ def test_run_time_starts_are_not_selected_on_the_gpu(name, starts_exported):
         assert node["op"] != "SelectV2", (name, node["name"])
         stack.extend(i.partition(":")[0] for i in node.get("input", []))
     assert read, name
-
-
-def _starts_match(name, path, run) -> None:
-    fun, start = STARTS[name]
-    expected = np.asarray(jax.jit(fun)(_DATA, start))
-    (actual,) = run(path, dict(zip(("x", "i"), (_DATA, start)))).values()
-    np.testing.assert_array_equal(np.asarray(actual), expected, err_msg=name)
-
-
-@pytest.mark.parametrize("backend", ["cpu", "wasm"])
-@pytest.mark.parametrize("name", sorted(STARTS))
-def test_run_time_starts_match_jax_on_node(name, backend, starts_exported, tfjs_runner):
-    _starts_match(name, starts_exported[name], lambda path, inputs: tfjs_runner.run(path, inputs, backend))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("backend", CHROMIUM_BACKENDS)
-def test_run_time_starts_match_jax_in_chromium(backend, starts_exported, browser_runner):
-    browser = chromium(browser_runner, backend)
-    for name in sorted(STARTS):
-        _starts_match(name, starts_exported[name], lambda path, inputs: browser.run(path, inputs, backend))
 
 
 # Programs whose TF.js model reads the rules' run-time +inf where TF.js's executor reads a value on
@@ -179,33 +152,43 @@ INFINITIES = {
 }
 
 
+# name -> (function, its named inputs, whether it must be bit-exact)
+EXTRA = {**{f"starts_{n}": (f, {"x": _DATA, "i": start}, True) for n, (f, start) in STARTS.items()},
+         **{f"infinity_{n}": (f, {"x": _POOL}, False) for n, f in INFINITIES.items()}}
+
+
 @pytest.fixture(scope="module")
-def infinities_exported(tmp_path_factory):
-    root = tmp_path_factory.mktemp("infinities")
-    return {name: noxla.export_tfjs(fun, _POOL, path=str(root / name)) for name, fun in INFINITIES.items()}
+def extra_exported(tmp_path_factory):
+    root = tmp_path_factory.mktemp("webgpu_forms")
+    return {name: noxla.export_tfjs(fun, *inputs.values(), path=str(root / name))
+            for name, (fun, inputs, _) in EXTRA.items()}
 
 
 @pytest.mark.parametrize("name", sorted(INFINITIES))
-def test_the_run_time_infinity_is_a_weight(name, infinities_exported):
-    ops = [n["op"] for n in _nodes(infinities_exported[name])]
+def test_the_run_time_infinity_is_a_weight(name, extra_exported):
+    ops = [n["op"] for n in _nodes(extra_exported[f"infinity_{name}"])]
     assert "IsFinite" not in ops and "Reciprocal" not in ops, ops  # 1 / sum(0 * |x|), made at run time
 
 
-def _infinities_match(name, path, run) -> None:
-    expected = np.asarray(jax.jit(INFINITIES[name])(_POOL))
-    (actual,) = run(path, {"x": _POOL}).values()
-    np.testing.assert_allclose(np.asarray(actual), expected, rtol=1e-6, err_msg=name)
+def _extra_matches(name, path, run) -> None:
+    fun, inputs, exact = EXTRA[name]
+    expected = np.asarray(jax.jit(fun)(*inputs.values()))
+    (actual,) = run(path, inputs).values()
+    if exact:
+        np.testing.assert_array_equal(np.asarray(actual), expected, err_msg=name)
+    else:
+        np.testing.assert_allclose(np.asarray(actual), expected, rtol=1e-6, err_msg=name)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "wasm"])
-@pytest.mark.parametrize("name", sorted(INFINITIES))
-def test_infinities_match_jax_on_node(name, backend, infinities_exported, tfjs_runner):
-    _infinities_match(name, infinities_exported[name], lambda path, inputs: tfjs_runner.run(path, inputs, backend))
+@pytest.mark.parametrize("name", sorted(EXTRA))
+def test_starts_and_infinities_match_jax_on_node(name, backend, extra_exported, tfjs_runner):
+    _extra_matches(name, extra_exported[name], lambda path, inputs: tfjs_runner.run(path, inputs, backend))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", CHROMIUM_BACKENDS)
-def test_infinities_match_jax_in_chromium(backend, infinities_exported, browser_runner):
+def test_starts_and_infinities_match_jax_in_chromium(backend, extra_exported, browser_runner):
     browser = chromium(browser_runner, backend)
-    for name in sorted(INFINITIES):
-        _infinities_match(name, infinities_exported[name], lambda path, inputs: browser.run(path, inputs, backend))
+    for name in sorted(EXTRA):
+        _extra_matches(name, extra_exported[name], lambda path, inputs: browser.run(path, inputs, backend))
