@@ -495,7 +495,7 @@ for _prim, _name, _cases in ((lax.reduce_window_sum_p, "add", SUM_CASES),
              fast=fusion.MAX_POOL if _name == "max" else None)(_monoid_rule(_name))
 
 lowering(lax.reduce_window_p, cases=GENERIC_CASES, limitations=[
-    symbolic_padding(),
+    symbolic_padding(), _WEBGPU_INT_WINDOWS,
     Limitation(ALL_TARGETS, param="jaxpr", condition="more than one operand (variadic reduce_window)",
                reason="only single-operand window reductions are lowered",
                workaround="reduce each operand with its own lax.reduce_window",
