@@ -299,7 +299,13 @@ def _gathered_update(ctx, x, update, *starts):
         if dim == size:  # the start is clamped to 0
             continue
         offsets = tf.constant(np.arange(dim, dtype=np.int32)) - start
-        placed = tf.gather(placed, tf.clip_by_value(offsets, 0, size - 1), axis=axis)
+        known = tf.get_static_value(start)
+        if known is not None:  # a PAD by known amounts: the delegate's GATHER of constant indices along
+            known = int(known)  # a leading axis does not compile ("Unable to parse bc coord for BATCH axis")
+            placed = tf.pad(placed, [(known, dim - size - known) if d == axis else (0, 0)
+                                     for d in range(len(operand_shape))])
+        else:
+            placed = tf.gather(placed, tf.clip_by_value(offsets, 0, size - 1), axis=axis)
         hit = tf.reshape(tf.logical_and(offsets >= 0, offsets < size),
                          [dim if d == axis else 1 for d in range(len(operand_shape))])
         inside = hit if inside is None else tf.logical_and(inside, hit)

@@ -243,6 +243,23 @@ def test_dynamic_update_slice_at_run_time_starts_on_webgpu(litertjs, tmp_path):
     assert info["placement"]["fullyAccelerated"], info["placement"]["unsupported"]
 
 
+def test_dynamic_update_slice_at_known_starts_on_webgpu(litertjs, tmp_path):
+    # A start known when exported is a PAD by known amounts: the delegate's GATHER of constant indices
+    # along a leading axis does not compile ("Unable to parse bc coord for BATCH axis": a cache write
+    # beside an RMS norm failed the whole model).
+    from jax import lax
+
+    import noxla
+    x, c = np.arange(10, dtype=np.float32).reshape(2, 5), np.zeros((4, 5), np.float32)
+
+    def f(x, c):
+        return jnp.mean(x * x, axis=-1, keepdims=True), lax.dynamic_update_slice(c, x, (1, 0))
+    path = noxla.export_tflite(f, x, c, path=str(tmp_path / "known.tflite"), target="litertjs-webgpu")
+    outs = litertjs.run(path, {"x": x, "c": c}, "webgpu")
+    for i, want in enumerate(f(x, c)):
+        np.testing.assert_allclose(outs[f"output_{i}"], np.asarray(want), rtol=1e-6, err_msg=f"output_{i}")
+
+
 @pytest.mark.parametrize("name", ["pad_rank3", "conv1d_explicit_padding", "cumsum_axis0", "cumsum_vector",
                                   "average_of_padded", "max_of_padded", "flip_last", "bgr", "cumsum_reverse",
                                   "pad_channels_by_minus_one", "interior_pad"])
