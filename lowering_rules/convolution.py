@@ -520,25 +520,12 @@ TRANSPOSED = FastVariant(
     "may give finite entries where JAX's 0 * inf or 0 * NaN gives NaN",
     lambda eqn: transposes(eqn.params, eqn.avals_out[0].dtype))
 
-# Measured (conv_general_dilated:depthwise, depthwise_1d_strided, depthwise_rhs_dilation): off by O(1) on
-# LiteRT.js's WebGPU where the kernel is a program input (a constant kernel is right; the check cannot
-# tell them apart), with any channel multiplier over 1.
-def _depthwise_multiplier(eqn) -> bool:
-    lhs_spec, _, out_spec = eqn.params["dimension_numbers"]
-    channels = eqn.avals_in[0].shape[lhs_spec[1]]
-    groups = eqn.params["feature_group_count"]
-    return groups > 1 and groups == channels and eqn.avals_out[0].shape[out_spec[1]] != channels
-
-
 # Measured (conv_general_dilated:int32): the delegate's int32 GATHER of the integer lowering does not
 # compile on LiteRT.js's WebGPU ("Unable to parse bc coord for BATCH axis"): the model fails to load.
 _WEBGPU_INT_CONV = webgpu_computes_wrong("an integer convolution", "a model WebGPU cannot compile", "dtype",
                                          when=lambda eqn: eqn.dtype_in.kind in "iu")
-_WEBGPU_DEPTHWISE = webgpu_computes_wrong("a depthwise convolution with a channel multiplier over 1",
-                                          "sums off by O(1) where its kernel is a program input",
-                                          "feature_group_count", when=_depthwise_multiplier)
 # Measured (conv_general_dilated:int32_3d_grouped): wrong sums on TF.js's WebGPU; 2-D integer ones match.
 _WEBGPU_INT_3D = tfjs_webgpu_fails("an integer convolution with 3 spatial dimensions", "sums wrong", "dtype",
                                    when=lambda eqn: eqn.dtype_in.kind in "iu" and len(eqn.avals_in[0].shape) == 5)
 register(lax.conv_general_dilated_p, lower_conv_general_dilated, cases=CONV_CASES + ZERO_PAD_CASES,
-         limitations=[*CONV_LIMITATIONS, _WEBGPU_INT_3D, _WEBGPU_INT_CONV, _WEBGPU_DEPTHWISE], fast=TRANSPOSED)
+         limitations=[*CONV_LIMITATIONS, _WEBGPU_INT_3D, _WEBGPU_INT_CONV], fast=TRANSPOSED)
