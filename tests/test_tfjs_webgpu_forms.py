@@ -145,7 +145,8 @@ def test_run_time_starts_are_not_selected_on_the_gpu(name, extra_exported):
 # the CPU (a Fill's, a PadV2's): max/min pooling and its gradient, a max over an empty axis.
 _POOL = _RS.randn(2, 9, 9, 3).astype(np.float32)
 INFINITIES = {
-    "max_pool_same": lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME"),
+    "max_pool_asymmetric": lambda x: lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1),
+                                                       ((0, 0), (1, 0), (0, 2), (0, 0))),
     "min_pool_padded": lambda x: lax.reduce_window(x, jnp.inf, lax.min, (1, 2, 2, 1), (1, 1, 1, 1),
                                                    ((0, 0), (1, 1), (0, 1), (0, 0))),
     "max_over_empty_axis": lambda x: jnp.max(x[:, :0], axis=1, initial=-jnp.inf) + x[:, 0],

@@ -26,8 +26,8 @@ import collections
 
 import numpy as np
 
-from noxla.graph import ops
-from noxla.graph.core import Graph, Node, Tensor
+from noxla.graph import api, ops
+from noxla.graph.core import Graph, Node, Tensor, recording
 
 _ADDS = ("Add", "AddV2")
 _FLOATS = ("DT_FLOAT", "DT_DOUBLE", "DT_HALF", "DT_BFLOAT16")
@@ -44,6 +44,19 @@ def constant_before(graph: Graph, before: Node, name: str, value: np.ndarray) ->
     node = Node(graph.unique_name(name), "Const", [], {"dtype": ops.type_attr(dtype)}, [(dtype, value.shape)], value)
     graph.nodes.insert(graph.nodes.index(before), node)
     return node.output(0)
+
+
+def recorded_before(graph: Graph, before: Node, build):
+    """What ``build(tf)`` returns, the ops it records (with ``noxla.graph.api``'s ``tf``) placed just
+    before ``before``: a rewrite written as the rules write ops."""
+    tf, start = api.recorder(), len(graph.nodes)
+    with recording(graph):
+        result = build(tf)
+    recorded = graph.nodes[start:]
+    del graph.nodes[start:]
+    at = graph.nodes.index(before)
+    graph.nodes[at:at] = recorded
+    return result
 
 
 def _broadcast_to(graph: Graph, node: Node, x: Tensor) -> None:

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from noxla.graph import api, ops
-from noxla.graph.core import Graph, Node, Tensor, recording
-from noxla.writers.tfjs.arithmetic import constant_before
+from noxla.graph import ops
+from noxla.graph.core import Graph, Node, Tensor
+from noxla.writers.tfjs.arithmetic import constant_before, recorded_before
 from noxla.writers.tfjs.int32_ranges import Range, int32_ranges, power_of_two
 
 _INT32 = {"type": "DT_INT32"}
@@ -176,8 +176,8 @@ def _product_tree(graph: Graph, node: Node) -> None:
     axes = sorted({int(a) % rank for a in np.asarray(axes.constant).ravel()})
     kept = [a for a in range(rank) if a not in axes]
     n, k = int(np.prod([dims[a] for a in axes])), int(np.prod([dims[a] for a in kept]))
-    tf, start = api.recorder(), len(graph.nodes)
-    with recording(graph):
+
+    def tree(tf, n=n):
         terms = tf.reshape(tf.transpose(x, kept + axes), [k, n])
         if n == 0:
             terms = tf.ones([k, 1], tf.int32)
@@ -187,11 +187,8 @@ def _product_tree(graph: Graph, node: Node) -> None:
             pairs, n = tf.reshape(terms, [k, n // 2, 2]), n // 2  # Slices: wasm's strided int32 slice is wrong
             terms = tf.reshape(tf.slice(pairs, [0, 0, 0], [k, n, 1]), [k, n]) * tf.reshape(
                 tf.slice(pairs, [0, 0, 1], [k, n, 1]), [k, n])
-        product = tf.reshape(terms, list(node.outputs[0][1]))
-    recorded = graph.nodes[start:]
-    del graph.nodes[start:]
-    at = graph.nodes.index(node)
-    graph.nodes[at:at] = recorded
+        return tf.reshape(terms, list(node.outputs[0][1]))
+    product = recorded_before(graph, node, tree)
     node.op, node.inputs, node.attrs = "Identity", [product], {"T": _INT32}
 
 

@@ -46,8 +46,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from noxla.graph import api, ops
-from noxla.graph.core import Graph, Node, Tensor, recording
+from noxla.graph import ops
+from noxla.graph.core import Graph, Node, Tensor
+from noxla.writers.tfjs.arithmetic import constant_before, recorded_before
 from noxla.writers.tfjs.int32_ranges import int32_ranges
 
 _INTS = ("int32", "bool")
@@ -70,18 +71,6 @@ def _axes(node: Node) -> list[int] | None:
     return sorted({int(a) % rank for a in np.asarray(axes.constant).ravel()})
 
 
-def _spliced(graph: Graph, before: Node, build) -> object:
-    """``build(tf)``'s result, its recorded nodes placed before ``before``."""
-    tf, start = api.recorder(), len(graph.nodes)
-    with recording(graph):
-        result = build(tf)
-    recorded = graph.nodes[start:]
-    del graph.nodes[start:]
-    at = graph.nodes.index(before)
-    graph.nodes[at:at] = recorded
-    return result
-
-
 def _innermost(graph: Graph, node: Node) -> None:
     """``node`` (a reduction, or an op along one axis) over its axes moved innermost by a Transpose."""
     x, rank, axes = node.inputs[0], node.inputs[0].shape.rank, _axes(node)
@@ -92,9 +81,9 @@ def _innermost(graph: Graph, node: Node) -> None:
     dtype, shape = node.outputs[0]
     cumulative = node.op in ("Cumsum", "Cumprod")
     keep_dims = node.op in _REDUCTIONS and node.attrs.get("keep_dims", {}).get("b", False)
-    moved = _spliced(graph, node, lambda tf: tf.transpose(x, perm))
+    moved = recorded_before(graph, node, lambda tf: tf.transpose(x, perm))
     inner_axes = list(range(len(kept), rank)) if node.op in _REDUCTIONS else rank - 1
-    axis = _spliced(graph, node, lambda tf: tf.constant(np.array(inner_axes, np.int32)))
+    axis = constant_before(graph, node, f"{node.name}/axes", np.array(inner_axes, np.int32))
     attrs = dict(node.attrs, **({"Tidx": ops.type_attr(axis.dtype)} if "Tidx" in node.attrs else {}))
     if keep_dims:
         attrs["keep_dims"] = ops.bool_attr(False)
@@ -110,7 +99,7 @@ def _innermost(graph: Graph, node: Node) -> None:
         for a in axes if keep_dims else ():
             out = tf.expand_dims(out, a)
         return out
-    result = _spliced(graph, node, restored)
+    result = recorded_before(graph, node, restored)
     node.op, node.inputs, node.attrs = "Identity", [result], {"T": ops.type_attr(dtype)}
 
 
@@ -132,7 +121,7 @@ def _through_floats(graph: Graph, node: Node, of) -> None:
         hi = tf.math.floordiv(x - lo, half)
         lo, hi = (tf.cast(tf.transpose(floats(tf, h), perm), tf.int32) for h in (lo, hi))
         return hi * half + lo
-    out = _spliced(graph, node, moved)
+    out = recorded_before(graph, node, moved)
     node.op, node.inputs, node.attrs = "Identity", [out], {"T": ops.type_attr(x.dtype)}
 
 
@@ -158,7 +147,7 @@ def scalar_argmaxes(graph: Graph, kept) -> None:
             dtype, shape = node.outputs[0]
             inner = Node(graph.unique_name(f"{node.name}/vector"), node.op, node.inputs, node.attrs, [(dtype, shape)])
             graph.nodes.insert(graph.nodes.index(node), inner)
-            scalar = _spliced(graph, node, lambda tf: tf.constant(np.zeros(0, np.int32)))
+            scalar = constant_before(graph, node, f"{node.name}/scalar", np.zeros(0, np.int32))
             node.op, node.inputs = "Reshape", [inner.output(0), scalar]
             node.attrs = {"T": ops.type_attr(dtype), "Tshape": ops.type_attr(scalar.dtype)}
 
@@ -222,7 +211,8 @@ def _pad_at(graph: Graph, node: Node, shape: list[int], pads: list[list[int]]) -
     """``node`` (a Pad or PadV2) made at ``shape`` by Reshapes around it."""
     x, (dtype, out_shape) = node.inputs[0], node.outputs[0]
     value = {"constant_values": node.inputs[2]} if node.op == "PadV2" else {}
-    out = _spliced(graph, node, lambda tf: tf.reshape(tf.pad(tf.reshape(x, shape), pads, **value), list(out_shape)))
+    out = recorded_before(graph, node, lambda tf: tf.reshape(tf.pad(tf.reshape(x, shape), pads, **value),
+                                                             list(out_shape)))
     node.op, node.inputs, node.attrs = "Identity", [out], {"T": ops.type_attr(dtype)}
 
 
@@ -267,14 +257,15 @@ def _low_rank(graph: Graph, node: Node, out_shape: list[int]) -> Tensor | None:
         if len(shape) > 4:
             return None
         x = node.inputs[0]
-        return _spliced(graph, node, lambda tf: tf.reshape(tf.reverse(tf.reshape(x, shape), axes), out_shape))
+        return recorded_before(graph, node, lambda tf: tf.reshape(tf.reverse(tf.reshape(x, shape), axes), out_shape))
     if node.op == "SelectV2" and all(_static_dims(t) is not None for t in node.inputs):
         def flat(tf, t):  # a broadcast operand is made whole first (a Tile)
             if t.shape.rank == 0:
                 return t
             return tf.reshape(t if _static_dims(t) == out_shape else tf.broadcast_to(t, out_shape), [-1])
         operands = node.inputs
-        return _spliced(graph, node, lambda tf: tf.reshape(tf.where(*(flat(tf, t) for t in operands)), out_shape))
+        return recorded_before(graph, node, lambda tf: tf.reshape(tf.where(*(flat(tf, t) for t in operands)),
+                                                                  out_shape))
     return None
 
 
